@@ -1,5 +1,184 @@
-"""CLI commands (filled in by its area)."""
+"""`scm-xl roofline`: first-principles bounds for a model on a GPU (adapter over scm_xl.roofline)."""
 
 from __future__ import annotations
 
-commands: list = []
+import json
+from pathlib import Path
+
+import click
+
+from scm_xl import roofline
+from scm_xl.cli._common import handle_errors
+from scm_xl.errors import UsageError
+
+
+@click.command("roofline")
+@click.option("--model", "model_name", metavar="NAME", help="Catalog model (key, alias or HF repo name).")
+@click.option("--params-b", type=float, metavar="X", help="Ad-hoc model: parameters in billions (KV cache unknown).")
+@click.option("--gpu", "gpu_name", metavar="NAME", help="Catalog GPU (key or alias).")
+@click.option("--bandwidth-gbs", type=float, metavar="X", help="Ad-hoc GPU: memory bandwidth in GB/s (1 GB = 1e9 B).")
+@click.option("--tflops", type=float, metavar="Y", help="Ad-hoc GPU: peak dense TFLOP/s at the chosen precision.")
+@click.option("--memory-gb", type=float, metavar="Z", help="Ad-hoc GPU: memory in GB.")
+@click.option("--link-gbs", type=float, metavar="X",
+              help="Tensor-parallel link bandwidth per direction, GB/s [default: the GPU's; 64 for ad-hoc].")
+@click.option("--precision", default="bf16", show_default=True,
+              type=click.Choice(list(roofline.PRECISION_BYTES), case_sensitive=False), help="Weight precision.")
+@click.option("--kv-precision", type=click.Choice(list(roofline.PRECISION_BYTES), case_sensitive=False),
+              help="KV-cache precision [default: bf16; fp16/fp32 with fp16/fp32 weights].")
+@click.option("--context", type=int, default=roofline.DEFAULT_CONTEXT, show_default=True, metavar="T",
+              help="Sequence length in tokens for KV-cache sizes and the prefill figure.")
+@click.option("--batch", "batch_list", default="1", show_default=True, metavar="LIST",
+              help="Batch sizes, comma-separated, e.g. 1,8,64.")
+@click.option("--tp", type=int, default=1, show_default=True, metavar="K", help="Tensor-parallel GPUs.")
+@click.option("--bandwidth-efficiency", type=float, default=1.0, show_default=True,
+              help="Fraction of peak bandwidth reached (1.0 = pure bound).")
+@click.option("--compute-efficiency", type=float, default=1.0, show_default=True,
+              help="Fraction of peak FLOP/s reached (1.0 = pure bound).")
+@click.option("--reserve-gb", type=float, default=0.0, show_default=True,
+              help="Memory kept back from the KV cache (activations, runtime), GB over all GPUs.")
+@click.option("--catalog", "catalog_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Extra catalog JSON (same schema as the built-in one); its entries win.")
+@click.option("--list", "list_only", is_flag=True, help="List the catalog's GPUs and models, then exit.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (SI units).")
+@handle_errors
+def roofline_command(model_name, params_b, gpu_name, bandwidth_gbs, tflops, memory_gb, link_gbs, precision,
+                     kv_precision, context, batch_list, tp, bandwidth_efficiency, compute_efficiency,
+                     reserve_gb, catalog_path, list_only, as_json):
+    """First-principles ceilings: FLOPs and bytes per token, KV cache, max batch,
+    decode step time and tokens/s at each batch, and whether compute, bandwidth
+    or capacity binds. SI units (GB = 1e9 bytes)."""
+    catalog = roofline.load_catalog(catalog_path)
+    if list_only:
+        _print_catalog(catalog, as_json)
+        return
+
+    if (model_name is None) == (params_b is None):
+        raise UsageError("give either --model NAME or --params-b X (see --list)")
+    adhoc_gpu = any(v is not None for v in (bandwidth_gbs, tflops, memory_gb))
+    if gpu_name is not None and adhoc_gpu:
+        raise UsageError("give either --gpu NAME or --bandwidth-gbs/--tflops/--memory-gb, not both")
+    if gpu_name is None and bandwidth_gbs is None:
+        raise UsageError("give --gpu NAME or --bandwidth-gbs X (see --list)")
+
+    model = catalog.find_model(model_name) if model_name else roofline.ModelSpec.from_params(params_b)
+    if gpu_name:
+        gpu = catalog.find_gpu(gpu_name)
+    else:
+        gpu = roofline.Gpu.from_numbers(bandwidth_gbs=bandwidth_gbs, tflops=tflops, memory_gb=memory_gb)
+    deployment = roofline.Deployment(
+        model, gpu, precision=precision, tp=tp, context=context,
+        bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency,
+        kv_precision=kv_precision, reserve_bytes=_gb_to_bytes(reserve_gb, "--reserve-gb"),
+        link_bandwidth=None if link_gbs is None else _gb_to_bytes(link_gbs, "--link-gbs"),
+    )
+    report = roofline.analyze(deployment, roofline.parse_batches(batch_list))
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo(_render(report))
+
+
+commands: list = [roofline_command]
+
+
+def _gb_to_bytes(value: float, option: str) -> float:
+    if value < 0:
+        raise UsageError(f"{option} must be zero or positive, got {value:g}")
+    return value * roofline.GB
+
+
+# ----------------------------------------------------------------------------
+# Text output
+# ----------------------------------------------------------------------------
+
+
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    if value >= 1e9:
+        return f"{value / 1e9:,.2f} GB"
+    if value >= 1e6:
+        return f"{value / 1e6:,.1f} MB"
+    return f"{value:,.0f} B"
+
+
+def _yes_no(value: bool | None) -> str:
+    return "unknown" if value is None else ("yes" if value else "no")
+
+
+def _render(report: roofline.RooflineReport) -> str:
+    gpus = report.gpu_name if report.tp == 1 else f"{report.tp} x {report.gpu_name}"
+    lines = [
+        f"Roofline bound: {report.model_name} on {gpus}, {report.precision} weights, "
+        f"{report.kv_precision} KV cache, context {report.context:,} tokens",
+    ]
+    hardware = [f"{_bytes(report.memory_bytes)} memory" if report.memory_bytes else "memory unknown",
+                f"{report.memory_bandwidth / 1e9:,.0f} GB/s"]
+    if report.peak_flops is not None:
+        hardware.append(f"{report.peak_flops / 1e12:,.1f} TFLOP/s {report.compute_precision}")
+    else:
+        hardware.append("peak FLOP/s unknown")
+    if report.tp > 1:
+        hardware.append(f"link {report.link_bandwidth / 1e9:,.0f} GB/s per direction")
+    if report.bandwidth_efficiency != 1.0 or report.compute_efficiency != 1.0:
+        hardware.append(f"efficiency: bandwidth {report.bandwidth_efficiency:g}, "
+                        f"compute {report.compute_efficiency:g}")
+    lines.append("Hardware (all GPUs): " + ", ".join(hardware))
+    lines.append("")
+
+    kv_detail = "" if report.kv_bytes_per_token is None else \
+        f"{report.kv_bytes_per_token:,.0f} B/token x {report.context:,} tokens"
+    moe = "" if report.weight_bytes_read == report.weight_bytes else \
+        f"; {_bytes(report.weight_bytes_read)} read per step (active)"
+    max_batch = "unknown" if report.max_batch_by_memory is None else f"{report.max_batch_by_memory:,}"
+    compute_ceiling = "unknown" if report.compute_ceiling_tps is None else \
+        f"{report.compute_ceiling_tps:,.0f} tokens/s"
+    summary = [
+        ("FLOPs per token", f"{report.flops_per_token / 1e9:,.2f} GFLOP",
+         f"2 x {report.active_params / 1e9:,.2f}e9 active params"),
+        ("Weight bytes", _bytes(report.weight_bytes), f"resident{moe}"),
+        ("KV cache per sequence", _bytes(report.kv_cache_bytes_per_seq), kv_detail),
+        ("Max batch by memory", max_batch, f"reserve {_bytes(report.reserve_bytes)}"),
+        ("Single stream", f"{report.decode_ms_per_token:,.2f} ms/token",
+         f"{report.ceiling_tps:,.1f} tokens/s, {report.bottleneck}-bound"),
+        ("Compute ceiling", compute_ceiling, "any batch: peak FLOP/s / FLOPs per token"),
+        (f"Prefill {report.context:,} tokens", f"{report.prefill_ms:,.1f} ms", ""),
+    ]
+    for label, value, detail in summary:
+        lines.append(f"  {label:<24}{value:<18}{detail}".rstrip())
+    lines.append("")
+
+    header = ("batch", "step ms", "ceiling tok/s", "per-stream tok/s", "KV cache", "bottleneck", "fits memory")
+    rows = [
+        (f"{row.batch:,}", f"{row.step_ms:,.2f}", f"{row.ceiling_tps:,.1f}", f"{row.per_stream_tps:,.1f}",
+         _bytes(row.kv_bytes), row.bottleneck, _yes_no(row.fits_memory))
+        for row in report.batches
+    ]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    for cells in (header, *rows):
+        numeric = "  ".join(cell.rjust(width) for cell, width in zip(cells[:5], widths[:5]))
+        text = "  ".join(cell.ljust(width) for cell, width in zip(cells[5:], widths[5:]))
+        lines.append(f"  {numeric}  {text}".rstrip())
+    if report.notes:
+        lines.append("")
+        lines.extend(f"Note: {note}" for note in report.notes)
+    return "\n".join(lines)
+
+
+def _print_catalog(catalog: roofline.Catalog, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({
+            "gpus": {key: gpu.name for key, gpu in catalog.gpus.items()},
+            "models": {key: model.name for key, model in catalog.models.items()},
+        }, indent=2))
+        return
+    click.echo("GPUs:")
+    for key, gpu in catalog.gpus.items():
+        peak = gpu.compute_for("bf16")
+        tflops = "" if peak is None else f", {peak[1] / 1e12:,.0f} TFLOP/s bf16"
+        click.echo(f"  {key:<14}{gpu.name} ({_bytes(gpu.memory_bytes)}, "
+                   f"{gpu.memory_bandwidth / 1e9:,.0f} GB/s{tflops})")
+    click.echo("Models:")
+    for key, model in catalog.models.items():
+        active = "" if not model.is_moe else f", {model.active_params / 1e9:,.1f}B active"
+        click.echo(f"  {key:<14}{model.name} ({model.total_params / 1e9:,.1f}B params{active})")

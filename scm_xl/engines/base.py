@@ -1,0 +1,107 @@
+"""The engine interface, the value types every engine returns, and helpers they share."""
+
+from __future__ import annotations
+
+import abc
+import datetime
+import numbers
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import openpyxl
+from openpyxl.utils.cell import get_column_letter, range_boundaries
+from openpyxl.utils.datetime import to_excel
+from openpyxl.worksheet.formula import ArrayFormula
+
+from scm_xl.errors import EngineError
+
+
+@dataclass(frozen=True)
+class CellError:
+    """A spreadsheet error value such as #DIV/0!."""
+
+    code: str
+
+    def __str__(self) -> str:
+        return self.code
+
+
+CellValue = float | str | bool | CellError | None
+CellKey = tuple[str, str]  # (sheet title exactly as in the workbook, "A1")
+
+
+@dataclass
+class Recalculated:
+    """The computed value of every formula cell of one workbook, as one engine saw it."""
+
+    engine: str
+    values: dict[CellKey, CellValue]
+    seconds: float
+
+    def get(self, sheet: str, cell: str) -> CellValue:
+        return self.values[(sheet, cell.replace("$", "").upper())]
+
+
+class Engine(abc.ABC):
+    """Recalculates a saved workbook."""
+
+    name: str
+
+    @abc.abstractmethod
+    def recalculate(self, path: Path) -> Recalculated:
+        """Recalculate the workbook at `path`; raise EngineError if that cannot be done."""
+
+    @abc.abstractmethod
+    def available(self) -> bool:
+        """Whether this engine can run on this machine."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def normalise(value: object) -> CellValue:
+    """One value as every engine reports it: numbers and dates as float, "" as None, errors as CellError."""
+    if value is None or isinstance(value, CellError):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Number):
+        return float(value)  # type: ignore[arg-type]
+    if isinstance(value, str):
+        return str(value) or None
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
+        return float(to_excel(value))  # openpyxl and xlwings turn date-formatted numbers into dates
+    raise EngineError(f"unexpected cell value {value!r} of type {type(value).__name__}")
+
+
+def formula_refs(path: Path) -> dict[str, list[str]]:
+    """Each sheet's formulas: "A1" for a plain formula, the whole range "C2:C12" for an array formula."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # openpyxl warns about extensions it drops
+            book = openpyxl.load_workbook(path, read_only=True)
+    except Exception as exc:
+        raise EngineError(f"cannot read workbook {path}: {exc}") from exc
+    try:
+        refs: dict[str, list[str]] = {}
+        for sheet in book.worksheets:
+            refs[sheet.title] = [
+                cell.value.ref if isinstance(cell.value, ArrayFormula) else cell.coordinate
+                for row in sheet.iter_rows()
+                for cell in row
+                if cell.data_type == "f"
+            ]
+        return refs
+    finally:
+        book.close()
+
+
+def cells_of(ref: str) -> Iterator[tuple[int, int, str]]:
+    """(row offset, column offset, "A1") for each cell of "A1" or "A1:C3", row by row."""
+    min_col, min_row, max_col, max_row = range_boundaries(ref)
+    for row in range(min_row, max_row + 1):
+        for col in range(min_col, max_col + 1):
+            yield row - min_row, col - min_col, f"{get_column_letter(col)}{row}"

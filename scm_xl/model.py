@@ -1,0 +1,469 @@
+"""The Python reference implementation of the SCM calibration (no I/O).
+
+TPS = BaseTPS x f(concurrency) x K_len(max_tokens) / C_model(model)
+
+Everything the workbook computes with formulas is computed here too, with the
+same rules, so the verifier can compare the two cell by cell:
+
+1. Physical filter. A row is excluded when it produced no output, when it had
+   failed or rate-limited requests, or when its TPS is below that of a
+   lower-concurrency row of the same model and max_tokens ("TPS does not fall
+   as concurrency rises"). A manual include/exclude override wins.
+2. Calibration by the article's chain, on included rows. Replicates that
+   identify the same coefficient are combined by their geometric mean.
+     BaseTPS      TPS at the base point (base model, base max_tokens, base concurrency)
+     f(c)         TPS(base model, base length, c) / BaseTPS
+     K_len(L)     TPS(base model, L, c*) / (BaseTPS f(c*)), c* the lowest concurrency
+                  at L whose f is known (the "anchor")
+     C_model(m)   BaseTPS / TPS(m at the base point)
+3. Consistency. Each included row is `identify` (it defines a coefficient, so
+   its deviation is ~0 by construction), `check` (every coefficient it needs
+   came from other rows: the real test) or `unidentified` (a coefficient is
+   missing). The verdict is judged on check rows only.
+
+Model names are compared case-insensitively, as spreadsheet criteria do.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Protocol, Sequence
+
+from scm_xl.workbook.layout import (
+    EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, TEXTS, Lang,
+)
+
+# Guard against text round trips of numbers inside spreadsheet criteria
+# (">"&x is rendered with 15 significant digits by some engines).
+MONOTONIC_EPSILON = 1e-9
+# The base max_tokens the article uses; taken when measured, else the smallest length.
+PREFERRED_BASE_MAX_TOKENS = 50
+
+
+class RowLike(Protocol):
+    exp_id: str
+    model: str
+    concurrency: int
+    max_tokens: int
+    total_time_s: float
+    total_output_tokens: int
+    failed_requests: int | None
+    rate_limited_requests: int | None
+    override: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Hand-set calibration choices; None means automatic."""
+
+    base_model: str | None = None
+    base_max_tokens: int | None = None
+    base_concurrency: int | None = None
+    monotonic_tolerance_pct: float = 0.0
+    # Level slots in the workbook; levels beyond them are not calibrated. None = unbounded.
+    concurrency_slots: int | None = None
+    length_slots: int | None = None
+    model_slots: int | None = None
+
+
+@dataclass(frozen=True)
+class RowStatus:
+    exp_id: str
+    model: str
+    concurrency: int
+    max_tokens: int
+    tps: float
+    ln_tps: float | None
+    fault: bool
+    eligible: bool
+    monotonic_violations: int
+    included: bool
+    reason_code: str  # "", "no_output", "manual_exclude", "manual_include", "fault", "mono"
+
+    def reason(self, lang: Lang = "en") -> str:
+        if not self.reason_code:
+            return ""
+        return TEXTS[lang][self.reason_code].replace("{n}", str(self.monotonic_violations))
+
+
+@dataclass(frozen=True)
+class ConcurrencyLevel:
+    concurrency: int
+    rows: int
+    f: float | None
+
+
+@dataclass(frozen=True)
+class LengthLevel:
+    max_tokens: int
+    anchor_concurrency: int | None
+    rows: int | None
+    k_len: float | None
+
+
+@dataclass(frozen=True)
+class ModelLevel:
+    model: str
+    rows: int
+    base_point_tps: float | None
+    c_model: float | None
+
+
+@dataclass
+class Calibration:
+    base_model: str | None
+    base_max_tokens: int | None
+    base_concurrency: int | None
+    base_rows: int
+    base_tps: float | None
+    concurrency_levels: list[ConcurrencyLevel]
+    length_levels: list[LengthLevel]
+    models: list[ModelLevel]
+
+    def f(self, concurrency: float) -> float | None:
+        for level in self.concurrency_levels:
+            if level.concurrency == concurrency:
+                return level.f
+        return None
+
+    def k_len(self, max_tokens: float) -> float | None:
+        for level in self.length_levels:
+            if level.max_tokens == max_tokens:
+                return level.k_len
+        return None
+
+    def anchor(self, max_tokens: float) -> int | None:
+        for level in self.length_levels:
+            if level.max_tokens == max_tokens:
+                return level.anchor_concurrency
+        return None
+
+    def c_model(self, model: str) -> float | None:
+        level = self.model_level(model)
+        return level.c_model if level else None
+
+    def model_level(self, model: str) -> ModelLevel | None:
+        for level in self.models:
+            if same_model(level.model, model):
+                return level
+        return None
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    status: RowStatus
+    f: float | None
+    k_len: float | None
+    c_model: float | None
+    anchor_concurrency: int  # 0 when the row's length has no anchor
+    predicted_tps: float | None
+    deviation: float | None  # measured - predicted
+    deviation_pct: float | None  # (measured - predicted) / measured x 100
+    role: str  # identify | check | unidentified | excluded
+    identifies: tuple[str, ...]  # coefficient labels an identify row defines
+    missing: tuple[str, ...]  # coefficient labels an unidentified row lacks
+
+    def note(self, lang: Lang = "en") -> str:
+        texts = TEXTS[lang]
+        if self.role == "excluded":
+            return self.status.reason(lang)
+        if self.role == "identify":
+            return f"{texts['identifies']} " + ", ".join(self.identifies)
+        if self.role == "unidentified":
+            return f"{texts['missing']} " + ", ".join(self.missing)
+        return ""
+
+
+@dataclass(frozen=True)
+class Consistency:
+    check_rows: int
+    identify_rows: int
+    unidentified_rows: int
+    excluded_rows: int
+    mape_pct: float | None
+    max_deviation_pct: float | None
+    verdict: str
+
+
+@dataclass
+class Analysis:
+    settings: Settings
+    statuses: list[RowStatus]
+    calibration: Calibration
+    checks: list[RowCheck]
+    consistency: Consistency
+
+
+@dataclass(frozen=True)
+class Prediction:
+    tps: float | None
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Solution:
+    target_tps: float
+    max_tokens: int
+    model: str | None
+    concurrency: int | None
+    tps: float | None
+    reachable: bool
+    best_concurrency: int | None
+    best_tps: float | None
+    table: list[tuple[int, float | None]] = field(default_factory=list)
+
+
+def same_model(a: str, b: str) -> bool:
+    return a.casefold() == b.casefold()
+
+
+def f_label(concurrency: int) -> str:
+    return f"f({concurrency})"
+
+
+def k_label(max_tokens: int) -> str:
+    return f"K_len({max_tokens})"
+
+
+def c_label(model: str) -> str:
+    return f"C_model({model})"
+
+
+def row_tps(row: RowLike) -> float:
+    return row.total_output_tokens / row.total_time_s
+
+
+# ---------------------------------------------------------------------------
+# 1. Physical filter
+# ---------------------------------------------------------------------------
+
+def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> list[RowStatus]:
+    tps = [row_tps(r) for r in rows]
+    fault = [((r.failed_requests or 0) + (r.rate_limited_requests or 0)) > 0 for r in rows]
+    eligible = [not fault[i] and tps[i] > 0 and r.override != "exclude" for i, r in enumerate(rows)]
+    factor = 1 + settings.monotonic_tolerance_pct / 100 + MONOTONIC_EPSILON
+    statuses = []
+    for i, row in enumerate(rows):
+        threshold = tps[i] * factor
+        violations = sum(
+            1 for j, other in enumerate(rows)
+            if eligible[j]
+            and same_model(other.model, row.model)
+            and other.max_tokens == row.max_tokens
+            and other.concurrency < row.concurrency
+            and tps[j] > threshold
+        )
+        if tps[i] <= 0:
+            included, code = False, "no_output"
+        elif row.override == "exclude":
+            included, code = False, "manual_exclude"
+        elif row.override == "include":
+            included, code = True, "manual_include"
+        elif fault[i]:
+            included, code = False, "fault"
+        elif violations > 0:
+            included, code = False, "mono"
+        else:
+            included, code = True, ""
+        statuses.append(RowStatus(
+            exp_id=row.exp_id, model=row.model, concurrency=row.concurrency,
+            max_tokens=row.max_tokens, tps=tps[i],
+            ln_tps=math.log(tps[i]) if tps[i] > 0 else None,
+            fault=fault[i], eligible=eligible[i], monotonic_violations=violations,
+            included=included, reason_code=code,
+        ))
+    return statuses
+
+
+# ---------------------------------------------------------------------------
+# 2. Calibration by the chain
+# ---------------------------------------------------------------------------
+
+def _geomean_tps(statuses: Iterable[RowStatus]) -> tuple[int, float | None]:
+    logs = [s.ln_tps for s in statuses if s.ln_tps is not None]
+    if not logs:
+        return 0, None
+    return len(logs), math.exp(sum(logs) / len(logs))
+
+
+def _distinct_sorted(values: Iterable[int], limit: int | None) -> list[int]:
+    levels = sorted(set(values))
+    return levels[:limit] if limit is not None else levels
+
+
+def calibrate(statuses: Sequence[RowStatus], settings: Settings = Settings()) -> Calibration:
+    included = [s for s in statuses if s.included]
+
+    base_model = settings.base_model if settings.base_model else (included[0].model if included else None)
+    of_base_model = [s for s in included if base_model is not None and same_model(s.model, base_model)]
+
+    if settings.base_max_tokens is not None:
+        base_max_tokens: int | None = settings.base_max_tokens
+    elif any(s.max_tokens == PREFERRED_BASE_MAX_TOKENS for s in of_base_model):
+        base_max_tokens = PREFERRED_BASE_MAX_TOKENS
+    elif of_base_model:
+        base_max_tokens = min(s.max_tokens for s in of_base_model)
+    else:
+        base_max_tokens = None
+
+    at_base_length = [s for s in of_base_model if s.max_tokens == base_max_tokens]
+    if settings.base_concurrency is not None:
+        base_concurrency: int | None = settings.base_concurrency
+    elif at_base_length:
+        base_concurrency = min(s.concurrency for s in at_base_length)
+    else:
+        base_concurrency = None
+
+    base_rows, base_tps = _geomean_tps(s for s in at_base_length if s.concurrency == base_concurrency)
+
+    concurrency_levels = []
+    for c in _distinct_sorted((s.concurrency for s in included), settings.concurrency_slots):
+        n, tps = _geomean_tps(s for s in at_base_length if s.concurrency == c)
+        f = tps / base_tps if (n > 0 and base_tps is not None and tps is not None) else None
+        concurrency_levels.append(ConcurrencyLevel(concurrency=c, rows=n, f=f))
+    f_of = {level.concurrency: level.f for level in concurrency_levels if level.f is not None}
+
+    length_levels = []
+    for length in _distinct_sorted((s.max_tokens for s in included), settings.length_slots):
+        candidates = [s for s in of_base_model if s.max_tokens == length and s.concurrency in f_of]
+        if not candidates:
+            length_levels.append(LengthLevel(max_tokens=length, anchor_concurrency=None, rows=None, k_len=None))
+            continue
+        anchor = min(s.concurrency for s in candidates)
+        n, tps = _geomean_tps(s for s in candidates if s.concurrency == anchor)
+        k = tps / (base_tps * f_of[anchor]) if (tps is not None and base_tps is not None) else None
+        length_levels.append(LengthLevel(max_tokens=length, anchor_concurrency=anchor, rows=n, k_len=k))
+
+    models: list[ModelLevel] = []
+    for s in included:
+        if any(same_model(m.model, s.model) for m in models):
+            continue
+        if settings.model_slots is not None and len(models) >= settings.model_slots:
+            break
+        n, tps = _geomean_tps(
+            r for r in included
+            if same_model(r.model, s.model) and r.concurrency == base_concurrency and r.max_tokens == base_max_tokens
+        )
+        c = base_tps / tps if (n > 0 and tps is not None and base_tps is not None) else None
+        models.append(ModelLevel(model=s.model, rows=n, base_point_tps=tps, c_model=c))
+
+    return Calibration(
+        base_model=base_model, base_max_tokens=base_max_tokens, base_concurrency=base_concurrency,
+        base_rows=base_rows, base_tps=base_tps, concurrency_levels=concurrency_levels,
+        length_levels=length_levels, models=models,
+    )
+
+
+# ---------------------------------------------------------------------------
+# 3. Consistency
+# ---------------------------------------------------------------------------
+
+def check_rows(statuses: Sequence[RowStatus], cal: Calibration) -> list[RowCheck]:
+    checks = []
+    for s in statuses:
+        if not s.included:
+            checks.append(RowCheck(s, None, None, None, 0, None, None, None, "excluded", (), ()))
+            continue
+        f, k, c = cal.f(s.concurrency), cal.k_len(s.max_tokens), cal.c_model(s.model)
+        anchor = cal.anchor(s.max_tokens) or 0
+        predicted = None
+        if f is not None and k is not None and c is not None and cal.base_tps is not None:
+            predicted = cal.base_tps * f * k / c
+        is_base_model = cal.base_model is not None and same_model(s.model, cal.base_model)
+        at_base_length = s.max_tokens == cal.base_max_tokens
+        identifies_f = is_base_model and at_base_length
+        identifies_k = is_base_model and s.concurrency == anchor
+        identifies_c = (not is_base_model) and s.concurrency == cal.base_concurrency and at_base_length
+        if is_base_model and at_base_length and s.concurrency == cal.base_concurrency:
+            identifies: tuple[str, ...] = ("BaseTPS",)
+        else:
+            identifies = tuple(label for flag, label in (
+                (identifies_f, f_label(s.concurrency)),
+                (identifies_k, k_label(s.max_tokens)),
+                (identifies_c, c_label(s.model)),
+            ) if flag)
+        missing = tuple(label for value, label in (
+            (f, f_label(s.concurrency)), (k, k_label(s.max_tokens)), (c, c_label(s.model)),
+        ) if value is None)
+        if identifies_f or identifies_k or identifies_c:
+            role = "identify"
+        elif predicted is not None:
+            role = "check"
+        else:
+            role = "unidentified"
+        deviation = s.tps - predicted if predicted is not None else None
+        deviation_pct = deviation / s.tps * 100 if deviation is not None else None
+        checks.append(RowCheck(
+            s, f, k, c, anchor, predicted, deviation, deviation_pct, role,
+            identifies if role == "identify" else (), missing if role == "unidentified" else (),
+        ))
+    return checks
+
+
+def verdict_for(mape: float | None, max_dev: float | None, n_check: int) -> str:
+    if n_check == 0 or mape is None or max_dev is None:
+        return "insufficient"
+    if mape <= EXCELLENT_MAPE and max_dev <= EXCELLENT_MAX:
+        return "excellent"
+    if mape <= GOOD_MAPE and max_dev <= GOOD_MAX:
+        return "good"
+    return "fail"
+
+
+def summarize(checks: Sequence[RowCheck]) -> Consistency:
+    errors = [abs(c.deviation_pct) for c in checks if c.role == "check" and c.deviation_pct is not None]
+    count = {role: sum(1 for c in checks if c.role == role) for role in ("identify", "check", "unidentified", "excluded")}
+    mape = sum(errors) / len(errors) if errors else None
+    max_dev = max(errors) if errors else None
+    return Consistency(
+        check_rows=count["check"], identify_rows=count["identify"],
+        unidentified_rows=count["unidentified"], excluded_rows=count["excluded"],
+        mape_pct=mape, max_deviation_pct=max_dev, verdict=verdict_for(mape, max_dev, count["check"]),
+    )
+
+
+def analyze(rows: Sequence[RowLike], settings: Settings = Settings()) -> Analysis:
+    statuses = filter_rows(rows, settings)
+    cal = calibrate(statuses, settings)
+    checks = check_rows(statuses, cal)
+    return Analysis(settings=settings, statuses=statuses, calibration=cal, checks=checks,
+                    consistency=summarize(checks))
+
+
+# ---------------------------------------------------------------------------
+# 4. Forward and inverse
+# ---------------------------------------------------------------------------
+
+def predict(cal: Calibration, concurrency: float, max_tokens: float, model: str | None = None) -> Prediction:
+    model = model or cal.base_model or ""
+    f, k, c = cal.f(concurrency), cal.k_len(max_tokens), cal.c_model(model)
+    missing = tuple(label for value, label in (
+        (f, f_label(_int_or(concurrency))), (k, k_label(_int_or(max_tokens))), (c, c_label(model)),
+    ) if value is None)
+    if missing or cal.base_tps is None:
+        return Prediction(tps=None, missing=missing)
+    return Prediction(tps=cal.base_tps * f * k / c)  # type: ignore[operator]
+
+
+def solve(cal: Calibration, target_tps: float, max_tokens: float, model: str | None = None) -> Solution:
+    """The smallest measured concurrency whose prediction meets the target."""
+    table = []
+    for level in cal.concurrency_levels:
+        table.append((level.concurrency, predict(cal, level.concurrency, max_tokens, model).tps))
+    meeting = [(c, tps) for c, tps in table if tps is not None and tps >= target_tps]
+    known = [(c, tps) for c, tps in table if tps is not None]
+    best = max(known, key=lambda item: item[1]) if known else (None, None)
+    # Ties in the best TPS resolve to the first (lowest) concurrency, as MATCH does.
+    if known:
+        best = next(item for item in known if item[1] == best[1])
+    concurrency, tps = min(meeting, key=lambda item: item[0]) if meeting else (None, None)
+    return Solution(
+        target_tps=target_tps, max_tokens=int(max_tokens), model=model or cal.base_model,
+        concurrency=concurrency, tps=tps, reachable=bool(meeting),
+        best_concurrency=best[0], best_tps=best[1], table=table,
+    )
+
+
+def _int_or(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value

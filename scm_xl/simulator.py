@@ -1,0 +1,649 @@
+"""A built-in OpenAI-compatible endpoint: no GPU, no key, loopback by default.
+
+It serves `/v1/chat/completions` (SSE streaming and plain JSON) and
+`/v1/models`, on raw asyncio (a minimal HTTP/1.1 server with keep-alive and
+chunked transfer encoding) so that one core sustains thousands of streams and
+the simulator is never the bottleneck when the collector is benchmarked.
+
+Token timing, in order of precedence:
+
+* **Fixed delays** (`ttft_s` and/or `itl_s` set): each request gets its first
+  token `ttft_s` after it arrived and every further token `itl_s` later, on
+  absolute deadlines, whatever the load. Used to check measurement accuracy.
+* **Continuous batching** (the default): one global decode loop. Each step
+  emits one token to every active sequence and lasts
+  `step_base_s + step_per_seq_s * active_sequences`, plus
+  `prefill_s_per_token * prompt_tokens` for each request joining in that step
+  (its prefill runs in that step and yields its first token). Prompt tokens
+  are estimated as message characters / `chars_per_token`.
+* **Zero delay** (all step costs 0, e.g. `SimConfig.zero_delay()`): the same
+  loop with no sleeping, one token per chunk as fast as the core allows.
+
+A sequence ends at `max_tokens` (finish_reason "length") unless an EOS is
+sampled with probability `eos_prob` per token after `min_tokens` (finish_reason
+"stop"); `ignore_eos` turns EOS off. Faults: `max_concurrency` (beyond it: 429
+with Retry-After), `error_rate` (500 before any token), `stall_prob`/`stall_s`
+(one pause mid-stream), `truncate_prob` (the stream ends cleanly at the HTTP
+level but without a finish chunk or `[DONE]`). `seed` makes sampling
+reproducible for a given arrival order.
+
+The server measures its own truth: `GET /sim/stats` returns the TTFT and
+inter-token gaps it actually produced and its `time.perf_counter()` clock
+(CLOCK_MONOTONIC, comparable across processes on Linux); `POST /sim/reset`
+clears them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import math
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from scm_xl.errors import UsageError
+
+LOOPBACK = "127.0.0.1"
+
+# Tokens the simulator "generates": one per chunk, cycled.
+_WORDS = (" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".")
+
+# Stop writing to a stream whose socket buffer holds more than this (a slow reader).
+_WRITE_HIGH_WATER = 256 * 1024
+_MAX_HEADER_BYTES = 64 * 1024
+_MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimConfig:
+    """How the simulated endpoint behaves. All times are in seconds."""
+
+    model_name: str = "Qwen/Qwen2.5-7B-Instruct"
+    host: str = LOOPBACK
+    port: int = 0
+    # Continuous-batching decode loop (a roofline can derive these three).
+    step_base_s: float = 0.008
+    step_per_seq_s: float = 0.0002
+    prefill_s_per_token: float = 0.00005
+    chars_per_token: float = 4.0
+    default_max_tokens: int = 256
+    eos_prob: float = 0.0
+    # Fixed-delay mode: when either is set, timing ignores the decode loop.
+    ttft_s: float | None = None
+    itl_s: float | None = None
+    # Admission and faults.
+    max_concurrency: int = 0  # 0: unlimited
+    retry_after_s: float = 1.0
+    error_rate: float = 0.0
+    stall_prob: float = 0.0
+    stall_s: float = 1.0
+    truncate_prob: float = 0.0
+    seed: int | None = None
+    usage: bool = True  # send usage when asked; False simulates a server that never does
+    strict_model: bool = False  # 404 for a model other than model_name
+
+    def __post_init__(self) -> None:
+        for name in ("step_base_s", "step_per_seq_s", "prefill_s_per_token", "retry_after_s", "stall_s"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("ttft_s", "itl_s"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise UsageError(f"{name} must be >= 0, got {value}")
+        for name in ("eos_prob", "error_rate", "stall_prob", "truncate_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise UsageError(f"{name} must be between 0 and 1, got {value}")
+        if self.chars_per_token <= 0:
+            raise UsageError(f"chars_per_token must be > 0, got {self.chars_per_token}")
+        if self.default_max_tokens < 1:
+            raise UsageError(f"default_max_tokens must be >= 1, got {self.default_max_tokens}")
+        if self.max_concurrency < 0:
+            raise UsageError(f"max_concurrency must be >= 0, got {self.max_concurrency}")
+        if not 0 <= self.port <= 65535:
+            raise UsageError(f"port must be between 0 and 65535, got {self.port}")
+
+    @classmethod
+    def zero_delay(cls, **overrides: Any) -> SimConfig:
+        """A config that emits tokens as fast as possible (for client-overhead benchmarks)."""
+        values: dict[str, Any] = {"step_base_s": 0.0, "step_per_seq_s": 0.0, "prefill_s_per_token": 0.0}
+        values.update(overrides)
+        return cls(**values)
+
+    @property
+    def fixed_delay(self) -> bool:
+        return self.ttft_s is not None or self.itl_s is not None
+
+
+@dataclass
+class SimStats:
+    """What the simulator actually did (its own clock: time.perf_counter())."""
+
+    requests: int = 0
+    completed: int = 0
+    rejected_429: int = 0
+    errors_500: int = 0
+    truncated: int = 0
+    tokens: int = 0
+    ttft_sum_s: float = 0.0
+    ttft_count: int = 0
+    itl_span_sum_s: float = 0.0  # sum over sequences of (last token - first token)
+    itl_gaps: int = 0  # sum over sequences of (tokens - 1)
+    max_itl_s: float = 0.0
+    max_active: int = 0
+    first_request_at: float | None = None
+    last_byte_at: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["mean_ttft_s"] = self.ttft_sum_s / self.ttft_count if self.ttft_count else None
+        data["mean_itl_s"] = self.itl_span_sum_s / self.itl_gaps if self.itl_gaps else None
+        data["clock_now"] = time.perf_counter()
+        return data
+
+
+class _Sequence:
+    """One request being generated."""
+
+    __slots__ = (
+        "server", "writer", "transport", "stream", "include_usage", "prompt_tokens", "max_tokens",
+        "min_tokens", "eos_prob", "produced", "finish_reason", "stall_at", "stall_until", "truncate_at",
+        "chunks", "done", "ident", "created", "model", "received_at", "first_at", "last_at", "max_gap",
+    )
+
+    def __init__(self, server: SimServer, writer: asyncio.StreamWriter, *, stream: bool, include_usage: bool,
+                 prompt_tokens: int, max_tokens: int, min_tokens: int, eos_prob: float, model: str,
+                 stall_at: int, truncate_at: int, received_at: float) -> None:
+        self.server = server
+        self.writer = writer
+        self.transport = writer.transport
+        self.stream = stream
+        self.include_usage = include_usage
+        self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens
+        self.min_tokens = min_tokens
+        self.eos_prob = eos_prob
+        self.produced = 0
+        self.finish_reason: str | None = None
+        self.stall_at = stall_at  # 0: never
+        self.stall_until = 0.0
+        self.truncate_at = truncate_at  # 0: never
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        server._ids += 1
+        self.ident = f"chatcmpl-sim{server._ids}"
+        self.created = int(time.time())
+        self.model = model
+        self.received_at = received_at
+        self.first_at = 0.0
+        self.last_at = 0.0
+        self.max_gap = 0.0
+        self.chunks: tuple[bytes, ...] = ()
+        if stream:
+            prefix = self._chunk_prefix()
+            self.chunks = tuple(
+                _http_chunk(b"data: " + prefix + b'"delta":{"content":' + json.dumps(word).encode()
+                            + b'},"finish_reason":null}]}\n\n')
+                for word in _WORDS
+            )
+
+    def _chunk_prefix(self) -> bytes:
+        return (
+            '{"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s,"choices":[{"index":0,'
+            % (self.ident, self.created, json.dumps(self.model))
+        ).encode()
+
+    def start_stream(self) -> None:
+        head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+                b"transfer-encoding: chunked\r\n\r\n")
+        role = _http_chunk(b"data: " + self._chunk_prefix()
+                           + b'"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n')
+        self.transport.write(head + role)
+
+    def emit(self, now: float) -> bool:
+        """Produce one token at `now`; False once the sequence is finished."""
+        if self.transport.is_closing():
+            self._close(now, aborted=True)
+            return False
+        if self.stream and self.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+            return True  # the reader is behind: it gets no token this step
+        produced = self.produced + 1
+        self.produced = produced
+        if self.stream:
+            self.transport.write(self.chunks[(produced - 1) % len(_WORDS)])
+        if produced == 1:
+            self.first_at = now
+        else:
+            gap = now - self.last_at
+            if gap > self.max_gap:
+                self.max_gap = gap
+        self.last_at = now
+        if self.truncate_at and produced >= self.truncate_at:
+            self.transport.write(b"0\r\n\r\n")  # a clean HTTP end, but no finish chunk or [DONE]
+            self.server._stats.truncated += 1
+            self._close(now, aborted=False)
+            return False
+        if produced >= self.max_tokens:
+            self.finish_reason = "length"
+        elif self.eos_prob and produced >= self.min_tokens and self.server._rng.random() < self.eos_prob:
+            self.finish_reason = "stop"
+        else:
+            return True
+        self._finish(now)
+        return False
+
+    def _finish(self, now: float) -> None:
+        usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.produced,
+                 "total_tokens": self.prompt_tokens + self.produced}
+        if self.stream:
+            prefix = self._chunk_prefix()
+            body = b"data: " + prefix + b'"delta":{},"finish_reason":"' + self.finish_reason.encode() + b'"}]}\n\n'
+            if self.include_usage:
+                body += b"data: " + json.dumps({
+                    "id": self.ident, "object": "chat.completion.chunk", "created": self.created,
+                    "model": self.model, "choices": [], "usage": usage}, separators=(",", ":")).encode() + b"\n\n"
+            body += b"data: [DONE]\n\n"
+            self.transport.write(_http_chunk(body) + b"0\r\n\r\n")
+        else:
+            text = "".join(_WORDS[i % len(_WORDS)] for i in range(self.produced))
+            payload: dict[str, Any] = {
+                "id": self.ident, "object": "chat.completion", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                             "finish_reason": self.finish_reason}],
+            }
+            if self.server.config.usage:
+                payload["usage"] = usage
+            self.transport.write(_json_response(200, payload))
+        self._close(now, aborted=False)
+
+    def _close(self, now: float, *, aborted: bool) -> None:
+        stats = self.server._stats
+        if self.produced:
+            stats.tokens += self.produced
+            stats.ttft_sum_s += self.first_at - self.received_at
+            stats.ttft_count += 1
+            if self.produced > 1:
+                stats.itl_span_sum_s += self.last_at - self.first_at
+                stats.itl_gaps += self.produced - 1
+                if self.max_gap > stats.max_itl_s:
+                    stats.max_itl_s = self.max_gap
+        if not aborted:
+            stats.completed += 1
+            stats.last_byte_at = now
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+class SimServer:
+    """The simulated endpoint. `await start()` binds and returns (host, port)."""
+
+    def __init__(self, config: SimConfig | None = None) -> None:
+        self.config = config or SimConfig()
+        self._rng = random.Random(self.config.seed)
+        self._server: asyncio.base_events.Server | None = None
+        self._decode_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._active: list[_Sequence] = []
+        self._joining: list[_Sequence] = []
+        self._wake: asyncio.Event | None = None
+        self._in_flight = 0
+        self._ids = 0
+        self._stats = SimStats()
+        self.host: str | None = None
+        self.port: int | None = None
+
+    def __repr__(self) -> str:
+        return f"SimServer(model={self.config.model_name!r}, address={self.host}:{self.port})"
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the simulator is not started")
+        return f"http://{self.host}:{self.port}/v1"
+
+    def stats(self) -> dict[str, Any]:
+        return self._stats.as_dict()
+
+    def reset_stats(self) -> None:
+        self._stats = SimStats()
+
+    async def start(self) -> tuple[str, int]:
+        self._wake = asyncio.Event()
+        self._server = await asyncio.start_server(
+            self._handle_connection, self.config.host, self.config.port,
+            limit=_MAX_HEADER_BYTES, backlog=4096, reuse_address=True,
+        )
+        sockname = self._server.sockets[0].getsockname()
+        self.host, self.port = sockname[0], sockname[1]
+        if not self.config.fixed_delay:
+            self._decode_task = asyncio.create_task(self._decode_loop())
+        return self.host, self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        tasks = list(self._tasks)
+        if self._decode_task is not None:
+            tasks.append(self._decode_task)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def serve_forever(self, on_ready: Callable[[str], None] | None = None) -> None:
+        """Start, report the base URL to `on_ready`, and serve until cancelled."""
+        await self.start()
+        if on_ready is not None:
+            on_ready(self.base_url)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.stop()
+
+    # -- decode loop -------------------------------------------------------
+
+    async def _decode_loop(self) -> None:
+        config = self.config
+        loop = asyncio.get_running_loop()
+        clock = loop.time
+        perf = time.perf_counter
+        assert self._wake is not None
+        deadline = clock()
+        while True:
+            if not self._active and not self._joining:
+                self._wake.clear()
+                await self._wake.wait()
+                deadline = clock()
+            joining = self._joining
+            self._joining = []
+            active = self._active
+            active.extend(joining)
+            step = config.step_base_s + config.step_per_seq_s * len(active)
+            if joining and config.prefill_s_per_token:
+                step += config.prefill_s_per_token * sum(seq.prompt_tokens for seq in joining)
+            if step > 0:
+                deadline = max(deadline, clock()) + step
+                await asyncio.sleep(max(0.0, deadline - clock()))
+            else:
+                await asyncio.sleep(0)
+            now = perf()
+            still: list[_Sequence] = []
+            for seq in self._active:
+                if seq.stall_at and seq.produced + 1 == seq.stall_at:
+                    if not seq.stall_until:
+                        seq.stall_until = now + config.stall_s
+                    if now < seq.stall_until:
+                        still.append(seq)
+                        continue
+                    seq.stall_at = 0
+                if seq.emit(now):
+                    still.append(seq)
+            self._active = still
+
+    async def _run_fixed(self, seq: _Sequence) -> None:
+        """Fixed-delay timing: first token at ttft_s, then one per itl_s (absolute deadlines)."""
+        config = self.config
+        loop = asyncio.get_running_loop()
+        ttft = config.ttft_s or 0.0
+        itl = config.itl_s or 0.0
+        start = loop.time()
+        index = 0
+        while True:
+            if seq.stall_at and index + 1 == seq.stall_at:
+                start += config.stall_s
+            delay = start + ttft + index * itl - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            elif index % 64 == 63:
+                await asyncio.sleep(0)  # zero delays: let other streams run
+            if seq.stream and seq.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+                await seq.writer.drain()
+            if not seq.emit(time.perf_counter()):
+                return
+            index += 1
+
+    # -- HTTP ----------------------------------------------------------------
+
+    async def _handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.LimitOverrunError:
+                    writer.write(_json_error(431, "request header too large"))
+                    return
+                try:
+                    method, target, headers = _parse_head(head)
+                except ValueError as exc:
+                    writer.write(_json_error(400, str(exc)))
+                    return
+                if headers.get("transfer-encoding", "identity").lower() != "identity":
+                    writer.write(_json_error(411, "chunked request bodies are not supported"))
+                    return
+                try:
+                    length = int(headers.get("content-length", "0"))
+                except ValueError:
+                    writer.write(_json_error(400, "bad content-length"))
+                    return
+                if length < 0 or length > _MAX_BODY_BYTES:
+                    writer.write(_json_error(413, "request body too large"))
+                    return
+                body = await reader.readexactly(length) if length else b""
+                received_at = time.perf_counter()
+                await self._dispatch(method, target, body, writer, received_at)
+                if headers.get("connection", "").lower() == "close":
+                    return
+                if writer.transport.get_write_buffer_size():
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _dispatch(self, method: str, target: str, body: bytes, writer: asyncio.StreamWriter,
+                        received_at: float) -> None:
+        path = target.split("?", 1)[0].rstrip("/")
+        if path == "/v1/chat/completions":
+            if method != "POST":
+                writer.write(_json_error(405, "use POST"))
+                return
+            await self._chat_completion(body, writer, received_at)
+        elif path == "/v1/models":
+            writer.write(_json_response(200, {"object": "list", "data": [
+                {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "scm-xl-sim"}]}))
+        elif path == "/sim/stats":
+            writer.write(_json_response(200, self.stats()))
+        elif path == "/sim/reset" and method == "POST":
+            self.reset_stats()
+            writer.write(_json_response(200, {"ok": True}))
+        elif path in ("/health", "/v1/health"):
+            writer.write(_json_response(200, {"ok": True}))
+        else:
+            writer.write(_json_error(404, f"no route for {method} {path}"))
+
+    async def _chat_completion(self, body: bytes, writer: asyncio.StreamWriter, received_at: float) -> None:
+        config = self.config
+        try:
+            request = json.loads(body)
+            if not isinstance(request, dict):
+                raise ValueError("the body must be a JSON object")
+            messages = request.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise ValueError("'messages' must be a non-empty list")
+            max_tokens = request.get("max_tokens", request.get("max_completion_tokens"))
+            max_tokens = config.default_max_tokens if max_tokens is None else _positive_int(max_tokens, "max_tokens")
+            min_tokens = request.get("min_tokens") or 0
+            min_tokens = min(_positive_int(min_tokens, "min_tokens", allow_zero=True), max_tokens)
+            stream = bool(request.get("stream", False))
+            options = request.get("stream_options") or {}
+            include_usage = bool(options.get("include_usage", False)) and config.usage if stream else False
+            model = request.get("model") or config.model_name
+            if not isinstance(model, str):
+                raise ValueError("'model' must be a string")
+        except (ValueError, TypeError, AttributeError) as exc:
+            writer.write(_json_error(400, f"bad request: {exc}"))
+            return
+        stats = self._stats
+        stats.requests += 1
+        if stats.first_request_at is None:
+            stats.first_request_at = received_at
+        if config.strict_model and model != config.model_name:
+            writer.write(_json_error(404, f"the model {model!r} does not exist", code="model_not_found"))
+            return
+        if config.max_concurrency and self._in_flight >= config.max_concurrency:
+            stats.rejected_429 += 1
+            writer.write(_json_error(429, "too many concurrent requests", code="rate_limit_exceeded",
+                                     headers={"retry-after": f"{config.retry_after_s:g}"}))
+            return
+        rng = self._rng
+        if config.error_rate and rng.random() < config.error_rate:
+            stats.errors_500 += 1
+            writer.write(_json_error(500, "simulated internal error", code="internal_error"))
+            return
+        stall_at = rng.randint(1, max_tokens) if config.stall_prob and rng.random() < config.stall_prob else 0
+        truncate_at = 0
+        if stream and config.truncate_prob and rng.random() < config.truncate_prob:
+            truncate_at = rng.randint(1, max(1, max_tokens - 1))
+        eos_prob = 0.0 if request.get("ignore_eos") else config.eos_prob
+        seq = _Sequence(self, writer, stream=stream, include_usage=include_usage,
+                        prompt_tokens=self._prompt_tokens(messages), max_tokens=max_tokens,
+                        min_tokens=min_tokens, eos_prob=eos_prob, model=model, stall_at=stall_at,
+                        truncate_at=truncate_at, received_at=received_at)
+        self._in_flight += 1
+        if self._in_flight > stats.max_active:
+            stats.max_active = self._in_flight
+        try:
+            if stream:
+                seq.start_stream()
+            if config.fixed_delay:
+                task = asyncio.create_task(self._run_fixed(seq))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            else:
+                self._joining.append(seq)
+                assert self._wake is not None
+                self._wake.set()
+            await seq.done
+        finally:
+            self._in_flight -= 1
+
+    def _prompt_tokens(self, messages: list[Any]) -> int:
+        chars = 0
+        for message in messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, str):
+                chars += len(content)
+            elif isinstance(content, list):
+                chars += sum(len(part.get("text", "")) for part in content if isinstance(part, dict))
+        return max(1, math.ceil(chars / self.config.chars_per_token))
+
+
+# -- helpers ---------------------------------------------------------------
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 411: "Length Required",
+            413: "Payload Too Large", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
+            500: "Internal Server Error"}
+
+
+def _http_chunk(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+def _json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> bytes:
+    body = json.dumps(payload).encode()
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+    head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n{extra}\r\n")
+    return head.encode() + body
+
+
+def _json_error(status: int, message: str, *, code: str | None = None,
+                headers: dict[str, str] | None = None) -> bytes:
+    error = {"message": message, "type": "error", "code": code or str(status)}
+    return _json_response(status, {"error": error}, headers)
+
+
+def _parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise ValueError("bad request line")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise ValueError("bad header line")
+        headers[name.strip().lower()] = value.strip()
+    return parts[0], parts[1], headers
+
+
+def _positive_int(value: Any, name: str, *, allow_zero: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < (0 if allow_zero else 1):
+        raise ValueError(f"'{name}' must be a {'non-negative' if allow_zero else 'positive'} integer")
+    return value
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """An event loop: uvloop's when it is installed (faster), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+@contextlib.contextmanager
+def running_simulator(config: SimConfig | None = None, **overrides: Any) -> Iterator[str]:
+    """Run a simulator in a background thread; yields its base URL (http://127.0.0.1:PORT/v1).
+
+    `overrides` replace fields of `config` (or of the default SimConfig).
+    """
+    config = dataclasses.replace(config or SimConfig(), **overrides)
+    server = SimServer(config)
+    loop = new_event_loop()
+    ready = threading.Event()
+    failure: list[BaseException] = []
+    stop_event: list[asyncio.Event] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        stop_event.append(stop)
+        try:
+            await server.start()
+        except BaseException as exc:  # report to the caller's thread
+            failure.append(exc)
+            ready.set()
+            return
+        ready.set()
+        try:
+            await stop.wait()
+        finally:
+            await server.stop()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), name="scm-xl-sim", daemon=True)
+    thread.start()
+    ready.wait()
+    if failure:
+        thread.join()
+        loop.close()
+        raise failure[0]
+    try:
+        yield server.base_url
+    finally:
+        loop.call_soon_threadsafe(stop_event[0].set)
+        thread.join(timeout=10)
+        if not thread.is_alive():
+            loop.close()

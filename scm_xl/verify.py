@@ -1,0 +1,103 @@
+"""Compare an engine's recalculated workbook with the Python reference, as data.
+
+Tolerance: numbers agree when math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9).
+LibreOffice stores 15 significant digits (relative error ~5e-16) and the
+engines sum in different orders, so exact equality would be noise; a real
+disagreement in a formula is many orders of magnitude larger. Text must match
+exactly; "" and an empty cell are the same; errors must have the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from scm_xl.engines.base import CellError, CellValue, Recalculated
+
+REL_TOL = 1e-9
+ABS_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    sheet: str
+    cell: str
+    expected: CellValue
+    actual: CellValue
+
+    def __str__(self) -> str:
+        return f"'{self.sheet}'!{self.cell}: workbook {self.actual!r}, reference {self.expected!r}"
+
+
+@dataclass
+class Verification:
+    engine: str
+    cells_compared: int
+    mismatches: list[Mismatch] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)  # formula cells the reference has no value for
+    seconds: float = 0.0
+    note: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches and not self.unexpected
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "engine": self.engine,
+            "cells_compared": self.cells_compared,
+            "mismatches": [
+                {"sheet": m.sheet, "cell": m.cell, "expected": _jsonable(m.expected), "actual": _jsonable(m.actual)}
+                for m in self.mismatches
+            ] + [{"sheet": ref.split("!")[0], "cell": ref.split("!")[-1], "expected": "no reference value",
+                  "actual": None} for ref in self.unexpected],
+            "tolerance": {"rel": REL_TOL, "abs": ABS_TOL},
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _jsonable(value: CellValue) -> object:
+    if isinstance(value, CellError):
+        return value.code
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def same_value(expected: CellValue, actual: CellValue) -> bool:
+    if expected == "":
+        expected = None
+    if actual == "":
+        actual = None
+    if expected is None or actual is None:
+        return expected is None and actual is None
+    if isinstance(expected, CellError) or isinstance(actual, CellError):
+        return expected == actual
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return expected == actual
+    if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
+        return math.isclose(float(expected), float(actual), rel_tol=REL_TOL, abs_tol=ABS_TOL)
+    return expected == actual
+
+
+def compare(expected: dict[tuple[str, str], CellValue], recalculated: Recalculated,
+            sheets: set[str]) -> Verification:
+    """Every formula cell of `sheets` in the recalculation, against the reference."""
+    result = Verification(engine=recalculated.engine, cells_compared=0, seconds=recalculated.seconds)
+    for (sheet, cell), actual in sorted(recalculated.values.items(), key=lambda kv: (kv[0][0], _order(kv[0][1]))):
+        if sheet not in sheets:
+            continue
+        key = (sheet, cell)
+        if key not in expected:
+            result.unexpected.append(f"'{sheet}'!{cell}")
+            continue
+        result.cells_compared += 1
+        if not same_value(expected[key], actual):
+            result.mismatches.append(Mismatch(sheet, cell, expected[key], actual))
+    return result
+
+
+def _order(cell: str) -> tuple[int, str]:
+    letters = "".join(ch for ch in cell if ch.isalpha())
+    digits = "".join(ch for ch in cell if ch.isdigit())
+    return (int(digits or 0), letters)

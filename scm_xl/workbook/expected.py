@@ -1,0 +1,296 @@
+"""What every formula cell should hold, computed by the Python reference.
+
+This maps the reference's results onto the layout's addresses, cell by cell,
+so the verifier can compare an engine's recalculation with it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from scm_xl.engines.base import CellError, CellValue
+from scm_xl.model import Analysis, Calibration, RowCheck, RowStatus, analyze, same_model
+from scm_xl.results import ResultRow
+from scm_xl.workbook.io import Inputs
+from scm_xl.workbook.layout import (
+    CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, Layout,
+)
+from openpyxl.utils import get_column_letter
+
+Expected = dict[tuple[str, str], CellValue]
+NA = CellError("#N/A")
+
+
+def _num(value: float | int | bool | None) -> CellValue:
+    if value is None:
+        return None
+    return float(value)
+
+
+def _text(value: str | None) -> CellValue:
+    return value if value else None
+
+
+def coerce_key(value: Any) -> float | str | None:
+    """A typed lookup key as spreadsheet criteria see it: numbers, numeric text as numbers."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _fmt_key(value: Any) -> str:
+    """How `"f("&A1&")"` renders a typed value."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def expected_cells(layout: Layout, inputs: Inputs) -> tuple[Analysis, Expected]:
+    rows = [row for _, row in inputs.rows]
+    analysis = analyze(rows, inputs.settings)
+    exp: Expected = {}
+    _raw(exp, layout, inputs, analysis)
+    _calibration(exp, layout, analysis)
+    _chart(exp, layout, analysis)
+    _consistency(exp, layout, inputs, analysis)
+    _derivation(exp, layout, inputs, analysis)
+    return analysis, exp
+
+
+def _raw(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+    title = layout.title("raw")
+    by_row = {sheet_row: status for (sheet_row, _), status in zip(inputs.rows, analysis.statuses)}
+    for sheet_row in range(layout.raw_first, layout.raw_last + 1):
+        s = by_row.get(sheet_row)
+        if s is None:
+            values: dict[str, CellValue] = {key: None for key in (
+                "tps", "ln_tps", "fault", "mono", "included", "reason", "c_included", "l_included", "f_known")}
+            values["present"] = 0.0
+            values["eligible"] = 0.0
+        else:
+            values = {
+                "present": 1.0, "tps": s.tps, "ln_tps": s.ln_tps, "fault": _num(s.fault),
+                "eligible": _num(s.eligible), "mono": float(s.monotonic_violations),
+                "included": _num(s.included), "reason": _text(s.reason(layout.lang)),
+                "c_included": _num(s.concurrency) if s.included else None,
+                "l_included": _num(s.max_tokens) if s.included else None,
+                "f_known": 1.0 if analysis.calibration.f(s.concurrency) is not None else 0.0,
+            }
+        for key, value in values.items():
+            exp[(title, f"{layout.raw_col(key)}{sheet_row}")] = value
+
+
+def _calibration(exp: Expected, layout: Layout, analysis: Analysis) -> None:
+    title = layout.title("calibration")
+    cal = analysis.calibration
+    s = layout.settings_rows
+    exp[(title, f"C{s['base_model']}")] = _text(cal.base_model)
+    exp[(title, f"C{s['base_max_tokens']}")] = _num(cal.base_max_tokens)
+    exp[(title, f"C{s['base_concurrency']}")] = _num(cal.base_concurrency)
+    exp[(title, f"C{s['monotonic_tolerance_pct']}")] = float(analysis.settings.monotonic_tolerance_pct)
+    exp[(title, f"C{layout.base_tps_row}")] = cal.base_tps
+    exp[(title, f"C{layout.base_rows_row}")] = float(cal.base_rows)
+
+    def put(table: tuple, key: str, row: int, value: CellValue) -> None:
+        exp[(title, f"{layout.table_col(table, key)}{row}")] = value
+
+    for i in range(layout.c_slots):
+        row = layout.c_table_first + i
+        level = cal.concurrency_levels[i] if i < len(cal.concurrency_levels) else None
+        put(CONCURRENCY_TABLE, "level", row, _num(level.concurrency) if level else None)
+        put(CONCURRENCY_TABLE, "rows", row, _num(level.rows) if level else None)
+        put(CONCURRENCY_TABLE, "f", row, level.f if level else None)
+        put(CONCURRENCY_TABLE, "known", row, 1.0 if level and level.f is not None else 0.0)
+    for i in range(layout.l_slots):
+        row = layout.l_table_first + i
+        length = cal.length_levels[i] if i < len(cal.length_levels) else None
+        put(LENGTH_TABLE, "level", row, _num(length.max_tokens) if length else None)
+        put(LENGTH_TABLE, "anchor", row, _num(length.anchor_concurrency) if length else None)
+        put(LENGTH_TABLE, "rows", row, _num(length.rows) if length else None)
+        put(LENGTH_TABLE, "k", row, length.k_len if length else None)
+        put(LENGTH_TABLE, "known", row, 1.0 if length and length.k_len is not None else 0.0)
+    for i in range(layout.m_slots):
+        row = layout.m_table_first + i
+        model = cal.models[i] if i < len(cal.models) else None
+        put(MODEL_TABLE, "name", row, model.model if model else None)
+        put(MODEL_TABLE, "rows", row, _num(model.rows) if model else None)
+        put(MODEL_TABLE, "tps", row, model.base_point_tps if model else None)
+        put(MODEL_TABLE, "c", row, model.c_model if model else None)
+        put(MODEL_TABLE, "known", row, 1.0 if model and model.c_model is not None else 0.0)
+
+
+def _chart(exp: Expected, layout: Layout, analysis: Analysis) -> None:
+    title = layout.title("calibration")
+    cal = analysis.calibration
+    included = [s for s in analysis.statuses if s.included and cal.base_model is not None
+                and same_model(s.model, cal.base_model)]
+    levels = [lv.concurrency for lv in cal.concurrency_levels]
+    lengths = [lv.max_tokens for lv in cal.length_levels]
+    level_col = get_column_letter(layout.chart_grid_col)
+    for i in range(layout.c_slots):
+        row = layout.c_table_first + i
+        exp[(title, f"{level_col}{row}")] = _num(levels[i]) if i < len(levels) else None
+    for slot in range(1, CHART_LENGTH_SLOTS + 1):
+        col = get_column_letter(layout.chart_grid_col + slot)
+        length = lengths[slot - 1] if slot - 1 < len(lengths) else None
+        exp[(title, f"{col}{layout.chart_header_row}")] = _num(length)
+        for i in range(layout.c_slots):
+            row = layout.c_table_first + i
+            value: CellValue = NA
+            if length is not None and i < len(levels):
+                logs = [s.ln_tps for s in included if s.concurrency == levels[i] and s.max_tokens == length
+                        and s.ln_tps is not None]
+                if logs:
+                    value = math.exp(sum(logs) / len(logs))
+            exp[(title, f"{col}{row}")] = value
+
+
+def _consistency(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+    title = layout.title("consistency")
+    by_row: dict[int, tuple[ResultRow, RowCheck]] = {
+        sheet_row: (row, check) for (sheet_row, row), check in zip(inputs.rows, analysis.checks)}
+    for i in range(layout.rows):
+        sheet_row = layout.raw_first + i
+        out_row = layout.cons_first + i
+        pair = by_row.get(sheet_row)
+        values: dict[str, CellValue]
+        if pair is None:
+            values = {key: None for key in (
+                "exp_id", "model", "concurrency", "max_tokens", "included", "measured", "f_known", "k_known",
+                "c_known", "anchor", "f", "k", "c", "predicted", "deviation", "deviation_pct", "role", "note",
+                "check_abs_pct")}
+        else:
+            row, check = pair
+            s: RowStatus = check.status
+            inc = s.included
+            values = {
+                "exp_id": row.exp_id or None, "model": row.model or None,
+                "concurrency": float(s.concurrency), "max_tokens": float(s.max_tokens),
+                "included": _num(inc), "measured": s.tps,
+                "f_known": (1.0 if check.f is not None else 0.0) if inc else None,
+                "k_known": (1.0 if check.k_len is not None else 0.0) if inc else None,
+                "c_known": (1.0 if check.c_model is not None else 0.0) if inc else None,
+                "anchor": float(check.anchor_concurrency) if inc else None,
+                "f": check.f, "k": check.k_len, "c": check.c_model,
+                "predicted": check.predicted_tps, "deviation": check.deviation,
+                "deviation_pct": check.deviation_pct, "role": check.role,
+                "note": _text(check.note(layout.lang)),
+                "check_abs_pct": abs(check.deviation_pct) if check.role == "check" and check.deviation_pct is not None
+                else None,
+            }
+        for key, value in values.items():
+            exp[(title, f"{layout.cons_col(key)}{out_row}")] = value
+    c = analysis.consistency
+    summary = {
+        "check_rows": float(c.check_rows), "identify_rows": float(c.identify_rows),
+        "unidentified_rows": float(c.unidentified_rows), "excluded_rows": float(c.excluded_rows),
+        "mape": c.mape_pct, "max_deviation": c.max_deviation_pct, "verdict": c.verdict,
+    }
+    for key, row in layout.summary_rows.items():
+        exp[(title, f"B{row}")] = summary[key]
+
+
+def _lookup(cal: Calibration, kind: str, key: Any) -> float | None:
+    key = coerce_key(key)
+    if key is None:
+        return None
+    if kind == "c":
+        return cal.c_model(str(key) if not isinstance(key, float) else _fmt_key(key))
+    if not isinstance(key, float):
+        return None
+    return cal.f(key) if kind == "f" else cal.k_len(key)
+
+
+def _derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+    title = layout.title("derivation")
+    cal = analysis.calibration
+    t = layout.text
+    fw, inv = layout.forward_rows, layout.inverse_rows
+
+    fwd = inputs.forward
+    model_in = fwd.get("model")
+    model = model_in if coerce_key(model_in) is not None else cal.base_model
+    f = _lookup(cal, "f", fwd.get("concurrency"))
+    k = _lookup(cal, "k", fwd.get("max_tokens"))
+    c = _lookup(cal, "c", model)
+    exp[(title, f"C{fw['concurrency']}")] = f
+    exp[(title, f"C{fw['max_tokens']}")] = k
+    exp[(title, f"D{fw['model']}")] = _text(_fmt_key(model) if model is not None else None)
+    exp[(title, f"C{fw['model']}")] = c
+    known = f is not None and k is not None and c is not None and cal.base_tps is not None
+    exp[(title, f"B{fw['tps']}")] = cal.base_tps * f * k / c if known else t("unidentified")  # type: ignore[operator]
+    if known:
+        exp[(title, f"B{fw['missing']}")] = None
+    else:
+        parts = []
+        if f is None:
+            parts.append(f"f({_fmt_key(fwd.get('concurrency'))})")
+        if k is None:
+            parts.append(f"K_len({_fmt_key(fwd.get('max_tokens'))})")
+        if c is None:
+            parts.append(f"C_model({_fmt_key(model)})")
+        exp[(title, f"B{fw['missing']}")] = f"{t('missing')} " + ", ".join(parts)
+
+    target_in = inputs.inverse
+    model_in = target_in.get("model")
+    model = model_in if coerce_key(model_in) is not None else cal.base_model
+    k = _lookup(cal, "k", target_in.get("max_tokens"))
+    c = _lookup(cal, "c", model)
+    exp[(title, f"C{inv['max_tokens']}")] = k
+    exp[(title, f"D{inv['model']}")] = _text(_fmt_key(model) if model is not None else None)
+    exp[(title, f"C{inv['model']}")] = c
+    target = target_in.get("target_tps")
+    table: list[tuple[float | None, float | None]] = []
+    for i in range(layout.c_slots):
+        level = cal.concurrency_levels[i] if i < len(cal.concurrency_levels) else None
+        pred = None
+        if level is not None and k is not None and c is not None and cal.base_tps is not None and level.f is not None:
+            pred = cal.base_tps * level.f * k / c
+        table.append((float(level.concurrency) if level else None, pred))
+    meets = []
+    for i, (level_value, pred) in enumerate(table):
+        row = layout.inverse_table_first + i
+        hit = None
+        if pred is not None and _meets(pred, target):
+            hit = level_value
+            meets.append((level_value, pred))
+        exp[(title, f"{layout.table_col(INVERSE_TABLE, 'level')}{row}")] = level_value
+        exp[(title, f"{layout.table_col(INVERSE_TABLE, 'predicted')}{row}")] = pred
+        exp[(title, f"{layout.table_col(INVERSE_TABLE, 'meets')}{row}")] = hit
+    if meets:
+        best_meet = min(meets, key=lambda item: item[0])  # type: ignore[arg-type, return-value]
+        exp[(title, f"B{inv['concurrency']}")] = best_meet[0]
+        exp[(title, f"B{inv['tps']}")] = best_meet[1]
+    else:
+        exp[(title, f"B{inv['concurrency']}")] = t("unreachable_short")
+        exp[(title, f"B{inv['tps']}")] = None
+    known_preds = [(lv, p) for lv, p in table if p is not None]
+    if known_preds:
+        best = max(p for _, p in known_preds)
+        exp[(title, f"B{inv['best_tps']}")] = best
+        exp[(title, f"B{inv['best_concurrency']}")] = next(lv for lv, p in known_preds if p == best)
+    else:
+        exp[(title, f"B{inv['best_tps']}")] = None
+        exp[(title, f"B{inv['best_concurrency']}")] = None
+
+
+def _meets(pred: float, target: Any) -> bool:
+    """`pred >= target` as a spreadsheet compares a number with a typed cell."""
+    if target is None:
+        return pred >= 0  # a blank cell compares as 0
+    if isinstance(target, bool):
+        return False  # numbers sort before booleans
+    if isinstance(target, str):
+        return False  # numbers sort before text
+    return pred >= target

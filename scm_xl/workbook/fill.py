@@ -1,0 +1,149 @@
+"""Fill, recalculate and verify: the workbook pipeline behind `fill` and `verify`."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from openpyxl import Workbook
+
+from scm_xl.engines import choose_engine
+from scm_xl.errors import InputError, UsageError
+from scm_xl.model import Analysis
+from scm_xl.results import ResultRow, read_results
+from scm_xl.verify import Verification, compare
+from scm_xl.workbook.build import build_workbook, save_atomic
+from scm_xl.workbook.expected import expected_cells
+from scm_xl.workbook.io import Inputs, check_model_names, load, read_inputs, read_layout, write_hand_set, write_rows
+from scm_xl.workbook.layout import SHEET_KEYS, Lang, Layout, fitted_layout
+
+
+@dataclass
+class WorkbookReport:
+    path: Path
+    layout: Layout
+    inputs: Inputs
+    analysis: Analysis
+    verification: Verification
+    warnings: list[str]
+    backup: Path | None = None
+
+
+def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = None) -> Layout:
+    layout = fitted_layout(
+        lang, len(rows),
+        len({r.concurrency for r in rows}), len({r.max_tokens for r in rows}),
+        len({r.model.casefold() for r in rows}),
+    )
+    if at_least is not None:
+        layout = Layout(lang=lang, rows=max(layout.rows, at_least.rows), c_slots=max(layout.c_slots, at_least.c_slots),
+                        l_slots=max(layout.l_slots, at_least.l_slots), m_slots=max(layout.m_slots, at_least.m_slots))
+    return layout
+
+
+def _rebuild_into(user_wb: Workbook, layout: Layout) -> Workbook:
+    """Replace scm-xl's own sheets in a user's workbook, keeping every other sheet."""
+    fresh = build_workbook(layout)
+    ours = {layout.title(k) for k in SHEET_KEYS}
+    from scm_xl.workbook.layout import META_SHEET
+
+    ours.add(META_SHEET)
+    # openpyxl cannot move sheets between workbooks, so we move the user's sheets'
+    # worksheet objects into the fresh workbook, after ours, in their order.
+    for ws in list(user_wb.worksheets):
+        if ws.title in ours:
+            continue
+        ws.parent = fresh  # type: ignore[assignment]
+        fresh._sheets.append(ws)  # noqa: SLF001 - openpyxl has no public API for this
+    for name, defined in user_wb.defined_names.items():
+        if name not in fresh.defined_names:
+            fresh.defined_names[name] = defined
+    return fresh
+
+
+def fill(results_path: str | Path, *, workbook: str | Path | None = None, output: str | Path | None = None,
+         engine: str = "formulas", lang: Lang = "zh", force: bool = False) -> WorkbookReport:
+    table = read_results(results_path)
+    rows = table.rows
+    check_model_names(rows, where=str(results_path))
+    warnings = list(table.warnings)
+
+    if workbook is not None:
+        workbook = Path(workbook)
+        user_wb = load(workbook)
+        old_layout = read_layout(user_wb, workbook)
+        old_inputs = read_inputs(user_wb, old_layout, workbook)
+        rows = _keep_manual_cells(rows, old_inputs)
+        layout = _layout_for(rows, old_layout.lang, at_least=old_layout)
+        wb = _rebuild_into(user_wb, layout)
+        write_hand_set(wb, layout, old_inputs)
+        target = Path(output) if output else workbook
+    else:
+        layout = _layout_for(rows, lang)
+        wb = build_workbook(layout)
+        target = Path(output) if output else Path(Path(results_path).stem + ".xlsx")
+    write_rows(wb, layout, rows)
+
+    backup = None
+    if target.exists():
+        if target.is_dir():
+            raise UsageError(f"{target} is a folder; give a file name with -o")
+        if not force:
+            backup = target.with_name(target.stem + ".bak" + target.suffix)
+            shutil.copy2(target, backup)
+    save_atomic(wb, target)
+    report = verify(target, engine=engine)
+    report.warnings = warnings + report.warnings
+    report.backup = backup
+    return report
+
+
+def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
+    """An override or note typed into the workbook survives when the CSV has none for that exp_id."""
+    from dataclasses import replace
+
+    by_id = {row.exp_id: row for _, row in old.rows}
+    kept = []
+    for row in rows:
+        previous = by_id.get(row.exp_id)
+        if previous is not None:
+            if row.override is None and previous.override is not None:
+                row = replace(row, override=previous.override)
+            if row.notes is None and previous.notes is not None:
+                row = replace(row, notes=previous.notes)
+        kept.append(row)
+    return kept
+
+
+def verify(path: str | Path, *, engine: str = "formulas") -> WorkbookReport:
+    """Recalculate a workbook as it stands and compare every formula cell with the reference."""
+    path = Path(path)
+    wb = load(path)
+    layout = read_layout(wb, path)
+    inputs = read_inputs(wb, layout, path)
+    chosen, note = choose_engine(engine, len(inputs.rows))
+    recalculated = chosen.recalculate(path)
+    analysis, expected = expected_cells(layout, inputs)
+    verification = compare(expected, recalculated, {layout.title(k) for k in SHEET_KEYS})
+    verification.note = note
+    warnings = [note] if note else []
+    if verification.cells_compared == 0:
+        raise InputError("the engine returned no formula cells to compare", path=str(path))
+    return WorkbookReport(path=path, layout=layout, inputs=inputs, analysis=analysis,
+                          verification=verification, warnings=warnings)
+
+
+def analysis_from_source(source: str | Path) -> tuple[Analysis, Inputs | None]:
+    """The reference analysis of a results CSV or of a filled workbook's inputs."""
+    from scm_xl.model import Settings, analyze
+
+    source = Path(source)
+    if source.suffix.lower() in (".xlsx", ".xlsm"):
+        wb = load(source)
+        layout = read_layout(wb, source)
+        inputs = read_inputs(wb, layout, source)
+        return analyze([row for _, row in inputs.rows], inputs.settings), inputs
+    table = read_results(source)
+    check_model_names(table.rows, where=str(source))
+    return analyze(table.rows, Settings()), None

@@ -1,0 +1,213 @@
+"""Read and write the workbook's input cells (raw rows and hand-set settings)."""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import openpyxl
+from openpyxl import Workbook
+from openpyxl.worksheet.worksheet import Worksheet
+
+from scm_xl.errors import InputError
+from scm_xl.model import Settings
+from scm_xl.results import ResultRow, normalise_override
+from scm_xl.workbook.build import write_text
+from scm_xl.workbook.layout import (
+    DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_MODEL_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
+    META_SHEET, RAW_INPUT_KEYS, SHEET_KEYS, Layout,
+)
+
+_RESULT_FIELDS = {f.name for f in fields(ResultRow)}
+_NUMERIC_INPUTS = {"concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_time_s",
+                   "total_output_tokens", "ok_requests", "failed_requests", "rate_limited_requests", "repeat"}
+
+
+@dataclass
+class Inputs:
+    """Everything a person can type into the workbook."""
+
+    rows: list[tuple[int, ResultRow]] = field(default_factory=list)  # (sheet row, row)
+    settings: Settings = field(default_factory=Settings)
+    base_model_input: Any = None
+    forward: dict[str, Any] = field(default_factory=dict)  # concurrency, max_tokens, model
+    inverse: dict[str, Any] = field(default_factory=dict)  # target_tps, max_tokens, model
+
+
+def load(path: str | Path, *, data_only: bool = False) -> Workbook:
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", path=str(path))
+    try:
+        return openpyxl.load_workbook(path, data_only=data_only)
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
+        raise InputError(f"not a readable .xlsx workbook ({type(exc).__name__})", path=str(path)) from exc
+
+
+def read_layout(wb: Workbook, path: str | Path) -> Layout:
+    if META_SHEET not in wb.sheetnames:
+        raise InputError(f"not an scm-xl workbook: it has no {META_SHEET} sheet "
+                         "(build one with `scm-xl build template`)", path=str(path))
+    ws = wb[META_SHEET]
+    meta = {str(ws.cell(row=r, column=1).value): ws.cell(row=r, column=2).value for r in range(1, ws.max_row + 1)}
+    if meta.get("layout_version") != LAYOUT_VERSION:
+        raise InputError(f"workbook layout version {meta.get('layout_version')!r} is not {LAYOUT_VERSION}",
+                         path=str(path))
+    lang = meta.get("lang")
+    if lang not in ("zh", "en"):
+        raise InputError(f"unknown workbook language {lang!r}", path=str(path))
+    layout = Layout(lang=lang, rows=int(meta.get("rows") or DEFAULT_ROWS),  # type: ignore[arg-type]
+                    c_slots=int(meta.get("c_slots") or DEFAULT_CONCURRENCY_SLOTS),
+                    l_slots=int(meta.get("l_slots") or DEFAULT_LENGTH_SLOTS),
+                    m_slots=int(meta.get("m_slots") or DEFAULT_MODEL_SLOTS))
+    for key in SHEET_KEYS:
+        if layout.title(key) not in wb.sheetnames:
+            raise InputError(f"sheet {layout.title(key)!r} is missing", path=str(path))
+    return layout
+
+
+def _where(path: str | Path, layout: Layout, sheet_key: str, address: str) -> str:
+    return f"{path}: '{layout.title(sheet_key)}'!{address}"
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
+    """Read raw rows and hand-set cells, validating them as the CSV reader would."""
+    raw = wb[layout.title("raw")]
+    rows: list[tuple[int, ResultRow]] = []
+    seen: dict[str, int] = {}
+    for sheet_row in range(layout.raw_first, layout.raw_last + 1):
+        values = {key: raw[f"{layout.raw_col(key)}{sheet_row}"].value for key in RAW_INPUT_KEYS}
+        if all(_blank(v) for v in values.values()):
+            continue
+        row = _row_from_cells(values, layout, path, sheet_row)
+        if row.exp_id in seen:
+            raise InputError(f"duplicate exp_id {row.exp_id!r} (first on row {seen[row.exp_id]})",
+                             path=_where(path, layout, "raw", f"{layout.raw_col('exp_id')}{sheet_row}"))
+        seen[row.exp_id] = sheet_row
+        rows.append((sheet_row, row))
+    check_model_names([r for _, r in rows], where=str(path))
+
+    cal = wb[layout.title("calibration")]
+    s = layout.settings_rows
+    base_model = cal[f"B{s['base_model']}"].value
+    settings = Settings(
+        base_model=str(base_model) if not _blank(base_model) else None,
+        base_max_tokens=_number_or_none(cal[f"B{s['base_max_tokens']}"].value),  # type: ignore[arg-type]
+        base_concurrency=_number_or_none(cal[f"B{s['base_concurrency']}"].value),  # type: ignore[arg-type]
+        monotonic_tolerance_pct=_number_or_none(cal[f"B{s['monotonic_tolerance_pct']}"].value) or 0.0,
+        concurrency_slots=layout.c_slots, length_slots=layout.l_slots, model_slots=layout.m_slots,
+    )
+    der = wb[layout.title("derivation")]
+    fw, inv = layout.forward_rows, layout.inverse_rows
+    return Inputs(
+        rows=rows, settings=settings, base_model_input=base_model,
+        forward={k: der[f"B{fw[k]}"].value for k in ("concurrency", "max_tokens", "model")},
+        inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model")},
+    )
+
+
+def _number_or_none(value: Any) -> float | int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value) if float(value).is_integer() else value
+
+
+def _row_from_cells(values: dict[str, Any], layout: Layout, path: str | Path, sheet_row: int) -> ResultRow:
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        address = f"{layout.raw_col(key)}{sheet_row}"
+        where = _where(path, layout, "raw", address)
+        if _blank(value):
+            if key in ("exp_id", "model", "concurrency", "requests_per_slot", "total_requests", "max_tokens",
+                       "total_time_s", "total_output_tokens"):
+                raise InputError("required cell is blank", path=where, column=key)
+            continue
+        if key in _NUMERIC_INPUTS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InputError(f"{str(value)[:40]!r} is not a number (type a number, not text)",
+                                 path=where, column=key)
+            if key != "total_time_s":
+                if not float(value).is_integer():
+                    raise InputError(f"{value!r} is not a whole number", path=where, column=key)
+                value = int(value)
+            else:
+                value = float(value)
+        elif key == "override":
+            try:
+                value = normalise_override(str(value))
+            except InputError as exc:
+                raise InputError(exc.problem, path=where, column=key) from None
+        else:
+            value = str(value).strip() if key in ("exp_id", "model") else str(value)
+        if key in _RESULT_FIELDS:
+            kwargs[key] = value
+    try:
+        return ResultRow(**kwargs)
+    except InputError as exc:
+        column = exc.column or ""
+        address = f"{layout.raw_col(column)}{sheet_row}" if column in RAW_INPUT_KEYS else f"row {sheet_row}"
+        raise InputError(exc.problem, path=_where(path, layout, "raw", address), column=exc.column) from None
+
+
+def check_model_names(rows: list[ResultRow], *, where: str) -> None:
+    """Spreadsheet criteria compare text case-insensitively: two spellings would merge."""
+    seen: dict[str, str] = {}
+    for row in rows:
+        key = row.model.casefold()
+        if key in seen and seen[key] != row.model:
+            raise InputError(f"model names {seen[key]!r} and {row.model!r} differ only in case; "
+                             "spreadsheets treat them as one model: spell them the same", path=where,
+                             line=row.line or None, column="model")
+        seen.setdefault(key, row.model)
+
+
+def write_rows(wb: Workbook, layout: Layout, rows: list[ResultRow]) -> None:
+    """Clear the raw input cells and write the rows; text that looks like a formula stays text."""
+    ws = wb[layout.title("raw")]
+    for sheet_row in range(layout.raw_first, layout.raw_last + 1):
+        for key in RAW_INPUT_KEYS:
+            ws[f"{layout.raw_col(key)}{sheet_row}"].value = None
+    for i, row in enumerate(rows):
+        sheet_row = layout.raw_first + i
+        for key in RAW_INPUT_KEYS:
+            value = getattr(row, key, None)
+            if value is None:
+                continue
+            cell = ws[f"{layout.raw_col(key)}{sheet_row}"]
+            if isinstance(value, str):
+                write_text(cell, value)
+            else:
+                cell.value = value
+
+
+def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
+    """Restore hand-set settings and forward/inverse inputs read from an earlier workbook."""
+    cal = wb[layout.title("calibration")]
+    s = layout.settings_rows
+    settings = inputs.settings
+    for key, value in (("base_model", inputs.base_model_input), ("base_max_tokens", settings.base_max_tokens),
+                       ("base_concurrency", settings.base_concurrency),
+                       ("monotonic_tolerance_pct", settings.monotonic_tolerance_pct)):
+        cell = cal[f"B{s[key]}"]
+        if isinstance(value, str):
+            write_text(cell, value)
+        else:
+            cell.value = value
+    der = wb[layout.title("derivation")]
+    for rows, values in ((layout.forward_rows, inputs.forward), (layout.inverse_rows, inputs.inverse)):
+        for key, value in values.items():
+            cell = der[f"B{rows[key]}"]
+            if isinstance(value, str):
+                write_text(cell, value)
+            else:
+                cell.value = value
+
+
+def sheet(wb: Workbook, layout: Layout, key: str) -> Worksheet:
+    return wb[layout.title(key)]

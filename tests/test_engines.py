@@ -1,0 +1,260 @@
+"""Every recalculation engine passes the same tests on real workbooks written by openpyxl."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import formulas
+import openpyxl
+import pytest
+from openpyxl.workbook.defined_name import DefinedName
+from openpyxl.worksheet.formula import ArrayFormula
+
+from scm_xl.engines import (
+    AUTO_LIBREOFFICE_ROWS,
+    ENGINE_NAMES,
+    CellError,
+    ExcelEngine,
+    FormulasEngine,
+    LibreOfficeEngine,
+    Recalculated,
+    choose_engine,
+    get_engine,
+)
+from scm_xl.errors import EngineError, UsageError
+
+ENGINES = ["formulas", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]
+RAW = "原始数据"
+KINDS = ["a", "b", "a", "a", "b", "a", "b", "a", "b", "a", "b"]  # rows 2..12
+NUMBERS = [1, 2, None, 4, 5, None, 7, 8, 9, None, 11]  # blank rows on purpose
+DOUBLED = [None if n is None else 2.0 * n for n in NUMBERS]
+EXPECTED = {
+    **{(RAW, f"C{row}"): value for row, value in enumerate(DOUBLED, start=2)},
+    **{(RAW, f"D{row}"): 6.0 if kind == "a" else 5.0 for row, kind in enumerate(KINDS, start=2)},
+    ("Calc", "A1"): 47.0,
+    ("Calc", "A2"): 2.0,
+    ("Calc", "A3"): -1.0,
+    ("Calc", "A4"): CellError("#DIV/0!"),
+    ("Calc", "A5"): True,
+    ("Calc", "A6"): "total=47",
+    ("Calc", "A7"): 8.0,
+    ("Calc", "A8"): 1.0,
+    ("Calc", "A9"): 94.0,
+    ("Calc", "A10"): 11.0,
+    ("Calc", "A11"): None,
+    ("Calc", "A12"): 45293.0,
+    ("Calc", "B1"): False,
+}
+
+
+def write_workbook(path: Path) -> Path:
+    book = openpyxl.Workbook()
+    raw = book.active
+    raw.title = RAW
+    raw.append(["kind", "number"])
+    for kind, number in zip(KINDS, NUMBERS):
+        raw.append([kind, number])
+    raw["C2"] = ArrayFormula("C2:C12", '=IF(ISNUMBER(B2:B12),B2:B12*2,"")')
+    raw["D2"] = ArrayFormula("D2:D12", "=COUNTIFS(A2:A12,A2:A12)")
+    calc = book.create_sheet("Calc")
+    calc["A1"] = f"=SUM('{RAW}'!B2:B12)"
+    calc["A2"] = f"={RAW}!B2+1"  # unquoted reference to the Chinese-named sheet
+    calc["A3"] = "=IFERROR(1/0,-1)"
+    calc["A4"] = "=1/0"
+    calc["A5"] = "=A1>10"
+    calc["A6"] = '="total="&A1'
+    calc["A7"] = f"=_xlfn.MAXIFS('{RAW}'!B2:B12,'{RAW}'!A2:A12,\"a\")"
+    calc["A8"] = f"=_xlfn.MINIFS('{RAW}'!B2:B12,'{RAW}'!A2:A12,\"a\")"
+    calc["A9"] = "=Total*2"
+    calc["A10"] = ArrayFormula("A10", f'=SUM(COUNTIFS(\'{RAW}\'!A2:A12,{{"a","b"}}))')
+    calc["A11"] = '=IF(A1>0,"",1)'
+    calc["A12"] = "=DATE(2024,1,2)"
+    calc["A12"].number_format = "yyyy-mm-dd"  # read back as a datetime, reported as its serial
+    calc["B1"] = "=ISBLANK(A1)"
+    calc["C1"] = "not a formula"
+    book.defined_names["Total"] = DefinedName("Total", attr_text="Calc!$A$1")
+    book.save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def workbook(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_workbook(tmp_path_factory.mktemp("engines") / "book.xlsx")
+
+
+_results: dict[str, Recalculated] = {}
+
+
+@pytest.fixture(params=ENGINES)
+def recalculated(request: pytest.FixtureRequest, workbook: Path) -> Recalculated:
+    name = request.param
+    if name not in _results:  # each engine runs once per session
+        _results[name] = get_engine(name).recalculate(workbook)
+    return _results[name]
+
+
+def test_values(recalculated: Recalculated) -> None:
+    assert recalculated.values == EXPECTED
+    assert recalculated.seconds > 0
+
+
+def test_get_accepts_absolute_and_lower_case(recalculated: Recalculated) -> None:
+    assert recalculated.get("Calc", "$a$1") == 47.0
+    assert recalculated.get(RAW, "C4") is None
+
+
+def test_types_are_plain(recalculated: Recalculated) -> None:
+    for value in recalculated.values.values():
+        assert value is None or type(value) in (float, str, bool, CellError)
+
+
+@pytest.mark.libreoffice
+def test_engines_agree(workbook: Path) -> None:
+    assert FormulasEngine().recalculate(workbook).values == LibreOfficeEngine().recalculate(workbook).values
+
+
+def test_formulas_prints_nothing(workbook: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    FormulasEngine().recalculate(workbook)
+    assert capfd.readouterr() == ("", "")
+
+
+def test_formulas_failure_is_engine_error(workbook: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(model: object, *args: object, **kwargs: object) -> None:
+        raise ValueError("cannot compile")
+
+    monkeypatch.setattr(formulas.ExcelModel, "finish", fail)
+    with pytest.raises(EngineError, match="formulas engine failed on .*book.xlsx: cannot compile") as caught:
+        FormulasEngine().recalculate(workbook)
+    assert isinstance(caught.value.__cause__, ValueError)
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_unreadable_workbook(name: str, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.xlsx"
+    broken.write_text("not a zip file")
+    with pytest.raises(EngineError, match="cannot read workbook .*broken.xlsx"):
+        get_engine(name).recalculate(broken)
+
+
+@pytest.mark.libreoffice
+def test_libreoffice_leaves_input_alone_and_converts(workbook: Path, tmp_path: Path) -> None:
+    before = workbook.read_bytes(), os.stat(workbook).st_mtime_ns
+    out = LibreOfficeEngine().convert(workbook, tmp_path / "out" / "recalculated.xlsx")
+    assert (workbook.read_bytes(), os.stat(workbook).st_mtime_ns) == before
+    assert sorted(p.name for p in workbook.parent.iterdir()) == ["book.xlsx"]
+    cached = openpyxl.load_workbook(out, data_only=True)
+    assert cached["Calc"]["A1"].value == 47
+    formulas_kept = openpyxl.load_workbook(out)
+    assert formulas_kept["Calc"]["A1"].value.replace("'", "") == f"=SUM({RAW}!B2:B12)"  # LO drops the quotes
+
+
+@pytest.mark.libreoffice
+def test_libreoffice_timeout(workbook: Path) -> None:
+    with pytest.raises(EngineError, match="LibreOffice took more than 0.01 s"):
+        LibreOfficeEngine(timeout=0.01).recalculate(workbook)
+
+
+def test_libreoffice_missing(workbook: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCM_XL_SOFFICE", "/nonexistent")
+    assert not LibreOfficeEngine().available()
+    with pytest.raises(EngineError, match="LibreOffice not found: install it, e.g. apt-get install -y"):
+        LibreOfficeEngine().recalculate(workbook)
+
+
+@pytest.mark.skipif(ExcelEngine().available(), reason="Excel is installed here")
+def test_excel_unavailable_says_what_it_needs(workbook: Path) -> None:
+    with pytest.raises(EngineError) as caught:
+        get_engine("excel").recalculate(workbook)
+    assert str(caught.value) == (
+        "the excel engine needs Microsoft Excel on Windows or macOS and `pip install 'scm-xl[excel]'`"
+    )
+
+
+def test_get_engine_names_and_alias() -> None:
+    assert ENGINE_NAMES == ("formulas", "libreoffice", "excel", "embedded")
+    assert {get_engine(name).name for name in ENGINE_NAMES} == {"formulas", "libreoffice", "excel"}
+    assert get_engine("embedded").name == "formulas"
+
+
+@pytest.mark.parametrize("choose", [get_engine, lambda name: choose_engine(name, 10)])
+def test_unknown_engine(choose: object) -> None:
+    with pytest.raises(UsageError, match="unknown engine 'numbers': choose one of .*formulas, libreoffice"):
+        choose("numbers")  # type: ignore[operator]
+
+
+def test_choose_engine_auto_small_and_explicit() -> None:
+    engine, note = choose_engine("auto", AUTO_LIBREOFFICE_ROWS)
+    assert (engine.name, note) == ("formulas", None)
+    engine, note = choose_engine("libreoffice", 10)
+    assert (engine.name, note) == ("libreoffice", None)
+    engine, note = choose_engine("formulas", 50_000)
+    assert (engine.name, note) == ("formulas", None)
+
+
+@pytest.mark.libreoffice
+def test_choose_engine_auto_large() -> None:
+    engine, note = choose_engine("auto", 5000)
+    assert engine.name == "libreoffice"
+    assert note == "auto: 5000 rows, using libreoffice (faster on large sheets)"
+
+
+def test_choose_engine_auto_large_without_libreoffice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCM_XL_SOFFICE", "/nonexistent")
+    engine, note = choose_engine("auto", 5000)
+    assert (engine.name, note) == ("formulas", None)
+
+
+def test_excel_engine_with_a_stand_in_for_xlwings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Excel cannot run here, so a stand-in for xlwings checks how its answers are read."""
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = RAW
+    sheet["B2"], sheet["C3"] = "=1/0", "=2*3"
+    sheet["D2"] = ArrayFormula("D2:D3", "=B2:B3")
+    book.save(tmp_path / "book.xlsx")
+    calls: list[str] = []
+
+    class UsedRange:  # B2:D3, as xlwings gives it with options(ndim=2, err_to_str=True)
+        row, column = 2, 2
+
+        def options(self, **options: object) -> UsedRange:
+            assert options == {"ndim": 2, "err_to_str": True}
+            return self
+
+        value = [["#DIV/0!", None, 1], [None, 6, True]]
+
+    class Book:
+        sheets = {RAW: type("Sheet", (), {"name": RAW, "used_range": UsedRange()})()}
+
+        def close(self) -> None:
+            calls.append("close")
+
+    class App:
+        def __init__(self, *, visible: bool, add_book: bool) -> None:
+            assert not visible and not add_book
+            self.books = self
+
+        def open(self, path: str, **options: object) -> Book:
+            calls.append("open")
+            return Book()
+
+        def calculate(self) -> None:
+            calls.append("calculate")
+
+        def quit(self) -> None:
+            calls.append("quit")
+
+    monkeypatch.setitem(sys.modules, "xlwings", type(sys)("xlwings"))
+    monkeypatch.setattr(sys.modules["xlwings"], "App", App, raising=False)
+    monkeypatch.setattr(ExcelEngine, "available", lambda self: True)
+    result = ExcelEngine().recalculate(tmp_path / "book.xlsx")
+    assert result.values == {(RAW, "B2"): CellError("#DIV/0!"), (RAW, "C3"): 6.0, (RAW, "D2"): 1.0, (RAW, "D3"): True}
+    assert calls == ["open", "calculate", "close", "quit"]
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_missing_workbook(name: str, tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match="missing.xlsx"):
+        get_engine(name).recalculate(tmp_path / "missing.xlsx")

@@ -1,0 +1,471 @@
+"""First-principles bounds: the seed's worked numbers, hand-computed KV sizes, the catalog and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from scm_xl import roofline
+from scm_xl.cli import main
+from scm_xl.errors import InputError
+from scm_xl.roofline import Deployment, Gpu, ModelSpec, analyze
+
+SEVEN_B = ModelSpec.from_params(7)
+
+
+def seven_b_on(bandwidth_gbs: float, tflops: float | None = None, **kwargs) -> Deployment:
+    return Deployment(SEVEN_B, Gpu.from_numbers(bandwidth_gbs=bandwidth_gbs, tflops=tflops), precision="fp16",
+                      **kwargs)
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["roofline", *args])
+    return result.exit_code, result.output
+
+
+def run_json(*args: str) -> dict:
+    code, output = run_cli(*args, "--json")
+    assert code == 0, output
+    return json.loads(output)
+
+
+# --- The seed's worked numbers ------------------------------------------------
+
+
+def test_seed_7b_fp16_at_800_gbs_is_17_5_ms_and_57_tps():
+    report = analyze(seven_b_on(800))
+    assert report.weight_bytes == 14e9
+    assert report.decode_ms_per_token == pytest.approx(17.5)
+    assert report.ceiling_tps == pytest.approx(57.14, abs=0.01)
+    assert report.bottleneck == "bandwidth"
+
+
+def test_seed_7b_fp16_at_1500_gbs_is_9_3_ms_in_si_units():
+    # The seed divides by 1024**3 (GiB) and then by GB/s, which would give 8.7 ms.
+    assert analyze(seven_b_on(1500)).decode_ms_per_token == pytest.approx(9.333, abs=0.001)
+
+
+def test_seed_7b_is_14_gflops_per_token():
+    assert roofline.flops_per_token(7e9) == 14e9
+    assert roofline.training_flops_per_token(7e9) == 42e9
+    assert analyze(seven_b_on(800)).flops_per_token == 14e9
+
+
+def test_seed_30_tflops_gives_about_2000_tokens_per_second_compute_bound():
+    report = analyze(seven_b_on(800, tflops=30), [64])
+    assert report.compute_ceiling_tps == pytest.approx(2142.86, abs=0.01)
+    row = report.batches[0]
+    assert row.bottleneck == "compute"
+    assert row.ceiling_tps == pytest.approx(30e12 / 14e9)
+
+
+def test_seed_numbers_from_the_cli():
+    data = run_json("--params-b", "7", "--bandwidth-gbs", "800", "--precision", "fp16")
+    assert data["flops_per_token"] == 14e9
+    assert data["weight_bytes"] == 14e9
+    assert data["decode_ms_per_token"] == pytest.approx(17.5)
+    assert data["ceiling_tps"] == pytest.approx(57.14, abs=0.01)
+    assert data["bottleneck"] == "bandwidth"
+    assert data["kv_cache_bytes_per_seq"] is None
+    assert data["max_batch_by_memory"] is None
+
+    data = run_json("--params-b", "7", "--bandwidth-gbs", "1500", "--precision", "fp16")
+    assert round(data["decode_ms_per_token"], 1) == 9.3
+
+    data = run_json("--params-b", "7", "--bandwidth-gbs", "800", "--tflops", "30", "--precision", "fp16",
+                    "--batch", "1,64")
+    assert data["compute_ceiling_tps"] == pytest.approx(2142.86, abs=0.01)
+    assert [row["bottleneck"] for row in data["batches"]] == ["bandwidth", "compute"]
+    assert data["batches"][1]["ceiling_tps"] == pytest.approx(2142.86, abs=0.01)
+
+
+def test_json_keys():
+    data = run_json("--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--batch", "1,8,64")
+    for key in ("flops_per_token", "weight_bytes", "decode_ms_per_token", "ceiling_tps",
+                "kv_cache_bytes_per_seq", "max_batch_by_memory", "bottleneck", "batches", "units"):
+        assert key in data
+    assert [row["batch"] for row in data["batches"]] == [1, 8, 64]
+    for row in data["batches"]:
+        assert set(row) >= {"batch", "step_ms", "ceiling_tps", "per_stream_tps", "kv_bytes", "bottleneck",
+                            "fits_memory"}
+    assert data["model"] == "qwen2.5-7b" and data["gpu"] == "a100-80gb"
+
+
+# --- Units ------------------------------------------------------------------------
+
+
+def test_doubling_bandwidth_halves_a_bandwidth_bound_step():
+    slow, fast = analyze(seven_b_on(800)), analyze(seven_b_on(1600))
+    assert fast.decode_ms_per_token == pytest.approx(slow.decode_ms_per_token / 2)
+
+
+def test_milliseconds_agree_with_seconds_and_tokens_per_second():
+    report = analyze(seven_b_on(800), [1, 4])
+    seconds = roofline.decode_step_seconds(weight_bytes_read=14e9, kv_bytes_per_seq=0.0, batch=4,
+                                           flops_per_token=14e9, bandwidth=800e9, peak_flops=None)
+    assert seconds == pytest.approx(0.0175)
+    row = report.batches[1]
+    assert row.step_ms == pytest.approx(seconds * 1e3)
+    assert row.ceiling_tps == pytest.approx(4 / seconds)
+    assert row.per_stream_tps == pytest.approx(1 / seconds)
+
+
+def test_efficiency_factors_scale_the_bound():
+    full = analyze(seven_b_on(800))
+    half = analyze(seven_b_on(800, bandwidth_efficiency=0.5))
+    assert half.decode_ms_per_token == pytest.approx(2 * full.decode_ms_per_token)
+    compute = analyze(seven_b_on(800, tflops=30, compute_efficiency=0.5))
+    assert compute.compute_ceiling_tps == pytest.approx(15e12 / 14e9)
+
+
+def test_weight_bytes_by_precision():
+    assert [roofline.weight_bytes(1e9, p) for p in ("fp32", "bf16", "fp16", "fp8", "int8", "int4")] == \
+        [4e9, 2e9, 2e9, 1e9, 1e9, 0.5e9]
+    with pytest.raises(InputError, match="unknown precision 'fp3'"):
+        roofline.weight_bytes(1e9, "fp3")
+
+
+def test_attention_terms():
+    assert roofline.attention_flops_linear(32, 4096, 1000) == 4 * 32 * 4096 * 1000
+    assert roofline.attention_flops_quadratic(32, 4096, 1000) == 2 * 32 * 4096 * 1000**2
+
+
+def test_prefill_is_compute_bound_for_long_prompts_and_bandwidth_bound_for_short():
+    model = roofline.find_model("llama-3.1-8b")
+    deployment = Deployment(model, roofline.find_gpu("h100-sxm"))
+    long_prompt = deployment.prefill_seconds(4096)
+    flops = 4096 * 2 * model.active_params + 2 * 32 * 4096 * 4096**2
+    assert long_prompt == pytest.approx(flops / 989.4e12)
+    assert deployment.prefill_seconds(1) == pytest.approx(2 * model.total_params / 3350e9)
+
+
+# --- The model's shape: MoE, GQA, MLA ------------------------------------------------
+
+
+def test_moe_uses_active_parameters_for_flops_and_reads_but_total_for_residency():
+    model = roofline.find_model("deepseek-v2.5")
+    assert 20e9 < model.active_params < 22e9
+    assert 230e9 < model.total_params < 240e9
+    report = analyze(Deployment(model, roofline.find_gpu("h200"), tp=8))
+    assert report.flops_per_token == 2 * model.active_params
+    assert report.weight_bytes == 2 * model.total_params
+    assert report.weight_bytes_read == 2 * model.active_params
+    assert any("MoE" in note for note in report.notes)
+
+
+def test_gqa_kv_cache_llama_3_1_8b():
+    model = roofline.find_model("llama-3.1-8b")
+    assert roofline.kv_bytes_per_token(model, 2) == 2 * 32 * 8 * 128 * 2 == 131072
+    assert roofline.kv_cache_bytes_per_seq(model, 4096, 2) == 131072 * 4096
+
+
+def test_gqa_kv_cache_qwen2_5_7b():
+    model = roofline.find_model("qwen2.5-7b")
+    assert roofline.kv_bytes_per_token(model, 2) == 2 * 28 * 4 * 128 * 2 == 57344
+
+
+def test_mla_kv_cache_deepseek_v2_5():
+    model = roofline.find_model("deepseek-v2.5")
+    assert roofline.kv_bytes_per_token(model, 2) == 60 * (512 + 64) * 2 == 69120
+    report = analyze(Deployment(model, roofline.find_gpu("h200"), tp=8, context=1000))
+    assert report.kv_cache_bytes_per_seq == 69120 * 1000
+
+
+def test_kv_precision_defaults_to_16_bits_and_can_be_set():
+    model = roofline.find_model("llama-3.1-8b")
+    gpu = roofline.find_gpu("h100")
+    assert Deployment(model, gpu, precision="fp8").kv_bytes_per_token == 131072
+    assert Deployment(model, gpu, precision="fp8", kv_precision="fp8").kv_bytes_per_token == 65536
+    assert Deployment(model, gpu, precision="fp32").kv_bytes_per_token == 2 * 131072
+
+
+def test_adhoc_model_has_unknown_kv_cache():
+    assert roofline.kv_bytes_per_token(SEVEN_B, 2) is None
+    report = analyze(seven_b_on(800))
+    assert report.kv_cache_bytes_per_seq is None
+    assert report.max_batch_by_memory is None
+    assert report.batches[0].kv_bytes is None
+
+
+# --- Bottlenecks and capacity -------------------------------------------------------
+
+
+def test_bottleneck_moves_from_bandwidth_to_compute_as_batch_grows():
+    deployment = Deployment(roofline.find_model("llama-3.1-8b"), roofline.find_gpu("h100-sxm"), context=128)
+    rows = analyze(deployment, [1, 16, 512]).batches
+    assert [row.bottleneck for row in rows] == ["bandwidth", "bandwidth", "compute"]
+    assert rows[0].ceiling_tps < rows[1].ceiling_tps < rows[2].ceiling_tps
+    assert rows[0].per_stream_tps > rows[2].per_stream_tps
+
+
+def test_capacity_when_the_batch_does_not_fit():
+    deployment = Deployment(roofline.find_model("qwen2.5-7b"), roofline.find_gpu("a100-80gb"))
+    max_batch = deployment.max_batch_by_memory
+    # (80e9 - 2 x 7,615,616,512) / (57,344 x 4,096), floored
+    assert max_batch == math.floor((80e9 - 2 * 7615616512) / (57344 * 4096)) == 275
+    rows = analyze(deployment, [max_batch, max_batch + 1]).batches
+    assert rows[0].fits_memory is True and rows[0].bottleneck == "bandwidth"
+    assert rows[1].fits_memory is False and rows[1].bottleneck == "capacity"
+
+
+def test_reserve_lowers_the_max_batch():
+    model, gpu = roofline.find_model("qwen2.5-7b"), roofline.find_gpu("a100-80gb")
+    reserved = Deployment(model, gpu, reserve_bytes=10e9)
+    assert reserved.max_batch_by_memory == math.floor((70e9 - 2 * 7615616512) / (57344 * 4096))
+
+
+def test_weights_that_do_not_fit_are_capacity_bound():
+    report = analyze(Deployment(roofline.find_model("llama-3.1-70b"), roofline.find_gpu("rtx4090")))
+    assert report.max_batch_by_memory == 0
+    assert report.bottleneck == "capacity"
+
+
+# --- Tensor parallelism ---------------------------------------------------------------
+
+
+def test_tensor_parallel_multiplies_resources_and_adds_communication():
+    model, gpu = roofline.find_model("llama-3.1-70b"), roofline.find_gpu("h100-sxm")
+    single = Deployment(model, gpu)
+    tp4 = Deployment(model, gpu, tp=4)
+    assert tp4.memory_bytes == 4 * 80e9
+    assert tp4.bandwidth == 4 * 3350e9
+    assert tp4.peak_flops == 4 * 989.4e12
+    assert analyze(single).bottleneck == "capacity"
+    report = analyze(tp4, [8])
+    row = report.batches[0]
+    comm_seconds = 2 * 80 * (3 / 4) * 8 * 8192 * 2 / 450e9
+    assert row.comm_ms == pytest.approx(comm_seconds * 1e3)
+    memory_seconds = (2 * model.active_params + 8 * 327680 * 4096) / (4 * 3350e9)
+    assert row.step_ms == pytest.approx((memory_seconds + comm_seconds) * 1e3)
+    assert report.link_bandwidth == 450e9
+    assert any("TP 4" in note for note in report.notes)
+
+
+def test_link_bandwidth_comes_from_the_gpu_and_can_be_overridden():
+    model = roofline.find_model("llama-3.1-70b")
+    assert Deployment(model, roofline.find_gpu("h100-pcie"), tp=2).link_bandwidth_used == 64e9
+    pcie = Deployment(model, roofline.find_gpu("h100-pcie"), tp=2, link_bandwidth=300e9)
+    assert pcie.link_bandwidth_used == 300e9
+    assert pcie.comm_seconds(1) == pytest.approx(2 * 80 * 0.5 * 8192 * 2 / 300e9)
+    assert Deployment(model, roofline.find_gpu("h100-pcie")).comm_seconds(64) == 0.0
+
+
+def test_tp_from_the_cli():
+    data = run_json("--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "2", "--batch", "1,8")
+    assert data["tp"] == 2
+    assert data["memory_bytes"] == 160e9
+    assert data["batches"][1]["comm_ms"] > data["batches"][0]["comm_ms"] > 0
+
+
+# --- Helpers for later steps ---------------------------------------------------------------
+
+
+def test_c_model_from_first_principles_is_the_ratio_of_active_weight_bytes():
+    assert roofline.c_model_from_first_principles("qwen2.5-7b", "qwen2.5-72b", "bf16") == \
+        pytest.approx(72706203648 / 7615616512)
+    small, moe = roofline.find_model("llama-3.1-8b"), roofline.find_model("deepseek-v2.5")
+    assert roofline.c_model_from_first_principles(small, moe) == \
+        pytest.approx(moe.active_params / small.active_params)
+    assert roofline.c_model_from_first_principles(small, small, "bf16", precision_b="fp8") == 0.5
+
+
+def test_simulator_params_reproduce_the_decode_step():
+    deployment = Deployment(roofline.find_model("llama-3.1-70b"), roofline.find_gpu("h100-sxm"), tp=4,
+                            context=2048, bandwidth_efficiency=0.8)
+    params = roofline.simulator_params(deployment)
+    assert params["base_step_seconds"] == pytest.approx(deployment.weight_bytes_read / (0.8 * 4 * 3350e9))
+    for row in analyze(deployment, [1, 32, 256]).batches:
+        b = row.batch
+        predicted = max(params["base_step_seconds"] + b * params["per_sequence_seconds"],
+                        b * params["per_sequence_compute_seconds"]) + b * params["per_sequence_comm_seconds"]
+        assert predicted == pytest.approx(row.step_ms / 1e3)
+    assert params["prefill_seconds_per_token"] == pytest.approx(deployment.prefill_seconds(2048) / 2048)
+    assert params["max_batch"] == deployment.max_batch_by_memory
+
+
+# --- The catalog ----------------------------------------------------------------------------
+
+
+def test_catalog_has_the_required_entries_with_sources():
+    catalog = roofline.load_catalog()
+    assert set(catalog.gpus) >= {"a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "l40s", "rtx4090"}
+    assert set(catalog.models) >= {"qwen2.5-7b", "qwen2.5-72b", "llama-3.1-8b", "llama-3.1-70b",
+                                   "deepseek-v2.5"}
+    for gpu in catalog.gpus.values():
+        assert {"memory_bytes", "memory_bandwidth", "peak_flops", "link_bandwidth"} <= set(gpu.sources)
+        assert "bf16" in gpu.peak_flops
+    for model in catalog.models.values():
+        assert {"total_params", "layers", "hidden_size", "kv_heads", "head_dim"} <= set(model.sources)
+        assert all("config.json" in model.sources[name] for name in ("layers", "hidden_size", "kv_heads"))
+    assert "fp8" not in catalog.gpus["a100-80gb"].peak_flops
+    h100 = catalog.gpus["h100-sxm"].peak_flops
+    assert h100["fp8"] == pytest.approx(2 * h100["bf16"], rel=1e-3)  # dense FP8 is twice dense BF16
+
+
+@pytest.mark.parametrize("name, key", [
+    ("Qwen2.5-7B", "qwen2.5-7b"),
+    ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
+    ("  QWEN2.5-72B-instruct ", "qwen2.5-72b"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+    ("meta-llama/Meta-Llama-3.1-70B-Instruct", "llama-3.1-70b"),
+    ("deepseek-ai/DeepSeek-V2.5", "deepseek-v2.5"),
+])
+def test_model_names_are_case_insensitive_with_aliases(name, key):
+    assert roofline.find_model(name).key == key
+
+
+@pytest.mark.parametrize("name, key", [
+    ("H100", "h100-sxm"), ("h100-SXM", "h100-sxm"), ("4090", "rtx4090"), ("RTX 4090", "rtx4090"),
+    ("L40S", "l40s"), ("A100-40GB", "a100-40gb"), ("h100-pcie", "h100-pcie"), ("H200", "h200"),
+])
+def test_gpu_names_are_case_insensitive_with_aliases(name, key):
+    assert roofline.find_gpu(name).key == key
+
+
+def test_unknown_names_list_the_known_ones():
+    with pytest.raises(InputError, match=r"unknown model 'gpt-5'; known models: deepseek-v2.5, .*qwen2.5-7b"):
+        roofline.find_model("gpt-5")
+    with pytest.raises(InputError, match=r"unknown GPU 'b200'; known GPUs: a100-40gb, .*rtx4090"):
+        roofline.find_gpu("b200")
+
+
+def test_fp8_on_a_chip_without_fp8_uses_its_16_bit_peak():
+    deployment = Deployment(roofline.find_model("llama-3.1-8b"), roofline.find_gpu("a100-80gb"), precision="fp8")
+    assert deployment.compute_precision == "bf16"
+    assert deployment.peak_flops == 312e12
+    assert any("no fp8 peak" in note for note in analyze(deployment).notes)
+
+
+def test_user_catalog_adds_and_overrides(tmp_path: Path):
+    extra = tmp_path / "mine.json"
+    extra.write_text(json.dumps({
+        "gpus": {
+            "H100-SXM": {"memory_bandwidth": 3.0e12},
+            "mi300x": {"name": "AMD Instinct MI300X", "aliases": ["MI300"], "memory_bytes": 192e9,
+                       "memory_bandwidth": 5.3e12, "peak_flops": {"bf16": 1307.4e12, "fp8": 2614.9e12},
+                       "link_bandwidth": 64e9, "sources": {"memory_bytes": "AMD MI300X datasheet"}},
+        },
+        "models": {
+            "tiny-1b": {"total_params": 1e9, "layers": 16, "hidden_size": 2048, "attention_heads": 16,
+                        "kv_heads": 4, "aliases": ["me/Tiny-1B"]},
+        },
+    }))
+    catalog = roofline.load_catalog(extra)
+    h100 = catalog.find_gpu("h100")
+    assert h100.memory_bandwidth == 3.0e12
+    assert h100.memory_bytes == 80e9
+    assert h100.sources["memory_bandwidth"] == f"user catalog {extra}"
+    assert "datasheet" in h100.sources["memory_bytes"]
+    mi300 = catalog.find_gpu("MI300")
+    assert mi300.key == "mi300x" and mi300.sources["memory_bytes"] == "AMD MI300X datasheet"
+    tiny = catalog.find_model("me/tiny-1b-instruct")
+    assert tiny.active_params == 1e9 and tiny.head_dim == 128
+    assert roofline.kv_bytes_per_token(tiny, 2) == 2 * 16 * 4 * 128 * 2
+    assert "qwen2.5-7b" in catalog.models
+    # the built-in catalog is untouched
+    assert roofline.find_gpu("h100").memory_bandwidth == 3350e9
+
+
+def test_user_catalog_from_the_cli(tmp_path: Path):
+    extra = tmp_path / "mine.json"
+    extra.write_text(json.dumps({"models": {"tiny-1b": {"total_params": 1e9}}}))
+    data = run_json("--catalog", str(extra), "--model", "TINY-1B", "--gpu", "h100")
+    assert data["model"] == "tiny-1b"
+    assert data["decode_ms_per_token"] == pytest.approx(2e9 / 3350e9 * 1e3)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not valid JSON"),
+    ('{"gpus": {"x": {"memory_bytes": 1e9}}}', "gpus.x: missing memory_bandwidth"),
+    ('{"models": {"x": {"total_params": -5}}}', "models.x: total_params must be a positive number"),
+    ('{"models": {"x": {"total_params": 1e9, "layerz": 3}}}', "unknown fields: layerz"),
+    ('{"model": {}}', "unknown top-level keys: model"),
+])
+def test_bad_user_catalog_is_an_input_error(tmp_path: Path, content: str, message: str):
+    extra = tmp_path / "bad.json"
+    extra.write_text(content)
+    with pytest.raises(InputError, match=message):
+        roofline.load_catalog(extra)
+    code, output = run_cli("--catalog", str(extra), "--model", "qwen2.5-7b", "--gpu", "h100")
+    assert code == 2
+    assert output.startswith("Error: ") and str(extra) in output
+    assert "Traceback" not in output
+
+
+# --- Input validation and CLI errors ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tp": 0}, "tp must be a positive whole number"),
+    ({"context": -1}, "context must be a positive whole number"),
+    ({"bandwidth_efficiency": 1.5}, r"bandwidth efficiency must be in \(0, 1\]"),
+    ({"compute_efficiency": 0}, "compute efficiency must be a positive number"),
+    ({"reserve_bytes": -1.0}, "reserve must be zero or positive"),
+    ({"precision": "fp4"}, "unknown precision 'fp4'"),
+])
+def test_bad_deployments_are_input_errors(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        Deployment(SEVEN_B, Gpu.from_numbers(bandwidth_gbs=800), **kwargs)
+
+
+def test_parse_batches():
+    assert roofline.parse_batches("1, 8,64") == [1, 8, 64]
+    for bad in ("", "0", "1,,2", "-1", "1.5", "a"):
+        with pytest.raises(InputError, match="bad batch list"):
+            roofline.parse_batches(bad)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "gpt-5", "--gpu", "h100"], "Error: unknown model 'gpt-5'; known models: deepseek-v2.5"),
+    (["--model", "qwen2.5-7b", "--gpu", "tpu"], "Error: unknown GPU 'tpu'; known GPUs: a100-40gb"),
+    (["--model", "qwen2.5-7b"], "Error: give --gpu NAME or --bandwidth-gbs X"),
+    (["--model", "qwen2.5-7b", "--tflops", "30"], "Error: give --gpu NAME or --bandwidth-gbs X"),
+    (["--gpu", "h100"], "Error: give either --model NAME or --params-b X"),
+    (["--model", "qwen2.5-7b", "--params-b", "7", "--gpu", "h100"], "Error: give either --model NAME"),
+    (["--model", "qwen2.5-7b", "--gpu", "h100", "--bandwidth-gbs", "800"], "Error: give either --gpu NAME"),
+    (["--params-b", "-7", "--bandwidth-gbs", "800"], "Error: params_b must be a positive number"),
+    (["--params-b", "7", "--bandwidth-gbs", "-800"], "Error: bandwidth must be a positive number"),
+    (["--params-b", "7", "--bandwidth-gbs", "800", "--memory-gb", "0"], "Error: memory must be a positive"),
+    (["--model", "qwen2.5-7b", "--gpu", "h100", "--batch", "1,x"], "Error: bad batch list '1,x'"),
+    (["--model", "qwen2.5-7b", "--gpu", "h100", "--batch", "0"], "Error: bad batch list '0'"),
+    (["--model", "qwen2.5-7b", "--gpu", "h100", "--tp", "0"], "Error: tp must be a positive whole number"),
+    (["--model", "qwen2.5-7b", "--gpu", "h100", "--context", "0"], "Error: context must be a positive"),
+    (["--model", "qwen2.5-7b", "--gpu", "h100", "--reserve-gb", "-1"], "Error: --reserve-gb must be zero"),
+    (["--model", "qwen2.5-7b", "--gpu", "h100", "--bandwidth-efficiency", "2"],
+     "Error: bandwidth efficiency must be in (0, 1]"),
+    (["--model", "qwen2.5-7b", "--gpu", "h100", "--catalog", "/nonexistent/x.json"],
+     "Error: /nonexistent/x.json: cannot read catalog"),
+])
+def test_cli_bad_input_exits_2_with_an_error_line(args, message):
+    code, output = run_cli(*args)
+    assert code == 2, output
+    assert output.startswith(message), output
+    assert "Traceback" not in output
+
+
+def test_cli_text_output_has_units():
+    code, output = run_cli("--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--batch", "1,8,64")
+    assert code == 0, output
+    assert "Qwen2.5-7B on NVIDIA A100 80GB SXM4" in output
+    assert "57,344 B/token" in output
+    assert "ms/token" in output and "tokens/s" in output and "GB/s" in output
+    assert "step ms" in output and "ceiling tok/s" in output
+    assert "Max batch by memory     275" in output
+
+
+def test_cli_list():
+    code, output = run_cli("--list")
+    assert code == 0
+    assert "h100-sxm" in output and "deepseek-v2.5" in output
+    data = run_json("--list")
+    assert "rtx4090" in data["gpus"] and "llama-3.1-70b" in data["models"]
+
+
+def test_cli_help():
+    code, output = run_cli("--help")
+    assert code == 0
+    assert "--bandwidth-gbs" in output and "--catalog" in output
