@@ -903,24 +903,29 @@ class _ProgressBar:
 
 
 def summary_table(report: CollectionReport) -> Any:
-    """A rich Table of the experiments run (TPS, tails, request outcomes)."""
+    """A rich Table of the experiments run (TPS, tails in ms, request outcomes)."""
     from rich.table import Table
 
-    table = Table(title=f"scm-xl collect: {len(report.rows)} experiment(s) in {report.wall_s:.1f} s"
-                  + (f", {len(report.skipped)} already done" if report.skipped else ""))
-    for name in ("exp", "model", "c", "max_tokens", "TPS", "lat p50", "lat p95", "lat p99", "TTFT p50",
-                 "TTFT p99", "ITL", "ok", "failed", "429"):
+    models = sorted({row.model for row in report.rows})
+    title = f"scm-xl collect: {len(report.rows)} experiment(s) in {report.wall_s:.1f} s"
+    if report.skipped:
+        title += f", {len(report.skipped)} already done"
+    if len(models) == 1:
+        title += f"\n{models[0]}"
+    table = Table(title=title, caption=f"results: {report.results_path}  requests: {report.requests_path}")
+    columns = ["exp"] + (["model"] if len(models) > 1 else []) + [
+        "c", "max_tok", "TPS", "lat p50", "lat p99", "TTFT p50", "TTFT p99", "ITL ms", "ok/fail/429"]
+    for name in columns:
         table.add_column(name, justify="left" if name in ("exp", "model") else "right")
     for row in report.rows:
-        table.add_row(
-            row.exp_id, row.model, str(row.concurrency), str(row.max_tokens), f"{row.tps:,.1f}",
-            _ms(row.latency_p50_s), _ms(row.latency_p95_s), _ms(row.latency_p99_s), _ms(row.ttft_p50_s),
-            _ms(row.ttft_p99_s), _ms(row.mean_itl_s), str(row.ok_requests), str(row.failed_requests),
-            str(row.rate_limited_requests),
-        )
-    table.caption = f"results: {report.results_path}   requests: {report.requests_path}   (times in ms)"
+        cells = [row.exp_id] + ([row.model] if len(models) > 1 else []) + [
+            str(row.concurrency), str(row.max_tokens), f"{row.tps:,.1f}", _ms(row.latency_p50_s),
+            _ms(row.latency_p99_s), _ms(row.ttft_p50_s), _ms(row.ttft_p99_s), _ms(row.mean_itl_s),
+            f"{row.ok_requests}/{row.failed_requests}/{row.rate_limited_requests}"]
+        table.add_row(*cells)
     return table
 
 
 def _ms(value: float | None) -> str:
+    """Seconds shown as milliseconds."""
     return "-" if value is None else f"{value * 1000:,.1f}"

@@ -1,5 +1,189 @@
-"""CLI commands (filled in by its area)."""
+"""`scm-xl collect` (measure an endpoint) and `scm-xl serve-sim` (the built-in endpoint)."""
 
 from __future__ import annotations
 
-commands: list = []
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+from scm_xl.cli._common import handle_errors
+from scm_xl.errors import UsageError
+
+
+def _int_list(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        numbers = tuple(int(part) for part in value.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not numbers:
+        raise click.BadParameter("expected at least one integer")
+    return numbers
+
+
+def _run(coroutine):
+    """asyncio.run on uvloop when it is installed."""
+    from scm_xl.simulator import new_event_loop
+
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(coroutine)
+
+
+# CLI option name -> CollectConfig field, for options that may also come from --matrix.
+_MATRIX_OPTIONS = {
+    "base_url": "base_url", "model": "models", "concurrency": "concurrency", "max_tokens": "max_tokens",
+    "repeats": "repeats", "requests_per_slot": "requests_per_slot", "warmup": "warmup", "prompt": "prompt",
+    "ignore_eos": "ignore_eos", "min_tokens": "min_tokens", "temperature": "temperature",
+    "timeout": "timeout_s", "request_timeout": "request_timeout_s", "max_retries": "max_retries",
+    "max_retry_after": "max_retry_after_s", "gpu": "gpu",
+}
+
+
+@click.command()
+@click.option("--matrix", "matrix_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="TOML matrix file (see examples/matrix.toml); options given on the command line win.")
+@click.option("--base-url", default="https://api.siliconflow.cn/v1", show_default=True,
+              help="OpenAI-compatible API base URL.")
+@click.option("--model", "-m", multiple=True, default=("Qwen/Qwen2.5-7B-Instruct",), show_default=True,
+              help="Model to measure; repeat for several.")
+@click.option("--concurrency", "-c", callback=_int_list, default="1,2,4,8", show_default=True,
+              help="Comma-separated concurrency levels.")
+@click.option("--max-tokens", callback=_int_list, default="50,100,200", show_default=True,
+              help="Comma-separated max_tokens levels.")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Repeats of each (model, concurrency, max_tokens).")
+@click.option("--requests-per-slot", "-n", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Requests each concurrency slot sends in sequence (total = n x concurrency).")
+@click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Warm-up requests before each experiment, excluded from its figures.")
+@click.option("--prompt", default=None, help="The user message sent with every request.")
+@click.option("--ignore-eos/--no-ignore-eos", default=False, show_default=True,
+              help="Send ignore_eos=true so outputs run to max_tokens (vLLM/SGLang).")
+@click.option("--min-tokens", type=click.IntRange(min=0), default=None, help="Send min_tokens (vLLM/SGLang).")
+@click.option("--temperature", type=float, default=None, help="Send this temperature.")
+@click.option("--out", "-o", "results_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("results.csv"), show_default=True, help="Results CSV (one row per experiment).")
+@click.option("--requests-out", "requests_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Per-request CSV [default: requests.csv beside --out].")
+@click.option("--resume", is_flag=True, help="Skip experiments already in --out and append the rest.")
+@click.option("--overwrite", is_flag=True, help="Replace existing output files.")
+@click.option("--api-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File holding the API key [default: $SCM_XL_API_KEY, $SILICONFLOW_API_KEY, $OPENAI_API_KEY].")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              help="Seconds to connect, and the longest silence within a stream.")
+@click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds one request attempt may take in all [default: no limit].")
+@click.option("--max-retries", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Retries of a request after HTTP 429.")
+@click.option("--max-retry-after", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Longest wait (s) honoured from a Retry-After header.")
+@click.option("--streams-per-client", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Concurrent streams per httpx.AsyncClient (streams are sharded over up to 16 clients).")
+@click.option("--gpu", default=None, help="GPU label recorded in each results row.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary table.")
+@click.pass_context
+@handle_errors
+def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, api_key_file,
+            streams_per_client, quiet, **options):
+    """Measure an OpenAI-compatible endpoint over a matrix of models x
+    concurrency x max_tokens x repeats, writing a results CSV (one row per
+    experiment) and a per-request CSV beside it.
+
+    \b
+    Against the built-in simulator (no key needed):
+      scm-xl serve-sim --port 8000 &
+      scm-xl collect --base-url http://127.0.0.1:8000/v1 -c 1,4,16 --max-tokens 64,128
+    """
+    from rich.console import Console
+
+    from scm_xl.collector import CollectConfig, load_matrix_file, resolve_api_key, run_collection
+
+    values = load_matrix_file(matrix_file) if matrix_file is not None else {}
+    for option, field_name in _MATRIX_OPTIONS.items():
+        explicit = ctx.get_parameter_source(option) not in (click.core.ParameterSource.DEFAULT, None)
+        if explicit or field_name not in values:
+            value = options[option]
+            if value is not None:
+                values[field_name] = value
+    api_key, _source = resolve_api_key(api_key_file)
+    config = CollectConfig(**values, results_path=results_path, requests_path=requests_path, resume=resume,
+                           overwrite=overwrite, api_key=api_key, streams_per_client=streams_per_client)
+    console = None if quiet else Console()
+    try:
+        _run(run_collection(config, console=console, progress=None if not quiet else False))
+    except KeyboardInterrupt:
+        click.echo(f"Interrupted: finished experiments are saved in {config.results_path}; "
+                   "run again with --resume to continue.", err=True)
+        raise
+
+
+@click.command("serve-sim")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="Port to listen on (0: any free port).")
+@click.option("--model-name", default="Qwen/Qwen2.5-7B-Instruct", show_default=True,
+              help="Model name served by /v1/models.")
+@click.option("--strict-model", is_flag=True, help="Answer 404 for any other model name.")
+@click.option("--step-base-s", type=click.FloatRange(min=0), default=0.008, show_default=True,
+              help="Decode step time with an empty batch (s).")
+@click.option("--step-per-seq-s", type=click.FloatRange(min=0), default=0.0002, show_default=True,
+              help="Added step time per active sequence (s).")
+@click.option("--prefill-s-per-token", type=click.FloatRange(min=0), default=0.00005, show_default=True,
+              help="Prefill time per prompt token of a joining request (s).")
+@click.option("--chars-per-token", type=click.FloatRange(min=0, min_open=True), default=4.0, show_default=True,
+              help="Characters per prompt token, to estimate prompt tokens.")
+@click.option("--default-max-tokens", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Output length when a request gives no max_tokens.")
+@click.option("--eos-prob", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Probability per token of ending early (after min_tokens; off with ignore_eos).")
+@click.option("--ttft-s", type=click.FloatRange(min=0), default=None,
+              help="Fixed-delay mode: time to first token (s), whatever the load.")
+@click.option("--itl-s", type=click.FloatRange(min=0), default=None,
+              help="Fixed-delay mode: time between tokens (s), whatever the load.")
+@click.option("--zero-delay", is_flag=True, help="No step, prefill or token delays: tokens as fast as possible.")
+@click.option("--max-concurrency", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Requests in flight beyond this get HTTP 429 (0: no limit).")
+@click.option("--retry-after-s", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Retry-After sent with a 429.")
+@click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Fraction of requests answered with HTTP 500.")
+@click.option("--stall-prob", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Fraction of requests that pause once mid-stream.")
+@click.option("--stall-s", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Length of such a pause (s).")
+@click.option("--truncate-prob", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Fraction of streams that end without a finish chunk or [DONE].")
+@click.option("--no-usage", is_flag=True, help="Never send usage (clients must count chunks).")
+@click.option("--seed", type=int, default=None, help="Seed for reproducible sampling.")
+@handle_errors
+def serve_sim(host, port, model_name, strict_model, zero_delay, no_usage, **options):
+    """Serve a simulated OpenAI-compatible endpoint (/v1/chat/completions,
+    /v1/models) whose token timing comes from a continuous-batching decode
+    loop: step = step_base_s + step_per_seq_s x active sequences, plus prefill
+    for joining requests. Runs until Ctrl-C."""
+    from scm_xl.simulator import LOOPBACK, SimConfig, SimServer
+
+    if zero_delay:
+        if options["ttft_s"] is not None or options["itl_s"] is not None:
+            raise UsageError("--zero-delay excludes --ttft-s and --itl-s")
+        options.update(step_base_s=0.0, step_per_seq_s=0.0, prefill_s_per_token=0.0)
+    config = SimConfig(host=host, port=port, model_name=model_name, strict_model=strict_model,
+                       usage=not no_usage, **options)
+    if host != LOOPBACK:
+        click.echo(f"Warning: binding {host}, not loopback: the simulator is reachable from elsewhere.", err=True)
+    server = SimServer(config)
+
+    def ready(base_url):
+        click.echo(f"scm-xl serve-sim: serving {model_name} at {base_url}", err=False)
+        sys.stdout.flush()
+
+    try:
+        _run(server.serve_forever(on_ready=ready))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+commands: list = [collect, serve_sim]
