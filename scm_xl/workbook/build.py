@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 from openpyxl import Workbook
@@ -31,6 +32,7 @@ HEADER_FONT = Font(bold=True, color="FFFFFF")
 TITLE_FONT = Font(bold=True, size=14)
 BOLD = Font(bold=True)
 FORMULA_PREFIXES = ("=", "+", "-", "@")
+BUILD_TIMESTAMP = datetime(2026, 1, 1, 0, 0, 0)
 
 LABELS = {
     "zh": {
@@ -310,6 +312,10 @@ def build_workbook(layout: Layout) -> Workbook:
         meta.cell(row=i, column=2, value=value)
     meta.sheet_state = "hidden"
     wb.active = 1
+    # Fixed document properties, so the same command builds the same workbook.
+    wb.properties.creator = "scm-xl"
+    wb.properties.created = BUILD_TIMESTAMP
+    wb.properties.modified = BUILD_TIMESTAMP
     return wb
 
 
@@ -432,12 +438,20 @@ def save_atomic(wb: Workbook, path: str | Path) -> None:
     os.close(fd)
     try:
         wb.save(tmp)
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:
         raise InputError(f"cannot write workbook: {exc.strerror or exc}", path=str(path)) from exc
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def build_template(path: str | Path, *, lang: str = "zh", rows: int | None = None) -> Path:

@@ -1,0 +1,266 @@
+"""Benchmark the collector against the built-in simulator (not a test).
+
+Client overhead: the simulator runs with zero delay (one token per chunk) in its
+own process pinned to one core; the collector runs in this process pinned to
+another, so client CPU is what limits it. We measure output tokens per second of
+collector CPU (time.process_time) and requests/s:
+  - burst at concurrency 64, 256 and 1000 (max_tokens 128);
+  - paced at concurrency 128, 20 ms per token (about 6.4k tokens/s offered).
+Measurement accuracy: the simulator in fixed-delay mode (50 ms TTFT, 10 ms per
+token) at concurrency 16 and 256; the collector's figures are compared with the
+known delays and with what the simulator itself measured (/sim/stats).
+
+Writes benchmarks/results/collector.md. Traffic stays on 127.0.0.1.
+
+    python benchmarks/bench_collector.py [--quick] [--client-core 0] [--server-core 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from scm_xl import stats
+from scm_xl.collector import CollectConfig, read_requests, run_collection
+from scm_xl.simulator import new_event_loop
+
+ROOT = Path(__file__).resolve().parent
+RESULTS = ROOT / "results" / "collector.md"
+
+
+@dataclass
+class Scenario:
+    name: str
+    kind: str  # "burst", "paced" or "accuracy"
+    concurrency: int
+    requests_per_slot: int
+    max_tokens: int
+    sim_args: list[str]
+    ttft_s: float | None = None
+    itl_s: float | None = None
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    wall_s: float
+    cpu_s: float
+    tokens: int
+    requests: int
+    failed: int
+    row_tps: float
+    ttft: tuple[float, ...] | None
+    mean_ttft_s: float | None
+    mean_itl_s: float | None
+    max_send_lag_s: float
+    mean_in_flight: float
+    server: dict = field(default_factory=dict)
+
+
+class Simulator:
+    """`scm-xl serve-sim` in a subprocess pinned to one core."""
+
+    def __init__(self, args: list[str], core: int | None) -> None:
+        command = [sys.executable, "-c", "import sys; from scm_xl.cli import main; sys.exit(main())",
+                   "serve-sim", "--host", "127.0.0.1", "--port", "0", *args]
+        preexec = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        preexec_fn=preexec)
+        line = self.process.stdout.readline()
+        if "http://127.0.0.1:" not in line:
+            self.process.kill()
+            raise RuntimeError(f"the simulator did not start: {line!r} {self.process.stderr.read()}")
+        self.base_url = line.strip().rsplit(" ", 1)[-1]
+
+    def stats(self) -> dict:
+        root = self.base_url.removesuffix("/v1")
+        with httpx.Client(trust_env=False) as client:
+            return client.get(f"{root}/sim/stats").json()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def scenarios(quick: bool) -> list[Scenario]:
+    scale = 0.25 if quick else 1.0
+    n = lambda value: max(1, round(value * scale))  # noqa: E731
+    zero = ["--zero-delay", "--seed", "1"]
+    return [
+        Scenario("burst c64", "burst", 64, n(40), 128, zero),
+        Scenario("burst c256", "burst", 256, n(10), 128, zero),
+        Scenario("burst c1000", "burst", 1000, n(3), 128, zero),
+        Scenario("paced c128 (20 ms/token)", "paced", 128, n(3), 128,
+                 ["--ttft-s", "0.02", "--itl-s", "0.02"], ttft_s=0.02, itl_s=0.02),
+        Scenario("accuracy c16", "accuracy", 16, n(5), 100,
+                 ["--ttft-s", "0.05", "--itl-s", "0.01"], ttft_s=0.05, itl_s=0.01),
+        Scenario("accuracy c256", "accuracy", 256, n(5), 100,
+                 ["--ttft-s", "0.05", "--itl-s", "0.01"], ttft_s=0.05, itl_s=0.01),
+    ]
+
+
+def run_scenario(scenario: Scenario, server_core: int | None, workdir: Path) -> Outcome:
+    simulator = Simulator(scenario.sim_args, server_core)
+    try:
+        out = workdir / scenario.name.split(" ")[0] / f"c{scenario.concurrency}"
+        out.mkdir(parents=True, exist_ok=True)
+        config = CollectConfig(
+            base_url=simulator.base_url, models=("sim",), concurrency=(scenario.concurrency,),
+            max_tokens=(scenario.max_tokens,), requests_per_slot=scenario.requests_per_slot,
+            warmup=scenario.concurrency, results_path=out / "results.csv", overwrite=True, ignore_eos=True,
+        )
+        # Warm-up requests open the connections; server truth then counts the measured part only.
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            cpu_before = time.process_time()
+            wall_before = time.perf_counter()
+            report = runner.run(run_collection(config, progress=False))
+            wall = time.perf_counter() - wall_before
+            cpu = time.process_time() - cpu_before
+        server = simulator.stats()
+    finally:
+        simulator.stop()
+    row = report.rows[0]
+    records = [r for r in read_requests(config.requests_csv) if r["warmup"] == "false"]
+    ok = [r for r in records if r["status"] == "ok"]
+    ttfts = [float(r["ttft_s"]) for r in ok if r["ttft_s"]]
+    lags = [float(r["sent_s"]) - float(r["scheduled_s"]) for r in records]
+    in_flight = sum(float(r["latency_s"]) for r in records if r["latency_s"]) / row.total_time_s
+    return Outcome(
+        scenario=scenario, wall_s=row.total_time_s, cpu_s=cpu * row.total_time_s / wall, tokens=row.total_output_tokens,
+        requests=row.total_requests, failed=(row.failed_requests or 0) + (row.rate_limited_requests or 0),
+        row_tps=row.tps, ttft=stats.percentiles(ttfts, (50, 99, 100)), mean_ttft_s=stats.mean(ttfts),
+        mean_itl_s=row.mean_itl_s, max_send_lag_s=max(lags) if lags else 0.0, mean_in_flight=in_flight,
+        server=server,
+    )
+
+
+def pct(value: float) -> str:
+    return f"{value * 100:+.2f}%"
+
+
+def report_markdown(outcomes: list[Outcome], args: argparse.Namespace) -> str:
+    lines = [
+        "# Collector benchmark",
+        "",
+        f"Generated by `benchmarks/bench_collector.py` on {time.strftime('%Y-%m-%d')} "
+        f"(Python {platform.python_version()}, httpx {httpx.__version__}, "
+        f"{'uvloop' if _has_uvloop() else 'asyncio'} event loop, {os.cpu_count()} CPUs). "
+        f"Collector pinned to core {args.client_core}, simulator to core {args.server_core}; all on 127.0.0.1.",
+        "",
+        "## Client overhead",
+        "",
+        "Zero-delay simulator, one token per chunk, max_tokens 128 (burst); 20 ms per token (paced). "
+        "CPU is the collector process's CPU time (`time.process_time`) during the measured part of each run "
+        "(scaled from the whole run, warm-up included, by wall time). Held concurrency is the mean number of "
+        "requests in flight (sum of latencies / wall time) and the simulator's maximum active streams.",
+        "",
+        "| scenario | tok/s | req/s | client CPU | tok/CPU-s | held concurrency (mean / server max) | "
+        "TTFT p50 / p99 / max (ms) | max send lag (ms) | failed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        if o.scenario.kind not in ("burst", "paced"):
+            continue
+        ttft = " / ".join(f"{v * 1000:.1f}" for v in o.ttft) if o.ttft else "-"
+        lines.append(
+            f"| {o.scenario.name} | {o.row_tps:,.0f} | {o.requests / o.wall_s:,.0f} | {o.cpu_s / o.wall_s:.0%} | "
+            f"{o.tokens / o.cpu_s:,.0f} | {o.mean_in_flight:,.1f} / {o.server.get('max_active')} "
+            f"of {o.scenario.concurrency} | {ttft} | {o.max_send_lag_s * 1000:.1f} | {o.failed} |")
+    paced = next((o for o in outcomes if o.scenario.kind == "paced"), None)
+    if paced is not None and paced.mean_itl_s:
+        lines += ["", f"Paced: measured mean ITL {paced.mean_itl_s * 1000:.3f} ms against 20 ms offered "
+                      f"(simulator measured {paced.server['mean_itl_s'] * 1000:.3f} ms): "
+                      + ("the collector kept up." if paced.mean_itl_s < 0.0205 else "the collector fell behind.")]
+    lines += [
+        "",
+        "## Measurement accuracy",
+        "",
+        "Fixed-delay simulator: TTFT 50 ms, 10 ms per token, max_tokens 100 (ignore_eos). "
+        "ITL error: the collector's token-weighted mean ITL against the simulator's own measurement "
+        "(and against the nominal 10 ms). Added TTFT: the collector's mean TTFT (clock from when the "
+        "request was due) minus the simulator's mean TTFT (from when it had read the request). "
+        "TPS error: the collector's TPS (tokens / first send to last byte) against the simulator's "
+        "(tokens / first request received to last byte written).",
+        "",
+        "| scenario | ITL error vs simulator (vs nominal) | added TTFT (ms) | TTFT vs nominal 50 ms | TPS error | failed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        if o.scenario.kind != "accuracy":
+            continue
+        server = o.server
+        server_tps = server["tokens"] / (server["last_byte_at"] - server["first_request_at"])
+        itl_vs_server = o.mean_itl_s / server["mean_itl_s"] - 1
+        itl_vs_nominal = o.mean_itl_s / o.scenario.itl_s - 1
+        added_ttft = o.mean_ttft_s - server["mean_ttft_s"]
+        lines.append(
+            f"| {o.scenario.name} | {pct(itl_vs_server)} ({pct(itl_vs_nominal)}) | {added_ttft * 1000:.2f} | "
+            f"{(o.mean_ttft_s - o.scenario.ttft_s) * 1000:+.2f} ms | {pct(o.row_tps / server_tps - 1)} | {o.failed} |")
+    lines += [
+        "",
+        "Server truth uses the warm-up requests too (the simulator cannot tell them apart); they are a "
+        "small share of each run.",
+        "",
+        "GuideLLM was not run side by side here (it needs torch and a local tokenizer; see "
+        "`../shared/notes/load-clients.md` for its figures measured on this kind of machine: about "
+        "14k tok/CPU-s burst at c64 holding 21 of 64 streams, 5.5k paced).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _has_uvloop() -> bool:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a quarter of the requests (a smoke run)")
+    parser.add_argument("--client-core", type=int, default=0)
+    parser.add_argument("--server-core", type=int, default=1)
+    parser.add_argument("--only", default=None, help="run only scenarios whose name contains this")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if len(os.sched_getaffinity(0)) < 2:
+        print("warning: fewer than 2 cores; collector and simulator share one", file=sys.stderr)
+        args.client_core = args.server_core = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {args.client_core})
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="scm-xl-bench-") as temp:
+        for scenario in scenarios(args.quick):
+            if args.only and args.only not in scenario.name:
+                continue
+            outcome = run_scenario(scenario, args.server_core, Path(temp))
+            outcomes.append(outcome)
+            print(f"{scenario.name}: {outcome.row_tps:,.0f} tok/s, {outcome.tokens / outcome.cpu_s:,.0f} tok/CPU-s, "
+                  f"mean ITL {outcome.mean_itl_s and outcome.mean_itl_s * 1000:.3f} ms, "
+                  f"mean TTFT {outcome.mean_ttft_s and outcome.mean_ttft_s * 1000:.2f} ms, "
+                  f"server {json.dumps({k: outcome.server.get(k) for k in ('mean_ttft_s', 'mean_itl_s', 'max_active')})}",
+                  file=sys.stderr)
+    text = report_markdown(outcomes, args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
