@@ -28,10 +28,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Iterable, Protocol, Sequence
 
+from scm_xl.roofline import PRECISION_BYTES
+from scm_xl.workbook.catalog_tables import PhysicsCatalog, physics_catalog
 from scm_xl.workbook.layout import (
-    EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, TEXTS, Lang,
+    DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX,
+    TEXTS, Lang,
 )
 
 # Guard against text round trips of numbers inside spreadsheet criteria
@@ -45,6 +49,7 @@ class RowLike(Protocol):
     exp_id: str
     model: str
     concurrency: int
+    total_requests: int
     max_tokens: int
     total_time_s: float
     total_output_tokens: int
@@ -61,6 +66,12 @@ class Settings:
     base_max_tokens: int | None = None
     base_concurrency: int | None = None
     monotonic_tolerance_pct: float = 0.0
+    # Physics checks are warnings unless strict_physics; then a warned row is excluded
+    # (a manual include still wins).
+    strict_physics: bool = False
+    short_output_ratio: float = DEFAULT_SHORT_OUTPUT_RATIO
+    physics_precision: str = DEFAULT_PHYSICS_PRECISION
+    catalog: PhysicsCatalog | None = None
     # Level slots in the workbook; levels beyond them are not calibrated. None = unbounded.
     concurrency_slots: int | None = None
     length_slots: int | None = None
@@ -79,12 +90,65 @@ class RowStatus:
     eligible: bool
     monotonic_violations: int
     included: bool
-    reason_code: str  # "", "no_output", "manual_exclude", "manual_include", "fault", "mono"
+    reason_code: str  # "", "no_output", "manual_exclude", "manual_include", "fault", "mono", "physics"
+    physics: "PhysicsChecks"
 
     def reason(self, lang: Lang = "en") -> str:
         if not self.reason_code:
             return ""
         return TEXTS[lang][self.reason_code].replace("{n}", str(self.monotonic_violations))
+
+
+@dataclass(frozen=True)
+class PhysicsChecks:
+    """What physics says about one row (the second seed): each a warning by default."""
+
+    model_id: int
+    gpu_id: int
+    short_output: bool
+    expected_tokens: int
+    output_tokens: int
+    group_lowest_concurrency: int | None
+    superlinear: bool
+    ceiling_tps: float | None  # per-stream decode ceiling from the roofline (batch 1)
+    above_ceiling: bool
+    kv_over_memory: bool
+    concurrency: int
+
+    @property
+    def count(self) -> int:
+        return sum((self.short_output, self.superlinear, self.above_ceiling, self.kv_over_memory))
+
+    def codes(self) -> list[str]:
+        return [code for code, flag in (("short_output", self.short_output), ("superlinear", self.superlinear),
+                                        ("over_ceiling", self.above_ceiling), ("kv_over", self.kv_over_memory))
+                if flag]
+
+    def text(self, lang: Lang = "en", only: str | None = None) -> str:
+        texts = TEXTS[lang]
+        values = {
+            "tokens": str(self.output_tokens), "expected": str(self.expected_tokens),
+            "c0": str(self.group_lowest_concurrency), "c": str(self.concurrency),
+            "ceiling": str(round_half_up(self.ceiling_tps)) if self.ceiling_tps is not None else "",
+        }
+        parts = []
+        for code in self.codes():
+            if only is not None and code != only:
+                continue
+            text = texts[code]
+            for key, value in values.items():
+                text = text.replace("{" + key + "}", value)
+            parts.append(text)
+        return "; ".join(parts)
+
+
+def round_half_up(value: float) -> int:
+    """ROUND(x, 0) as spreadsheets do it: halves away from zero."""
+    return int(Decimal(repr(value)).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def physics_bytes(precision: str) -> float:
+    return float(PRECISION_BYTES.get(precision.strip().casefold(), 2.0))
 
 
 @dataclass(frozen=True)
@@ -240,20 +304,20 @@ def row_tps(row: RowLike) -> float:
 
 def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> list[RowStatus]:
     tps = [row_tps(r) for r in rows]
+    ln = [math.log(t) if t > 0 else None for t in tps]
     fault = [((r.failed_requests or 0) + (r.rate_limited_requests or 0)) > 0 for r in rows]
     eligible = [not fault[i] and tps[i] > 0 and r.override != "exclude" for i, r in enumerate(rows)]
     factor = 1 + settings.monotonic_tolerance_pct / 100 + MONOTONIC_EPSILON
+    catalog = settings.catalog or physics_catalog()
+    nbytes = physics_bytes(settings.physics_precision)
     statuses = []
     for i, row in enumerate(rows):
+        same_group = [j for j, other in enumerate(rows)
+                      if same_model(other.model, row.model) and other.max_tokens == row.max_tokens]
         threshold = tps[i] * factor
-        violations = sum(
-            1 for j, other in enumerate(rows)
-            if eligible[j]
-            and same_model(other.model, row.model)
-            and other.max_tokens == row.max_tokens
-            and other.concurrency < row.concurrency
-            and tps[j] > threshold
-        )
+        violations = sum(1 for j in same_group
+                         if eligible[j] and rows[j].concurrency < row.concurrency and tps[j] > threshold)
+        physics = _physics(i, rows, tps, ln, eligible, same_group, settings, catalog, nbytes)
         if tps[i] <= 0:
             included, code = False, "no_output"
         elif row.override == "exclude":
@@ -264,16 +328,55 @@ def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> lis
             included, code = False, "fault"
         elif violations > 0:
             included, code = False, "mono"
+        elif settings.strict_physics and physics.count > 0:
+            included, code = False, "physics"
         else:
             included, code = True, ""
         statuses.append(RowStatus(
             exp_id=row.exp_id, model=row.model, concurrency=row.concurrency,
-            max_tokens=row.max_tokens, tps=tps[i],
-            ln_tps=math.log(tps[i]) if tps[i] > 0 else None,
+            max_tokens=row.max_tokens, tps=tps[i], ln_tps=ln[i],
             fault=fault[i], eligible=eligible[i], monotonic_violations=violations,
-            included=included, reason_code=code,
+            included=included, reason_code=code, physics=physics,
         ))
     return statuses
+
+
+def _physics(i: int, rows: Sequence[RowLike], tps: list[float], ln: list[float | None], eligible: list[bool],
+             same_group: list[int], settings: Settings, catalog: PhysicsCatalog, nbytes: float) -> PhysicsChecks:
+    row = rows[i]
+    expected = row.max_tokens * row.total_requests
+    short = row.total_output_tokens < settings.short_output_ratio * expected
+
+    group = [j for j in same_group if eligible[j]]
+    lowest = min(rows[j].concurrency for j in group) if group else None
+    superlinear = False
+    if lowest is not None and row.concurrency > lowest:
+        logs = [ln[j] for j in group if rows[j].concurrency == lowest and ln[j] is not None]
+        base = math.exp(sum(logs) / len(logs))  # type: ignore[arg-type]
+        superlinear = tps[i] / base > row.concurrency / lowest * (1 + MONOTONIC_EPSILON)
+
+    model_id = catalog.model_id(row.model)
+    gpu_name = getattr(row, "gpu", None)
+    gpu_id = catalog.gpu_id(gpu_name)
+    ceiling = None
+    above = kv_over = False
+    if model_id and gpu_id:
+        spec = catalog.models[model_id - 1][1]
+        gpu = catalog.gpus[gpu_id - 1][1]
+        ceiling = gpu.memory_bandwidth / (spec.active_params * nbytes)
+        above = tps[i] / row.concurrency > ceiling * (1 + MONOTONIC_EPSILON)
+        if spec.kv_lora_rank:
+            kv_per_token = spec.layers * (spec.kv_lora_rank + (spec.qk_rope_head_dim or 0)) * nbytes
+        else:
+            kv_per_token = 2 * spec.layers * spec.kv_heads * spec.head_dim * nbytes
+        prompt = getattr(row, "prompt_tokens", None) or 0
+        needed = spec.total_params * nbytes + row.concurrency * kv_per_token * (prompt + row.max_tokens)
+        kv_over = needed > gpu.memory_bytes
+    return PhysicsChecks(
+        model_id=model_id, gpu_id=gpu_id, short_output=short, expected_tokens=expected,
+        output_tokens=row.total_output_tokens, group_lowest_concurrency=lowest, superlinear=superlinear,
+        ceiling_tps=ceiling, above_ceiling=above, kv_over_memory=kv_over, concurrency=row.concurrency,
+    )
 
 
 # ---------------------------------------------------------------------------

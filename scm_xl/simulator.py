@@ -36,10 +36,12 @@ clears them.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import json
 import math
+import os
 import random
 import threading
 import time
@@ -262,6 +264,7 @@ class _Sequence:
 
     def _close(self, now: float, *, aborted: bool) -> None:
         stats = self.server._stats
+        self.server._recent.append((self.received_at, self.first_at, self.last_at, self.produced, not aborted))
         if self.produced:
             stats.tokens += self.produced
             stats.ttft_sum_s += self.first_at - self.received_at
@@ -288,12 +291,15 @@ class SimServer:
         self._decode_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
         self._active: list[_Sequence] = []
         self._joining: list[_Sequence] = []
         self._wake: asyncio.Event | None = None
         self._in_flight = 0
         self._ids = 0
         self._stats = SimStats()
+        # (received_at, first_token_at, last_token_at, tokens, completed) of recent requests
+        self._recent: collections.deque[tuple[float, float, float, int, bool]] = collections.deque(maxlen=100_000)
         self.host: str | None = None
         self.port: int | None = None
 
@@ -309,8 +315,14 @@ class SimServer:
     def stats(self) -> dict[str, Any]:
         return self._stats.as_dict()
 
+    def recent_requests(self) -> list[dict[str, Any]]:
+        """Per-request truth of the last (up to 100,000) finished requests, oldest first."""
+        return [{"received_at": r[0], "first_token_at": r[1] if r[3] else None, "last_token_at": r[2] if r[3] else None,
+                 "tokens": r[3], "completed": r[4]} for r in self._recent]
+
     def reset_stats(self) -> None:
         self._stats = SimStats()
+        self._recent.clear()
 
     async def start(self) -> tuple[str, int]:
         self._wake = asyncio.Event()
@@ -329,7 +341,7 @@ class SimServer:
             self._server.close()
         for writer in list(self._writers):
             writer.transport.abort()
-        tasks = list(self._tasks)
+        tasks = list(self._tasks) + list(self._handlers)
         if self._decode_task is not None:
             tasks.append(self._decode_task)
         for task in tasks:
@@ -415,6 +427,9 @@ class SimServer:
 
     async def _handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        handler = asyncio.current_task()
+        if handler is not None:
+            self._handlers.add(handler)
         try:
             while True:
                 try:
@@ -449,6 +464,7 @@ class SimServer:
             pass
         finally:
             self._writers.discard(writer)
+            self._handlers.discard(handler)  # type: ignore[arg-type]
             writer.close()
 
     async def _dispatch(self, method: str, target: str, body: bytes, writer: asyncio.StreamWriter,
@@ -464,6 +480,8 @@ class SimServer:
                 {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "scm-xl-sim"}]}))
         elif path == "/sim/stats":
             writer.write(_json_response(200, self.stats()))
+        elif path == "/sim/requests":
+            writer.write(_json_response(200, self.recent_requests()))
         elif path == "/sim/reset" and method == "POST":
             self.reset_stats()
             writer.write(_json_response(200, {"ok": True}))
@@ -597,12 +615,18 @@ def _positive_int(value: Any, name: str, *, allow_zero: bool = False) -> int:
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
-    """An event loop: uvloop's when it is installed (faster), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
+    """An event loop: uvloop's when it is installed (faster), else asyncio's.
+
+    SCM_XL_EVENT_LOOP=asyncio forces asyncio's own loop.
+    """
+    if os.environ.get("SCM_XL_EVENT_LOOP", "").lower() != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
 
 
 @contextlib.contextmanager

@@ -18,9 +18,11 @@ from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
+from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, write_tables
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.layout import (
-    CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_TARGET,
+    CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
+    DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET,
     INVERSE_TABLE, LENGTH_TABLE, META_SHEET, MODEL_TABLE, RAW_COLUMNS, SHEET_KEYS, Column, Layout,
 )
 
@@ -44,6 +46,9 @@ LABELS = {
         "base_max_tokens": "基准 max_tokens",
         "base_concurrency": "基准并发",
         "monotonic_tolerance_pct": "单调性容差 %",
+        "strict_physics": "严格物理检查（1 = 剔除有物理警告的行）",
+        "short_output_ratio": "输出过短阈值（实际/请求 Token 比例）",
+        "physics_precision": "物理检查的权重精度（字节数在D列）",
         "base_tps": "BaseTPS（基准点几何均值）",
         "base_rows": "基准点行数",
         "c_table": "并发增益 f(c) = TPS(c, 基准长度) / BaseTPS",
@@ -86,6 +91,9 @@ LABELS = {
         "base_max_tokens": "base max_tokens",
         "base_concurrency": "base concurrency",
         "monotonic_tolerance_pct": "monotonic tolerance %",
+        "strict_physics": "strict physics (1 = exclude rows with physics warnings)",
+        "short_output_ratio": "short-output threshold (output / requested tokens)",
+        "physics_precision": "weight precision for physics checks (bytes in D)",
         "base_tps": "BaseTPS (geometric mean at the base point)",
         "base_rows": "rows at the base point",
         "c_table": "Concurrency gain f(c) = TPS(c, base length) / BaseTPS",
@@ -207,7 +215,8 @@ def build_workbook(layout: Layout) -> Workbook:
     sheets["readme"] = first
     for key in SHEET_KEYS[1:]:
         sheets[key] = wb.create_sheet(layout.title(key))
-    fx = Formulas(layout)
+    catalog_layout = CatalogLayout(lang, physics_catalog())
+    fx = Formulas(layout, catalog_layout)
 
     # -- README ---------------------------------------------------------------
     ws = sheets["readme"]
@@ -243,7 +252,15 @@ def build_workbook(layout: Layout) -> Workbook:
         _label(ws, f"A{row}", labels[key])
         ws[f"B{row}"].fill = INPUT_FILL
         _formula(ws, f"C{row}", settings[key])
-    ws[f"B{layout.settings_rows['monotonic_tolerance_pct']}"] = 0
+    srows = layout.settings_rows
+    _formula(ws, f"D{srows['physics_precision']}", settings["physics_bytes"])
+    ws[f"B{srows['monotonic_tolerance_pct']}"] = 0
+    ws[f"B{srows['strict_physics']}"] = 0
+    ws[f"B{srows['short_output_ratio']}"] = DEFAULT_SHORT_OUTPUT_RATIO
+    ws[f"B{srows['physics_precision']}"] = DEFAULT_PHYSICS_PRECISION
+    strict = DataValidation(type="list", formula1='"0,1"', allow_blank=True)
+    ws.add_data_validation(strict)
+    strict.add(f"B{srows['strict_physics']}")
     _label(ws, f"A{layout.base_tps_row}", labels["base_tps"], bold=True)
     _formula(ws, f"C{layout.base_tps_row}", settings["base_tps"], "0.00")
     ws[f"C{layout.base_tps_row}"].fill = KEY_FILL
@@ -300,6 +317,10 @@ def build_workbook(layout: Layout) -> Workbook:
     # -- derivation -------------------------------------------------------------
     ws = sheets["derivation"]
     _derivation(ws, layout, fx, labels)
+
+    # -- first principles: the roofline calculator and the catalog ---------------
+    ws = sheets["first_principles"]
+    write_tables(ws, catalog_layout)
 
     # -- defined names and meta -------------------------------------------------
     for name, cell in layout.defined_names().items():

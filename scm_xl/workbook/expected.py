@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from scm_xl.engines.base import CellError, CellValue
-from scm_xl.model import Analysis, Calibration, RowCheck, RowStatus, analyze, same_model
+from scm_xl.model import Analysis, Calibration, RowCheck, RowStatus, analyze, physics_bytes, same_model
 from scm_xl.results import ResultRow
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
@@ -75,9 +75,14 @@ def _raw(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> N
         s = by_row.get(sheet_row)
         if s is None:
             values: dict[str, CellValue] = {key: None for key in (
-                "tps", "ln_tps", "fault", "mono", "included", "reason", "c_included", "l_included", "f_known")}
+                "tps", "ln_tps", "fault", "mono", "included", "reason", "c_included", "l_included", "f_known",
+                "model_id", "gpu_id", "short_output", "group_low_c", "superlinear", "ceiling", "over_ceiling",
+                "kv_over", "physics", "physics_text", "short_text", "superlinear_text", "ceiling_text",
+                "kv_text")}
             values["present"] = 0.0
             values["eligible"] = 0.0
+            for flag in ("short_output", "superlinear", "over_ceiling", "kv_over"):
+                values[flag] = 0.0
         else:
             values = {
                 "present": 1.0, "tps": s.tps, "ln_tps": s.ln_tps, "fault": _num(s.fault),
@@ -86,6 +91,15 @@ def _raw(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> N
                 "c_included": _num(s.concurrency) if s.included else None,
                 "l_included": _num(s.max_tokens) if s.included else None,
                 "f_known": 1.0 if analysis.calibration.f(s.concurrency) is not None else 0.0,
+                "model_id": float(s.physics.model_id), "gpu_id": float(s.physics.gpu_id),
+                "short_output": _num(s.physics.short_output),
+                "group_low_c": _num(s.physics.group_lowest_concurrency),
+                "superlinear": _num(s.physics.superlinear), "ceiling": s.physics.ceiling_tps,
+                "over_ceiling": _num(s.physics.above_ceiling), "kv_over": _num(s.physics.kv_over_memory),
+                "physics": float(s.physics.count), "physics_text": _text(s.physics.text(layout.lang)),
+                **{key: _text(s.physics.text(layout.lang, only=code)) for key, code in (
+                    ("short_text", "short_output"), ("superlinear_text", "superlinear"),
+                    ("ceiling_text", "over_ceiling"), ("kv_text", "kv_over"))},
             }
         for key, value in values.items():
             exp[(title, f"{layout.raw_col(key)}{sheet_row}")] = value
@@ -98,7 +112,12 @@ def _calibration(exp: Expected, layout: Layout, analysis: Analysis) -> None:
     exp[(title, f"C{s['base_model']}")] = _text(cal.base_model)
     exp[(title, f"C{s['base_max_tokens']}")] = _num(cal.base_max_tokens)
     exp[(title, f"C{s['base_concurrency']}")] = _num(cal.base_concurrency)
-    exp[(title, f"C{s['monotonic_tolerance_pct']}")] = float(analysis.settings.monotonic_tolerance_pct)
+    st = analysis.settings
+    exp[(title, f"C{s['monotonic_tolerance_pct']}")] = float(st.monotonic_tolerance_pct)
+    exp[(title, f"C{s['strict_physics']}")] = 1.0 if st.strict_physics else 0.0
+    exp[(title, f"C{s['short_output_ratio']}")] = float(st.short_output_ratio)
+    exp[(title, f"C{s['physics_precision']}")] = st.physics_precision
+    exp[(title, f"D{s['physics_precision']}")] = physics_bytes(st.physics_precision)
     exp[(title, f"C{layout.base_tps_row}")] = cal.base_tps
     exp[(title, f"C{layout.base_rows_row}")] = float(cal.base_rows)
 
@@ -169,7 +188,7 @@ def _consistency(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analys
             values = {key: None for key in (
                 "exp_id", "model", "concurrency", "max_tokens", "included", "measured", "f_known", "k_known",
                 "c_known", "anchor", "f", "k", "c", "predicted", "deviation", "deviation_pct", "role", "note",
-                "check_abs_pct")}
+                "check_abs_pct", "physics_text")}
         else:
             row, check = pair
             s: RowStatus = check.status
@@ -188,6 +207,7 @@ def _consistency(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analys
                 "note": _text(check.note(layout.lang)),
                 "check_abs_pct": abs(check.deviation_pct) if check.role == "check" and check.deviation_pct is not None
                 else None,
+                "physics_text": _text(s.physics.text(layout.lang)),
             }
         for key, value in values.items():
             exp[(title, f"{layout.cons_col(key)}{out_row}")] = value

@@ -12,8 +12,9 @@ written with their `_xlfn.` prefix.
 from __future__ import annotations
 
 from scm_xl.model import MONOTONIC_EPSILON, PREFERRED_BASE_MAX_TOKENS
+from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.layout import (
-    CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX,
+    CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX,
     INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, Layout,
 )
 
@@ -41,8 +42,9 @@ def text_with(template: str, **values: str) -> str:
 class Formulas:
     """Formula text for every formula cell, keyed the way the builder places them."""
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, catalog: CatalogLayout | None = None) -> None:
         self.lo = layout
+        self.cat = catalog or CatalogLayout(layout.lang, physics_catalog())
 
     # -- references --------------------------------------------------------
     def raw(self, key: str) -> str:
@@ -75,6 +77,7 @@ class Formulas:
         present = r("present")
         tol = self.name("MonotonicTolerancePct")
         mono_text = text_with(t("mono"), n=r("mono"))
+        strict = self.name("StrictPhysics")
 
         def count(key: str) -> str:
             return f"IF(ISNUMBER({r(key)}),{r(key)},0)"
@@ -98,20 +101,101 @@ class Formulas:
             ),
             "included": (
                 f"=IF({present}=1,({r('tps')}>0)*IF({r('override')}=\"include\",1,"
-                f"IF({r('override')}=\"exclude\",0,({r('fault')}=0)*({r('mono')}=0))),\"\")"
+                f"IF({r('override')}=\"exclude\",0,({r('fault')}=0)*({r('mono')}=0)"
+                f"*IF({strict}=1,({r('physics')}=0)*1,1))),\"\")"
             ),
             "reason": (
                 f"=IF({present}=1,IF({r('tps')}<=0,{q(t('no_output'))},"
                 f"IF({r('override')}=\"exclude\",{q(t('manual_exclude'))},"
                 f"IF({r('override')}=\"include\",{q(t('manual_include'))},"
                 f"IF({r('fault')}=1,{q(t('fault'))},"
-                f"IF({r('mono')}>0,{mono_text},\"\"))))),\"\")"
+                f"IF({r('mono')}>0,{mono_text},"
+                f"IF(({strict}=1)*({r('physics')}>0)=1,{q(t('physics'))},\"\")))))),\"\")"
             ),
             "c_included": f"=IF({r('included')}=1,{r('concurrency')},\"\")",
             "l_included": f"=IF({r('included')}=1,{r('max_tokens')},\"\")",
             "f_known": (
                 f"=IF({present}=1,SUMIFS({self.ctab('known')},{self.ctab('level')},{r('concurrency')}),\"\")"
             ),
+            **self.physics_columns(),
+        }
+
+    def physics_columns(self) -> dict[str, str]:
+        r = self.raw_local
+        t = self.lo.text
+        cat = self.cat
+        present = r("present")
+        nbytes = self.name("PhysicsBytes")
+        eps = repr(MONOTONIC_EPSILON)
+        conc, length, model = r("concurrency"), r("max_tokens"), r("model")
+        group = f"{model},{model},{length},{length},{r('eligible')},1"
+
+        def mfield(name: str) -> str:
+            return f"SUMIFS({cat.model(name)},{cat.model('id')},{r('model_id')})"
+
+        def gfield(name: str) -> str:
+            return f"SUMIFS({cat.gpu(name)},{cat.gpu('id')},{r('gpu_id')})"
+
+        both = f"({r('model_id')}>0)*({r('gpu_id')}>0)"
+        kv_per_token = (
+            f"IF({mfield('kv_lora_rank')}>0,{mfield('layers')}*({mfield('kv_lora_rank')}+{mfield('qk_rope_head_dim')})"
+            f"*{nbytes},2*{mfield('layers')}*{mfield('kv_heads')}*{mfield('head_dim')}*{nbytes})"
+        )
+        prompt = f"IF(ISNUMBER({r('prompt_tokens')}),{r('prompt_tokens')},0)"
+        flags = [r("short_output"), r("superlinear"), r("over_ceiling"), r("kv_over")]
+        pieces = [
+            text_with(t("short_output"), tokens=r("total_output_tokens"),
+                      expected=f"({length}*{r('total_requests')})"),
+            text_with(t("superlinear"), c0=r("group_low_c")),
+            text_with(t("over_ceiling"), ceiling=f"ROUND(IF(ISNUMBER({r('ceiling')}),{r('ceiling')},0),0)"),
+            text_with(t("kv_over"), c=conc),
+        ]
+        # Each warning's text is its own column, joined below by plain references: LibreOffice
+        # returns #VALUE! when array IFs that build text are concatenated in one formula.
+        text_keys = ["short_text", "superlinear_text", "ceiling_text", "kv_text"]
+        text = []
+        for i, (flag, key) in enumerate(zip(flags, text_keys)):
+            if i:
+                earlier = "+".join(flags[:i])
+                text.append(f"IF(({earlier})*{flag}>0,\"; \",\"\")")
+            text.append(r(key))
+        piece_columns = {
+            key: f"=IF({present}=1,IF({flag}=1,{piece},\"\"),\"\")"
+            for key, flag, piece in zip(text_keys, flags, pieces)
+        }
+        return {
+            "model_id": f"=IF({present}=1,SUMIFS({cat.model_alias('id')},{cat.model_alias('alias')},{model}),\"\")",
+            "gpu_id": (
+                f"=IF({present}=1,IF({r('gpu')}=\"\",0,SUMIFS({cat.gpu_alias('id')},{cat.gpu_alias('alias')},"
+                f"{r('gpu')})),\"\")"
+            ),
+            "short_output": (
+                f"=IF({present}=1,({r('total_output_tokens')}<{self.name('ShortOutputRatio')}*{length}"
+                f"*{r('total_requests')})*1,0)"
+            ),
+            "group_low_c": (
+                f"=IF({present}=1,IF(COUNTIFS({group})>0,_xlfn.MINIFS({conc},{group}),\"\"),\"\")"
+            ),
+            "superlinear": (
+                f"=IF({present}=1,IF(ISNUMBER({r('group_low_c')}),IF({conc}>{r('group_low_c')},"
+                f"({r('tps')}/EXP(AVERAGEIFS({r('ln_tps')},{group},{conc},{r('group_low_c')}))"
+                f">{conc}/{r('group_low_c')}*(1+{eps}))*1,0),0),0)"
+            ),
+            "ceiling": (
+                f"=IF({present}=1,IF({both}=1,{gfield('memory_bandwidth')}/({mfield('active_params')}*{nbytes}),"
+                f"\"\"),\"\")"
+            ),
+            "over_ceiling": (
+                f"=IF({present}=1,IF(ISNUMBER({r('ceiling')}),({r('tps')}/{conc}>{r('ceiling')}*(1+{eps}))*1,0),0)"
+            ),
+            "kv_over": (
+                f"=IF({present}=1,IF({both}=1,(({mfield('total_params')}*{nbytes}+{conc}*{kv_per_token}"
+                f"*({prompt}+{length}))>{gfield('memory_bytes')})*1,0),0)"
+            ),
+            "physics": f"=IF({present}=1,{'+'.join(flags)},\"\")",
+            **piece_columns,
+            # No outer IF(present): the pieces are already "" and the flags 0 on blank rows.
+            "physics_text": "=" + "&".join(text),
         }
 
     # -- calibration sheet ---------------------------------------------------
@@ -141,6 +225,21 @@ class Formulas:
             ),
             "monotonic_tolerance_pct": (
                 f"=IF(ISNUMBER({inp['monotonic_tolerance_pct']}),{inp['monotonic_tolerance_pct']},0)"
+            ),
+            "strict_physics": (
+                f"=IF(ISNUMBER({inp['strict_physics']}),IF({inp['strict_physics']}<>0,1,0),0)"
+            ),
+            "short_output_ratio": (
+                f"=IF(ISNUMBER({inp['short_output_ratio']}),{inp['short_output_ratio']},"
+                f"{DEFAULT_SHORT_OUTPUT_RATIO!r})"
+            ),
+            "physics_precision": (
+                f"=IF({inp['physics_precision']}<>\"\",{inp['physics_precision']}&\"\",{q(DEFAULT_PHYSICS_PRECISION)})"
+            ),
+            "physics_bytes": (
+                f"=IF(COUNTIF({self.cat.precision('precision')},{self.name('PhysicsPrecision')})>0,"
+                f"SUMIFS({self.cat.precision('bytes')},{self.cat.precision('precision')},"
+                f"{self.name('PhysicsPrecision')}),2)"
             ),
             "base_rows": f"=COUNTIFS({self._at_base_point(self.name('BaseConcurrency'))})",
             "base_tps": (
@@ -300,6 +399,7 @@ class Formulas:
             "k_known": f"=IF({inc}=1,SUMIFS({self.ltab('known')},{self.ltab('level')},{length}),\"\")",
             "c_known": f"=IF({inc}=1,SUMIFS({self.mtab('known')},{self.mtab('name')},{model}),\"\")",
             "anchor": f"=IF({inc}=1,SUMIFS({self.ltab('anchor')},{self.ltab('level')},{length}),\"\")",
+            "physics_text": f"=IF({present}=1,{raw('physics_text')}&\"\",\"\")",
             "f": f"=IF({f_known}=1,SUMIFS({self.ctab('f')},{self.ctab('level')},{conc}),\"\")",
             "k": f"=IF({k_known}=1,SUMIFS({self.ltab('k')},{self.ltab('level')},{length}),\"\")",
             "c": f"=IF({c_known}=1,SUMIFS({self.mtab('c')},{self.mtab('name')},{model}),\"\")",

@@ -16,13 +16,14 @@ from scm_xl.model import Settings
 from scm_xl.results import ResultRow, normalise_override
 from scm_xl.workbook.build import write_text
 from scm_xl.workbook.layout import (
-    DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_MODEL_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
+    DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
     META_SHEET, RAW_INPUT_KEYS, SHEET_KEYS, Layout,
 )
 
 _RESULT_FIELDS = {f.name for f in fields(ResultRow)}
 _NUMERIC_INPUTS = {"concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_time_s",
-                   "total_output_tokens", "ok_requests", "failed_requests", "rate_limited_requests", "repeat"}
+                   "total_output_tokens", "ok_requests", "failed_requests", "rate_limited_requests", "repeat",
+                   "prompt_tokens"}
 
 
 @dataclass
@@ -101,6 +102,10 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         base_max_tokens=_number_or_none(cal[f"B{s['base_max_tokens']}"].value),  # type: ignore[arg-type]
         base_concurrency=_number_or_none(cal[f"B{s['base_concurrency']}"].value),  # type: ignore[arg-type]
         monotonic_tolerance_pct=_number_or_none(cal[f"B{s['monotonic_tolerance_pct']}"].value) or 0.0,
+        strict_physics=bool(_number_or_none(cal[f"B{s['strict_physics']}"].value)),
+        short_output_ratio=_number_or_none(cal[f"B{s['short_output_ratio']}"].value)  # type: ignore[arg-type]
+        if _number_or_none(cal[f"B{s['short_output_ratio']}"].value) is not None else DEFAULT_SHORT_OUTPUT_RATIO,
+        physics_precision=_text_or_default(cal[f"B{s['physics_precision']}"].value, DEFAULT_PHYSICS_PRECISION),
         concurrency_slots=layout.c_slots, length_slots=layout.l_slots, model_slots=layout.m_slots,
     )
     der = wb[layout.title("derivation")]
@@ -110,6 +115,14 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         forward={k: der[f"B{fw[k]}"].value for k in ("concurrency", "max_tokens", "model")},
         inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model")},
     )
+
+
+def _text_or_default(value: Any, default: str) -> str:
+    if value is None or (isinstance(value, str) and value == ""):
+        return default
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _number_or_none(value: Any) -> float | int | None:
@@ -193,7 +206,10 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
     settings = inputs.settings
     for key, value in (("base_model", inputs.base_model_input), ("base_max_tokens", settings.base_max_tokens),
                        ("base_concurrency", settings.base_concurrency),
-                       ("monotonic_tolerance_pct", settings.monotonic_tolerance_pct)):
+                       ("monotonic_tolerance_pct", settings.monotonic_tolerance_pct),
+                       ("strict_physics", int(settings.strict_physics)),
+                       ("short_output_ratio", settings.short_output_ratio),
+                       ("physics_precision", settings.physics_precision)):
         cell = cal[f"B{s[key]}"]
         if isinstance(value, str):
             write_text(cell, value)

@@ -27,7 +27,7 @@ CHART_LENGTH_SLOTS = 6  # series in the TPS-vs-concurrency chart
 
 META_SHEET = "_scm_meta"
 
-SHEET_KEYS = ("readme", "raw", "calibration", "consistency", "derivation")
+SHEET_KEYS = ("readme", "raw", "calibration", "consistency", "derivation", "first_principles")
 SHEET_TITLES: dict[Lang, dict[str, str]] = {
     "zh": {
         "readme": "说明",
@@ -35,6 +35,7 @@ SHEET_TITLES: dict[Lang, dict[str, str]] = {
         "calibration": "系数标定",
         "consistency": "自洽检验",
         "derivation": "双向推导",
+        "first_principles": "第一性原理",
     },
     "en": {
         "readme": "README",
@@ -42,6 +43,7 @@ SHEET_TITLES: dict[Lang, dict[str, str]] = {
         "calibration": "Calibration",
         "consistency": "Consistency",
         "derivation": "Derivation",
+        "first_principles": "FirstPrinciples",
     },
 }
 
@@ -73,6 +75,8 @@ RAW_COLUMNS: tuple[Column, ...] = (
     Column("failed_requests", "失败请求", "failed_requests", "input", 9),
     Column("rate_limited_requests", "限流请求(429)", "rate_limited_requests", "input", 11),
     Column("repeat", "重复序号", "repeat", "input", 8),
+    Column("gpu", "GPU", "gpu", "input", 12),
+    Column("prompt_tokens", "平均输入Token", "prompt_tokens", "input", 10),
     Column("override", "人工纳入/剔除", "override", "input", 12),
     Column("notes", "备注", "notes", "input", 24),
     Column("tps", "TPS", "tps", "formula", 10),
@@ -86,6 +90,21 @@ RAW_COLUMNS: tuple[Column, ...] = (
     Column("c_included", "纳入并发", "concurrency_included", "formula", 9),
     Column("l_included", "纳入长度", "max_tokens_included", "formula", 9),
     Column("f_known", "f已标定", "f_known", "formula", 8),
+    # Physics checks (the first-principles seed): warnings unless strict physics is on.
+    Column("model_id", "目录模型ID", "catalog_model_id", "formula", 8),
+    Column("gpu_id", "目录GPU ID", "catalog_gpu_id", "formula", 8),
+    Column("short_output", "输出过短", "short_output", "formula", 8),
+    Column("group_low_c", "同组最低并发", "group_lowest_concurrency", "formula", 10),
+    Column("superlinear", "超线性增益", "superlinear_gain", "formula", 9),
+    Column("ceiling", "单流上限TPS", "per_stream_ceiling_tps", "formula", 11),
+    Column("over_ceiling", "超物理上限", "above_ceiling", "formula", 9),
+    Column("kv_over", "KV超显存", "kv_over_memory", "formula", 9),
+    Column("physics", "物理警告数", "physics_warnings", "formula", 9),
+    Column("short_text", "输出过短说明", "short_output_text", "formula", 12),
+    Column("superlinear_text", "超线性说明", "superlinear_text", "formula", 12),
+    Column("ceiling_text", "超上限说明", "ceiling_text", "formula", 12),
+    Column("kv_text", "KV说明", "kv_text", "formula", 12),
+    Column("physics_text", "物理检查", "physics_checks", "formula", 50),
 )
 RAW_INPUT_KEYS = tuple(c.key for c in RAW_COLUMNS if c.kind == "input")
 RAW_FORMULA_KEYS = tuple(c.key for c in RAW_COLUMNS if c.kind == "formula")
@@ -111,6 +130,7 @@ CONSISTENCY_COLUMNS: tuple[Column, ...] = (
     Column("k_known", "K已知", "k_known", "formula", 6),
     Column("c_known", "C已知", "c_known", "formula", 6),
     Column("anchor", "K锚定并发", "k_anchor_concurrency", "formula", 9),
+    Column("physics_text", "物理检查", "physics_checks", "formula", 50),
 )
 
 CONCURRENCY_TABLE = (
@@ -147,6 +167,11 @@ TEXTS: dict[Lang, dict[str, str]] = {
         "manual_exclude": "excluded: manual override",
         "manual_include": "included: manual override",
         "fault": "excluded: failed or rate-limited requests",
+        "physics": "excluded: strict physics",
+        "short_output": "short output: {tokens} of {expected} requested tokens",
+        "superlinear": "superlinear gain from c={c0} (f(c) > c: batching cannot do that; suspect caching, rate limits or noise)",
+        "over_ceiling": "per-stream TPS above the roofline ceiling of {ceiling} tok/s",
+        "kv_over": "KV cache of {c} sequences exceeds GPU memory",
         "mono": "excluded: TPS falls as concurrency rises ({n} lower-concurrency row(s) faster, same model and max_tokens)",
         "identifies": "identifies",
         "missing": "missing",
@@ -159,6 +184,11 @@ TEXTS: dict[Lang, dict[str, str]] = {
         "manual_exclude": "剔除：人工指定",
         "manual_include": "纳入：人工指定",
         "fault": "剔除：存在失败或限流请求",
+        "physics": "剔除：严格物理检查",
+        "short_output": "输出过短：{tokens} / 请求的 {expected} Token",
+        "superlinear": "相对 c={c0} 超线性增益（f(c) > c：批处理做不到，疑为缓存、限流或噪声）",
+        "over_ceiling": "单流TPS超过屋顶线上限 {ceiling} tok/s",
+        "kv_over": "{c} 个序列的KV缓存超出显存",
         "mono": "剔除：并发升高而TPS下降（同模型同max_tokens下有{n}个更低并发的行更快）",
         "identifies": "标定",
         "missing": "缺少",
@@ -179,6 +209,8 @@ GOOD_MAPE, GOOD_MAX = 10.0, 20.0
 # Defaults of the hand-set cells.
 DEFAULT_FORWARD = {"concurrency": 2, "max_tokens": 100}
 DEFAULT_TARGET = {"tps": 100, "max_tokens": 50}
+DEFAULT_SHORT_OUTPUT_RATIO = 0.5
+DEFAULT_PHYSICS_PRECISION = "bf16"
 
 
 @dataclass(frozen=True)
@@ -233,10 +265,13 @@ class Layout:
         "base_max_tokens": 5,
         "base_concurrency": 6,
         "monotonic_tolerance_pct": 7,
+        "strict_physics": 8,
+        "short_output_ratio": 9,
+        "physics_precision": 10,
     }
-    base_tps_row = 9
-    base_rows_row = 10
-    c_table_header = 13
+    base_tps_row = 12
+    base_rows_row = 13
+    c_table_header = 16
 
     @property
     def c_table_first(self) -> int:
@@ -261,7 +296,7 @@ class Layout:
     # The chart's data grid sits to the right of the tables: TPS by concurrency (rows)
     # and max_tokens (columns), base model.
     chart_grid_col = 8  # H
-    chart_header_row = 13
+    chart_header_row = 16
 
     def c_table_range(self, key: str, *, sheet: bool = True) -> str:
         return self._table_range(CONCURRENCY_TABLE, key, self.c_table_first, self.c_slots, sheet)
@@ -334,6 +369,10 @@ class Layout:
             "BaseMaxTokens": Cell("calibration", f"C{s['base_max_tokens']}"),
             "BaseConcurrency": Cell("calibration", f"C{s['base_concurrency']}"),
             "MonotonicTolerancePct": Cell("calibration", f"C{s['monotonic_tolerance_pct']}"),
+            "StrictPhysics": Cell("calibration", f"C{s['strict_physics']}"),
+            "ShortOutputRatio": Cell("calibration", f"C{s['short_output_ratio']}"),
+            "PhysicsPrecision": Cell("calibration", f"C{s['physics_precision']}"),
+            "PhysicsBytes": Cell("calibration", f"D{s['physics_precision']}"),
             "BaseTPS": Cell("calibration", f"C{self.base_tps_row}"),
             "BaseRows": Cell("calibration", f"C{self.base_rows_row}"),
             "CheckRows": Cell("consistency", f"B{c['check_rows']}"),

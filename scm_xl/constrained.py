@@ -1,0 +1,374 @@
+"""The inverse across every knob: the cheapest configuration that meets a target TPS (no I/O).
+
+A *surface* is a calibrated model seen as a forecast callable (concurrency, max_tokens,
+model) -> TPS, from either method: `chain_surface(calibration)` or `lsq_surface(fit)`
+(which adds 90% intervals). Concurrency between measured levels is interpolated in
+log-log space (ln f linear in ln c: `lsq.concurrency_blend`) and marked
+`interpolated`; outside the measured range it is extrapolated along the line through
+the two nearest levels, only when `extrapolate=True`, and marked `extrapolated`.
+
+Candidates: every model whose C_model and every max_tokens whose K_len is known, at
+every whole concurrency from 1 to `search_concurrency` (default: 4 x the highest
+measured level, or the max-concurrency constraint if larger).
+
+Constraints (a candidate failing one is *rejected by* it):
+
+    model / max_tokens        not in the allowed sets
+    max_concurrency           above the limit
+    rate_limit                at or above the provider's rate limit: the lowest
+                              concurrency at which a row of that model saw HTTP 429
+                              (rate_limited_requests > 0), or the given limit
+    extrapolation             outside the measured concurrency range without extrapolate
+    latency_p95 / ttft_p95    the measured P95 of that (model, concurrency, max_tokens)
+                              exceeds the limit (median over fault-free replicates)
+    latency_p95_unmeasured /  no measured percentile for that cell (for example an
+    ttft_p95_unmeasured       interpolated concurrency): it cannot be proven to meet
+                              the limit, so it is rejected
+
+Cost: fewest concurrent slots first (the resource a deployment pays for), then the
+cheaper model (smaller C_model, i.e. the faster one), then the shorter max_tokens,
+then the model name. The cheapest candidate that passes every constraint and whose
+predicted TPS (with `conservative=True`: the lower end of its 90% interval for the
+mean) reaches the target is the answer. The *binding* constraint is what rejected the
+cheapest candidate that would have reached the target but did not pass; when every
+cheaper candidate simply falls short, the binding constraint is the target itself
+("target_tps"). The dual answer is the highest predicted TPS among candidates that
+pass every constraint, with what binds it the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any, Callable, Iterable, Protocol, Sequence
+
+from scm_xl.lsq import Forecast, LsqFit, concurrency_blend
+from scm_xl.model import Calibration, c_label, f_label, k_label, same_model
+
+SEARCH_FACTOR = 4
+
+MODEL = "model"
+MAX_TOKENS = "max_tokens"
+MAX_CONCURRENCY = "max_concurrency"
+RATE_LIMIT = "rate_limit"
+EXTRAPOLATION = "extrapolation"
+LATENCY_P95 = "latency_p95"
+LATENCY_P95_UNMEASURED = "latency_p95_unmeasured"
+TTFT_P95 = "ttft_p95"
+TTFT_P95_UNMEASURED = "ttft_p95_unmeasured"
+TARGET_TPS = "target_tps"
+
+ForecastFn = Callable[[int, int, str, bool], Forecast]
+
+
+@dataclass(frozen=True)
+class Surface:
+    """A calibrated model as a forecast callable plus the levels it was measured at."""
+
+    method: str  # "chain" | "lsq"
+    forecast: ForecastFn = field(repr=False)  # (concurrency, max_tokens, model, extrapolate)
+    concurrency_levels: tuple[int, ...]  # measured levels with a known f
+    max_tokens_levels: tuple[int, ...]  # lengths with a known K_len
+    models: tuple[tuple[str, float], ...]  # (model, C_model) with a known C_model
+
+
+def chain_surface(cal: Calibration) -> Surface:
+    """The chain's calibration as a surface (no intervals)."""
+    known = tuple(level.concurrency for level in cal.concurrency_levels if level.f is not None)
+
+    def forecast(concurrency: int, max_tokens: int, model: str, extrapolate: bool) -> Forecast:
+        blend = concurrency_blend(concurrency, known, extrapolate=extrapolate)
+        k, c = cal.k_len(max_tokens), cal.c_model(model)
+        missing = tuple(label for ok, label in (
+            (blend is not None, f_label(concurrency)), (k is not None, k_label(max_tokens)),
+            (c is not None, c_label(model)), (cal.base_tps is not None, "BaseTPS")) if not ok)
+        if missing or blend is None or k is None or c is None or cal.base_tps is None:
+            return Forecast(concurrency, max_tokens, model, None, missing=missing)
+        log_f = sum(weight * math.log(cal.f(level)) for level, weight in blend.weights)  # type: ignore[arg-type]
+        return Forecast(concurrency, max_tokens, model, cal.base_tps * math.exp(log_f) * k / c,
+                        interpolated=blend.interpolated, extrapolated=blend.extrapolated)
+
+    return Surface(
+        method="chain", forecast=forecast, concurrency_levels=known,
+        max_tokens_levels=tuple(level.max_tokens for level in cal.length_levels if level.k_len is not None),
+        models=tuple((m.model, m.c_model) for m in cal.models if m.c_model is not None),
+    )
+
+
+def lsq_surface(result: LsqFit) -> Surface:
+    """The least-squares fit as a surface (with 90% intervals where there are residual dof)."""
+    cal = result.calibration
+
+    def forecast(concurrency: int, max_tokens: int, model: str, extrapolate: bool) -> Forecast:
+        return result.forecast(concurrency, max_tokens, model, extrapolate=extrapolate)
+
+    return Surface(
+        method="lsq", forecast=forecast, concurrency_levels=tuple(result.measured_concurrency_levels()),
+        max_tokens_levels=tuple(level.max_tokens for level in cal.length_levels if level.k_len is not None),
+        models=tuple((m.model, m.c_model) for m in cal.models if m.c_model is not None),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Measurements: percentiles per cell and the rate-limit onset
+# ---------------------------------------------------------------------------
+
+class MeasuredRow(Protocol):
+    model: str
+    concurrency: int
+    max_tokens: int
+    total_output_tokens: int
+
+
+@dataclass(frozen=True)
+class CellPercentiles:
+    latency_p95_s: float | None
+    ttft_p95_s: float | None
+    runs: int
+
+
+def _faulty(row: Any) -> bool:
+    return ((getattr(row, "failed_requests", None) or 0) + (getattr(row, "rate_limited_requests", None) or 0)) > 0
+
+
+def measured_percentiles(rows: Iterable[Any]) -> dict[tuple[str, int, int], CellPercentiles]:
+    """Median over fault-free runs of each cell's measured P95 latency and TTFT."""
+    cells: dict[tuple[str, int, int], list[Any]] = {}
+    for row in rows:
+        if row.total_output_tokens > 0 and not _faulty(row):
+            cells.setdefault((row.model.casefold(), row.concurrency, row.max_tokens), []).append(row)
+    result = {}
+    for key, members in cells.items():
+        latency = [v for r in members if (v := getattr(r, "latency_p95_s", None)) is not None]
+        ttft = [v for r in members if (v := getattr(r, "ttft_p95_s", None)) is not None]
+        result[key] = CellPercentiles(latency_p95_s=median(latency) if latency else None,
+                                      ttft_p95_s=median(ttft) if ttft else None, runs=len(members))
+    return result
+
+
+def rate_limit_onsets(rows: Iterable[Any]) -> dict[str, int]:
+    """Per model (casefolded): the lowest concurrency at which any row saw HTTP 429."""
+    onsets: dict[str, int] = {}
+    for row in rows:
+        if (getattr(row, "rate_limited_requests", None) or 0) > 0:
+            key = row.model.casefold()
+            onsets[key] = min(onsets.get(key, row.concurrency), row.concurrency)
+    return onsets
+
+
+# ---------------------------------------------------------------------------
+# The solve
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class Constraints:
+    """Limits on the answer; None means no limit."""
+
+    max_latency_p95_s: float | None = None
+    max_ttft_p95_s: float | None = None
+    max_concurrency: int | None = None
+    max_tokens: tuple[int, ...] | None = None  # allowed set
+    models: tuple[str, ...] | None = None  # allowed set (case-insensitive)
+    rate_limit_concurrency: int | None = None  # given onset of 429s, for every model (else from the rows)
+
+    def __post_init__(self) -> None:
+        for name in ("max_latency_p95_s", "max_ttft_p95_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        for name in ("max_concurrency", "rate_limit_concurrency"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    model: str
+    concurrency: int
+    max_tokens: int
+    c_model: float
+    tps: float
+    mean_interval: tuple[float, float] | None
+    prediction_interval: tuple[float, float] | None
+    interpolated: bool
+    extrapolated: bool
+    latency_p95_s: float | None  # measured, None when the cell was not measured
+    ttft_p95_s: float | None
+    rejected_by: tuple[str, ...]
+
+    @property
+    def cost(self) -> tuple[int, float, int, str]:
+        return (self.concurrency, self.c_model, self.max_tokens, self.model.casefold())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "concurrency": self.concurrency, "max_tokens": self.max_tokens,
+            "tps": self.tps,
+            "tps_interval": list(self.mean_interval) if self.mean_interval else None,
+            "tps_prediction_interval": list(self.prediction_interval) if self.prediction_interval else None,
+            "interpolated": self.interpolated, "extrapolated": self.extrapolated,
+            "latency_p95_s": self.latency_p95_s, "ttft_p95_s": self.ttft_p95_s,
+            "rejected_by": list(self.rejected_by),
+        }
+
+
+@dataclass
+class ConstrainedSolution:
+    method: str
+    target_tps: float
+    cheapest: Candidate | None  # None: no candidate meets the target under the constraints
+    binding: tuple[str, ...]  # what stopped a cheaper configuration ("target_tps": they fall short)
+    blocked: Candidate | None  # that cheaper configuration
+    best: Candidate | None  # the dual answer: highest TPS under the constraints
+    best_binding: tuple[str, ...]  # what stopped a higher TPS
+    best_blocked: Candidate | None
+    notes: list[str]
+    candidates: list[Candidate] = field(repr=False, default_factory=list)
+
+    @property
+    def reachable(self) -> bool:
+        return self.cheapest is not None
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "method": self.method, "target_tps": self.target_tps, "reachable": self.reachable,
+            "cheapest": self.cheapest.as_dict() if self.cheapest else None,
+            "binding": list(self.binding),
+            "blocked": self.blocked.as_dict() if self.blocked else None,
+            "best": self.best.as_dict() if self.best else None,
+            "best_binding": list(self.best_binding),
+            "notes": list(self.notes),
+        }
+
+
+def solve(surface: Surface, target_tps: float, *, rows: Sequence[Any] = (),
+          constraints: Constraints = Constraints(), extrapolate: bool = False,
+          conservative: bool = False, search_concurrency: int | None = None) -> ConstrainedSolution:
+    """The cheapest configuration reaching `target_tps` under `constraints`, and the dual.
+
+    `rows` are the measured results rows (for percentiles and the 429 onset).
+    """
+    if not target_tps > 0:
+        raise ValueError(f"target TPS must be positive, got {target_tps}")
+    percentiles = measured_percentiles(rows)
+    onsets = rate_limit_onsets(rows)
+    notes: list[str] = []
+    top = max(surface.concurrency_levels, default=0)
+    cap = search_concurrency or max(SEARCH_FACTOR * top, constraints.max_concurrency or 0)
+
+    if constraints.max_tokens is not None:
+        unmeasured = sorted(set(constraints.max_tokens) - set(surface.max_tokens_levels))
+        if unmeasured:
+            notes.append(f"max_tokens {', '.join(map(str, unmeasured))} not calibrated: not considered")
+    if constraints.rate_limit_concurrency is not None:
+        notes.append(f"rate limit given: concurrency {constraints.rate_limit_concurrency} and above excluded")
+    else:
+        for model, _ in surface.models:
+            if model.casefold() in onsets:
+                notes.append(f"HTTP 429 seen from concurrency {onsets[model.casefold()]} for {model}: "
+                             "that concurrency and above excluded")
+
+    candidates: list[Candidate] = []
+    for model, c_model in surface.models:
+        for length in surface.max_tokens_levels:
+            for concurrency in range(1, cap + 1):
+                forecast = surface.forecast(concurrency, length, model, True)
+                if forecast.tps is None:
+                    continue
+                cell = percentiles.get((model.casefold(), concurrency, length))
+                reasons = _rejections(model, concurrency, length, forecast, cell, constraints, onsets, extrapolate)
+                candidates.append(Candidate(
+                    model=model, concurrency=concurrency, max_tokens=length, c_model=c_model,
+                    tps=forecast.tps, mean_interval=forecast.mean_interval,
+                    prediction_interval=forecast.prediction_interval, interpolated=forecast.interpolated,
+                    extrapolated=forecast.extrapolated,
+                    latency_p95_s=cell.latency_p95_s if cell else None,
+                    ttft_p95_s=cell.ttft_p95_s if cell else None, rejected_by=reasons))
+    candidates.sort(key=lambda c: c.cost)
+
+    if conservative and not any(c.mean_interval for c in candidates):
+        notes.append("no intervals (chain method or no residual degrees of freedom): "
+                     "judged on the point estimate")
+
+    def reaches(candidate: Candidate) -> bool:
+        if conservative and candidate.mean_interval is not None:
+            return candidate.mean_interval[0] >= target_tps
+        return candidate.tps >= target_tps
+
+    reaching = [c for c in candidates if reaches(c)]
+    passing = [c for c in candidates if not c.rejected_by]
+    cheapest = next((c for c in reaching if not c.rejected_by), None)
+    stopped = [c for c in reaching if c.rejected_by and (cheapest is None or c.cost < cheapest.cost)]
+    blocked = stopped[0] if stopped else None
+    binding = blocked.rejected_by if blocked else (TARGET_TPS,)
+
+    best = None
+    if passing:  # ties in TPS go to the cheaper configuration (candidates are in cost order)
+        top_tps = max(c.tps for c in passing)
+        best = next(c for c in passing if c.tps == top_tps)
+    higher = [c for c in candidates if c.rejected_by and (best is None or c.tps > best.tps)]
+    best_blocked = None
+    if higher:  # the highest TPS the constraints rule out
+        top_tps = max(c.tps for c in higher)
+        best_blocked = next(c for c in higher if c.tps == top_tps)
+    best_binding = best_blocked.rejected_by if best_blocked else ()
+
+    notes.extend(_explain(cheapest, blocked, candidates, constraints, target_tps))
+    return ConstrainedSolution(method=surface.method, target_tps=target_tps, cheapest=cheapest,
+                               binding=binding, blocked=blocked, best=best, best_binding=best_binding,
+                               best_blocked=best_blocked, notes=notes, candidates=candidates)
+
+
+def _rejections(model: str, concurrency: int, length: int, forecast: Forecast, cell: CellPercentiles | None,
+                constraints: Constraints, onsets: dict[str, int], extrapolate: bool) -> tuple[str, ...]:
+    reasons = []
+    if constraints.models is not None and not any(same_model(model, m) for m in constraints.models):
+        reasons.append(MODEL)
+    if constraints.max_tokens is not None and length not in constraints.max_tokens:
+        reasons.append(MAX_TOKENS)
+    if constraints.max_concurrency is not None and concurrency > constraints.max_concurrency:
+        reasons.append(MAX_CONCURRENCY)
+    onset = constraints.rate_limit_concurrency or onsets.get(model.casefold())
+    if onset is not None and concurrency >= onset:
+        reasons.append(RATE_LIMIT)
+    if forecast.extrapolated and not extrapolate:
+        reasons.append(EXTRAPOLATION)
+    for limit, measured, over, unmeasured in (
+            (constraints.max_latency_p95_s, cell.latency_p95_s if cell else None, LATENCY_P95,
+             LATENCY_P95_UNMEASURED),
+            (constraints.max_ttft_p95_s, cell.ttft_p95_s if cell else None, TTFT_P95, TTFT_P95_UNMEASURED)):
+        if limit is None:
+            continue
+        if measured is None:
+            reasons.append(unmeasured)
+        elif measured > limit:
+            reasons.append(over)
+    return tuple(reasons)
+
+
+def _describe(c: Candidate) -> str:
+    return f"{c.model} at concurrency {c.concurrency}, max_tokens {c.max_tokens} ({c.tps:.1f} TPS)"
+
+
+def _explain(cheapest: Candidate | None, blocked: Candidate | None, candidates: list[Candidate],
+             constraints: Constraints, target_tps: float) -> list[str]:
+    notes = []
+    if cheapest is not None and cheapest.interpolated:
+        notes.append(f"concurrency {cheapest.concurrency} lies between measured levels: "
+                     "f interpolated in log-log space")
+    if cheapest is not None and cheapest.extrapolated:
+        notes.append(f"concurrency {cheapest.concurrency} is outside the measured range: extrapolated")
+    if blocked is not None and EXTRAPOLATION in blocked.rejected_by:
+        notes.append(f"{_describe(blocked)} would reach the target only by extrapolating beyond the "
+                     "measured concurrency range; allow extrapolation to consider it")
+    if constraints.max_latency_p95_s is not None or constraints.max_ttft_p95_s is not None:
+        unproven = sum(1 for c in candidates if LATENCY_P95_UNMEASURED in c.rejected_by
+                       or TTFT_P95_UNMEASURED in c.rejected_by)
+        if unproven:
+            notes.append(f"{unproven} configurations have no measured P95 (interpolated or unmeasured cells) "
+                         "and cannot be proven to meet the latency limit: rejected")
+    if cheapest is None and blocked is None:
+        notes.append(f"no configuration is predicted to reach {target_tps:g} TPS")
+    return notes

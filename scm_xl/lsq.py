@@ -1,0 +1,787 @@
+"""The least-squares calibration: every valid row counts, with intervals and hold-out error (no I/O).
+
+The separable model in logs is linear,
+
+    ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) - ln C_model(m) + noise,
+
+so it is fitted by ordinary least squares on all included rows (`model.filter_rows`)
+with dummy coding: one column per non-base level, the base levels (the chain's base
+model, base max_tokens and base concurrency, from `model.calibrate`) as reference, so
+f(base c) = K_len(base L) = C_model(base model) = 1. The coefficients are therefore
+the chain's coefficients: where the design is exactly identified the fit reproduces
+the chain, and otherwise it is the OLS solution (numpy.linalg.lstsq on the same
+design matrix). Replicates need no special handling (OLS on replicates of a cell
+fits their mean log, the chain's geometric mean).
+
+Identification. The fit uses the SVD of the design matrix. A coefficient is
+*identified* when the data pin it down (its unit vector lies in the row space); a
+level whose column is all zero, or a design with aliased levels, leaves coefficients
+unidentified: they are reported as None, never guessed. A forward prediction exists
+when its design vector lies in the row space ("estimable"), which can hold even if a
+single coefficient is not identified.
+
+Intervals (90%, analytic, log space, t with n - rank residual degrees of freedom):
+each coefficient ± t·se, then exponentiated; for a forward prediction a confidence
+interval for the expected (median) TPS and a prediction interval for one new run.
+An exactly identified design has no residual degrees of freedom and so no intervals.
+
+Hold-out (leave-one-out). Each included row is predicted from a fit without it, by
+the hat-matrix shortcut e_i / (1 - h_ii) (equal to a refit). A row with h_ii = 1 is
+the only evidence for some direction of the model: without it its own prediction is
+not identified, so it gets no LOO prediction and is counted. `chain_holdout` does the
+same for the chain by recalibrating without the row (base levels pinned). The verdict
+uses `model.verdict_for` on the LOO errors: judged on prediction, not on fit.
+
+Interaction check (is the separable model true?). Residuals are averaged per
+(concurrency, max_tokens) cell and, with two or more models, per (model, concurrency)
+cell. A cell breaks the separable model when its mean residual is significant
+(|mean| > t·se at 90% two-sided, Bonferroni over the cells of its kind, se from the hat
+matrix) *and* large (at least 10% in TPS). Single-row cells rarely pass the first test:
+without replicates an interaction cannot be told from noise. A rate-limit plateau is
+reported when, for a (model, max_tokens), the median TPS at the highest measured
+concurrency is within 5% of that at the next level down (concurrency at least 1.5x)
+while the fitted f predicts at least 10% growth between them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any, Sequence
+
+import numpy as np
+
+from scm_xl.model import (
+    Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, RowStatus, Settings,
+    c_label, calibrate, f_label, k_label, predict, same_model, verdict_for,
+)
+
+CONFIDENCE = 0.90
+# An interaction cell must also move TPS by at least this much to be reported.
+INTERACTION_MIN_EFFECT = 0.10
+# Plateau: top two concurrency levels within this TPS ratio, concurrency up by at least
+# PLATEAU_MIN_STEP, while the fitted f grows by at least PLATEAU_MIN_GROWTH.
+PLATEAU_FLAT_RATIO = 1.05
+PLATEAU_MIN_STEP = 1.5
+PLATEAU_MIN_GROWTH = 1.10
+# Numerical tolerances for identification (projections onto the null space).
+_IDENTIFIED_TOL = 1e-9
+_LEVERAGE_ONE = 1e-9
+
+BASE_LABEL = "BaseTPS"
+
+
+# ---------------------------------------------------------------------------
+# Student's t distribution (no scipy): regularised incomplete beta, inverted
+# ---------------------------------------------------------------------------
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    """Lentz's continued fraction for the incomplete beta function."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 100_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def regularized_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularised incomplete beta function."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log1p(-x))
+    front = math.exp(log_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - front * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, dof: float) -> float:
+    """P(T <= t) for Student's t with `dof` degrees of freedom."""
+    if dof <= 0:
+        raise ValueError(f"degrees of freedom must be positive, got {dof}")
+    tail = 0.5 * regularized_beta(dof / 2.0, 0.5, dof / (dof + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+@functools.lru_cache(maxsize=1024)
+def t_ppf(p: float, dof: float) -> float:
+    """The p-quantile of Student's t (inverse of `t_cdf`), to about 1e-12."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"probability must be strictly between 0 and 1, got {p}")
+    if dof <= 0:
+        raise ValueError(f"degrees of freedom must be positive, got {dof}")
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_ppf(1.0 - p, dof)
+    low, high = 0.0, 1.0
+    while t_cdf(high, dof) < p:
+        low, high = high, high * 2.0
+    for _ in range(200):  # bisection: robust for every dof, fast enough when cached
+        middle = 0.5 * (low + high)
+        if t_cdf(middle, dof) < p:
+            low = middle
+        else:
+            high = middle
+        if high - low <= 1e-13 * max(1.0, high):
+            break
+    return 0.5 * (low + high)
+
+
+def t_two_sided(confidence: float, dof: float) -> float:
+    """The t multiplier of a two-sided interval at `confidence`."""
+    return t_ppf(0.5 + confidence / 2.0, dof)
+
+
+# ---------------------------------------------------------------------------
+# Concurrency between measured levels: log-log interpolation
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ConcurrencyBlend:
+    """ln f(c) as a weighted sum of ln f at measured levels (weights sum to 1)."""
+
+    weights: tuple[tuple[int, float], ...]
+    interpolated: bool = False
+    extrapolated: bool = False
+
+
+def concurrency_blend(concurrency: float, levels: Sequence[int], *,
+                      extrapolate: bool = False) -> ConcurrencyBlend | None:
+    """How ln f(concurrency) follows from the levels with a known f.
+
+    A measured level is itself. Between two levels, ln f is linear in ln c (log-log
+    interpolation). Outside the measured range, the line through the two nearest levels
+    is extended, only when `extrapolate`. None when that is impossible.
+    """
+    ordered = sorted(set(levels))
+    if concurrency in ordered:
+        return ConcurrencyBlend(((int(concurrency), 1.0),))
+    if concurrency <= 0 or len(ordered) < 2:
+        return None
+    inside = ordered[0] < concurrency < ordered[-1]
+    if not inside and not extrapolate:
+        return None
+    if inside:
+        upper = next(i for i, level in enumerate(ordered) if level > concurrency)
+        low, high = ordered[upper - 1], ordered[upper]
+    elif concurrency < ordered[0]:
+        low, high = ordered[0], ordered[1]
+    else:
+        low, high = ordered[-2], ordered[-1]
+    weight = (math.log(concurrency) - math.log(low)) / (math.log(high) - math.log(low))
+    return ConcurrencyBlend(((low, 1.0 - weight), (high, weight)),
+                            interpolated=inside, extrapolated=not inside)
+
+
+# ---------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------
+
+Interval = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Coefficient:
+    """One model coefficient; `value` and `interval` are in its own units (not logs)."""
+
+    label: str  # "BaseTPS", "f(4)", "K_len(200)", "C_model(name)"
+    kind: str  # "base" | "f" | "k_len" | "c_model"
+    level: int | str | None
+    rows: int  # fitted rows at this level (for the base: at the base point)
+    value: float | None  # None: not identified by the data
+    std_error_log: float | None  # standard error of ln(value)
+    interval: Interval | None  # 90%; None when unidentified or no residual dof
+
+    @property
+    def identified(self) -> bool:
+        return self.value is not None
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """A forward prediction; intervals are 90% and None where they cannot be given."""
+
+    concurrency: float
+    max_tokens: int
+    model: str
+    tps: float | None
+    mean_interval: Interval | None = None  # for the expected (median) TPS
+    prediction_interval: Interval | None = None  # for one new run
+    interpolated: bool = False
+    extrapolated: bool = False
+    missing: tuple[str, ...] = ()  # why there is no prediction
+
+
+@dataclass(frozen=True)
+class RowFit:
+    status: RowStatus
+    fitted_tps: float
+    residual_log: float  # ln measured - ln fitted
+    leverage: float
+    loo_predicted_tps: float | None
+    loo_error_pct: float | None  # (measured - LOO predicted) / measured x 100
+
+
+@dataclass(frozen=True)
+class _Levels:
+    """The dummy coding: reference levels and the non-base levels that get a column."""
+
+    base_concurrency: int
+    base_max_tokens: int
+    base_model: str
+    concurrency: tuple[int, ...]
+    max_tokens: tuple[int, ...]
+    models: tuple[str, ...]  # display names, first spelling seen
+
+    @property
+    def size(self) -> int:
+        return 1 + len(self.concurrency) + len(self.max_tokens) + len(self.models)
+
+    def labels(self) -> list[str]:
+        return ([BASE_LABEL] + [f_label(c) for c in self.concurrency]
+                + [k_label(length) for length in self.max_tokens] + [c_label(m) for m in self.models])
+
+    def vector(self, blend: ConcurrencyBlend, max_tokens: int, model: str) -> np.ndarray | None:
+        x = np.zeros(self.size)
+        x[0] = 1.0
+        offset = 1
+        for level, weight in blend.weights:
+            if level != self.base_concurrency:
+                if level not in self.concurrency:
+                    return None
+                x[offset + self.concurrency.index(level)] += weight
+        offset += len(self.concurrency)
+        if max_tokens != self.base_max_tokens:
+            if max_tokens not in self.max_tokens:
+                return None
+            x[offset + self.max_tokens.index(max_tokens)] = 1.0
+        offset += len(self.max_tokens)
+        if not same_model(model, self.base_model):
+            index = next((i for i, m in enumerate(self.models) if same_model(m, model)), None)
+            if index is None:
+                return None
+            x[offset + index] = -1.0  # ln TPS falls with ln C_model
+        return x
+
+
+@dataclass
+class LsqFit:
+    """The fitted separable model. `calibration` has the chain's shape (None = unidentified)."""
+
+    calibration: Calibration
+    coefficients: list[Coefficient]
+    rows: list[RowFit]
+    observations: int
+    parameters: int
+    rank: int
+    dof: int
+    sigma: float | None  # residual standard deviation of ln TPS; None without residual dof
+    covariance: np.ndarray  # of the log coefficients (sigma^2 pinv(X'X)); NaN where unidentified
+    confidence: float
+    _levels: _Levels | None = field(repr=False, default=None)
+    _beta: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    _xtx_pinv: np.ndarray = field(repr=False, default_factory=lambda: np.zeros((0, 0)))
+    _null_projector: np.ndarray = field(repr=False, default_factory=lambda: np.zeros((0, 0)))
+
+    @property
+    def unidentified(self) -> tuple[str, ...]:
+        return tuple(c.label for c in self.coefficients if not c.identified)
+
+    @property
+    def exactly_identified(self) -> bool:
+        return self.dof == 0 and self.rank == self.parameters
+
+    def coefficient(self, label: str) -> Coefficient | None:
+        return next((c for c in self.coefficients if c.label == label), None)
+
+    def intervals(self) -> dict[str, list[float] | None]:
+        return {c.label: (list(c.interval) if c.interval else None) for c in self.coefficients}
+
+    def measured_concurrency_levels(self) -> list[int]:
+        """The fitted concurrency levels (whether a prediction through one is identified is
+        decided by estimability, not by its own f: ratios of f can be known when f is not)."""
+        return [level.concurrency for level in self.calibration.concurrency_levels]
+
+    def forecast(self, concurrency: float, max_tokens: int, model: str | None = None, *,
+                 extrapolate: bool = False) -> Forecast:
+        """Predicted TPS with 90% intervals; concurrency between measured levels is
+        interpolated in log-log space, outside them only with `extrapolate`."""
+        model = model or self.calibration.base_model or ""
+        if self._levels is None:
+            return Forecast(concurrency, max_tokens, model, None, missing=("no data",))
+        blend = concurrency_blend(concurrency, self.measured_concurrency_levels(), extrapolate=extrapolate)
+        if blend is None:
+            reason = (f"{f_label(_int_or(concurrency))} is outside the measured range"
+                      if self.measured_concurrency_levels() else f_label(_int_or(concurrency)))
+            return Forecast(concurrency, max_tokens, model, None, missing=(reason,))
+        x = self._levels.vector(blend, max_tokens, model)
+        if x is None or not self._estimable(x):
+            missing = tuple(label for label, known in (
+                (k_label(max_tokens), self.calibration.k_len(max_tokens) is not None),
+                (c_label(model), self.calibration.c_model(model) is not None),
+            ) if not known) or ("not identified by the data",)
+            return Forecast(concurrency, max_tokens, model, None, missing=missing,
+                            interpolated=blend.interpolated, extrapolated=blend.extrapolated)
+        log_tps = float(x @ self._beta)
+        mean_interval = prediction_interval = None
+        if self.sigma is not None:
+            t = t_two_sided(self.confidence, self.dof)
+            variance_mean = self.sigma ** 2 * float(x @ self._xtx_pinv @ x)
+            spread_mean = t * math.sqrt(max(variance_mean, 0.0))
+            spread_new = t * math.sqrt(max(variance_mean, 0.0) + self.sigma ** 2)
+            mean_interval = (math.exp(log_tps - spread_mean), math.exp(log_tps + spread_mean))
+            prediction_interval = (math.exp(log_tps - spread_new), math.exp(log_tps + spread_new))
+        return Forecast(concurrency, max_tokens, model, math.exp(log_tps), mean_interval,
+                        prediction_interval, blend.interpolated, blend.extrapolated)
+
+    def _estimable(self, x: np.ndarray) -> bool:
+        projected = self._null_projector @ x
+        return float(projected @ projected) <= _IDENTIFIED_TOL * (1.0 + float(x @ x))
+
+
+# ---------------------------------------------------------------------------
+# Fitting
+# ---------------------------------------------------------------------------
+
+def _int_or(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def _distinct_sorted(values: Sequence[int], limit: int | None) -> list[int]:
+    levels = sorted(set(values))
+    return levels[:limit] if limit is not None else levels
+
+
+def fitted_rows(statuses: Sequence[RowStatus], settings: Settings = Settings()) -> list[RowStatus]:
+    """The rows the fit uses: included rows whose levels fall within the workbook's slots."""
+    included = [s for s in statuses if s.included and s.ln_tps is not None]
+    concurrency = set(_distinct_sorted([s.concurrency for s in included], settings.concurrency_slots))
+    lengths = set(_distinct_sorted([s.max_tokens for s in included], settings.length_slots))
+    models: list[str] = []
+    for s in included:
+        if not any(same_model(m, s.model) for m in models):
+            models.append(s.model)
+    if settings.model_slots is not None:
+        models = models[:settings.model_slots]
+    return [s for s in included if s.concurrency in concurrency and s.max_tokens in lengths
+            and any(same_model(m, s.model) for m in models)]
+
+
+def design_matrix(cells: Sequence[tuple[str, int, int]], *, base_model: str, base_concurrency: int,
+                  base_max_tokens: int) -> tuple[np.ndarray, list[str]]:
+    """The dummy-coded design matrix of (model, concurrency, max_tokens) rows, and its column labels."""
+    levels = _levels_for(cells, base_model, base_concurrency, base_max_tokens)
+    rows = [levels.vector(ConcurrencyBlend(((c, 1.0),)), length, m) for m, c, length in cells]
+    matrix = np.array(rows, dtype=float).reshape(len(rows), levels.size)
+    return matrix, levels.labels()
+
+
+def _levels_for(cells: Sequence[tuple[str, int, int]], base_model: str, base_concurrency: int,
+                base_max_tokens: int) -> _Levels:
+    models: list[str] = []
+    for model, _, _ in cells:
+        if not same_model(model, base_model) and not any(same_model(m, model) for m in models):
+            models.append(model)
+    return _Levels(
+        base_concurrency=base_concurrency, base_max_tokens=base_max_tokens, base_model=base_model,
+        concurrency=tuple(sorted({c for _, c, _ in cells} - {base_concurrency})),
+        max_tokens=tuple(sorted({length for _, _, length in cells} - {base_max_tokens})),
+        models=tuple(models),
+    )
+
+
+def fit(statuses: Sequence[RowStatus], settings: Settings = Settings(), *,
+        confidence: float = CONFIDENCE) -> LsqFit:
+    """Fit ln TPS on the included rows by OLS with the chain's base levels as reference."""
+    chain = calibrate(statuses, settings)
+    used = fitted_rows(statuses, settings)
+    if not used or chain.base_model is None or chain.base_concurrency is None or chain.base_max_tokens is None:
+        return _empty_fit(chain, confidence)
+
+    base_model = next((s.model for s in used if same_model(s.model, chain.base_model)), chain.base_model)
+    levels = _levels_for([(s.model, s.concurrency, s.max_tokens) for s in used], base_model,
+                         chain.base_concurrency, chain.base_max_tokens)
+    x_rows = [levels.vector(ConcurrencyBlend(((s.concurrency, 1.0),)), s.max_tokens, s.model) for s in used]
+    design = np.array(x_rows, dtype=float)
+    response = np.array([s.ln_tps for s in used], dtype=float)
+    n, p = design.shape
+
+    u, singular, vt = np.linalg.svd(design, full_matrices=False)
+    tolerance = singular.max() * max(n, p) * np.finfo(float).eps if singular.size else 0.0
+    rank = int((singular > tolerance).sum())
+    u_r, s_r, v_r = u[:, :rank], singular[:rank], vt[:rank]
+    beta = v_r.T @ ((u_r.T @ response) / s_r)
+    xtx_pinv = v_r.T @ np.diag(1.0 / s_r ** 2) @ v_r
+    null_projector = np.eye(p) - v_r.T @ v_r
+    identified = np.diag(null_projector) <= _IDENTIFIED_TOL
+
+    fitted_log = design @ beta
+    residuals = response - fitted_log
+    dof = n - rank
+    sigma = math.sqrt(float(residuals @ residuals) / dof) if dof > 0 else None
+    covariance = (sigma ** 2 if sigma is not None else math.nan) * xtx_pinv
+    covariance[~identified, :] = math.nan
+    covariance[:, ~identified] = math.nan
+    leverage = (u_r ** 2).sum(axis=1)
+
+    t = t_two_sided(confidence, dof) if dof > 0 else None
+    labels = levels.labels()
+    kinds = (["base"] + ["f"] * len(levels.concurrency) + ["k_len"] * len(levels.max_tokens)
+             + ["c_model"] * len(levels.models))
+    level_values: list[int | str | None] = [None, *levels.concurrency, *levels.max_tokens, *levels.models]
+    row_counts = _row_counts(used, levels)
+    coefficients: list[Coefficient] = []
+    for j, label in enumerate(labels):
+        value = interval = se = None
+        if identified[j]:
+            value = math.exp(beta[j])
+            if sigma is not None and t is not None:
+                se = math.sqrt(max(float(covariance[j, j]), 0.0))
+                interval = (math.exp(beta[j] - t * se), math.exp(beta[j] + t * se))
+        coefficients.append(Coefficient(label=label, kind=kinds[j], level=level_values[j],
+                                        rows=row_counts[j], value=value, std_error_log=se,
+                                        interval=interval))
+
+    rows = []
+    for i, s in enumerate(used):
+        loo_tps = loo_pct = None
+        if leverage[i] < 1.0 - _LEVERAGE_ONE:
+            loo_log = response[i] - residuals[i] / (1.0 - leverage[i])
+            loo_tps = math.exp(loo_log)
+            loo_pct = (s.tps - loo_tps) / s.tps * 100
+        rows.append(RowFit(status=s, fitted_tps=math.exp(fitted_log[i]), residual_log=float(residuals[i]),
+                           leverage=float(leverage[i]), loo_predicted_tps=loo_tps, loo_error_pct=loo_pct))
+
+    calibration = _as_calibration(chain, base_model, used, levels, coefficients)
+    return LsqFit(calibration=calibration, coefficients=coefficients, rows=rows, observations=n,
+                  parameters=p, rank=rank, dof=dof, sigma=sigma, covariance=covariance,
+                  confidence=confidence, _levels=levels, _beta=beta, _xtx_pinv=xtx_pinv,
+                  _null_projector=null_projector)
+
+
+def _row_counts(used: Sequence[RowStatus], levels: _Levels) -> list[int]:
+    counts = [sum(1 for s in used if s.concurrency == levels.base_concurrency
+                  and s.max_tokens == levels.base_max_tokens and same_model(s.model, levels.base_model))]
+    counts += [sum(1 for s in used if s.concurrency == c) for c in levels.concurrency]
+    counts += [sum(1 for s in used if s.max_tokens == length) for length in levels.max_tokens]
+    counts += [sum(1 for s in used if same_model(s.model, m)) for m in levels.models]
+    return counts
+
+
+def _as_calibration(chain: Calibration, base_model: str, used: Sequence[RowStatus], levels: _Levels,
+                    coefficients: list[Coefficient]) -> Calibration:
+    value = {c.label: c.value for c in coefficients}
+    base_tps = value[BASE_LABEL]
+    concurrency_levels = [
+        ConcurrencyLevel(concurrency=c, rows=sum(1 for s in used if s.concurrency == c),
+                         f=1.0 if c == levels.base_concurrency else value[f_label(c)])
+        for c in sorted({s.concurrency for s in used})]
+    length_levels = [
+        LengthLevel(max_tokens=length, anchor_concurrency=None,
+                    rows=sum(1 for s in used if s.max_tokens == length),
+                    k_len=1.0 if length == levels.base_max_tokens else value[k_label(length)])
+        for length in sorted({s.max_tokens for s in used})]
+    models: list[ModelLevel] = []
+    for s in used:
+        if any(same_model(m.model, s.model) for m in models):
+            continue
+        c_model = 1.0 if same_model(s.model, levels.base_model) else value[c_label(s.model)]
+        point = base_tps / c_model if base_tps is not None and c_model is not None else None
+        models.append(ModelLevel(model=s.model, rows=sum(1 for r in used if same_model(r.model, s.model)),
+                                 base_point_tps=point, c_model=c_model))
+    return Calibration(base_model=base_model, base_max_tokens=levels.base_max_tokens,
+                       base_concurrency=levels.base_concurrency,
+                       base_rows=next(c.rows for c in coefficients if c.label == BASE_LABEL),
+                       base_tps=base_tps, concurrency_levels=concurrency_levels,
+                       length_levels=length_levels, models=models)
+
+
+def _empty_fit(chain: Calibration, confidence: float) -> LsqFit:
+    calibration = dataclasses.replace(chain, base_rows=0, base_tps=None, concurrency_levels=[],
+                                      length_levels=[], models=[])
+    return LsqFit(calibration=calibration, coefficients=[], rows=[], observations=0, parameters=0,
+                  rank=0, dof=0, sigma=None, covariance=np.zeros((0, 0)), confidence=confidence)
+
+
+# ---------------------------------------------------------------------------
+# Hold-out (leave-one-out)
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HoldOutRow:
+    exp_id: str
+    model: str
+    concurrency: int
+    max_tokens: int
+    tps: float
+    predicted_tps: float | None  # from a fit without this row; None: not identified without it
+    error_pct: float | None  # (measured - predicted) / measured x 100
+
+
+@dataclass(frozen=True)
+class HoldOut:
+    method: str  # "lsq" | "chain"
+    rows: list[HoldOutRow]
+    predicted_rows: int
+    missing_rows: int  # rows with no LOO prediction
+    mape_pct: float | None
+    max_pct: float | None
+    verdict: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "loo_mape_pct": self.mape_pct, "loo_max_pct": self.max_pct,
+                "loo_rows": self.predicted_rows, "loo_missing_rows": self.missing_rows,
+                "verdict": self.verdict}
+
+
+def _holdout(method: str, rows: list[HoldOutRow]) -> HoldOut:
+    errors = [abs(r.error_pct) for r in rows if r.error_pct is not None]
+    mape = sum(errors) / len(errors) if errors else None
+    worst = max(errors) if errors else None
+    return HoldOut(method=method, rows=rows, predicted_rows=len(errors), missing_rows=len(rows) - len(errors),
+                   mape_pct=mape, max_pct=worst, verdict=verdict_for(mape, worst, len(errors)))
+
+
+def lsq_holdout(result: LsqFit) -> HoldOut:
+    """Leave-one-out errors of the least-squares fit (hat-matrix shortcut)."""
+    return _holdout("lsq", [
+        HoldOutRow(r.status.exp_id, r.status.model, r.status.concurrency, r.status.max_tokens,
+                   r.status.tps, r.loo_predicted_tps, r.loo_error_pct) for r in result.rows])
+
+
+def chain_holdout(statuses: Sequence[RowStatus], settings: Settings = Settings()) -> HoldOut:
+    """Leave-one-out errors of the chain: recalibrate without each included row, predict it.
+
+    The base model, length and concurrency stay those of the full data, so holding out
+    the only base-point row leaves the chain without a BaseTPS (no prediction).
+    """
+    full = calibrate(statuses, settings)
+    pinned = dataclasses.replace(settings, base_model=full.base_model, base_max_tokens=full.base_max_tokens,
+                                 base_concurrency=full.base_concurrency)
+    rows = []
+    for i, s in enumerate(statuses):
+        if not s.included:
+            continue
+        without = [other for j, other in enumerate(statuses) if j != i]
+        predicted = predict(calibrate(without, pinned), s.concurrency, s.max_tokens, s.model).tps
+        error = (s.tps - predicted) / s.tps * 100 if predicted is not None else None
+        rows.append(HoldOutRow(s.exp_id, s.model, s.concurrency, s.max_tokens, s.tps, predicted, error))
+    return _holdout("chain", rows)
+
+
+# ---------------------------------------------------------------------------
+# Interaction check
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InteractionCell:
+    kind: str  # "concurrency x max_tokens" | "model x concurrency"
+    model: str | None
+    concurrency: int
+    max_tokens: int | None
+    rows: int
+    mean_residual_log: float
+    effect_pct: float  # measured vs separable prediction: (exp(mean residual) - 1) x 100
+    threshold_log: float  # t x se: a larger |mean residual| is significant
+    breaks_model: bool
+
+    def describe(self) -> str:
+        where = (f"c={self.concurrency}, max_tokens={self.max_tokens}" if self.model is None
+                 else f"model={self.model}, c={self.concurrency}")
+        direction = "above" if self.effect_pct > 0 else "below"
+        return f"{where}: measured {abs(self.effect_pct):.1f}% {direction} the separable model ({self.rows} rows)"
+
+
+@dataclass(frozen=True)
+class Plateau:
+    model: str
+    max_tokens: int
+    concurrency_from: int
+    concurrency_to: int
+    tps_from: float
+    tps_to: float
+    f_growth_pct: float  # what the fitted f predicts between the two levels
+    faults_at_or_above: bool  # failed or rate-limited rows at these concurrencies
+
+    def describe(self) -> str:
+        text = (f"model={self.model}, max_tokens={self.max_tokens}: TPS flat from c={self.concurrency_from} "
+                f"to c={self.concurrency_to} ({self.tps_from:.1f} -> {self.tps_to:.1f}) while f predicts "
+                f"+{self.f_growth_pct:.0f}%")
+        return text + ("; requests failed or were rate limited there" if self.faults_at_or_above else "")
+
+
+@dataclass
+class InteractionCheck:
+    cells: list[InteractionCell]
+    plateaus: list[Plateau]
+    testable: bool  # residual degrees of freedom exist
+
+    @property
+    def broken(self) -> list[InteractionCell]:
+        return [c for c in self.cells if c.breaks_model]
+
+    @property
+    def separable(self) -> bool:
+        return not self.broken and not self.plateaus
+
+    def summary(self) -> str:
+        if not self.testable:
+            return "not testable: no residual degrees of freedom (exactly identified design; add replicates or cells)"
+        if self.separable:
+            return "no cell breaks the separable model"
+        parts = [c.describe() for c in self.broken] + [p.describe() for p in self.plateaus]
+        return "the separable model does not hold at: " + "; ".join(parts)
+
+
+def interaction_check(result: LsqFit, statuses: Sequence[RowStatus] = (), *,
+                      confidence: float = CONFIDENCE,
+                      min_effect: float = INTERACTION_MIN_EFFECT) -> InteractionCheck:
+    """Cells whose mean residual breaks the separable model, and rate-limit plateaus."""
+    if result.sigma is None or not result.rows:
+        return InteractionCheck(cells=[], plateaus=_plateaus(result, statuses), testable=False)
+    residuals = np.array([r.residual_log for r in result.rows])
+    levels = result._levels
+    assert levels is not None
+    design = np.array([levels.vector(ConcurrencyBlend(((r.status.concurrency, 1.0),)), r.status.max_tokens,
+                                     r.status.model) for r in result.rows])
+    u, singular, _ = np.linalg.svd(design, full_matrices=False)
+    basis = u[:, :result.rank]
+
+    families: list[tuple[str, list[tuple[tuple[Any, ...], list[int]]]]] = []
+    by_cl: dict[tuple[int, int], list[int]] = {}
+    for i, r in enumerate(result.rows):
+        by_cl.setdefault((r.status.concurrency, r.status.max_tokens), []).append(i)
+    families.append(("concurrency x max_tokens", [((None, c, length), idx) for (c, length), idx in by_cl.items()]))
+    if len(levels.models) >= 1:
+        by_mc: dict[tuple[str, int], list[int]] = {}
+        display: dict[str, str] = {}
+        for i, r in enumerate(result.rows):
+            key = r.status.model.casefold()
+            display.setdefault(key, r.status.model)
+            by_mc.setdefault((key, r.status.concurrency), []).append(i)
+        families.append(("model x concurrency",
+                         [((display[m], c, None), idx) for (m, c), idx in by_mc.items()]))
+
+    cells: list[InteractionCell] = []
+    for kind, groups in families:
+        t = t_ppf(1.0 - (1.0 - confidence) / (2 * len(groups)), result.dof)
+        for (model, concurrency, max_tokens), indices in groups:
+            weights = np.zeros(len(result.rows))
+            weights[indices] = 1.0 / len(indices)
+            # var(mean residual) = sigma^2 a'(I - H)a, with H = U U'
+            projected = basis.T @ weights
+            variance = max(float(weights @ weights - projected @ projected), 0.0)
+            threshold = t * result.sigma * math.sqrt(variance)
+            mean_residual = float(residuals[indices].mean())
+            effect = math.exp(mean_residual) - 1.0
+            breaks = abs(mean_residual) > threshold and abs(effect) >= min_effect
+            cells.append(InteractionCell(kind=kind, model=model, concurrency=concurrency,
+                                         max_tokens=max_tokens, rows=len(indices),
+                                         mean_residual_log=mean_residual, effect_pct=effect * 100,
+                                         threshold_log=threshold, breaks_model=breaks))
+    return InteractionCheck(cells=cells, plateaus=_plateaus(result, statuses), testable=True)
+
+
+def _plateaus(result: LsqFit, statuses: Sequence[RowStatus]) -> list[Plateau]:
+    """Flat TPS at the top two concurrency levels of a (model, max_tokens) where f grows.
+
+    Uses every eligible row (no faults, some output), including rows the monotonic
+    filter excluded: a plateau is exactly where TPS stops rising.
+    """
+    cal = result.calibration
+    groups: dict[tuple[str, int], dict[int, list[float]]] = {}
+    display: dict[str, str] = {}
+    for s in statuses:
+        if s.eligible and s.tps > 0:
+            display.setdefault(s.model.casefold(), s.model)
+            groups.setdefault((s.model.casefold(), s.max_tokens), {}).setdefault(s.concurrency, []).append(s.tps)
+    plateaus = []
+    for (model_key, length), by_c in sorted(groups.items()):
+        if len(by_c) < 2:
+            continue
+        low, high = sorted(by_c)[-2:]
+        tps_low, tps_high = median(by_c[low]), median(by_c[high])
+        f_low, f_high = cal.f(low), cal.f(high)
+        if f_low is None or f_high is None or high / low < PLATEAU_MIN_STEP:
+            continue
+        growth = f_high / f_low
+        if tps_high / tps_low < PLATEAU_FLAT_RATIO and growth >= PLATEAU_MIN_GROWTH:
+            faults = any(s.fault and s.model.casefold() == model_key and s.max_tokens == length
+                         and s.concurrency >= low for s in statuses)
+            plateaus.append(Plateau(model=display[model_key], max_tokens=length, concurrency_from=low,
+                                    concurrency_to=high, tps_from=tps_low, tps_to=tps_high,
+                                    f_growth_pct=(growth - 1.0) * 100, faults_at_or_above=faults))
+    return plateaus
+
+
+# ---------------------------------------------------------------------------
+# All together
+# ---------------------------------------------------------------------------
+
+@dataclass
+class LsqAnalysis:
+    fit: LsqFit
+    holdout: HoldOut
+    chain_holdout: HoldOut
+    interactions: InteractionCheck
+
+    def report(self) -> dict[str, Any]:
+        """Fields for the JSON report (`loo_mape_pct`, `loo_max_pct`, `intervals`, `method`, ...)."""
+        result = self.fit
+        return {
+            "method": "lsq",
+            "loo_mape_pct": self.holdout.mape_pct,
+            "loo_max_pct": self.holdout.max_pct,
+            "loo_rows": self.holdout.predicted_rows,
+            "loo_missing_rows": self.holdout.missing_rows,
+            "verdict": self.holdout.verdict,
+            "confidence": result.confidence,
+            "coefficients": {c.label: c.value for c in result.coefficients},
+            "intervals": result.intervals(),
+            "unidentified": list(result.unidentified),
+            "observations": result.observations,
+            "parameters": result.parameters,
+            "rank": result.rank,
+            "dof": result.dof,
+            "sigma_log": result.sigma,
+            "chain_holdout": self.chain_holdout.as_dict(),
+            # None: no residual dof to test cells, and no plateau seen.
+            "separable": (self.interactions.separable
+                          if self.interactions.testable or self.interactions.plateaus else None),
+            "interactions": [c.describe() for c in self.interactions.broken],
+            "plateaus": [p.describe() for p in self.interactions.plateaus],
+            "interaction_summary": self.interactions.summary(),
+        }
+
+
+def analyze(statuses: Sequence[RowStatus], settings: Settings = Settings(), *,
+            confidence: float = CONFIDENCE) -> LsqAnalysis:
+    """Fit, hold out (lsq and chain), and check the separable model, on filtered rows."""
+    result = fit(statuses, settings, confidence=confidence)
+    return LsqAnalysis(fit=result, holdout=lsq_holdout(result), chain_holdout=chain_holdout(statuses, settings),
+                       interactions=interaction_check(result, statuses, confidence=confidence))

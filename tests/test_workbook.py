@@ -1,0 +1,328 @@
+"""The workbook: filled with real data, recalculated by each engine, compared with the reference.
+
+Each (data set, engine) pair is filled once per module; the other tests copy
+those files, edit them as a person would with openpyxl, and verify again.
+"""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import openpyxl
+import pytest
+from click.testing import CliRunner
+from data.gen import full_factorial, sparse_design, with_exclusions, write_csv
+from openpyxl.utils import range_boundaries
+from openpyxl.worksheet.formula import ArrayFormula
+
+from scm_xl.cli import main
+from scm_xl.engines import get_engine
+from scm_xl.report import render_verification
+from scm_xl.workbook.fill import WorkbookReport, fill, verify
+from scm_xl.workbook.io import read_layout
+from scm_xl.workbook.layout import (
+    CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, META_SHEET, MODEL_TABLE,
+    RAW_FORMULA_KEYS, Layout,
+)
+
+ROOT = Path(__file__).parent.parent
+ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
+TEMPLATE = ROOT / "templates" / "SCM_系数标定_模板.xlsx"
+ENGINES = ["formulas", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]
+DATASETS = ["article", "factorial", "sparse", "exclusions"]
+KEY_NAMES = ("BaseTPS", "MAPE", "Verdict", "CheckRows", "ForwardTPS", "RecommendedConcurrency", "RecommendedTPS")
+# Defined names of cells a person types into; every other defined name is a formula.
+INPUT_NAMES = {"ForwardConcurrency", "ForwardMaxTokens", "ForwardModel", "TargetTPS", "TargetMaxTokens",
+               "TargetModel"}
+
+Filled = Callable[[str, str], WorkbookReport]
+
+
+@pytest.fixture(scope="module")
+def csvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("csv")
+    return {
+        "article": ARTICLE,
+        "factorial": write_csv(folder / "factorial.csv", full_factorial()),
+        "sparse": write_csv(folder / "sparse.csv", sparse_design()),
+        "exclusions": write_csv(folder / "exclusions.csv", with_exclusions()),
+    }
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory, csvs: dict[str, Path]) -> Filled:
+    """fill(data set, engine), done once per module: fill recalculates and verifies with the engine."""
+    done: dict[tuple[str, str], WorkbookReport] = {}
+
+    def get(dataset: str, engine: str) -> WorkbookReport:
+        if (dataset, engine) not in done:
+            out = tmp_path_factory.mktemp(f"{dataset}-{engine}") / f"{dataset}.xlsx"
+            done[(dataset, engine)] = fill(csvs[dataset], output=out, engine=engine)
+        return done[(dataset, engine)]
+
+    return get
+
+
+def copy_of(report: WorkbookReport, tmp_path: Path) -> Path:
+    path = tmp_path / "edited.xlsx"
+    shutil.copy(report.path, path)
+    return path
+
+
+def sheet_and_cell(layout: Layout, name: str) -> tuple[str, str]:
+    cell = layout.defined_names()[name]
+    return layout.title(cell.sheet), cell.address
+
+
+def is_formula(value: object) -> bool:
+    return isinstance(value, ArrayFormula) or (isinstance(value, str) and value.startswith("="))
+
+
+def raw_row_of(ws: openpyxl.worksheet.worksheet.Worksheet, layout: Layout, exp_id: str) -> int:
+    col = layout.raw_col("exp_id")
+    return next(r for r in range(layout.raw_first, layout.raw_last + 1) if ws[f"{col}{r}"].value == exp_id)
+
+
+# --- every data set, every engine ---------------------------------------------------
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_fill_verifies(dataset: str, engine: str, filled: Filled) -> None:
+    report = filled(dataset, engine)
+    v = report.verification
+    assert v.engine == engine
+    assert v.ok, render_verification(v)
+    assert v.cells_compared > 1000
+    assert report.analysis.statuses  # the reference saw the rows
+    assert len(report.inputs.rows) == len(report.analysis.checks)
+
+
+def test_generated_data_sets_exercise_what_they_are_for(filled: Filled) -> None:
+    factorial = filled("factorial", "formulas").analysis
+    assert factorial.consistency.check_rows > 10
+    assert len(factorial.calibration.models) == 2
+    assert factorial.calibration.base_rows == 2  # replicated base point
+    sparse = filled("sparse", "formulas").analysis
+    assert sparse.consistency.check_rows == 4
+    exclusions = filled("exclusions", "formulas").analysis
+    codes = {s.exp_id: s.reason_code for s in exclusions.statuses if s.reason_code}
+    assert sorted(codes.values()) == ["fault", "fault", "manual_exclude", "manual_include", "mono"]
+    article = filled("article", "formulas").analysis
+    assert article.consistency.verdict == "insufficient"
+
+
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_key_cells_are_defined_names_holding_formulas(dataset: str, filled: Filled) -> None:
+    path = filled(dataset, "formulas").path
+    wb = openpyxl.load_workbook(path)
+    layout = read_layout(wb, path)
+    for name in KEY_NAMES:
+        assert name in wb.defined_names, name
+        assert wb.defined_names[name].attr_text == layout.name_ref(name)
+    for name in layout.defined_names():
+        assert name in wb.defined_names, name
+        sheet, address = sheet_and_cell(layout, name)
+        value = wb[sheet][address].value
+        if name in INPUT_NAMES:
+            assert not is_formula(value), name
+        else:
+            assert is_formula(value), f"{name} ({sheet}!{address}) holds {value!r}, not a formula"
+
+
+@pytest.mark.parametrize("dataset", ["article", "exclusions"])
+def test_every_computed_cell_of_the_layout_holds_a_formula(dataset: str, filled: Filled) -> None:
+    path = filled(dataset, "formulas").path
+    wb = openpyxl.load_workbook(path)
+    lo = read_layout(wb, path)
+
+    def plain(sheet_key: str, address: str) -> None:
+        value = wb[lo.title(sheet_key)][address].value
+        assert is_formula(value), f"{lo.title(sheet_key)}!{address} holds {value!r}"
+
+    def array(sheet_key: str, col: str, first: int, last: int) -> None:
+        ws = wb[lo.title(sheet_key)]
+        anchor = ws[f"{col}{first}"].value
+        assert isinstance(anchor, ArrayFormula), f"{ws.title}!{col}{first} holds {anchor!r}"
+        assert range_boundaries(anchor.ref) == range_boundaries(f"{col}{first}:{col}{last}")
+        typed = [f"{col}{r}" for r in range(first + 1, last + 1) if ws[f"{col}{r}"].value is not None]
+        assert typed == [], f"values inside the array formula of {ws.title}!{anchor.ref}"
+
+    for key in RAW_FORMULA_KEYS:
+        array("raw", lo.raw_col(key), lo.raw_first, lo.raw_last)
+    for row in lo.settings_rows.values():
+        plain("calibration", f"C{row}")
+    plain("calibration", f"C{lo.base_tps_row}")
+    plain("calibration", f"C{lo.base_rows_row}")
+    for table, first, slots in ((CONCURRENCY_TABLE, lo.c_table_first, lo.c_slots),
+                                (LENGTH_TABLE, lo.l_table_first, lo.l_slots),
+                                (MODEL_TABLE, lo.m_table_first, lo.m_slots)):
+        for column in table:
+            for row in range(first, first + slots):
+                plain("calibration", f"{lo.table_col(table, column.key)}{row}")
+    for row in lo.summary_rows.values():
+        plain("consistency", f"B{row}")
+    for column in CONSISTENCY_COLUMNS:
+        array("consistency", lo.cons_col(column.key), lo.cons_first, lo.cons_last)
+    fw, inv = lo.forward_rows, lo.inverse_rows
+    for address in (f"C{fw['concurrency']}", f"C{fw['max_tokens']}", f"C{fw['model']}", f"D{fw['model']}",
+                    f"B{fw['tps']}", f"B{fw['missing']}", f"C{inv['max_tokens']}", f"C{inv['model']}",
+                    f"D{inv['model']}", f"B{inv['concurrency']}", f"B{inv['tps']}", f"B{inv['best_tps']}",
+                    f"B{inv['best_concurrency']}"):
+        plain("derivation", address)
+    for column in INVERSE_TABLE:
+        array("derivation", lo.table_col(INVERSE_TABLE, column.key), lo.inverse_table_first,
+              lo.inverse_table_first + lo.c_slots - 1)
+
+
+# --- a person edits the workbook ----------------------------------------------------
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_hand_edits_flow_through(engine: str, filled: Filled, tmp_path: Path) -> None:
+    path = copy_of(filled("article", "formulas"), tmp_path)
+    wb = openpyxl.load_workbook(path)
+    lo = read_layout(wb, path)
+    raw = wb[lo.title("raw")]
+    e01 = raw_row_of(raw, lo, "E01")
+    assert raw[f"{lo.raw_col('total_time_s')}{e01}"].value == 0.55
+    raw[f"{lo.raw_col('total_time_s')}{e01}"] = 0.5  # the base point: BaseTPS becomes 25 / 0.5
+    new = lo.raw_first + 7  # the next empty row after E01..E07
+    assert raw[f"{lo.raw_col('exp_id')}{new}"].value is None
+    typed = {"exp_id": "E08", "concurrency": 8, "requests_per_slot": 10, "total_requests": 80,
+             "max_tokens": 50, "model": "Qwen2.5-7B", "total_time_s": 1.25, "total_output_tokens": 400}
+    for key, value in typed.items():
+        raw[f"{lo.raw_col(key)}{new}"] = value
+    wb.save(path)
+
+    report = verify(path, engine=engine)
+    assert report.verification.ok, render_verification(report.verification)
+    assert report.verification.engine == engine
+
+    values = get_engine(engine).recalculate(path)
+    assert values.get(*sheet_and_cell(lo, "BaseTPS")) == pytest.approx(50.0)
+    assert values.get(lo.title("raw"), f"{lo.raw_col('tps')}{e01}") == pytest.approx(50.0)
+    assert values.get(lo.title("raw"), f"{lo.raw_col('tps')}{new}") == pytest.approx(320.0)
+    # E08 identifies f(8) = 320 / 50, so E07 (concurrency 8, max_tokens 200) becomes a check row
+    assert values.get(*sheet_and_cell(lo, "CheckRows")) == 1.0
+    cons_e07 = lo.cons_first + (raw_row_of(raw, lo, "E07") - lo.raw_first)
+    assert values.get(lo.title("consistency"), f"{lo.cons_col('role')}{cons_e07}") == "check"
+    assert values.get(lo.title("consistency"), f"{lo.cons_col('exp_id')}{new - lo.raw_first + lo.cons_first}") \
+        == "E08"
+    assert report.analysis.consistency.check_rows == 1
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_wrong_formula_is_a_mismatch_naming_the_cell(engine: str, filled: Filled, tmp_path: Path) -> None:
+    path = copy_of(filled("article", "formulas"), tmp_path)
+    wb = openpyxl.load_workbook(path)
+    lo = read_layout(wb, path)
+    sheet, address = sheet_and_cell(lo, "Verdict")
+    assert is_formula(wb[sheet][address].value)
+    wb[sheet][address] = '="excellent"'  # the article data has no check rows: insufficient
+    wb.save(path)
+
+    v = verify(path, engine=engine).verification
+    assert not v.ok
+    assert [(m.sheet, m.cell, m.expected, m.actual) for m in v.mismatches] == \
+        [(sheet, address, "insufficient", "excellent")]
+    assert f"'{sheet}'!{address}" in render_verification(v)
+
+
+def test_a_wrong_array_formula_names_its_cells(filled: Filled, tmp_path: Path) -> None:
+    path = copy_of(filled("exclusions", "formulas"), tmp_path)
+    wb = openpyxl.load_workbook(path)
+    lo = read_layout(wb, path)
+    ws = wb[lo.title("consistency")]
+    col = lo.cons_col("predicted")
+    anchor = ws[f"{col}{lo.cons_first}"].value
+    ws[f"{col}{lo.cons_first}"] = ArrayFormula(anchor.ref, anchor.text.replace("/", "*1.01/", 1))
+    wb.save(path)
+
+    v = verify(path).verification
+    assert not v.ok
+    wrong = {m.cell for m in v.mismatches if m.sheet == ws.title and m.cell.startswith(col)}
+    predicted_rows = sum(1 for c in filled("exclusions", "formulas").analysis.checks if c.predicted_tps is not None)
+    assert len(wrong) == predicted_rows
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: verify.compare only looks at cells that still hold formulas; "
+                   "a formula cell overwritten with a typed constant is silently skipped")
+def test_a_formula_overwritten_with_a_constant_is_reported(filled: Filled, tmp_path: Path) -> None:
+    path = copy_of(filled("article", "formulas"), tmp_path)
+    wb = openpyxl.load_workbook(path)
+    lo = read_layout(wb, path)
+    sheet, address = sheet_and_cell(lo, "Verdict")
+    wb[sheet][address] = "excellent"  # typed over the formula; nothing depends on the verdict
+    wb.save(path)
+
+    v = verify(path).verification
+    assert not v.ok
+    assert f"'{sheet}'!{address}" in render_verification(v)
+
+
+# --- the template -----------------------------------------------------------------------
+
+def build(tmp_path: Path, *args: str) -> Path:
+    out = tmp_path / "built.xlsx"
+    result = CliRunner().invoke(main, ["build", "template", "-o", str(out), *args])
+    assert result.exit_code == 0, result.output
+    assert f"wrote {out}" in result.output
+    return out
+
+
+def parts(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as zf:
+        return {name: zf.read(name) for name in zf.namelist()}
+
+
+def without_modified(core: bytes) -> bytes:
+    start, end = core.find(b"<dcterms:modified"), core.find(b"</dcterms:modified>")
+    assert 0 <= start < end
+    return core[:start] + core[end:]
+
+
+def test_committed_template_is_what_build_template_builds(tmp_path: Path) -> None:
+    built, committed = parts(build(tmp_path)), parts(TEMPLATE)
+    assert sorted(built) == sorted(committed)
+    differing = [name for name in built if built[name] != committed[name] and name != "docProps/core.xml"]
+    assert differing == []
+    assert without_modified(built["docProps/core.xml"]) == without_modified(committed["docProps/core.xml"])
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: build.py sets wb.properties.modified, but openpyxl's save "
+                   "overwrites it with the current time, so docProps/core.xml differs on every build")
+def test_template_build_is_byte_for_byte_reproducible(tmp_path: Path) -> None:
+    built, committed = parts(build(tmp_path)), parts(TEMPLATE)
+    assert built["docProps/core.xml"] == committed["docProps/core.xml"]
+
+
+def test_template_english_sheet_names(tmp_path: Path) -> None:
+    wb = openpyxl.load_workbook(build(tmp_path, "--lang", "en"))
+    assert wb.sheetnames[:5] == ["README", "RawData", "Calibration", "Consistency", "Derivation"]
+    assert wb[META_SHEET].sheet_state == "hidden"
+    assert wb.defined_names["BaseTPS"].attr_text == "'Calibration'!$C$9"
+    assert wb["RawData"]["A1"].value == "exp_id"
+
+
+def test_template_default_is_chinese(tmp_path: Path) -> None:
+    wb = openpyxl.load_workbook(build(tmp_path))
+    assert wb.sheetnames[:5] == ["说明", "原始数据", "系数标定", "自洽检验", "双向推导"]
+    assert wb[META_SHEET].sheet_state == "hidden"
+
+
+@pytest.mark.parametrize("rows", [25, 300])
+def test_template_rows_resizes_every_column_formula(rows: int, tmp_path: Path) -> None:
+    path = build(tmp_path, "--rows", str(rows), "--lang", "en")
+    wb = openpyxl.load_workbook(path)
+    lo = read_layout(wb, path)
+    assert lo.rows == rows
+    for key in RAW_FORMULA_KEYS:
+        col = lo.raw_col(key)
+        assert wb["RawData"][f"{col}{lo.raw_first}"].value.ref == f"{col}{lo.raw_first}:{col}{rows + 1}"
+    col = lo.cons_col("role")
+    last = lo.cons_first + rows - 1
+    assert wb["Consistency"][f"{col}{lo.cons_first}"].value.ref == f"{col}{lo.cons_first}:{col}{last}"
+    count_checks = wb["Consistency"][f"B{lo.summary_rows['check_rows']}"].value
+    assert f"${col}${lo.cons_first}:${col}${last}" in count_checks
