@@ -37,7 +37,10 @@ Interaction check (is the separable model true?). Residuals are averaged per
 cell. A cell breaks the separable model when its mean residual is significant
 (|mean| > t·se at 90% two-sided, Bonferroni over the cells of its kind, se from the hat
 matrix) *and* large (at least 10% in TPS). Single-row cells rarely pass the first test:
-without replicates an interaction cannot be told from noise. A rate-limit plateau is
+without replicates an interaction cannot be told from noise. An interaction in one cell
+also leaves smaller residuals of the opposite sign in the other cells of its row and
+column; with only two levels of a factor they are as large, and the check reports both
+cells, since the data cannot say which one is off. A rate-limit plateau is
 reported when, for a (model, max_tokens), the median TPS at the highest measured
 concurrency is within 5% of that at the next level down (concurrency at least 1.5x)
 while the fitted f predicts at least 10% growth between them.

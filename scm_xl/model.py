@@ -310,10 +310,12 @@ def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> lis
     factor = 1 + settings.monotonic_tolerance_pct / 100 + MONOTONIC_EPSILON
     catalog = settings.catalog or physics_catalog()
     nbytes = physics_bytes(settings.physics_precision)
+    groups: dict[tuple[str, int], list[int]] = {}
+    for j, other in enumerate(rows):
+        groups.setdefault((other.model.casefold(), other.max_tokens), []).append(j)
     statuses = []
     for i, row in enumerate(rows):
-        same_group = [j for j, other in enumerate(rows)
-                      if same_model(other.model, row.model) and other.max_tokens == row.max_tokens]
+        same_group = groups[(row.model.casefold(), row.max_tokens)]
         threshold = tps[i] * factor
         violations = sum(1 for j in same_group
                          if eligible[j] and rows[j].concurrency < row.concurrency and tps[j] > threshold)

@@ -21,6 +21,7 @@ Per cell (model names compared case-insensitively, as spreadsheet criteria do):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -118,14 +119,10 @@ def median_statuses(statuses: Sequence[RowStatus]) -> list[RowStatus]:
     """One included status per cell of the included rows, carrying the cell's median TPS.
 
     Feed these to `model.calibrate` or `lsq.fit` to calibrate on cell medians instead of
-    on every row; the exp_id is the cell's first row's.
+    on every row; each is the cell's first row's status with the median TPS.
     """
     result = []
     for cell in summarize([s for s in statuses if s.included and s.tps > 0]):
         first = next(s for s in statuses if s.exp_id == cell.exp_ids[0])
-        result.append(RowStatus(
-            exp_id=first.exp_id, model=cell.model, concurrency=cell.concurrency, max_tokens=cell.max_tokens,
-            tps=cell.median_tps, ln_tps=math.log(cell.median_tps), fault=False, eligible=True,
-            monotonic_violations=0, included=True, reason_code="",
-        ))
+        result.append(dataclasses.replace(first, tps=cell.median_tps, ln_tps=math.log(cell.median_tps)))
     return result

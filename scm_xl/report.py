@@ -51,6 +51,9 @@ def analysis_to_dict(analysis: Analysis, verification: Verification | None = Non
                 "role": ch.role,
                 "included": ch.status.included,
                 "reason": ch.status.reason("en"),
+                "physics_warnings": ch.status.physics.codes(),
+                "physics": ch.status.physics.text("en"),
+                "per_stream_ceiling_tps": ch.status.physics.ceiling_tps,
                 "identifies": list(ch.identifies),
                 "missing": list(ch.missing),
             }

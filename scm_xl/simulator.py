@@ -1,9 +1,10 @@
 """A built-in OpenAI-compatible endpoint: no GPU, no key, loopback by default.
 
 It serves `/v1/chat/completions` (SSE streaming and plain JSON) and
-`/v1/models`, on raw asyncio (a minimal HTTP/1.1 server with keep-alive and
-chunked transfer encoding) so that one core sustains thousands of streams and
-the simulator is never the bottleneck when the collector is benchmarked.
+`/v1/models`, on a raw asyncio protocol (a minimal HTTP/1.1 server with
+keep-alive and chunked transfer encoding) so that one core sustains thousands
+of streams and the simulator is never the bottleneck when the collector is
+benchmarked.
 
 Token timing, in order of precedence:
 
@@ -55,8 +56,6 @@ LOOPBACK = "127.0.0.1"
 # Tokens the simulator "generates": one per chunk, cycled.
 _WORDS = (" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".")
 
-# Stop writing to a stream whose socket buffer holds more than this (a slow reader).
-_WRITE_HIGH_WATER = 256 * 1024
 _MAX_HEADER_BYTES = 64 * 1024
 _MAX_BODY_BYTES = 16 * 1024 * 1024
 
@@ -153,17 +152,17 @@ class _Sequence:
     """One request being generated."""
 
     __slots__ = (
-        "server", "writer", "transport", "stream", "include_usage", "prompt_tokens", "max_tokens",
+        "server", "connection", "transport", "stream", "include_usage", "prompt_tokens", "max_tokens",
         "min_tokens", "eos_prob", "produced", "finish_reason", "stall_at", "stall_until", "truncate_at",
-        "chunks", "done", "ident", "created", "model", "received_at", "first_at", "last_at", "max_gap",
+        "chunks", "closed", "ident", "created", "model", "received_at", "first_at", "last_at", "max_gap",
     )
 
-    def __init__(self, server: SimServer, writer: asyncio.StreamWriter, *, stream: bool, include_usage: bool,
+    def __init__(self, server: SimServer, connection: _HTTPConnection, *, stream: bool, include_usage: bool,
                  prompt_tokens: int, max_tokens: int, min_tokens: int, eos_prob: float, model: str,
                  stall_at: int, truncate_at: int, received_at: float) -> None:
         self.server = server
-        self.writer = writer
-        self.transport = writer.transport
+        self.connection = connection
+        self.transport = connection.transport
         self.stream = stream
         self.include_usage = include_usage
         self.prompt_tokens = prompt_tokens
@@ -175,7 +174,7 @@ class _Sequence:
         self.stall_at = stall_at  # 0: never
         self.stall_until = 0.0
         self.truncate_at = truncate_at  # 0: never
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.closed = False
         server._ids += 1
         self.ident = f"chatcmpl-sim{server._ids}"
         self.created = int(time.time())
@@ -208,11 +207,12 @@ class _Sequence:
 
     def emit(self, now: float) -> bool:
         """Produce one token at `now`; False once the sequence is finished."""
-        if self.transport.is_closing():
+        connection = self.connection
+        if connection.closed:
             self._close(now, aborted=True)
             return False
-        if self.stream and self.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-            return True  # the reader is behind: it gets no token this step
+        if connection.paused:
+            return True  # the reader is behind (flow control): it gets no token this step
         produced = self.produced + 1
         self.produced = produced
         if self.stream:
@@ -263,8 +263,13 @@ class _Sequence:
         self._close(now, aborted=False)
 
     def _close(self, now: float, *, aborted: bool) -> None:
-        stats = self.server._stats
-        self.server._recent.append((self.received_at, self.first_at, self.last_at, self.produced, not aborted))
+        if self.closed:
+            return
+        self.closed = True
+        server = self.server
+        server._in_flight -= 1
+        stats = server._stats
+        server._recent.append((self.received_at, self.first_at, self.last_at, self.produced, not aborted))
         if self.produced:
             stats.tokens += self.produced
             stats.ttft_sum_s += self.first_at - self.received_at
@@ -277,8 +282,103 @@ class _Sequence:
         if not aborted:
             stats.completed += 1
             stats.last_byte_at = now
-        if not self.done.done():
-            self.done.set_result(None)
+            self.connection.response_done()
+
+
+class _HTTPConnection(asyncio.Protocol):
+    """One client connection: minimal HTTP/1.1 (keep-alive, Content-Length request bodies).
+
+    A request counts as received when the data that completed it was read
+    from the socket, so the simulator's own TTFT includes its queueing.
+    """
+
+    def __init__(self, server: SimServer) -> None:
+        self.server = server
+        self.transport: Any = None
+        self.buffer = b""
+        self.busy = False  # a response is in progress
+        self.keep_alive = True
+        self.closed = False
+        self.paused = False
+        self.resumed: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.server._connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        arrived = time.perf_counter()
+        self.buffer = self.buffer + data if self.buffer else data
+        if not self.busy:
+            self._next_request(arrived)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server._connections.discard(self)
+        self.resume_writing()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.resumed is not None and not self.resumed.done():
+            self.resumed.set_result(None)
+
+    async def writable(self) -> None:
+        """Wait while the client reads slower than we write."""
+        while self.paused and not self.closed:
+            self.resumed = asyncio.get_running_loop().create_future()
+            await self.resumed
+
+    def reply(self, response: bytes) -> None:
+        """Send a whole response and go on to the next request."""
+        self.transport.write(response)
+        self.response_done()
+
+    def fail(self, response: bytes) -> None:
+        """Send an error response and close (the request could not be framed)."""
+        self.transport.write(response)
+        self.keep_alive = False
+        self.response_done()
+
+    def response_done(self) -> None:
+        self.busy = False
+        if not self.keep_alive:
+            self.transport.close()
+        elif self.buffer and not self.closed:
+            self._next_request(time.perf_counter())  # a pipelined request
+
+    def _next_request(self, arrived: float) -> None:
+        buffer = self.buffer
+        head_end = buffer.find(b"\r\n\r\n")
+        if head_end < 0:
+            if len(buffer) > _MAX_HEADER_BYTES:
+                self.fail(_json_error(431, "request header too large"))
+            return
+        try:
+            method, target, headers = _parse_head(buffer[:head_end + 4])
+        except ValueError as exc:
+            self.fail(_json_error(400, str(exc)))
+            return
+        if headers.get("transfer-encoding", "identity").lower() != "identity":
+            self.fail(_json_error(411, "chunked request bodies are not supported"))
+            return
+        try:
+            length = int(headers.get("content-length", "0"))
+        except ValueError:
+            self.fail(_json_error(400, "bad content-length"))
+            return
+        if length < 0 or length > _MAX_BODY_BYTES:
+            self.fail(_json_error(413, "request body too large"))
+            return
+        end = head_end + 4 + length
+        if len(buffer) < end:
+            return  # the body is still coming
+        self.buffer = buffer[end:]
+        self.keep_alive = headers.get("connection", "").lower() != "close"
+        self.busy = True
+        self.server._dispatch(self, method, target, buffer[head_end + 4:end], arrived)
 
 
 class SimServer:
@@ -287,11 +387,10 @@ class SimServer:
     def __init__(self, config: SimConfig | None = None) -> None:
         self.config = config or SimConfig()
         self._rng = random.Random(self.config.seed)
-        self._server: asyncio.base_events.Server | None = None
+        self._server: asyncio.AbstractServer | None = None
         self._decode_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._handlers: set[asyncio.Task[Any]] = set()
+        self._connections: set[_HTTPConnection] = set()
         self._active: list[_Sequence] = []
         self._joining: list[_Sequence] = []
         self._wake: asyncio.Event | None = None
@@ -326,10 +425,9 @@ class SimServer:
 
     async def start(self) -> tuple[str, int]:
         self._wake = asyncio.Event()
-        self._server = await asyncio.start_server(
-            self._handle_connection, self.config.host, self.config.port,
-            limit=_MAX_HEADER_BYTES, backlog=4096, reuse_address=True,
-        )
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _HTTPConnection(self), self.config.host, self.config.port, backlog=4096, reuse_address=True)
         sockname = self._server.sockets[0].getsockname()
         self.host, self.port = sockname[0], sockname[1]
         if not self.config.fixed_delay:
@@ -339,9 +437,9 @@ class SimServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        tasks = list(self._tasks) + list(self._handlers)
+        for connection in list(self._connections):
+            connection.transport.abort()
+        tasks = list(self._tasks)
         if self._decode_task is not None:
             tasks.append(self._decode_task)
         for task in tasks:
@@ -402,95 +500,56 @@ class SimServer:
             self._active = still
 
     async def _run_fixed(self, seq: _Sequence) -> None:
-        """Fixed-delay timing: first token at ttft_s, then one per itl_s (absolute deadlines)."""
+        """Fixed-delay timing: first token ttft_s after the request arrived, then one per itl_s.
+
+        Deadlines are absolute (from the arrival time), so lateness does not accumulate.
+        """
         config = self.config
-        loop = asyncio.get_running_loop()
         ttft = config.ttft_s or 0.0
         itl = config.itl_s or 0.0
-        start = loop.time()
+        start = seq.received_at
+        perf = time.perf_counter
         index = 0
         while True:
             if seq.stall_at and index + 1 == seq.stall_at:
                 start += config.stall_s
-            delay = start + ttft + index * itl - loop.time()
+            delay = start + ttft + index * itl - perf()
             if delay > 0:
                 await asyncio.sleep(delay)
             elif index % 64 == 63:
                 await asyncio.sleep(0)  # zero delays: let other streams run
-            if seq.stream and seq.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-                await seq.writer.drain()
-            if not seq.emit(time.perf_counter()):
+            if seq.connection.paused:
+                await seq.connection.writable()
+            if not seq.emit(perf()):
                 return
             index += 1
 
     # -- HTTP ----------------------------------------------------------------
 
-    async def _handle_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
-        handler = asyncio.current_task()
-        if handler is not None:
-            self._handlers.add(handler)
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.LimitOverrunError:
-                    writer.write(_json_error(431, "request header too large"))
-                    return
-                try:
-                    method, target, headers = _parse_head(head)
-                except ValueError as exc:
-                    writer.write(_json_error(400, str(exc)))
-                    return
-                if headers.get("transfer-encoding", "identity").lower() != "identity":
-                    writer.write(_json_error(411, "chunked request bodies are not supported"))
-                    return
-                try:
-                    length = int(headers.get("content-length", "0"))
-                except ValueError:
-                    writer.write(_json_error(400, "bad content-length"))
-                    return
-                if length < 0 or length > _MAX_BODY_BYTES:
-                    writer.write(_json_error(413, "request body too large"))
-                    return
-                body = await reader.readexactly(length) if length else b""
-                received_at = time.perf_counter()
-                await self._dispatch(method, target, body, writer, received_at)
-                if headers.get("connection", "").lower() == "close":
-                    return
-                if writer.transport.get_write_buffer_size():
-                    await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            self._writers.discard(writer)
-            self._handlers.discard(handler)  # type: ignore[arg-type]
-            writer.close()
-
-    async def _dispatch(self, method: str, target: str, body: bytes, writer: asyncio.StreamWriter,
-                        received_at: float) -> None:
+    def _dispatch(self, connection: _HTTPConnection, method: str, target: str, body: bytes,
+                  received_at: float) -> None:
         path = target.split("?", 1)[0].rstrip("/")
         if path == "/v1/chat/completions":
             if method != "POST":
-                writer.write(_json_error(405, "use POST"))
-                return
-            await self._chat_completion(body, writer, received_at)
+                connection.reply(_json_error(405, "use POST"))
+            else:
+                self._chat_completion(connection, body, received_at)
         elif path == "/v1/models":
-            writer.write(_json_response(200, {"object": "list", "data": [
+            connection.reply(_json_response(200, {"object": "list", "data": [
                 {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "scm-xl-sim"}]}))
         elif path == "/sim/stats":
-            writer.write(_json_response(200, self.stats()))
+            connection.reply(_json_response(200, self.stats()))
         elif path == "/sim/requests":
-            writer.write(_json_response(200, self.recent_requests()))
+            connection.reply(_json_response(200, self.recent_requests()))
         elif path == "/sim/reset" and method == "POST":
             self.reset_stats()
-            writer.write(_json_response(200, {"ok": True}))
+            connection.reply(_json_response(200, {"ok": True}))
         elif path in ("/health", "/v1/health"):
-            writer.write(_json_response(200, {"ok": True}))
+            connection.reply(_json_response(200, {"ok": True}))
         else:
-            writer.write(_json_error(404, f"no route for {method} {path}"))
+            connection.reply(_json_error(404, f"no route for {method} {path}"))
 
-    async def _chat_completion(self, body: bytes, writer: asyncio.StreamWriter, received_at: float) -> None:
+    def _chat_completion(self, connection: _HTTPConnection, body: bytes, received_at: float) -> None:
         config = self.config
         try:
             request = json.loads(body)
@@ -510,51 +569,47 @@ class SimServer:
             if not isinstance(model, str):
                 raise ValueError("'model' must be a string")
         except (ValueError, TypeError, AttributeError) as exc:
-            writer.write(_json_error(400, f"bad request: {exc}"))
+            connection.reply(_json_error(400, f"bad request: {exc}"))
             return
         stats = self._stats
         stats.requests += 1
         if stats.first_request_at is None:
             stats.first_request_at = received_at
         if config.strict_model and model != config.model_name:
-            writer.write(_json_error(404, f"the model {model!r} does not exist", code="model_not_found"))
+            connection.reply(_json_error(404, f"the model {model!r} does not exist", code="model_not_found"))
             return
         if config.max_concurrency and self._in_flight >= config.max_concurrency:
             stats.rejected_429 += 1
-            writer.write(_json_error(429, "too many concurrent requests", code="rate_limit_exceeded",
-                                     headers={"retry-after": f"{config.retry_after_s:g}"}))
+            connection.reply(_json_error(429, "too many concurrent requests", code="rate_limit_exceeded",
+                                         headers={"retry-after": f"{config.retry_after_s:g}"}))
             return
         rng = self._rng
         if config.error_rate and rng.random() < config.error_rate:
             stats.errors_500 += 1
-            writer.write(_json_error(500, "simulated internal error", code="internal_error"))
+            connection.reply(_json_error(500, "simulated internal error", code="internal_error"))
             return
         stall_at = rng.randint(1, max_tokens) if config.stall_prob and rng.random() < config.stall_prob else 0
         truncate_at = 0
         if stream and config.truncate_prob and rng.random() < config.truncate_prob:
             truncate_at = rng.randint(1, max(1, max_tokens - 1))
         eos_prob = 0.0 if request.get("ignore_eos") else config.eos_prob
-        seq = _Sequence(self, writer, stream=stream, include_usage=include_usage,
+        seq = _Sequence(self, connection, stream=stream, include_usage=include_usage,
                         prompt_tokens=self._prompt_tokens(messages), max_tokens=max_tokens,
                         min_tokens=min_tokens, eos_prob=eos_prob, model=model, stall_at=stall_at,
                         truncate_at=truncate_at, received_at=received_at)
         self._in_flight += 1
         if self._in_flight > stats.max_active:
             stats.max_active = self._in_flight
-        try:
-            if stream:
-                seq.start_stream()
-            if config.fixed_delay:
-                task = asyncio.create_task(self._run_fixed(seq))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            else:
-                self._joining.append(seq)
-                assert self._wake is not None
-                self._wake.set()
-            await seq.done
-        finally:
-            self._in_flight -= 1
+        if stream:
+            seq.start_stream()
+        if config.fixed_delay:
+            task = asyncio.get_running_loop().create_task(self._run_fixed(seq))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            self._joining.append(seq)
+            assert self._wake is not None
+            self._wake.set()
 
     def _prompt_tokens(self, messages: list[Any]) -> int:
         chars = 0

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-from openpyxl.styles import Font
 from click.testing import CliRunner, Result
 from data.gen import sparse_design, write_csv
+from openpyxl.styles import Font
+from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.cli import main
 from scm_xl.results import read_results
@@ -42,7 +43,7 @@ def assert_usage_error(result: Result, message: str) -> None:
     assert result.stderr.startswith(f"Error: {message}"), result.stderr
 
 
-def raw_row_of(ws: openpyxl.worksheet.worksheet.Worksheet, layout: Layout, exp_id: str) -> int:
+def raw_row_of(ws: Worksheet, layout: Layout, exp_id: str) -> int:
     col = layout.raw_col("exp_id")
     return next(r for r in range(layout.raw_first, layout.raw_last + 1) if ws[f"{col}{r}"].value == exp_id)
 
@@ -52,6 +53,7 @@ def article_fill(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, Path
     folder = tmp_path_factory.mktemp("article")
     workbook, report = folder / "article.xlsx", folder / "report.json"
     result = run("fill", ARTICLE, "-o", workbook, "--json", report)
+    assert_ok(result)
     return result, workbook, json.loads(report.read_text(encoding="utf-8"))
 
 
@@ -261,7 +263,7 @@ def test_fill_into_a_users_workbook_keeps_hand_set_cells_and_overrides(tmp_path:
     assert e03_after != e03_before  # it moved with the new order, and the override followed it
     assert raw[f"{lo.raw_col('override')}{e03_after}"].value == "exclude"
     assert raw[f"{lo.raw_col('override')}{e03_before}"].value is None
-    raw_row_of(raw, lo, "E08")
+    assert raw[f"{lo.raw_col('total_output_tokens')}{raw_row_of(raw, lo, 'E08')}"].value == 400
 
     data = json.loads(report.read_text(encoding="utf-8"))
     assert data["verification"]["mismatches"] == []
@@ -283,9 +285,11 @@ def test_fill_into_a_users_workbook_keeps_their_sheets(tmp_path: Path) -> None:
     assert (tmp_path / "mine.bak.xlsx").is_file()
 
     wb = openpyxl.load_workbook(mine)
-    assert wb.sheetnames[:5] == [lo.title(k) for k in ("readme", "raw", "calibration", "consistency", "derivation")]
+    ours = [lo.title(k) for k in ("readme", "raw", "calibration", "consistency", "derivation")]
+    assert wb.sheetnames[:5] == ours
     sheet = wb[USER_SHEET]
-    assert [sheet[a].value for a in ("A1", "B1", "C1")] == ["我的笔记", 42, USER_FORMULA.format(raw=lo.title("raw"))]
+    user_formula = USER_FORMULA.format(raw=lo.title("raw"))
+    assert [sheet[a].value for a in ("A1", "B1", "C1")] == ["我的笔记", 42, user_formula]
     assert sheet["B1"].font.b and sheet["B1"].font.color.rgb == "00FF0000"
     assert sheet["B1"].number_format == "0.000"
     for (title, address), value in hand_set.items():
@@ -294,12 +298,26 @@ def test_fill_into_a_users_workbook_keeps_their_sheets(tmp_path: Path) -> None:
 
 # --- verify -------------------------------------------------------------------------------
 
-def test_verify_a_filled_workbook(article_fill: tuple[Result, Path, dict], tmp_path: Path) -> None:
+def test_verify_a_hand_broken_workbook_exits_1_naming_the_cell(article_fill: tuple[Result, Path, dict],
+                                                               tmp_path: Path) -> None:
+    path = tmp_path / "broken.xlsx"
+    shutil.copy(article_fill[1], path)
+    wb = openpyxl.load_workbook(path)
+    lo = read_layout(wb, path)
+    cell = lo.defined_names()["Verdict"]
+    wb[lo.title(cell.sheet)][cell.address] = '="excellent"'
+    wb.save(path)
+
     report = tmp_path / "verify.json"
-    result = run("verify", article_fill[1], "--json", report)
-    assert_ok(result)
-    assert "verified:" in result.stdout
-    assert json.loads(report.read_text(encoding="utf-8"))["verification"]["mismatches"] == []
+    result = run("verify", path, "--json", report)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert "MISMATCH: 1 of" in result.stdout
+    where = f"'{lo.title(cell.sheet)}'!{cell.address}"
+    assert f"{where}: workbook 'excellent', reference 'insufficient'" in result.stdout
+    mismatches = json.loads(report.read_text(encoding="utf-8"))["verification"]["mismatches"]
+    assert mismatches == [{"sheet": lo.title(cell.sheet), "cell": cell.address,
+                           "expected": "insufficient", "actual": "excellent"}]
 
 
 def test_verify_a_workbook_that_is_not_ours(tmp_path: Path) -> None:
@@ -392,5 +410,6 @@ def test_excel_engine_here_is_a_clear_error(article_fill: tuple[Result, Path, di
                    "failed fill (exit 2) still writes or overwrites the workbook")
 def test_fill_with_an_unavailable_engine_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "new.xlsx"
-    assert_usage_error(run("fill", ARTICLE, "-o", out, "--engine", "excel"), "the excel engine needs Microsoft Excel")
+    assert_usage_error(run("fill", ARTICLE, "-o", out, "--engine", "excel"),
+                       "the excel engine needs Microsoft Excel")
     assert not out.exists()

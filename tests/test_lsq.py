@@ -326,8 +326,10 @@ def test_planted_concurrency_by_length_interaction_is_found_and_located():
 
 def test_planted_model_by_concurrency_interaction_is_found():
     rng = np.random.default_rng(8)
-    rows = simulate(full(models=("Alpha", "Beta"), concurrency=(1, 2, 4, 8)), repeats=4, sigma=0.03, rng=rng,
-                    effect=lambda m, c, length: 0.6 if (m, c) == ("Beta", 4) else 1.0)
+    # Three models: with two, a cell's interaction shows as an equal and opposite residual in
+    # the other model's cell, and cannot be attributed to either.
+    rows = simulate(full(models=tuple(C), concurrency=(1, 2, 4, 8)), repeats=4, sigma=0.03, rng=rng,
+                    effect=lambda m, c, length: 0.75 if (m, c) == ("Beta", 4) else 1.0)
     check = lsq.interaction_check(lsq.fit(filter_rows(rows)), filter_rows(rows))
     located = [(c.kind, c.model, c.concurrency) for c in check.broken if c.kind == "model x concurrency"]
     assert located == [("model x concurrency", "Beta", 4)]

@@ -62,16 +62,18 @@ def _print_report(report, json_path: str | None) -> None:
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True,
               help="Language of a new workbook.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output without keeping a .bak copy.")
+@click.option("--strict-physics/--physics-warnings", default=None,
+              help="Exclude rows with physics warnings (sets the workbook switch); default: keep the workbook's.")
 @handle_errors
 def fill(results: str, workbook: str | None, output: str | None, engine: str, json_path: str | None,
-         lang: str, force: bool) -> None:
+         lang: str, force: bool, strict_physics: bool | None) -> None:
     """Write RESULTS (a results CSV) into the workbook, recalculate it with a
     real engine, and compare every formula cell with the Python reference.
     Exits 1 if any cell disagrees."""
     from scm_xl.workbook.fill import fill as run_fill
 
     report = run_fill(results, workbook=workbook, output=output, engine=engine, lang=lang,  # type: ignore[arg-type]
-                      force=force)
+                      force=force, strict_physics=strict_physics)
     if report.backup:
         click.echo(f"kept the previous file as {report.backup}", err=True)
     click.echo(f"wrote {report.path}")
@@ -102,14 +104,17 @@ def verify(workbook: str, engine: str, json_path: str | None) -> None:
 @click.option("--max-tokens", type=click.IntRange(min=1), required=True)
 @click.option("--model", help="Model (default: the base model).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--strict-physics/--physics-warnings", default=None,
+              help="Exclude rows with physics warnings (default: the workbook's switch; off for a CSV).")
 @handle_errors
-def predict(source: str, concurrency: float, max_tokens: int, model: str | None, as_json: bool) -> None:
+def predict(source: str, concurrency: float, max_tokens: int, model: str | None, as_json: bool,
+            strict_physics: bool | None) -> None:
     """Forward: the predicted TPS at a configuration. SOURCE is a results CSV or a filled workbook."""
     from scm_xl.model import predict as run_predict
     from scm_xl.report import prediction_to_dict
     from scm_xl.workbook.fill import analysis_from_source
 
-    analysis, _ = analysis_from_source(source)
+    analysis, _ = analysis_from_source(source, strict_physics=strict_physics)
     prediction = run_predict(analysis.calibration, concurrency, max_tokens, model)
     if as_json:
         click.echo(json.dumps(prediction_to_dict(prediction)))

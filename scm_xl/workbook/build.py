@@ -18,7 +18,7 @@ from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
-from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, write_tables
+from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_formulas, write_tables
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.layout import (
     CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
@@ -180,11 +180,23 @@ def _header(ws: Worksheet, row: int, col: int, columns: tuple[Column, ...], lang
 
 
 def _array(ws: Worksheet, col: str, first: int, last: int, formula: str, fill: PatternFill = FORMULA_FILL,
-           number_format: str | None = None) -> None:
+           number_format: str | None = None, column_style: bool = False) -> None:
+    """One CSE array formula over a column range.
+
+    column_style styles the whole sheet column instead of each cell: the per-row tables
+    fill whole columns, and thousands of styled empty cells slow every engine's load.
+    """
     ref = f"{col}{first}:{col}{last}"
     ws[f"{col}{first}"] = ArrayFormula(ref, formula)
-    for row in range(first, last + 1):
-        cell = ws[f"{col}{row}"]
+    if column_style:
+        dim = ws.column_dimensions[col]
+        dim.fill = fill
+        if number_format:
+            dim.number_format = number_format
+        cells = [ws[f"{col}{first}"]]
+    else:
+        cells = [ws[f"{col}{row}"] for row in range(first, last + 1)]
+    for cell in cells:
         cell.fill = fill
         if number_format:
             cell.number_format = number_format
@@ -230,14 +242,12 @@ def build_workbook(layout: Layout) -> Workbook:
     _header(ws, layout.raw_header_row, 1, RAW_COLUMNS, lang)
     ws.freeze_panes = "B2"
     for column in RAW_COLUMNS:
-        col = layout.raw_col(column.key)
         if column.kind == "input":
-            for row in range(layout.raw_first, layout.raw_last + 1):
-                ws[f"{col}{row}"].fill = INPUT_FILL
+            ws.column_dimensions[layout.raw_col(column.key)].fill = INPUT_FILL
     number_formats = {"tps": "0.00", "ln_tps": "0.0000"}
     for key, formula in fx.raw_columns().items():
         _array(ws, layout.raw_col(key), layout.raw_first, layout.raw_last, formula,
-               number_format=number_formats.get(key))
+               number_format=number_formats.get(key), column_style=True)
     _validations(ws, layout)
 
     # -- calibration ----------------------------------------------------------
@@ -312,7 +322,7 @@ def build_workbook(layout: Layout) -> Workbook:
                     "deviation": "0.00", "deviation_pct": "0.0", "check_abs_pct": "0.0"}
     for key, formula in fx.consistency_columns().items():
         _array(ws, layout.cons_col(key), layout.cons_first, layout.cons_last, formula,
-               number_format=cons_formats.get(key))
+               number_format=cons_formats.get(key), column_style=True)
 
     # -- derivation -------------------------------------------------------------
     ws = sheets["derivation"]
@@ -321,6 +331,12 @@ def build_workbook(layout: Layout) -> Workbook:
     # -- first principles: the roofline calculator and the catalog ---------------
     ws = sheets["first_principles"]
     write_tables(ws, catalog_layout)
+    for field, formula in physics_column_formulas(catalog_layout, layout.name_ref("PhysicsBytes")).items():
+        col = get_column_letter(catalog_layout.model_col(field))
+        ws[f"{col}{catalog_layout.model_header}"] = field
+        ws[f"{col}{catalog_layout.model_header}"].font = HEADER_FONT
+        ws[f"{col}{catalog_layout.model_header}"].fill = HEADER_FILL
+        _array(ws, col, catalog_layout.model_first, catalog_layout.model_last, formula)
 
     # -- defined names and meta -------------------------------------------------
     for name, cell in layout.defined_names().items():

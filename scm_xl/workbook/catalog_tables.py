@@ -25,6 +25,9 @@ GPU_FIELDS = ("id", "key", "name", "memory_bytes", "memory_bandwidth", "bf16_flo
 MODEL_FIELDS = ("id", "key", "name", "total_params", "active_params", "layers", "hidden_size",
                 "attention_heads", "kv_heads", "head_dim", "vocab_size", "kv_lora_rank", "qk_rope_head_dim",
                 "sources")
+# Formula columns beside the model table, at the physics checks' precision (calibration sheet):
+# what each raw row looks up, so a row needs three lookups instead of nine.
+PHYSICS_FIELDS = ("phys_weight_bytes", "phys_read_bytes", "phys_kv_bytes_per_token")
 ALIAS_FIELDS = ("alias", "id")
 PRECISION_FIELDS = ("precision", "bytes")
 # Columns where each table starts (1-based).
@@ -134,7 +137,12 @@ class CatalogLayout:
         return self._ref(GPU_COL + GPU_FIELDS.index(field), self.gpu_first, self.gpu_last)
 
     def model(self, field: str) -> str:
-        return self._ref(MODEL_COL + MODEL_FIELDS.index(field), self.model_first, self.model_last)
+        return self._ref(self.model_col(field), self.model_first, self.model_last)
+
+    def model_col(self, field: str) -> int:
+        if field in PHYSICS_FIELDS:
+            return MODEL_COL + len(MODEL_FIELDS) + PHYSICS_FIELDS.index(field)
+        return MODEL_COL + MODEL_FIELDS.index(field)
 
     def model_alias(self, field: str) -> str:
         return self._ref(MODEL_ALIAS_COL + ALIAS_FIELDS.index(field), self.alias_header + 1, self.model_alias_last)
@@ -187,3 +195,28 @@ def write_tables(ws: Worksheet, cl: CatalogLayout) -> None:
         ws.cell(row=cl.alias_header + i, column=PRECISION_COL + 1, value=nbytes)
     for col, width in ((1, 6), (2, 14), (3, 26)):
         ws.column_dimensions[get_column_letter(col)].width = width
+
+
+def physics_column_formulas(cl: CatalogLayout, bytes_ref: str) -> dict[str, str]:
+    """Array formulas (over the model rows) of the per-model figures the physics checks use."""
+    def col(field: str) -> str:
+        return cl.model(field)
+
+    return {
+        "phys_weight_bytes": f"={col('total_params')}*{bytes_ref}",
+        "phys_read_bytes": f"={col('active_params')}*{bytes_ref}",
+        "phys_kv_bytes_per_token": (
+            f"=IF({col('kv_lora_rank')}>0,{col('layers')}*({col('kv_lora_rank')}+{col('qk_rope_head_dim')})"
+            f"*{bytes_ref},2*{col('layers')}*{col('kv_heads')}*{col('head_dim')}*{bytes_ref})"
+        ),
+    }
+
+
+def physics_column_values(spec: ModelSpec, nbytes: float) -> dict[str, float]:
+    """The reference for physics_column_formulas."""
+    if spec.kv_lora_rank:
+        kv = spec.layers * (spec.kv_lora_rank + (spec.qk_rope_head_dim or 0)) * nbytes
+    else:
+        kv = 2 * spec.layers * spec.kv_heads * spec.head_dim * nbytes
+    return {"phys_weight_bytes": spec.total_params * nbytes, "phys_read_bytes": spec.active_params * nbytes,
+            "phys_kv_bytes_per_token": kv}

@@ -12,6 +12,7 @@ from typing import Any
 from scm_xl.engines.base import CellError, CellValue
 from scm_xl.model import Analysis, Calibration, RowCheck, RowStatus, analyze, physics_bytes, same_model
 from scm_xl.results import ResultRow
+from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_values
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
     CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, Layout,
@@ -65,7 +66,18 @@ def expected_cells(layout: Layout, inputs: Inputs) -> tuple[Analysis, Expected]:
     _chart(exp, layout, analysis)
     _consistency(exp, layout, inputs, analysis)
     _derivation(exp, layout, inputs, analysis)
+    _catalog(exp, layout, analysis)
     return analysis, exp
+
+
+def _catalog(exp: Expected, layout: Layout, analysis: Analysis) -> None:
+    settings = analysis.settings
+    pc = settings.catalog or physics_catalog()
+    cl = CatalogLayout(layout.lang, pc)
+    nbytes = physics_bytes(settings.physics_precision)
+    for i, (_, spec) in enumerate(pc.models):
+        for field, value in physics_column_values(spec, nbytes).items():
+            exp[(cl.title, f"{get_column_letter(cl.model_col(field))}{cl.model_first + i}")] = value
 
 
 def _raw(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:

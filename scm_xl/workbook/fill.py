@@ -15,7 +15,9 @@ from scm_xl.results import ResultRow, read_results
 from scm_xl.verify import Verification, compare
 from scm_xl.workbook.build import build_workbook, save_atomic
 from scm_xl.workbook.expected import expected_cells
-from scm_xl.workbook.io import Inputs, check_model_names, load, read_inputs, read_layout, write_hand_set, write_rows
+from scm_xl.workbook.io import (
+    Inputs, check_model_names, load, read_inputs, read_layout, set_strict_physics, write_hand_set, write_rows,
+)
 from scm_xl.workbook.layout import SHEET_KEYS, Lang, Layout, fitted_layout
 
 
@@ -63,7 +65,12 @@ def _rebuild_into(user_wb: Workbook, layout: Layout) -> Workbook:
 
 
 def fill(results_path: str | Path, *, workbook: str | Path | None = None, output: str | Path | None = None,
-         engine: str = "formulas", lang: Lang = "zh", force: bool = False) -> WorkbookReport:
+         engine: str = "formulas", lang: Lang = "zh", force: bool = False,
+         strict_physics: bool | None = None) -> WorkbookReport:
+    """Write a results CSV into a fresh or existing workbook, save it, then verify it.
+
+    strict_physics sets the workbook's switch; None keeps what the workbook has.
+    """
     table = read_results(results_path)
     rows = table.rows
     check_model_names(rows, where=str(results_path))
@@ -84,6 +91,8 @@ def fill(results_path: str | Path, *, workbook: str | Path | None = None, output
         wb = build_workbook(layout)
         target = Path(output) if output else Path(Path(results_path).stem + ".xlsx")
     write_rows(wb, layout, rows)
+    if strict_physics is not None:
+        set_strict_physics(wb, layout, strict_physics)
 
     backup = None
     if target.exists():
@@ -134,8 +143,13 @@ def verify(path: str | Path, *, engine: str = "formulas") -> WorkbookReport:
                           verification=verification, warnings=warnings)
 
 
-def analysis_from_source(source: str | Path) -> tuple[Analysis, Inputs | None]:
-    """The reference analysis of a results CSV or of a filled workbook's inputs."""
+def analysis_from_source(source: str | Path, *, strict_physics: bool | None = None) -> tuple[Analysis, Inputs | None]:
+    """The reference analysis of a results CSV or of a filled workbook's inputs.
+
+    strict_physics overrides the workbook's switch (None keeps it; a CSV defaults to warnings only).
+    """
+    from dataclasses import replace
+
     from scm_xl.model import Settings, analyze
 
     source = Path(source)
@@ -143,7 +157,10 @@ def analysis_from_source(source: str | Path) -> tuple[Analysis, Inputs | None]:
         wb = load(source)
         layout = read_layout(wb, source)
         inputs = read_inputs(wb, layout, source)
-        return analyze([row for _, row in inputs.rows], inputs.settings), inputs
+        settings = inputs.settings
+        if strict_physics is not None:
+            settings = replace(settings, strict_physics=strict_physics)
+        return analyze([row for _, row in inputs.rows], settings), inputs
     table = read_results(source)
     check_model_names(table.rows, where=str(source))
-    return analyze(table.rows, Settings()), None
+    return analyze(table.rows, Settings(strict_physics=bool(strict_physics))), None

@@ -125,7 +125,6 @@ class Formulas:
         t = self.lo.text
         cat = self.cat
         present = r("present")
-        nbytes = self.name("PhysicsBytes")
         eps = repr(MONOTONIC_EPSILON)
         conc, length, model = r("concurrency"), r("max_tokens"), r("model")
         group = f"{model},{model},{length},{length},{r('eligible')},1"
@@ -137,10 +136,6 @@ class Formulas:
             return f"SUMIFS({cat.gpu(name)},{cat.gpu('id')},{r('gpu_id')})"
 
         both = f"({r('model_id')}>0)*({r('gpu_id')}>0)"
-        kv_per_token = (
-            f"IF({mfield('kv_lora_rank')}>0,{mfield('layers')}*({mfield('kv_lora_rank')}+{mfield('qk_rope_head_dim')})"
-            f"*{nbytes},2*{mfield('layers')}*{mfield('kv_heads')}*{mfield('head_dim')}*{nbytes})"
-        )
         prompt = f"IF(ISNUMBER({r('prompt_tokens')}),{r('prompt_tokens')},0)"
         flags = [r("short_output"), r("superlinear"), r("over_ceiling"), r("kv_over")]
         pieces = [
@@ -182,14 +177,14 @@ class Formulas:
                 f">{conc}/{r('group_low_c')}*(1+{eps}))*1,0),0),0)"
             ),
             "ceiling": (
-                f"=IF({present}=1,IF({both}=1,{gfield('memory_bandwidth')}/({mfield('active_params')}*{nbytes}),"
+                f"=IF({present}=1,IF({both}=1,{gfield('memory_bandwidth')}/{mfield('phys_read_bytes')},"
                 f"\"\"),\"\")"
             ),
             "over_ceiling": (
                 f"=IF({present}=1,IF(ISNUMBER({r('ceiling')}),({r('tps')}/{conc}>{r('ceiling')}*(1+{eps}))*1,0),0)"
             ),
             "kv_over": (
-                f"=IF({present}=1,IF({both}=1,(({mfield('total_params')}*{nbytes}+{conc}*{kv_per_token}"
+                f"=IF({present}=1,IF({both}=1,(({mfield('phys_weight_bytes')}+{conc}*{mfield('phys_kv_bytes_per_token')}"
                 f"*({prompt}+{length}))>{gfield('memory_bytes')})*1,0),0)"
             ),
             "physics": f"=IF({present}=1,{'+'.join(flags)},\"\")",

@@ -227,3 +227,7 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
 
 def sheet(wb: Workbook, layout: Layout, key: str) -> Worksheet:
     return wb[layout.title(key)]
+
+
+def set_strict_physics(wb: Workbook, layout: Layout, strict: bool) -> None:
+    wb[layout.title("calibration")][f"B{layout.settings_rows['strict_physics']}"].value = 1 if strict else 0
