@@ -19,14 +19,20 @@ HTTP status and an error class. Every request ends in exactly one status:
 
     ok            a complete stream ([DONE] or a finish_reason), never throttled
     rate_limited  got at least one HTTP 429 (whether or not a retry then succeeded)
-    failed        anything else: error_class is http_4xx, http_5xx, timeout,
-                  connect_error, connection_error, truncated_stream,
-                  malformed_sse, line_too_long, stream_error or client_error
+    failed        anything else: error_class is http_4xx, http_5xx (or another
+                  http_Nxx), timeout, connect_error, connection_error,
+                  truncated_stream, malformed_sse, line_too_long (an SSE line
+                  over `max_line_bytes`), stream_error (an error event),
+                  not_streamed (a JSON answer) or client_error
 
 HTTP 429 is retried after Retry-After (capped at `max_retry_after_s`), at most
 `max_retries` times. Streams are sharded over several `httpx.AsyncClient`s
 (one per `streams_per_client` slots, at most `max_clients`), because one
-client stalls beyond about 128 concurrent streams.
+client on httpx's default transport stalls beyond about 128 concurrent
+streams. By default each client runs on `FastTransport`, a lean HTTP/1.1
+transport defined below: httpx's own spends most of the collector's CPU
+(see benchmarks/results/collector.md); `transport="httpx"` selects it, and
+"auto" does so when the environment sets a proxy.
 
 The API key lives in a `Secret`; it is sent only in the Authorization header
 and redacted from every message the collector records or raises.
@@ -46,6 +52,7 @@ import os
 import sys
 import time
 import tomllib
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,7 +172,9 @@ class CollectConfig:
     streams_per_client: int = 64
     max_clients: int = 16
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    transport: str = "fast"  # "fast": FastTransport; "httpx": httpx's own (proxies from the environment)
+    # "fast": FastTransport; "httpx": httpx's own (HTTP proxies); "auto": fast unless the
+    # environment sets a proxy for a non-loopback base URL
+    transport: str = "auto"
     gpu: str | None = None
 
     def __post_init__(self) -> None:
@@ -199,8 +208,8 @@ class CollectConfig:
         scheme = urlsplit(self.base_url).scheme
         if scheme not in ("http", "https") or not urlsplit(self.base_url).hostname:
             raise UsageError(f"base URL must be http(s)://host[:port]/path, got {self.base_url!r}")
-        if self.transport not in ("fast", "httpx"):
-            raise UsageError(f"transport must be 'fast' or 'httpx', got {self.transport!r}")
+        if self.transport not in ("auto", "fast", "httpx"):
+            raise UsageError(f"transport must be 'auto', 'fast' or 'httpx', got {self.transport!r}")
         if self.resume and self.overwrite:
             raise UsageError("--resume and --overwrite exclude each other")
 
@@ -533,7 +542,7 @@ class _Collector:
                                     self.config.max_retry_after_s)
             if response.status_code != 200:
                 detail = (await _read_limited(response)).decode("utf-8", "replace").strip()
-                record.error_class = "http_5xx" if response.status_code >= 500 else "http_4xx"
+                record.error_class = f"http_{response.status_code // 100}xx"
                 record.error = self._text(f"HTTP {response.status_code}: {detail}")
                 record.ended_at = time.perf_counter()
                 return None
@@ -557,6 +566,9 @@ class _Collector:
         iterator = response.aiter_bytes() if "content-encoding" in response.headers else response.stream
         clock = response.extensions.get("arrival_clock")  # FastTransport: when bytes left the socket
         try:
+            if "json" in response.headers.get("content-type", ""):
+                detail = (await _read_limited(response)).decode("utf-8", "replace")
+                raise _StreamError("not_streamed", f"the server answered JSON, not an event stream: {detail}")
             async for data in iterator:
                 now = clock.arrival if clock is not None else perf()
                 if pending:
@@ -1298,6 +1310,7 @@ async def run_collection(config: CollectConfig, *, client_factory: ClientFactory
                         raise
                     except Exception as exc:  # a bug must not print the key either
                         raise ScmXlError(collector._text(f"{point.exp_id} failed: {type(exc).__name__}: {exc}")) from None
+                    records.sort(key=lambda r: (not r.warmup, r.slot, r.seq))
                     append_requests(config.requests_csv, records, origin)
                     append_result(config.results_path, row)
                     report.rows.append(row)
@@ -1314,6 +1327,14 @@ async def run_collection(config: CollectConfig, *, client_factory: ClientFactory
     return report
 
 
+def _proxied(url: str) -> bool:
+    """Whether the environment routes `url` through a proxy (HTTPS_PROXY, ALL_PROXY, NO_PROXY...)."""
+    proxies = urllib.request.getproxies()
+    host = urlsplit(url).hostname or ""
+    scheme = urlsplit(url).scheme
+    return bool(proxies.get(scheme) or proxies.get("all")) and not urllib.request.proxy_bypass(host)
+
+
 def _make_clients(config: CollectConfig, factory: ClientFactory | None,
                   max_concurrency: int) -> tuple[list[httpx.AsyncClient], dict[int, FastTransport]]:
     """The clients slots are sharded over, and (for FastTransport clients) their transports."""
@@ -1322,7 +1343,7 @@ def _make_clients(config: CollectConfig, factory: ClientFactory | None,
         return [factory() for _ in range(count)], {}
     loopback = is_loopback_url(config.base_url)
     timeout = httpx.Timeout(config.timeout_s, pool=None)
-    if config.transport == "fast":
+    if config.transport == "fast" or config.transport == "auto" and (loopback or not _proxied(config.base_url)):
         clients, direct = [], {}
         for _ in range(count):
             transport = FastTransport()

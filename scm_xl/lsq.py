@@ -304,7 +304,7 @@ class LsqFit:
     rank: int
     dof: int
     sigma: float | None  # residual standard deviation of ln TPS; None without residual dof
-    covariance: np.ndarray  # of the log coefficients (sigma^2 pinv(X'X)); NaN where unidentified
+    covariance: np.ndarray  # of the log coefficients, sigma^2 pinv(X'X); NaN where unidentified or no dof
     confidence: float
     _levels: _Levels | None = field(repr=False, default=None)
     _beta: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))

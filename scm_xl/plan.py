@@ -197,6 +197,8 @@ def _check_levels(name: str, values: Sequence[int]) -> tuple[int, ...]:
 
 
 def _check_models(models: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(models, str):
+        models = (models,)
     cleaned = tuple(m.strip() for m in models)
     if not cleaned or any(not m for m in cleaned):
         raise UsageError("models must be one or more non-empty names")

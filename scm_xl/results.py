@@ -355,8 +355,8 @@ def _check_value(column: str, value: object) -> None:
     if isinstance(value, str):
         if column in REQUIRED_COLUMNS and not value.strip():
             raise InputError("required value is blank", column=column)
-        if column == "model":
-            _check_model_name(value)
+        if column in ("model", "gpu"):
+            _check_model_name(value, column)
         return
     if not isinstance(value, (int, float)):
         return
@@ -368,16 +368,20 @@ def _check_value(column: str, value: object) -> None:
         raise InputError(f"must not be negative, got {_format_cell(value)}", column=column)
 
 
-def _check_model_name(model: str) -> None:
+def _check_model_name(model: str, column: str = "model") -> None:
+    """Names are spreadsheet criteria (COUNTIFS, SUMIFS) in the workbook: keep them literal."""
     for char in _CRITERIA_WILDCARDS:
         if char in model:
-            raise InputError(f"model name {_quote(model)} contains '{char}', which acts as a "
-                             "wildcard in spreadsheet COUNTIFS criteria; rename the model",
-                             column="model")
+            raise InputError(f"{column} name {_quote(model)} contains '{char}', which acts as a "
+                             f"wildcard in spreadsheet COUNTIFS criteria; rename the {column}",
+                             column=column)
     if model[:1] in _CRITERIA_OPERATORS:
-        raise InputError(f"model name {_quote(model)} starts with '{model[0]}', which acts as "
+        raise InputError(f"{column} name {_quote(model)} starts with '{model[0]}', which acts as "
                          "a comparison operator in spreadsheet COUNTIFS criteria; "
-                         "rename the model", column="model")
+                         f"rename the {column}", column=column)
+    if _NUMBER.fullmatch(model.strip()):
+        raise InputError(f"{column} name {_quote(model)} is a number; spreadsheets compare it as one, "
+                         f"so give the {column} a name with a letter in it", column=column)
 
 
 def _row_warnings(where: str, row: ResultRow, given_tps: object, given_tps_text: str,

@@ -55,6 +55,8 @@ LOOPBACK = "127.0.0.1"
 
 # Tokens the simulator "generates": one per chunk, cycled.
 _WORDS = (" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".")
+_TOKEN_SUFFIXES = tuple(b'"delta":{"content":' + json.dumps(word).encode() + b'},"finish_reason":null}]}\n\n'
+                        for word in _WORDS)
 
 _MAX_HEADER_BYTES = 64 * 1024
 _MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -185,12 +187,8 @@ class _Sequence:
         self.max_gap = 0.0
         self.chunks: tuple[bytes, ...] = ()
         if stream:
-            prefix = self._chunk_prefix()
-            self.chunks = tuple(
-                _http_chunk(b"data: " + prefix + b'"delta":{"content":' + json.dumps(word).encode()
-                            + b'},"finish_reason":null}]}\n\n')
-                for word in _WORDS
-            )
+            prefix = b"data: " + self._chunk_prefix()
+            self.chunks = tuple(_http_chunk(prefix + suffix) for suffix in _TOKEN_SUFFIXES)
 
     def _chunk_prefix(self) -> bytes:
         return (

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from scm_xl.engines.base import CellError, CellValue, Recalculated
 
+NOT_A_FORMULA = "(not a formula: the cell was typed over)"
 REL_TOL = 1e-9
 ABS_TOL = 1e-9
 
@@ -94,6 +95,11 @@ def compare(expected: dict[tuple[str, str], CellValue], recalculated: Recalculat
         result.cells_compared += 1
         if not same_value(expected[key], actual):
             result.mismatches.append(Mismatch(sheet, cell, expected[key], actual))
+    # A formula cell typed over with a constant is not in the engine's formula cells at all.
+    for (sheet, cell), value in sorted(expected.items(), key=lambda kv: (kv[0][0], _order(kv[0][1]))):
+        if sheet in sheets and (sheet, cell) not in recalculated.values:
+            result.cells_compared += 1
+            result.mismatches.append(Mismatch(sheet, cell, value, NOT_A_FORMULA))
     return result
 
 

@@ -279,6 +279,21 @@ def test_clock_starts_when_the_request_is_due(tmp_path):
         assert float(r["max_itl_s"]) >= float(r["mean_itl_s"])
 
 
+def test_progress_bar_and_summary(tmp_path, sim, capsys):
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    config = CollectConfig(base_url=sim, models=("m",), concurrency=(1, 2), max_tokens=(3,), requests_per_slot=2,
+                           results_path=tmp_path / "results.csv")
+    report = asyncio.run(run_collection(config, console=Console(file=out, width=120), progress=True))
+    assert len(report.rows) == 2
+    assert "scm-xl collect: 2 experiment(s)" in out.getvalue()
+    assert "ok/fail/429" in out.getvalue()
+    assert "done" in capsys.readouterr().err  # the bar ends on stderr
+
+
 def test_many_streams_are_sharded_over_clients(tmp_path, sim):
     report = collect(tmp_path, sim, concurrency=(300,), max_tokens=(3,), requests_per_slot=1)
     row = report.rows[0]
@@ -449,6 +464,17 @@ def test_malformed_streams(tmp_path, body, error_class):
     assert record["error_class"] == error_class
     assert record["status"] == "failed"
     assert len(record["error"]) <= 300
+
+
+def test_a_json_answer_to_a_streaming_request(tmp_path):
+    def handler(request):
+        return httpx.Response(200, json={"choices": [{"message": {"content": "hi"}}]})
+
+    collect(tmp_path, "http://127.0.0.1:9/v1", client_factory=mock_factory(handler), concurrency=(1,),
+            requests_per_slot=1)
+    (record,) = requests_of(tmp_path)
+    assert record["error_class"] == "not_streamed"
+    assert "not an event stream" in record["error"]
 
 
 def test_a_bug_in_one_request_does_not_end_the_run(tmp_path):
@@ -671,3 +697,78 @@ def test_fast_transport_reads_chunked_bodies_split_anywhere():
     with raw_server(dribble) as base_url:
         content = asyncio.run(fetch(base_url))
     assert content == b"".join(token_event(f"w{i}").encode() for i in range(20))
+
+
+@pytest.mark.skipif(not __import__("shutil").which("openssl"), reason="needs the openssl command")
+def test_fast_transport_speaks_tls(tmp_path, sim):
+    import ssl
+    import subprocess
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    client_context = ssl.create_default_context(cafile=str(cert))
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    holder: dict = {}
+
+    async def handle(reader, writer):
+        await read_request(reader)
+        writer.write(SSE_HEAD + sse_chunk(token_event("secure")) + sse_chunk("data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def serve():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_context)
+        holder["port"], holder["stop"] = server.sockets[0].getsockname()[1], asyncio.Event()
+        ready.set()
+        async with server:
+            await holder["stop"].wait()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    ready.wait()
+    try:
+        factory = lambda: httpx.AsyncClient(transport=FastTransport(ssl_context=client_context))  # noqa: E731
+        collect(tmp_path, f"https://127.0.0.1:{holder['port']}/v1", client_factory=factory, concurrency=(1,),
+                requests_per_slot=1, api_key="k")
+    finally:
+        loop.call_soon_threadsafe(holder["stop"].set)
+        thread.join(5)
+        loop.close()
+    (record,) = requests_of(tmp_path)
+    assert record["status"] == "ok" and record["completion_tokens"] == "1"
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_valid_files_and_resume_finishes(tmp_path):
+    """A real SIGINT to `scm-xl collect` in a subprocess."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    results = tmp_path / "results.csv"
+    with running_simulator(SimConfig(ttft_s=0.01, itl_s=0.01)) as base_url:
+        args = [sys.executable, "-c", "import sys; from scm_xl.cli import main; sys.exit(main())", "collect",
+                "--base-url", base_url, "-c", "1,2,3,4", "--max-tokens", "10,20", "-n", "2",
+                "--out", str(results)]
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 30
+        while not (results.exists() and results.read_text().count("\n") >= 3) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 130, err
+        assert "run again with --resume" in err
+        first = read_results(results)
+        assert first.warnings == [] and 2 <= len(first.rows) < 8
+        resumed = subprocess.run([*args, "--resume", "-q"], capture_output=True, text=True, env=env, timeout=60)
+        assert resumed.returncode == 0, resumed.stderr
+    final = read_results(results)
+    assert len(final.rows) == 8
+    assert len(requests_of(tmp_path)) == sum(row.total_requests for row in final.rows)

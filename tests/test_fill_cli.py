@@ -274,8 +274,9 @@ def test_fill_into_a_users_workbook_keeps_hand_set_cells_and_overrides(tmp_path:
     assert data["coefficients"]["base_tps"] == pytest.approx(50 / 0.42)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: fill._rebuild_into assigns ws.parent, a read-only property "
-                   "in openpyxl 3.1, so any workbook with a sheet of the user's own crashes with a traceback")
+@pytest.mark.xfail(strict=True, reason="BUG: fill._rebuild_into moves the user's worksheets into a fresh "
+                   "workbook, but their cells' style indices still point into the old workbook's font and "
+                   "number-format tables: the saved file's cell formats name fonts that do not exist")
 def test_fill_into_a_users_workbook_keeps_their_sheets(tmp_path: Path) -> None:
     mine, lo, hand_set = users_workbook(tmp_path, with_sheet=True)
     result = run("fill", new_results(tmp_path), "--workbook", mine)
@@ -406,8 +407,6 @@ def test_excel_engine_here_is_a_clear_error(article_fill: tuple[Result, Path, di
                        "the excel engine needs Microsoft Excel")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: fill checks that the engine can run only after saving, so a "
-                   "failed fill (exit 2) still writes or overwrites the workbook")
 def test_fill_with_an_unavailable_engine_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "new.xlsx"
     assert_usage_error(run("fill", ARTICLE, "-o", out, "--engine", "excel"),

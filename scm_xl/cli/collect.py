@@ -82,12 +82,15 @@ _MATRIX_OPTIONS = {
               help="Longest wait (s) honoured from a Retry-After header.")
 @click.option("--streams-per-client", type=click.IntRange(min=1), default=64, show_default=True,
               help="Concurrent streams per httpx.AsyncClient (streams are sharded over up to 16 clients).")
+@click.option("--transport", type=click.Choice(["auto", "fast", "httpx"]), default="auto", show_default=True,
+              help="HTTP layer: scm-xl's lean HTTP/1.1 transport, or httpx's own (HTTP proxies, HTTP/2 off); "
+                   "auto picks httpx only when the environment sets a proxy for the base URL.")
 @click.option("--gpu", default=None, help="GPU label recorded in each results row.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary table.")
 @click.pass_context
 @handle_errors
 def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, api_key_file,
-            streams_per_client, quiet, **options):
+            streams_per_client, transport, quiet, **options):
     """Measure an OpenAI-compatible endpoint over a matrix of models x
     concurrency x max_tokens x repeats, writing a results CSV (one row per
     experiment) and a per-request CSV beside it.
@@ -110,14 +113,15 @@ def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, ap
                 values[field_name] = value
     api_key, _source = resolve_api_key(api_key_file)
     config = CollectConfig(**values, results_path=results_path, requests_path=requests_path, resume=resume,
-                           overwrite=overwrite, api_key=api_key, streams_per_client=streams_per_client)
+                           overwrite=overwrite, api_key=api_key, streams_per_client=streams_per_client,
+                           transport=transport)
     console = None if quiet else Console()
     try:
         _run(run_collection(config, console=console, progress=None if not quiet else False))
     except KeyboardInterrupt:
         click.echo(f"Interrupted: finished experiments are saved in {config.results_path}; "
                    "run again with --resume to continue.", err=True)
-        raise
+        sys.exit(130)
 
 
 @click.command("serve-sim")

@@ -58,6 +58,13 @@ class Engine(abc.ABC):
     def available(self) -> bool:
         """Whether this engine can run on this machine."""
 
+    unavailable_message = "this engine cannot run here"
+
+    def require(self) -> None:
+        """Raise EngineError, with what to install, if this engine cannot run here."""
+        if not self.available():
+            raise EngineError(self.unavailable_message)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 

@@ -19,6 +19,7 @@ UNAVAILABLE = "the excel engine needs Microsoft Excel on Windows or macOS and `p
 
 class ExcelEngine(Engine):
     name = "excel"
+    unavailable_message = UNAVAILABLE
 
     def available(self) -> bool:
         # xlwings imports on Linux too, but it cannot calculate there

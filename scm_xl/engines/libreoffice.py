@@ -44,6 +44,8 @@ class LibreOfficeEngine(Engine):
     def __repr__(self) -> str:
         return f"LibreOfficeEngine(timeout={self.timeout})"
 
+    unavailable_message = NOT_FOUND
+
     def available(self) -> bool:
         return soffice_path() is not None
 

@@ -19,6 +19,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_formulas, write_tables
+from scm_xl.workbook.first_principles import write_calculator
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.layout import (
     CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
@@ -331,6 +332,7 @@ def build_workbook(layout: Layout) -> Workbook:
     # -- first principles: the roofline calculator and the catalog ---------------
     ws = sheets["first_principles"]
     write_tables(ws, catalog_layout)
+    calculator_names = write_calculator(ws, lang, catalog_layout)
     for field, formula in physics_column_formulas(catalog_layout, layout.name_ref("PhysicsBytes")).items():
         col = get_column_letter(catalog_layout.model_col(field))
         ws[f"{col}{catalog_layout.model_header}"] = field
@@ -343,6 +345,11 @@ def build_workbook(layout: Layout) -> Workbook:
         col = "".join(ch for ch in cell.address if ch.isalpha())
         row = "".join(ch for ch in cell.address if ch.isdigit())
         wb.defined_names[name] = DefinedName(name, attr_text=f"{layout.qtitle(cell.sheet)}!${col}${row}")
+    for name, address in calculator_names.items():
+        col = "".join(ch for ch in address if ch.isalpha())
+        row = "".join(ch for ch in address if ch.isdigit())
+        wb.defined_names[name] = DefinedName(
+            name, attr_text=f"{layout.qtitle('first_principles')}!${col}${row}")
     meta = wb.create_sheet(META_SHEET)
     for i, (key, value) in enumerate(layout.meta().items(), start=1):
         meta.cell(row=i, column=1, value=key)
@@ -465,8 +472,12 @@ def _derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, s
     ws.column_dimensions["D"].width = 22
 
 
-def save_atomic(wb: Workbook, path: str | Path) -> None:
-    """Save to a temp file beside the target, then rename: nothing half-written."""
+def save_atomic(wb: Workbook, path: str | Path, *, reproducible: bool = False) -> None:
+    """Save to a temp file beside the target, then rename: nothing half-written.
+
+    reproducible fixes the zip timestamps and the document's modified time, so the
+    same build gives the same bytes (the committed template is checked that way).
+    """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.exists():
@@ -475,6 +486,8 @@ def save_atomic(wb: Workbook, path: str | Path) -> None:
     os.close(fd)
     try:
         wb.save(tmp)
+        if reproducible:
+            _freeze_zip(tmp)
         mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
         os.chmod(tmp, mode)
         os.replace(tmp, path)
@@ -483,6 +496,23 @@ def save_atomic(wb: Workbook, path: str | Path) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _freeze_zip(path: str) -> None:
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(path) as zf:
+        members = [(info.filename, zf.read(info.filename)) for info in zf.infolist()]
+    stamp = BUILD_TIMESTAMP.strftime("%Y-%m-%dT%H:%M:%SZ").encode()
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members:
+            if name == "docProps/core.xml":
+                data = re.sub(rb"(<dcterms:modified[^>]*>)[^<]*(</dcterms:modified>)", rb"\g<1>" + stamp + rb"\g<2>",
+                              data)
+            info = zipfile.ZipInfo(name, date_time=BUILD_TIMESTAMP.timetuple()[:6])
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
 
 
 def _umask() -> int:
@@ -494,5 +524,5 @@ def _umask() -> int:
 def build_template(path: str | Path, *, lang: str = "zh", rows: int | None = None) -> Path:
     layout = Layout(lang=lang, rows=rows) if rows else Layout(lang=lang)  # type: ignore[arg-type]
     wb = build_workbook(layout)
-    save_atomic(wb, path)
+    save_atomic(wb, path, reproducible=True)
     return Path(path)

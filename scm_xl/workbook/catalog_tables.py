@@ -74,11 +74,21 @@ def _alias_list(entries: list[tuple[str, object]]) -> tuple[tuple[str, int], ...
     seen: set[str] = set()
     for i, (key, spec) in enumerate(entries, start=1):
         for alias in (key, getattr(spec, "name", ""), *getattr(spec, "aliases", ())):
-            if alias and alias.casefold() not in seen and not alias.startswith(("=", "<", ">")) \
-                    and not any(ch in alias for ch in "*?~"):
+            if alias and alias.casefold() not in seen and _literal(alias):
                 seen.add(alias.casefold())
                 out.append((alias, i))
     return tuple(out)
+
+
+def _literal(alias: str) -> bool:
+    """Whether an alias means itself in SUMIFS criteria (no wildcard, operator or bare number)."""
+    if alias.startswith(("=", "<", ">")) or any(ch in alias for ch in "*?~") or alias != alias.strip():
+        return False
+    try:
+        float(alias)
+    except ValueError:
+        return True
+    return False
 
 
 def physics_catalog(catalog: Catalog | None = None) -> PhysicsCatalog:

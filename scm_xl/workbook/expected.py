@@ -13,6 +13,7 @@ from scm_xl.engines.base import CellError, CellValue
 from scm_xl.model import Analysis, Calibration, RowCheck, RowStatus, analyze, physics_bytes, same_model
 from scm_xl.results import ResultRow
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_values
+from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
     CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, Layout,
@@ -67,6 +68,7 @@ def expected_cells(layout: Layout, inputs: Inputs) -> tuple[Analysis, Expected]:
     _consistency(exp, layout, inputs, analysis)
     _derivation(exp, layout, inputs, analysis)
     _catalog(exp, layout, analysis)
+    _first_principles(exp, layout, inputs, analysis)
     return analysis, exp
 
 
@@ -78,6 +80,13 @@ def _catalog(exp: Expected, layout: Layout, analysis: Analysis) -> None:
     for i, (_, spec) in enumerate(pc.models):
         for field, value in physics_column_values(spec, nbytes).items():
             exp[(cl.title, f"{get_column_letter(cl.model_col(field))}{cl.model_first + i}")] = value
+
+
+def _first_principles(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+    pc = analysis.settings.catalog or physics_catalog()
+    cl = CatalogLayout(layout.lang, pc)
+    for key, value in expected_calculator(layout.lang, cl, inputs.first_principles).items():
+        exp[key] = value  # type: ignore[assignment]
 
 
 def _raw(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:

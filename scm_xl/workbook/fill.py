@@ -56,8 +56,8 @@ def _rebuild_into(user_wb: Workbook, layout: Layout) -> Workbook:
     for ws in list(user_wb.worksheets):
         if ws.title in ours:
             continue
-        ws.parent = fresh  # type: ignore[assignment]
-        fresh._sheets.append(ws)  # noqa: SLF001 - openpyxl has no public API for this
+        ws._parent = fresh  # noqa: SLF001 - openpyxl has no public API for moving a sheet
+        fresh._sheets.append(ws)  # noqa: SLF001
     for name, defined in user_wb.defined_names.items():
         if name not in fresh.defined_names:
             fresh.defined_names[name] = defined
@@ -73,6 +73,8 @@ def fill(results_path: str | Path, *, workbook: str | Path | None = None, output
     """
     table = read_results(results_path)
     rows = table.rows
+    # Refuse an engine that cannot run here before anything is written.
+    choose_engine(engine, len(rows))[0].require()
     check_model_names(rows, where=str(results_path))
     warnings = list(table.warnings)
 

@@ -12,6 +12,12 @@ numeric name (formulas matches 4090 to the text "4090", LibreOffice does not).
 A name with spaces around it does not resolve (there is no TRIM the engines
 agree on); `expected_calculator` mirrors that.
 
+Each formula repeats scm_xl.roofline's order of operations, so the engines
+produce the same doubles as Python. One known limit: LibreOffice snaps
+nearly equal results (3 - 2^-51 gives 3, and INT/FLOOR/TRUNC all follow), so
+max batch by memory can differ by one from Python's floor when
+(memory - weights) / KV lands within about 1e-15 of a whole number.
+
 Cells are laid out here, not in layout.py, because nothing else on the
 workbook refers to them except through the defined names `write_calculator`
 returns.
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Mapping
 
 from openpyxl.styles import Alignment
 from openpyxl.worksheet.datavalidation import DataValidation

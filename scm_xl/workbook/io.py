@@ -15,6 +15,7 @@ from scm_xl.errors import InputError
 from scm_xl.model import Settings
 from scm_xl.results import ResultRow, normalise_override
 from scm_xl.workbook.build import write_text
+from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
 from scm_xl.workbook.layout import (
     DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
     META_SHEET, RAW_INPUT_KEYS, SHEET_KEYS, Layout,
@@ -35,6 +36,7 @@ class Inputs:
     base_model_input: Any = None
     forward: dict[str, Any] = field(default_factory=dict)  # concurrency, max_tokens, model
     inverse: dict[str, Any] = field(default_factory=dict)  # target_tps, max_tokens, model
+    first_principles: dict[str, Any] = field(default_factory=dict)  # the calculator's hand-set cells
 
 
 def load(path: str | Path, *, data_only: bool = False) -> Workbook:
@@ -114,6 +116,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         rows=rows, settings=settings, base_model_input=base_model,
         forward={k: der[f"B{fw[k]}"].value for k in ("concurrency", "max_tokens", "model")},
         inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model")},
+        first_principles=read_calculator_inputs(wb[layout.title("first_principles")]),
     )
 
 
@@ -215,6 +218,8 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
             write_text(cell, value)
         else:
             cell.value = value
+    if inputs.first_principles:
+        set_calculator_inputs(wb[layout.title("first_principles")], inputs.first_principles)
     der = wb[layout.title("derivation")]
     for rows, values in ((layout.forward_rows, inputs.forward), (layout.inverse_rows, inputs.inverse)):
         for key, value in values.items():
