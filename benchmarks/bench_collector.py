@@ -55,7 +55,9 @@ class Scenario:
 class Outcome:
     scenario: Scenario
     wall_s: float
-    cpu_s: float
+    cpu_s: float  # collector CPU for the whole run, warm-up included
+    run_wall_s: float  # the whole run, warm-up included
+    run_tokens: int  # output tokens of the whole run, warm-up included
     tokens: int
     requests: int
     failed: int
@@ -156,14 +158,16 @@ def run_scenario(scenario: Scenario, server_core: int | None, workdir: Path) -> 
     finally:
         simulator.stop()
     row = report.rows[0]
-    records = [r for r in read_requests(config.requests_csv) if r["warmup"] == "false"]
+    every = read_requests(config.requests_csv)
+    records = [r for r in every if r["warmup"] == "false"]
     ok = [r for r in records if r["status"] == "ok"]
     ttfts = [float(r["ttft_s"]) for r in ok if r["ttft_s"]]
     ttfts_from_send = [float(r["ttft_s"]) - (float(r["sent_s"]) - float(r["scheduled_s"])) for r in ok if r["ttft_s"]]
     lags = [float(r["sent_s"]) - float(r["scheduled_s"]) for r in records]
     in_flight = sum(float(r["latency_s"]) for r in records if r["latency_s"]) / row.total_time_s
     return Outcome(
-        scenario=scenario, wall_s=row.total_time_s, cpu_s=cpu * row.total_time_s / wall, tokens=row.total_output_tokens,
+        scenario=scenario, wall_s=row.total_time_s, cpu_s=cpu, run_wall_s=wall,
+        run_tokens=sum(int(r["completion_tokens"]) for r in every), tokens=row.total_output_tokens,
         requests=row.total_requests, failed=(row.failed_requests or 0) + (row.rate_limited_requests or 0),
         row_tps=row.tps, ttft=stats.percentiles(ttfts, (50, 99, 100)), mean_ttft_s=stats.mean(ttfts),
         mean_ttft_from_send_s=stats.mean(ttfts_from_send),
@@ -187,10 +191,12 @@ def report_markdown(outcomes: list[Outcome], args: argparse.Namespace) -> str:
         "",
         "## Client overhead",
         "",
-        "Zero-delay simulator, one token per chunk, max_tokens 128 (burst); 20 ms per token (paced). "
-        "CPU is the collector process's CPU time (`time.process_time`) during the measured part of each run "
-        "(scaled from the whole run, warm-up included, by wall time). Held concurrency is the mean number of "
-        "requests in flight (sum of latencies / wall time) and the simulator's maximum active streams.",
+        "Zero-delay simulator, one token per chunk (one socket write per token), max_tokens 128 (burst); "
+        "20 ms per token (paced). tok/s and req/s are the measured experiment's (first send to last byte). "
+        "Client CPU and tok/CPU-s cover the whole `run_collection` call: the collector process's CPU time "
+        "(`time.process_time`), warm-up requests (one per slot) and CSV writing included, over all the "
+        "tokens it received. Held concurrency: the mean number of requests in flight (sum of latencies / "
+        "wall time) and the simulator's maximum of active streams. TTFT counts from when a request was due.",
         "",
         "| scenario | tok/s | req/s | client CPU | tok/CPU-s | held concurrency (mean / server max) | "
         "TTFT p50 / p99 / max (ms) | max send lag (ms) | failed |",
@@ -201,8 +207,8 @@ def report_markdown(outcomes: list[Outcome], args: argparse.Namespace) -> str:
             continue
         ttft = " / ".join(f"{v * 1000:.1f}" for v in o.ttft) if o.ttft else "-"
         lines.append(
-            f"| {o.scenario.name} | {o.row_tps:,.0f} | {o.requests / o.wall_s:,.0f} | {o.cpu_s / o.wall_s:.0%} | "
-            f"{o.tokens / o.cpu_s:,.0f} | {o.mean_in_flight:,.1f} / {o.server.get('max_active')} "
+            f"| {o.scenario.name} | {o.row_tps:,.0f} | {o.requests / o.wall_s:,.0f} | {o.cpu_s / o.run_wall_s:.0%} | "
+            f"{o.run_tokens / o.cpu_s:,.0f} | {o.mean_in_flight:,.1f} / {o.server.get('max_active')} "
             f"of {o.scenario.concurrency} | {ttft} | {o.max_send_lag_s * 1000:.1f} | {o.failed} |")
     paced = next((o for o in outcomes if o.scenario.kind == "paced"), None)
     if paced is not None and paced.mean_itl_s:
@@ -274,7 +280,7 @@ def main() -> None:
                 continue
             outcome = run_scenario(scenario, args.server_core, Path(temp))
             outcomes.append(outcome)
-            print(f"{scenario.name}: {outcome.row_tps:,.0f} tok/s, {outcome.tokens / outcome.cpu_s:,.0f} tok/CPU-s, "
+            print(f"{scenario.name}: {outcome.row_tps:,.0f} tok/s, {outcome.run_tokens / outcome.cpu_s:,.0f} tok/CPU-s, "
                   f"mean ITL {outcome.mean_itl_s and outcome.mean_itl_s * 1000:.3f} ms, "
                   f"mean TTFT {outcome.mean_ttft_s and outcome.mean_ttft_s * 1000:.2f} ms, "
                   f"truth {json.dumps(outcome.truth)}",

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from scm_xl.lsq import Forecast, LsqFit, concurrency_blend
 from scm_xl.model import Calibration, c_label, f_label, k_label, same_model
@@ -113,13 +113,6 @@ def lsq_surface(result: LsqFit) -> Surface:
 # ---------------------------------------------------------------------------
 # Measurements: percentiles per cell and the rate-limit onset
 # ---------------------------------------------------------------------------
-
-class MeasuredRow(Protocol):
-    model: str
-    concurrency: int
-    max_tokens: int
-    total_output_tokens: int
-
 
 @dataclass(frozen=True)
 class CellPercentiles:

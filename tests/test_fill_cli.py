@@ -274,9 +274,6 @@ def test_fill_into_a_users_workbook_keeps_hand_set_cells_and_overrides(tmp_path:
     assert data["coefficients"]["base_tps"] == pytest.approx(50 / 0.42)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: fill._rebuild_into moves the user's worksheets into a fresh "
-                   "workbook, but their cells' style indices still point into the old workbook's font and "
-                   "number-format tables: the saved file's cell formats name fonts that do not exist")
 def test_fill_into_a_users_workbook_keeps_their_sheets(tmp_path: Path) -> None:
     mine, lo, hand_set = users_workbook(tmp_path, with_sheet=True)
     result = run("fill", new_results(tmp_path), "--workbook", mine)

@@ -217,17 +217,26 @@ def _label(ws: Worksheet, address: str, text: str, bold: bool = False) -> None:
         ws[address].font = BOLD
 
 
-def build_workbook(layout: Layout) -> Workbook:
-    wb = Workbook()
+def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
+    """A fresh calibration workbook, or scm-xl's sheets built at the front of `into`.
+
+    `into` must not hold scm-xl's sheets any more (see `remove_own_sheets`); its other
+    sheets, styles and names stay as they are.
+    """
+    fresh = into is None
+    wb = Workbook() if into is None else into
     lang = layout.lang
     labels = LABELS[lang]
     sheets: dict[str, Worksheet] = {}
-    first = wb.active
-    assert first is not None
-    first.title = layout.title("readme")
-    sheets["readme"] = first
-    for key in SHEET_KEYS[1:]:
-        sheets[key] = wb.create_sheet(layout.title(key))
+    if fresh:
+        first = wb.active
+        assert first is not None
+        first.title = layout.title("readme")
+        sheets["readme"] = first
+    else:
+        sheets["readme"] = wb.create_sheet(layout.title("readme"), index=0)
+    for index, key in enumerate(SHEET_KEYS[1:], start=1):
+        sheets[key] = wb.create_sheet(layout.title(key), index=index)
     catalog_layout = CatalogLayout(lang, physics_catalog())
     fx = Formulas(layout, catalog_layout)
 
@@ -356,11 +365,24 @@ def build_workbook(layout: Layout) -> Workbook:
         meta.cell(row=i, column=2, value=value)
     meta.sheet_state = "hidden"
     wb.active = 1
-    # Fixed document properties, so the same command builds the same workbook.
-    wb.properties.creator = "scm-xl"
-    wb.properties.created = BUILD_TIMESTAMP
-    wb.properties.modified = BUILD_TIMESTAMP
+    if fresh:
+        # Fixed document properties, so the same command builds the same workbook.
+        wb.properties.creator = "scm-xl"
+        wb.properties.created = BUILD_TIMESTAMP
+        wb.properties.modified = BUILD_TIMESTAMP
     return wb
+
+
+def remove_own_sheets(wb: Workbook, layout: Layout) -> None:
+    """Remove scm-xl's sheets and defined names from a workbook, keeping everything else."""
+    from scm_xl.workbook.first_principles import DEFINED_NAMES
+
+    for title in [layout.title(k) for k in SHEET_KEYS] + [META_SHEET]:
+        if title in wb.sheetnames:
+            wb.remove(wb[title])
+    for name in [*layout.defined_names(), *DEFINED_NAMES]:
+        if name in wb.defined_names:
+            del wb.defined_names[name]
 
 
 def _validations(ws: Worksheet, layout: Layout) -> None:
@@ -397,7 +419,7 @@ def _chart_grid(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, s
     _array(ws, level_col, first, last, f"={fx.ctab('level')}")
     chart = ScatterChart()
     chart.title = labels["chart_title"]
-    chart.style = 13
+    chart.style = 2  # a multi-colour palette: one colour per max_tokens
     chart.x_axis.title = "concurrency"
     chart.y_axis.title = "TPS"
     chart.height = 9

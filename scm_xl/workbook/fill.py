@@ -13,7 +13,7 @@ from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Analysis
 from scm_xl.results import ResultRow, read_results
 from scm_xl.verify import Verification, compare
-from scm_xl.workbook.build import build_workbook, save_atomic
+from scm_xl.workbook.build import build_workbook, remove_own_sheets, save_atomic
 from scm_xl.workbook.expected import expected_cells
 from scm_xl.workbook.io import (
     Inputs, check_model_names, load, read_inputs, read_layout, set_strict_physics, write_hand_set, write_rows,
@@ -44,24 +44,10 @@ def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = Non
     return layout
 
 
-def _rebuild_into(user_wb: Workbook, layout: Layout) -> Workbook:
-    """Replace scm-xl's own sheets in a user's workbook, keeping every other sheet."""
-    fresh = build_workbook(layout)
-    ours = {layout.title(k) for k in SHEET_KEYS}
-    from scm_xl.workbook.layout import META_SHEET
-
-    ours.add(META_SHEET)
-    # openpyxl cannot move sheets between workbooks, so we move the user's sheets'
-    # worksheet objects into the fresh workbook, after ours, in their order.
-    for ws in list(user_wb.worksheets):
-        if ws.title in ours:
-            continue
-        ws._parent = fresh  # noqa: SLF001 - openpyxl has no public API for moving a sheet
-        fresh._sheets.append(ws)  # noqa: SLF001
-    for name, defined in user_wb.defined_names.items():
-        if name not in fresh.defined_names:
-            fresh.defined_names[name] = defined
-    return fresh
+def _rebuild_into(user_wb: Workbook, old_layout: Layout, layout: Layout) -> Workbook:
+    """Rebuild scm-xl's sheets inside a user's workbook, keeping every other sheet as it is."""
+    remove_own_sheets(user_wb, old_layout)
+    return build_workbook(layout, into=user_wb)
 
 
 def fill(results_path: str | Path, *, workbook: str | Path | None = None, output: str | Path | None = None,
@@ -85,7 +71,7 @@ def fill(results_path: str | Path, *, workbook: str | Path | None = None, output
         old_inputs = read_inputs(user_wb, old_layout, workbook)
         rows = _keep_manual_cells(rows, old_inputs)
         layout = _layout_for(rows, old_layout.lang, at_least=old_layout)
-        wb = _rebuild_into(user_wb, layout)
+        wb = _rebuild_into(user_wb, old_layout, layout)
         write_hand_set(wb, layout, old_inputs)
         target = Path(output) if output else workbook
     else:
