@@ -52,10 +52,12 @@ def _rebuild_into(user_wb: Workbook, old_layout: Layout, layout: Layout) -> Work
 
 def fill(results_path: str | Path, *, workbook: str | Path | None = None, output: str | Path | None = None,
          engine: str = "formulas", lang: Lang = "zh", force: bool = False,
-         strict_physics: bool | None = None) -> WorkbookReport:
+         strict_physics: bool | None = None,
+         derivation: dict[str, dict[str, object]] | None = None) -> WorkbookReport:
     """Write a results CSV into a fresh or existing workbook, save it, then verify it.
 
     strict_physics sets the workbook's switch; None keeps what the workbook has.
+    derivation sets the forward/inverse input cells: {"forward": {...}, "inverse": {...}}.
     """
     table = read_results(results_path)
     rows = table.rows
@@ -81,6 +83,9 @@ def fill(results_path: str | Path, *, workbook: str | Path | None = None, output
     write_rows(wb, layout, rows)
     if strict_physics is not None:
         set_strict_physics(wb, layout, strict_physics)
+    if derivation:
+        write_hand_set(wb, layout, Inputs(forward=derivation.get("forward", {}),
+                                          inverse=derivation.get("inverse", {})), settings=False)
 
     backup = None
     if target.exists():

@@ -202,8 +202,23 @@ def write_rows(wb: Workbook, layout: Layout, rows: list[ResultRow]) -> None:
                 cell.value = value
 
 
-def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
+def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bool = True) -> None:
     """Restore hand-set settings and forward/inverse inputs read from an earlier workbook."""
+    if settings:
+        _write_settings(wb, layout, inputs)
+    if inputs.first_principles:
+        set_calculator_inputs(wb[layout.title("first_principles")], inputs.first_principles)
+    der = wb[layout.title("derivation")]
+    for rows, values in ((layout.forward_rows, inputs.forward), (layout.inverse_rows, inputs.inverse)):
+        for key, value in values.items():
+            cell = der[f"B{rows[key]}"]
+            if isinstance(value, str):
+                write_text(cell, value)
+            else:
+                cell.value = value
+
+
+def _write_settings(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
     cal = wb[layout.title("calibration")]
     s = layout.settings_rows
     settings = inputs.settings
@@ -218,16 +233,6 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
             write_text(cell, value)
         else:
             cell.value = value
-    if inputs.first_principles:
-        set_calculator_inputs(wb[layout.title("first_principles")], inputs.first_principles)
-    der = wb[layout.title("derivation")]
-    for rows, values in ((layout.forward_rows, inputs.forward), (layout.inverse_rows, inputs.inverse)):
-        for key, value in values.items():
-            cell = der[f"B{rows[key]}"]
-            if isinstance(value, str):
-                write_text(cell, value)
-            else:
-                cell.value = value
 
 
 def sheet(wb: Workbook, layout: Layout, key: str) -> Worksheet:
