@@ -108,7 +108,7 @@ class PhysicsChecks:
     short_output: bool
     expected_tokens: int
     output_tokens: int
-    group_lowest_concurrency: int | None
+    group_lowest_concurrency: int  # 0 when no eligible row shares the model and max_tokens
     superlinear: bool
     ceiling_tps: float | None  # per-stream decode ceiling from the roofline (batch 1)
     above_ceiling: bool
@@ -350,9 +350,9 @@ def _physics(i: int, rows: Sequence[RowLike], tps: list[float], ln: list[float |
     short = row.total_output_tokens < settings.short_output_ratio * expected
 
     group = [j for j in same_group if eligible[j]]
-    lowest = min(rows[j].concurrency for j in group) if group else None
+    lowest = min(rows[j].concurrency for j in group) if group else 0
     superlinear = False
-    if lowest is not None and row.concurrency > lowest:
+    if lowest > 0 and row.concurrency > lowest:
         logs = [ln[j] for j in group if rows[j].concurrency == lowest and ln[j] is not None]
         base = math.exp(sum(logs) / len(logs))  # type: ignore[arg-type]
         superlinear = tps[i] / base > row.concurrency / lowest * (1 + MONOTONIC_EPSILON)

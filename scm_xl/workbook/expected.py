@@ -114,7 +114,7 @@ def _raw(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> N
                 "f_known": 1.0 if analysis.calibration.f(s.concurrency) is not None else 0.0,
                 "model_id": float(s.physics.model_id), "gpu_id": float(s.physics.gpu_id),
                 "short_output": _num(s.physics.short_output),
-                "group_low_c": _num(s.physics.group_lowest_concurrency),
+                "group_low_c": float(s.physics.group_lowest_concurrency),
                 "superlinear": _num(s.physics.superlinear), "ceiling": s.physics.ceiling_tps,
                 "over_ceiling": _num(s.physics.above_ceiling), "kv_over": _num(s.physics.kv_over_memory),
                 "physics": float(s.physics.count), "physics_text": _text(s.physics.text(layout.lang)),

@@ -168,11 +168,10 @@ class Formulas:
                 f"=IF({present}=1,({r('total_output_tokens')}<{self.name('ShortOutputRatio')}*{length}"
                 f"*{r('total_requests')})*1,0)"
             ),
-            "group_low_c": (
-                f"=IF({present}=1,IF(COUNTIFS({group})>0,_xlfn.MINIFS({conc},{group}),\"\"),\"\")"
-            ),
+            # MINIFS gives 0 when no row matches (concurrency is never 0): no COUNTIFS guard needed.
+            "group_low_c": f"=IF({present}=1,_xlfn.MINIFS({conc},{group}),\"\")",
             "superlinear": (
-                f"=IF({present}=1,IF(ISNUMBER({r('group_low_c')}),IF({conc}>{r('group_low_c')},"
+                f"=IF({present}=1,IF({r('group_low_c')}>0,IF({conc}>{r('group_low_c')},"
                 f"({r('tps')}/EXP(AVERAGEIFS({r('ln_tps')},{group},{conc},{r('group_low_c')}))"
                 f">{conc}/{r('group_low_c')}*(1+{eps}))*1,0),0),0)"
             ),
