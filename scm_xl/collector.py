@@ -36,6 +36,12 @@ transport defined below: httpx's own spends most of the collector's CPU
 
 The API key lives in a `Secret`; it is sent only in the Authorization header
 and redacted from every message the collector records or raises.
+
+Library use:
+
+    config = CollectConfig(base_url="http://127.0.0.1:8000/v1", concurrency=(1, 4),
+                           max_tokens=(64,), results_path=Path("out/results.csv"))
+    report = await run_collection(config, console=rich.console.Console())
 """
 
 from __future__ import annotations
@@ -161,7 +167,7 @@ class CollectConfig:
     min_tokens: int | None = None
     temperature: float | None = None
     results_path: Path = Path("results.csv")
-    requests_path: Path | None = None  # default: requests.csv beside the results CSV
+    requests_path: Path | None = None  # default: see requests_csv
     resume: bool = False
     overwrite: bool = False
     api_key: Secret | None = field(default=None, repr=False)
@@ -215,7 +221,12 @@ class CollectConfig:
 
     @property
     def requests_csv(self) -> Path:
-        return self.requests_path or self.results_path.with_name("requests.csv")
+        """The per-request CSV: `requests_path`, else requests.csv beside results.csv
+        (or NAME.requests.csv beside NAME.csv)."""
+        if self.requests_path is not None:
+            return self.requests_path
+        stem = self.results_path.stem
+        return self.results_path.with_name("requests.csv" if stem == "results" else f"{stem}.requests.csv")
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,14 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def analysis_to_dict(analysis: Analysis, verification: Verification | None = None) -> dict[str, Any]:
-    """The public JSON report. Keys are a contract: add, never rename."""
+def analysis_to_dict(analysis: Analysis, verification: Verification | None = None,
+                     holdout: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The public JSON report. Keys are a contract: add, never rename.
+
+    `holdout` is the least-squares analysis (scm_xl.lsq.analyze(...).report()): its
+    leave-one-out figures and 90% intervals are added under "holdout", with
+    `loo_mape_pct`, `loo_max_pct` and `intervals` also at the top level.
+    """
     cal = analysis.calibration
     c = analysis.consistency
     report: dict[str, Any] = {
@@ -69,9 +75,23 @@ def analysis_to_dict(analysis: Analysis, verification: Verification | None = Non
             "verdict": c.verdict,
         },
     }
+    if holdout is not None:
+        report["holdout"] = holdout
+        report["loo_mape_pct"] = holdout.get("loo_mape_pct")
+        report["loo_max_pct"] = holdout.get("loo_max_pct")
+        report["intervals"] = holdout.get("intervals")
     if verification is not None:
         report["verification"] = verification.to_dict()
     return report
+
+
+def render_holdout(holdout: dict[str, Any]) -> str:
+    chain = holdout.get("chain_holdout") or {}
+    return (f"hold-out (leave-one-out): lsq MAPE {_fmt(holdout.get('loo_mape_pct'))}% max "
+            f"{_fmt(holdout.get('loo_max_pct'))}% over {holdout.get('loo_rows')} rows, verdict "
+            f"{holdout.get('verdict')}; chain MAPE {_fmt(chain.get('loo_mape_pct'))}% max {_fmt(chain.get('loo_max_pct'))}%, "
+            f"verdict {chain.get('verdict')}\n"
+            f"separable model: {holdout.get('interaction_summary', '-')}")
 
 
 def write_json(path: str | Path, data: dict[str, Any]) -> None:

@@ -28,10 +28,16 @@ with Retry-After), `error_rate` (500 before any token), `stall_prob`/`stall_s`
 level but without a finish chunk or `[DONE]`). `seed` makes sampling
 reproducible for a given arrival order.
 
-The server measures its own truth: `GET /sim/stats` returns the TTFT and
-inter-token gaps it actually produced and its `time.perf_counter()` clock
-(CLOCK_MONOTONIC, comparable across processes on Linux); `POST /sim/reset`
-clears them.
+The server measures its own truth, since event-loop timers fire up to about a
+millisecond off and a loaded core adds its own queueing: `GET /sim/stats`
+returns the TTFT (from when the request's last byte was read) and inter-token
+gaps it actually produced, `GET /sim/requests` the same per request (the last
+100,000), both on `time.perf_counter()` (CLOCK_MONOTONIC, comparable across
+processes on Linux); `POST /sim/reset` clears them.
+
+Library use: `SimServer(config)` with `await start()` -> (host, port) and
+`await stop()` inside a running loop, or `with running_simulator(config) as
+base_url:` to run one in a background thread.
 """
 
 from __future__ import annotations

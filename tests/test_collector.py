@@ -152,6 +152,7 @@ def test_defaults_follow_the_article():
     assert config.max_tokens == (50, 100, 200)
     assert config.requests_per_slot == 10
     assert config.requests_csv == Path("requests.csv")
+    assert CollectConfig(results_path=Path("out/run1.csv")).requests_csv == Path("out/run1.requests.csv")
 
 
 def test_matrix_points_order_and_ids():

@@ -67,7 +67,7 @@ _MATRIX_OPTIONS = {
 @click.option("--out", "-o", "results_path", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("results.csv"), show_default=True, help="Results CSV (one row per experiment).")
 @click.option("--requests-out", "requests_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Per-request CSV [default: requests.csv beside --out].")
+              help="Per-request CSV [default: requests.csv beside results.csv, NAME.requests.csv beside NAME.csv].")
 @click.option("--resume", is_flag=True, help="Skip experiments already in --out and append the rest.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--api-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,

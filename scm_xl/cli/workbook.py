@@ -35,19 +35,22 @@ def template(output: str | None, lang: str, rows: int | None) -> None:
 
 
 def _print_report(report, json_path: str | None) -> None:
+    from scm_xl.lsq import analyze as lsq_analyze
     from scm_xl.report import (
-        analysis_to_dict, render_coefficients, render_consistency, render_verification, write_json,
+        analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_verification, write_json,
     )
 
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
+    holdout = lsq_analyze(report.analysis.statuses, report.analysis.settings).report()
     click.echo(render_coefficients(report.analysis))
     click.echo()
     click.echo(render_consistency(report.analysis))
+    click.echo(render_holdout(holdout))
     click.echo()
     click.echo(render_verification(report.verification))
     if json_path:
-        write_json(json_path, analysis_to_dict(report.analysis, report.verification))
+        write_json(json_path, analysis_to_dict(report.analysis, report.verification, holdout))
 
 
 @click.command()
@@ -98,30 +101,67 @@ def verify(workbook: str, engine: str, json_path: str | None) -> None:
         sys.exit(1)
 
 
+METHOD_CHOICE = click.Choice(["chain", "lsq"])
+STRICT_OPTION = click.option(
+    "--strict-physics/--physics-warnings", default=None,
+    help="Exclude rows with physics warnings (default: the workbook's switch; off for a CSV).")
+
+
+def _int_list(text: str | None, what: str) -> tuple[int, ...] | None:
+    from scm_xl.errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UsageError(f"{what} must be comma-separated whole numbers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"{what} must be positive whole numbers, got {text!r}")
+    return values
+
+
 @click.command()
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.option("--concurrency", type=click.FloatRange(min=0, min_open=True), required=True)
 @click.option("--max-tokens", type=click.IntRange(min=1), required=True)
 @click.option("--model", help="Model (default: the base model).")
+@click.option("--method", type=METHOD_CHOICE, default="chain", show_default=True,
+              help="chain: the article's one-row-per-coefficient chain; lsq: least squares on all rows, "
+                   "with a 90% interval, interpolating between measured concurrency levels.")
+@click.option("--extrapolate", is_flag=True, help="lsq: allow concurrency outside the measured range.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--strict-physics/--physics-warnings", default=None,
-              help="Exclude rows with physics warnings (default: the workbook's switch; off for a CSV).")
+@STRICT_OPTION
 @handle_errors
-def predict(source: str, concurrency: float, max_tokens: int, model: str | None, as_json: bool,
-            strict_physics: bool | None) -> None:
+def predict(source: str, concurrency: float, max_tokens: int, model: str | None, method: str,
+            extrapolate: bool, as_json: bool, strict_physics: bool | None) -> None:
     """Forward: the predicted TPS at a configuration. SOURCE is a results CSV or a filled workbook."""
-    from scm_xl.model import predict as run_predict
     from scm_xl.report import prediction_to_dict
     from scm_xl.workbook.fill import analysis_from_source
 
     analysis, _ = analysis_from_source(source, strict_physics=strict_physics)
-    prediction = run_predict(analysis.calibration, concurrency, max_tokens, model)
-    if as_json:
-        click.echo(json.dumps(prediction_to_dict(prediction)))
-    elif prediction.tps is None:
-        click.echo(f"unidentified: missing {', '.join(prediction.missing)}")
+    if method == "chain":
+        from scm_xl.model import predict as run_predict
+
+        data = prediction_to_dict(run_predict(analysis.calibration, concurrency, max_tokens, model))
     else:
-        click.echo(f"predicted TPS: {prediction.tps:.2f}")
+        from scm_xl.lsq import fit
+
+        forecast = fit(analysis.statuses, analysis.settings).forecast(concurrency, max_tokens, model,
+                                                                      extrapolate=extrapolate)
+        data = {"tps": forecast.tps, "missing": list(forecast.missing), "method": "lsq",
+                "tps_interval": list(forecast.mean_interval) if forecast.mean_interval else None,
+                "tps_prediction_interval": list(forecast.prediction_interval)
+                if forecast.prediction_interval else None,
+                "interpolated": forecast.interpolated, "extrapolated": forecast.extrapolated}
+    if as_json:
+        click.echo(json.dumps(data))
+    elif data["tps"] is None:
+        click.echo(f"unidentified: missing {', '.join(data['missing'])}")
+    else:
+        interval = data.get("tps_interval")
+        extra = f" (90% interval {interval[0]:.2f} to {interval[1]:.2f})" if interval else ""
+        click.echo(f"predicted TPS: {data['tps']:.2f}{extra}")
 
 
 @click.command()
@@ -129,30 +169,102 @@ def predict(source: str, concurrency: float, max_tokens: int, model: str | None,
 @click.option("--target-tps", type=click.FloatRange(min=0, min_open=True), required=True)
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Output length (default: the base max_tokens).")
 @click.option("--model", help="Model (default: the base model).")
+@click.option("--method", type=METHOD_CHOICE, default=None,
+              help="Search every knob with this method's model (default: the article's inverse, "
+                   "smallest measured concurrency at one max_tokens and model).")
+@click.option("--max-latency-p95", type=click.FloatRange(min=0, min_open=True),
+              help="Limit on the measured P95 latency (s) of the chosen configuration.")
+@click.option("--max-ttft-p95", type=click.FloatRange(min=0, min_open=True),
+              help="Limit on the measured P95 time to first token (s).")
+@click.option("--max-concurrency", type=click.IntRange(min=1), help="Highest concurrency allowed.")
+@click.option("--allowed-max-tokens", help="Comma-separated max_tokens values allowed.")
+@click.option("--allowed-models", help="Comma-separated models allowed.")
+@click.option("--rate-limit", type=click.IntRange(min=1),
+              help="Concurrency at which the provider starts answering 429 (default: where the data saw 429s).")
+@click.option("--extrapolate", is_flag=True, help="Allow concurrency beyond the measured range (marked).")
+@click.option("--conservative", is_flag=True, help="lsq: judge on the lower end of the 90% interval.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@STRICT_OPTION
 @handle_errors
-def solve(source: str, target_tps: float, max_tokens: int | None, model: str | None, as_json: bool) -> None:
-    """Inverse: the smallest measured concurrency whose predicted TPS meets the target."""
-    from scm_xl.model import solve as run_solve
-    from scm_xl.report import solution_to_dict
+def solve(source: str, target_tps: float, max_tokens: int | None, model: str | None, method: str | None,
+          max_latency_p95: float | None, max_ttft_p95: float | None, max_concurrency: int | None,
+          allowed_max_tokens: str | None, allowed_models: str | None, rate_limit: int | None,
+          extrapolate: bool, conservative: bool, as_json: bool, strict_physics: bool | None) -> None:
+    """Inverse: the configuration that reaches a target TPS.
+
+    Plain, it is the article's inverse: the smallest measured concurrency whose predicted
+    TPS meets the target at one max_tokens and model. With --method or any constraint it
+    searches every knob (concurrency, max_tokens, model) for the cheapest configuration
+    that meets the target under the constraints, names the binding constraint, and gives
+    the dual answer: the best TPS under the constraints."""
+    from scm_xl.errors import UsageError
     from scm_xl.workbook.fill import analysis_from_source
 
-    analysis, _ = analysis_from_source(source)
-    length = max_tokens or analysis.calibration.base_max_tokens
-    if length is None:
-        from scm_xl.errors import UsageError
+    analysis, rows = analysis_from_source(source, strict_physics=strict_physics)
+    across = method is not None or any(v is not None for v in (
+        max_latency_p95, max_ttft_p95, max_concurrency, allowed_max_tokens, allowed_models, rate_limit)) \
+        or extrapolate or conservative
+    if not across:
+        from scm_xl.model import solve as run_solve
+        from scm_xl.report import solution_to_dict
 
-        raise UsageError("no base max_tokens could be calibrated; pass --max-tokens")
-    solution = run_solve(analysis.calibration, target_tps, length, model)
-    if as_json:
-        click.echo(json.dumps(solution_to_dict(solution)))
-    elif solution.reachable:
-        click.echo(f"concurrency {solution.concurrency}: predicted TPS {solution.tps:.2f} "
-                   f"(target {target_tps:g} at max_tokens {length})")
+        length = max_tokens or analysis.calibration.base_max_tokens
+        if length is None:
+            raise UsageError("no base max_tokens could be calibrated; pass --max-tokens")
+        solution = run_solve(analysis.calibration, target_tps, length, model)
+        if as_json:
+            click.echo(json.dumps(solution_to_dict(solution)))
+        elif solution.reachable:
+            click.echo(f"concurrency {solution.concurrency}: predicted TPS {solution.tps:.2f} "
+                       f"(target {target_tps:g} at max_tokens {length})")
+        else:
+            best = f"; best reachable {solution.best_tps:.2f} at concurrency {solution.best_concurrency}" \
+                if solution.best_tps is not None else ""
+            click.echo(f"unreachable with the measured levels (target {target_tps:g} at max_tokens {length}){best}")
+        return
+
+    from scm_xl import constrained
+
+    lengths = _int_list(allowed_max_tokens, "--allowed-max-tokens")
+    if max_tokens is not None:
+        lengths = (max_tokens,) if lengths is None else tuple(v for v in lengths if v == max_tokens)
+    models = tuple(m.strip() for m in allowed_models.split(",") if m.strip()) if allowed_models else None
+    if model is not None:
+        models = (model,) if models is None else tuple(m for m in models if m.casefold() == model.casefold())
+    constraints = constrained.Constraints(
+        max_latency_p95_s=max_latency_p95, max_ttft_p95_s=max_ttft_p95, max_concurrency=max_concurrency,
+        max_tokens=lengths, models=models, rate_limit_concurrency=rate_limit)
+    if (method or "chain") == "lsq":
+        from scm_xl.lsq import fit
+
+        surface = constrained.lsq_surface(fit(analysis.statuses, analysis.settings))
     else:
-        best = f"; best reachable {solution.best_tps:.2f} at concurrency {solution.best_concurrency}" \
-            if solution.best_tps is not None else ""
-        click.echo(f"unreachable with the measured levels (target {target_tps:g} at max_tokens {length}){best}")
+        surface = constrained.chain_surface(analysis.calibration)
+    result = constrained.solve(surface, target_tps, rows=rows, constraints=constraints, extrapolate=extrapolate,
+                               conservative=conservative)
+    best = result.cheapest
+    data = {"concurrency": best.concurrency if best else None, "tps": best.tps if best else None,
+            "reachable": result.reachable, "max_tokens": best.max_tokens if best else None,
+            "model": best.model if best else None, **result.report()}
+    if as_json:
+        click.echo(json.dumps(data))
+        return
+    if best:
+        marks = ", ".join(m for m, flag in (("interpolated", best.interpolated),
+                                            ("extrapolated", best.extrapolated)) if flag)
+        interval = f", 90% interval {best.mean_interval[0]:.2f} to {best.mean_interval[1]:.2f}" \
+            if best.mean_interval else ""
+        click.echo(f"cheapest: concurrency {best.concurrency}, max_tokens {best.max_tokens}, model {best.model}: "
+                   f"predicted TPS {best.tps:.2f}{interval}{f' ({marks})' if marks else ''}")
+    else:
+        click.echo(f"unreachable: no configuration reaches {target_tps:g} TPS under the constraints")
+    click.echo(f"binding: {', '.join(result.binding) or '-'}")
+    if result.best:
+        click.echo(f"best under the constraints: {result.best.tps:.2f} TPS at concurrency {result.best.concurrency}, "
+                   f"max_tokens {result.best.max_tokens}, model {result.best.model}"
+                   f" (bound by {', '.join(result.best_binding) or '-'})")
+    for note in result.notes:
+        click.echo(f"note: {note}")
 
 
 commands = [build, fill, verify, predict, solve]

@@ -81,14 +81,10 @@ def _alias_list(entries: list[tuple[str, object]]) -> tuple[tuple[str, int], ...
 
 
 def _literal(alias: str) -> bool:
-    """Whether an alias means itself in SUMIFS criteria (no wildcard, operator or bare number)."""
-    if alias.startswith(("=", "<", ">")) or any(ch in alias for ch in "*?~") or alias != alias.strip():
-        return False
-    try:
-        float(alias)
-    except ValueError:
-        return True
-    return False
+    """Whether an alias means itself in criteria (no wildcard or operator). Bare numbers
+    ("4090") stay: the results reader refuses numeric model and GPU names in rows, so a row
+    never looks one up through SUMIFS, and the calculator matches names exactly."""
+    return not (alias.startswith(("=", "<", ">")) or any(ch in alias for ch in "*?~") or alias != alias.strip())
 
 
 def physics_catalog(catalog: Catalog | None = None) -> PhysicsCatalog:

@@ -136,7 +136,8 @@ def verify(path: str | Path, *, engine: str = "formulas") -> WorkbookReport:
                           verification=verification, warnings=warnings)
 
 
-def analysis_from_source(source: str | Path, *, strict_physics: bool | None = None) -> tuple[Analysis, Inputs | None]:
+def analysis_from_source(source: str | Path, *,
+                         strict_physics: bool | None = None) -> tuple[Analysis, list[ResultRow]]:
     """The reference analysis of a results CSV or of a filled workbook's inputs.
 
     strict_physics overrides the workbook's switch (None keeps it; a CSV defaults to warnings only).
@@ -153,7 +154,8 @@ def analysis_from_source(source: str | Path, *, strict_physics: bool | None = No
         settings = inputs.settings
         if strict_physics is not None:
             settings = replace(settings, strict_physics=strict_physics)
-        return analyze([row for _, row in inputs.rows], settings), inputs
+        rows = [row for _, row in inputs.rows]
+        return analyze(rows, settings), rows
     table = read_results(source)
     check_model_names(table.rows, where=str(source))
-    return analyze(table.rows, Settings(strict_physics=bool(strict_physics))), None
+    return analyze(table.rows, Settings(strict_physics=bool(strict_physics))), table.rows
