@@ -311,7 +311,7 @@ def test_httpx_default_transport_works_too(tmp_path, sim):
 
 
 def test_rate_limited_requests_retry_after_and_flag_the_experiment(tmp_path):
-    config = SimConfig(ttft_s=0.03, itl_s=0.0, max_concurrency=1, retry_after_s=0.02)
+    config = SimConfig(ttft_s=0.1, itl_s=0.0, max_concurrency=1, retry_after_s=0.02)
     with running_simulator(config) as base_url:
         collect(tmp_path, base_url, concurrency=(3,), max_tokens=(2,), requests_per_slot=2, max_retries=50)
     row = read_results(tmp_path / "results.csv").rows[0]

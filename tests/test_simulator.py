@@ -127,11 +127,12 @@ def test_seed_makes_lengths_reproducible():
 
 
 def test_max_concurrency_answers_429_with_retry_after():
-    config = SimConfig(ttft_s=0.3, itl_s=0.0, max_concurrency=1, retry_after_s=2.5)
+    config = SimConfig(ttft_s=1.0, itl_s=0.0, max_concurrency=1, retry_after_s=2.5)
     with running_simulator(config) as base_url:
         holder = threading.Thread(target=lambda: stream_once(base_url, max_tokens=1))
         holder.start()
-        time.sleep(0.1)
+        while sim_stats(base_url)["requests"] == 0:  # the holder's request is in
+            time.sleep(0.01)
         with client() as http:
             response = http.post(f"{base_url}/chat/completions",
                                  json={"model": "m", "messages": MESSAGES, "stream": True})
@@ -175,7 +176,7 @@ def test_fixed_delays_are_what_the_simulator_produces():
         elapsed = time.perf_counter() - started
         stats = sim_stats(base_url)
     assert stats["tokens"] == 11
-    assert stats["mean_ttft_s"] == pytest.approx(0.05, abs=0.005)
+    assert stats["mean_ttft_s"] == pytest.approx(0.05, abs=0.015)
     assert stats["mean_itl_s"] == pytest.approx(0.01, abs=0.001)
     assert 0.15 <= elapsed < 0.5
 
@@ -195,7 +196,7 @@ def test_decode_step_grows_with_active_sequences():
         for thread in threads:
             thread.join()
         batched = sim_stats(base_url)
-    assert alone == pytest.approx(0.003, rel=0.5)
+    assert 0.002 <= alone < 0.006  # 0.002 + 0.001 x 1, and timers fire up to about 1 ms late
     assert batched["max_active"] == 10
     assert batched["mean_itl_s"] > 2 * alone  # about 0.002 + 0.001 x 10
 

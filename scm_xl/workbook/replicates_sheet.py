@@ -1,0 +1,367 @@
+"""The replicates sheet: scm_xl.replicates as live formulas.
+
+One row per distinct (model, concurrency, max_tokens) cell among the present raw
+rows, in order of each cell's first run on the raw sheet, in a fixed number of slots
+(cells beyond them are counted but not shown). Per cell: the number of runs, the
+median TPS (a single-cell CSE MEDIAN(IF(...))), the mean, the CV (sample standard
+deviation over the mean, two passes), the flag (CV above the threshold, an input
+cell) and the stability note's figures: repeats needed, and how many more.
+
+How rows are grouped. A helper column beside the table (one CSE array formula over
+the raw rows) gives each present raw row the sheet row of the first run of its cell:
+MATCH(model&"|"&c&"|"&L, <same over all raw rows>, 0). MATCH compares text the way
+the reference's casefold does for ordinary names (case-insensitively); c and
+max_tokens are whole numbers, so their text is the same on every engine. A model name
+holding the wildcard characters * ? or ~ would be matched as a pattern (as COUNTIFS
+already does everywhere else in the workbook). A second helper column keeps that row
+number only on the first run, and slot k is its k-th smallest value. Every per-cell
+figure then selects rows by one numeric comparison with the slot's first row.
+
+`expected_sheet` mirrors every formula cell from `scm_xl.replicates.summarize` on the
+present rows (all of `model.analyze`'s statuses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from openpyxl.utils import get_column_letter
+from openpyxl.worksheet.formula import ArrayFormula
+from openpyxl.worksheet.worksheet import Worksheet
+
+from scm_xl.engines.base import CellValue
+from scm_xl.model import Analysis
+from scm_xl.replicates import DEFAULT_CV_THRESHOLD, Z_90, summarize
+from scm_xl.workbook.layout import Layout
+
+SHEET_TITLES: dict[str, str] = {"zh": "重复实验", "en": "Replicates"}
+DEFAULT_SLOTS = 64
+
+DEFINED_NAMES = {
+    "REP_CVThreshold": "threshold",
+    "REP_Cells": "cells",
+    "REP_FlaggedCells": "flagged",
+}
+"""Workbook-scoped names -> summary keys (the threshold name is the effective value)."""
+
+# Rows of the top block; the hand-set threshold is typed in B, its effective value is in C.
+TITLE_ROW, NOTE_ROW, SLOTS_NOTE_ROW = 1, 2, 3
+THRESHOLD_ROW = 5
+SUMMARY_ROWS = {"cells": 6, "shown": 7, "flagged": 8, "hidden_note": 9}
+TABLE_HEADER_ROW = 11
+TABLE_FIRST_ROW = 12
+
+# Table columns (A..L), then a gap, then the two helper columns aligned with the raw rows.
+TABLE_KEYS = ("slot", "first_row", "model", "concurrency", "max_tokens", "n", "median", "mean", "cv",
+              "flagged", "repeats_needed", "more_repeats")
+TABLE_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(TABLE_KEYS)}
+HELPER_KEYS = ("cell_row", "first_run")
+HELPER_COLS = {key: get_column_letter(len(TABLE_KEYS) + 2 + i) for i, key in enumerate(HELPER_KEYS)}
+
+TEXTS: dict[str, dict[str, str]] = {
+    "zh": {
+        "title": "重复实验：相同（模型, 并发, max_tokens）的多次运行取中位数",
+        "note": "CV = 样本标准差 / 均值（至少 2 次运行）；CV 高于阈值的组合被标记。所需重复次数 = max(2, ⌈(1.645 × CV / 阈值)²⌉)："
+                "使均值的 90% 置信半宽不超过阈值。只统计有效行（含被剔除的行）。",
+        "slots_note": "表格有 {slots} 行：超出的组合只计数，不显示。",
+        "threshold": "CV 阈值（B列手工输入，C列生效值）",
+        "cells": "组合数",
+        "shown": "显示的组合数",
+        "flagged": "被标记的组合数（CV > 阈值）",
+        "hidden_note": "提示",
+        "hidden": "还有 {hidden} 个组合未显示：表格只有 {slots} 行",
+        "slot": "#", "first_row": "首次运行所在行", "model": "模型", "concurrency": "并发数",
+        "max_tokens": "max_tokens", "n": "运行次数", "median": "TPS中位数", "mean": "TPS均值", "cv": "CV",
+        "flagged_col": "标记", "repeats_needed": "所需重复次数", "more_repeats": "还需次数",
+        "cell_row": "该行组合的首行", "first_run": "组合首次出现",
+    },
+    "en": {
+        "title": "Replicates: runs of the same (model, concurrency, max_tokens) summarised by their median",
+        "note": "CV = sample standard deviation / mean (two runs or more); cells whose CV is above the threshold are "
+                "flagged. Repeats needed = max(2, ceil((1.645 x CV / threshold)^2)): runs for the 90% half-width of "
+                "the mean to be within the threshold. Every present row counts, excluded ones too.",
+        "slots_note": "The table has {slots} rows: cells beyond them are counted, not shown.",
+        "threshold": "CV threshold (type in B; C is the effective value)",
+        "cells": "distinct cells",
+        "shown": "cells shown",
+        "flagged": "flagged cells (CV > threshold)",
+        "hidden_note": "note",
+        "hidden": "{hidden} more cell(s) not shown: the table has {slots} rows",
+        "slot": "#", "first_row": "first run on row", "model": "model", "concurrency": "concurrency",
+        "max_tokens": "max_tokens", "n": "runs", "median": "median TPS", "mean": "mean TPS", "cv": "CV",
+        "flagged_col": "flagged", "repeats_needed": "repeats needed", "more_repeats": "more repeats",
+        "cell_row": "first row of this row's cell", "first_run": "first run of a cell",
+    },
+}
+
+
+def _q(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class ReplicatesLayout:
+    """Where things are on the sheet, for a workbook layout and a slot count."""
+
+    layout: Layout
+    slots: int = DEFAULT_SLOTS
+
+    @property
+    def title(self) -> str:
+        return SHEET_TITLES[self.layout.lang]
+
+    @property
+    def table_last(self) -> int:
+        return TABLE_FIRST_ROW + self.slots - 1
+
+    @property
+    def helper_last(self) -> int:
+        return TABLE_FIRST_ROW + self.layout.rows - 1
+
+    def table(self, key: str, *, absolute: bool = True) -> str:
+        col = TABLE_COLS[key]
+        d = "$" if absolute else ""
+        return f"{d}{col}{d}{TABLE_FIRST_ROW}:{d}{col}{d}{self.table_last}"
+
+    def helper(self, key: str) -> str:
+        col = HELPER_COLS[key]
+        return f"${col}${TABLE_FIRST_ROW}:${col}${self.helper_last}"
+
+    def cell(self, key: str, row: int) -> str:
+        return f"{TABLE_COLS[key]}{row}"
+
+    @property
+    def threshold_input(self) -> str:
+        return f"B{THRESHOLD_ROW}"
+
+    @property
+    def threshold_cell(self) -> str:
+        return f"C{THRESHOLD_ROW}"
+
+    def summary_cell(self, key: str) -> str:
+        if key == "threshold":
+            return self.threshold_cell
+        return f"B{SUMMARY_ROWS[key]}"
+
+    def defined_names(self) -> dict[str, str]:
+        return {name: self.summary_cell(key) for name, key in DEFINED_NAMES.items()}
+
+
+# ---------------------------------------------------------------------------
+# Formulas
+# ---------------------------------------------------------------------------
+
+
+def _abs(address: str) -> str:
+    col = "".join(ch for ch in address if ch.isalpha())
+    row = "".join(ch for ch in address if ch.isdigit())
+    return f"${col}${row}"
+
+
+def helper_formulas(rl: ReplicatesLayout) -> dict[str, str]:
+    """The two helper columns (CSE array formulas over the raw rows)."""
+    lo = rl.layout
+    raw = lo.raw_range
+    offset = lo.raw_first - 1
+    key = f"{raw('model')}&\"|\"&{raw('concurrency')}&\"|\"&{raw('max_tokens')}"
+    cell_row = rl.helper("cell_row")
+    return {
+        "cell_row": f"=IF({raw('present')}=1,MATCH({key},{key},0)+{offset},\"\")",
+        "first_run": f"=IF({cell_row}=ROW({raw('present')}),{cell_row},\"\")",
+    }
+
+
+def slot_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
+    """The single-cell formulas of one slot (the per-cell aggregates)."""
+    lo = rl.layout
+    raw = lo.raw_range
+    offset = lo.raw_first - 1
+    first = f"${TABLE_COLS['first_row']}{row}"
+    n, mean = f"${TABLE_COLS['n']}{row}", f"${TABLE_COLS['mean']}{row}"
+    tps = raw("tps")
+    member = f"({rl.helper('cell_row')}={first})"
+    return {
+        "model": f"=IF(ISNUMBER({first}),INDEX({raw('model')},{first}-{offset})&\"\",\"\")",
+        "concurrency": f"=IF(ISNUMBER({first}),INDEX({raw('concurrency')},{first}-{offset}),\"\")",
+        "max_tokens": f"=IF(ISNUMBER({first}),INDEX({raw('max_tokens')},{first}-{offset}),\"\")",
+        "median": f"=IF(ISNUMBER({first}),MEDIAN(IF({member},{tps})),\"\")",
+        "cv": (
+            f"=IF(ISNUMBER({first}),IF(AND({n}>=2,{mean}<>0),"
+            f"SQRT(SUM(IF({member},({tps}-{mean})^2,0))/({n}-1))/{mean},\"\"),\"\")"
+        ),
+    }
+
+
+def column_formulas(rl: ReplicatesLayout) -> dict[str, str]:
+    """The table columns that are one CSE array formula over all slots."""
+    lo = rl.layout
+    t = rl.table
+    thr = _abs(rl.threshold_cell)
+    first, cv, n, needed = t("first_row"), t("cv"), t("n"), t("repeats_needed")
+    ratio = f"({Z_90!r}*{cv}/{thr})"
+    ceiling = f"-INT(-({ratio}*{ratio}-0.000000000001))"
+    return {
+        "first_row": f"=IFERROR(SMALL({rl.helper('first_run')},{t('slot')}),\"\")",
+        "n": f"=IF(ISNUMBER({first}),COUNTIF({rl.helper('cell_row')},{first}),\"\")",
+        "mean": f"=IF(ISNUMBER({first}),AVERAGEIFS({lo.raw_range('tps')},{rl.helper('cell_row')},{first}),\"\")",
+        "flagged": f"=IF(ISNUMBER({first}),IF(ISNUMBER({cv}),IF({cv}>{thr},1,0),0),\"\")",
+        "repeats_needed": f"=IF(ISNUMBER({cv}),IF({ceiling}<2,2,{ceiling}),\"\")",
+        "more_repeats": f"=IF(ISNUMBER({needed}),IF({needed}-{n}>0,{needed}-{n},0),\"\")",
+    }
+
+
+def summary_formulas(rl: ReplicatesLayout) -> dict[str, str]:
+    t = TEXTS[rl.layout.lang]
+    inp = _abs(rl.threshold_input)
+    cells = _abs(rl.summary_cell("cells"))
+    before, _, rest = t["hidden"].partition("{hidden}")
+    middle, _, after = rest.partition("{slots}")
+    return {
+        "threshold": f"=IF(AND(ISNUMBER({inp}),{inp}>0),{inp},{DEFAULT_CV_THRESHOLD!r})",
+        "cells": f"=COUNT({rl.helper('first_run')})",
+        "shown": f"=MIN({cells},{rl.slots})",
+        "flagged": f"=COUNTIF({rl.table('flagged')},1)",
+        "hidden_note": (
+            f"=IF({cells}>{rl.slots},{_q(before)}&({cells}-{rl.slots})&{_q(middle + str(rl.slots) + after)},\"\")"
+        ),
+    }
+
+
+def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
+                threshold: float | None = DEFAULT_CV_THRESHOLD) -> dict[str, str]:
+    """Write the replicates sheet into `ws`; return defined name -> "A1" on it."""
+    from scm_xl.workbook.build import (  # build may import this module
+        BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, _array, _formula,
+    )
+
+    if slots < 1:
+        raise ValueError(f"slots must be at least 1, got {slots}")
+    rl = ReplicatesLayout(layout, slots)
+    t = TEXTS[layout.lang]
+    ws[f"A{TITLE_ROW}"] = t["title"]
+    ws[f"A{TITLE_ROW}"].font = TITLE_FONT
+    ws[f"A{NOTE_ROW}"] = t["note"]
+    ws[f"A{SLOTS_NOTE_ROW}"] = t["slots_note"].replace("{slots}", str(slots))
+
+    summary = summary_formulas(rl)
+    ws[f"A{THRESHOLD_ROW}"] = t["threshold"]
+    ws[f"A{THRESHOLD_ROW}"].font = BOLD
+    ws[rl.threshold_input] = threshold
+    ws[rl.threshold_input].fill = INPUT_FILL
+    _formula(ws, rl.threshold_cell, summary["threshold"], "0.00")
+    for key, row in SUMMARY_ROWS.items():
+        ws[f"A{row}"] = t[key]
+        _formula(ws, f"B{row}", summary[key])
+    ws[rl.summary_cell("flagged")].fill = KEY_FILL
+
+    headers = {**{key: t[key] for key in TABLE_KEYS if key != "flagged"}, "flagged": t["flagged_col"],
+               **{key: t[key] for key in HELPER_KEYS}}
+    columns = {**TABLE_COLS, **HELPER_COLS}
+    for key, col in columns.items():
+        cell = ws[f"{col}{TABLE_HEADER_ROW}"]
+        cell.value = headers[key]
+        cell.font = HEADER_FONT
+        cell.fill = HEADER_FILL
+    for i in range(slots):
+        ws[f"{TABLE_COLS['slot']}{TABLE_FIRST_ROW + i}"] = i + 1
+
+    for key, formula in helper_formulas(rl).items():
+        _array(ws, HELPER_COLS[key], TABLE_FIRST_ROW, rl.helper_last, formula, column_style=True)
+    formats = {"median": "0.00", "mean": "0.00", "cv": "0.0%"}
+    for key, formula in column_formulas(rl).items():
+        _array(ws, TABLE_COLS[key], TABLE_FIRST_ROW, rl.table_last, formula, number_format=formats.get(key))
+    for row in range(TABLE_FIRST_ROW, rl.table_last + 1):
+        for key, formula in slot_formulas(rl, row).items():
+            _formula(ws, rl.cell(key, row), formula, formats.get(key), array=key in ("median", "cv"))
+    for key in ("median", "flagged"):
+        ws[rl.cell(key, TABLE_FIRST_ROW)].fill = FORMULA_FILL
+    ws.freeze_panes = f"A{TABLE_FIRST_ROW}"
+    widths = {"A": 40, "B": 14, "C": 24, "D": 10, "E": 11, "F": 9, "G": 11, "H": 11, "I": 9, "J": 8, "K": 12,
+              "L": 11, HELPER_COLS["cell_row"]: 14, HELPER_COLS["first_run"]: 14}
+    for col, width in widths.items():
+        ws.column_dimensions[col].width = width
+    return rl.defined_names()
+
+
+def read_threshold(ws: Worksheet) -> Any:
+    """The hand-set CV threshold as typed (None when blank)."""
+    value = ws[f"B{THRESHOLD_ROW}"].value
+    return None if value == "" else value
+
+
+# ---------------------------------------------------------------------------
+# The reference: what each formula cell should hold
+# ---------------------------------------------------------------------------
+
+
+def effective_threshold(typed: Any) -> float:
+    """What the effective-threshold cell computes from the typed value."""
+    if isinstance(typed, (int, float)) and not isinstance(typed, bool) and typed > 0:
+        return float(typed)
+    return DEFAULT_CV_THRESHOLD
+
+
+def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_SLOTS,
+                   threshold: Any = DEFAULT_CV_THRESHOLD,
+                   sheet_rows: Sequence[int] | None = None) -> dict[tuple[str, str], CellValue]:
+    """Every formula cell of the sheet, from `replicates.summarize` over the present rows.
+
+    `threshold` is the value typed in the threshold cell; `sheet_rows` the raw-sheet row
+    of each status (default: consecutive from the first raw row, as `io.write_rows` puts them).
+    """
+    rl = ReplicatesLayout(layout, slots)
+    statuses = analysis.statuses
+    rows = list(sheet_rows) if sheet_rows is not None else [layout.raw_first + i for i in range(len(statuses))]
+    if len(rows) != len(statuses):
+        raise ValueError("sheet_rows must give one raw-sheet row per status")
+    thr = effective_threshold(threshold)
+    cells = summarize(statuses, cv_threshold=thr)
+
+    first_of: dict[tuple[str, int, int], int] = {}
+    cell_row: dict[int, int] = {}
+    for s, sheet_row in zip(statuses, rows):
+        key = (s.model.casefold(), s.concurrency, s.max_tokens)
+        cell_row[sheet_row] = first_of.setdefault(key, sheet_row)
+
+    title = rl.title
+    out: dict[tuple[str, str], CellValue] = {}
+    for i in range(layout.rows):
+        sheet_row = layout.raw_first + i
+        first = cell_row.get(sheet_row)
+        out[(title, f"{HELPER_COLS['cell_row']}{TABLE_FIRST_ROW + i}")] = float(first) if first else None
+        out[(title, f"{HELPER_COLS['first_run']}{TABLE_FIRST_ROW + i}")] = (
+            float(sheet_row) if first == sheet_row else None)
+
+    for i in range(slots):
+        row = TABLE_FIRST_ROW + i
+        values: dict[str, CellValue] = {key: None for key in TABLE_KEYS if key != "slot"}
+        if i < len(cells):
+            c = cells[i]
+            values.update({
+                "first_row": float(first_of[(c.model.casefold(), c.concurrency, c.max_tokens)]),
+                "model": c.model, "concurrency": float(c.concurrency), "max_tokens": float(c.max_tokens),
+                "n": float(c.n), "median": c.median_tps, "mean": c.mean_tps, "cv": c.cv,
+                "flagged": 1.0 if c.flagged else 0.0,
+                "repeats_needed": float(c.repeats_needed) if c.repeats_needed is not None else None,
+                "more_repeats": float(c.more_repeats) if c.more_repeats is not None else None,
+            })
+        for key, value in values.items():
+            out[(title, rl.cell(key, row))] = value
+
+    t = TEXTS[layout.lang]
+    hidden = max(0, len(cells) - slots)
+    out[(title, rl.threshold_cell)] = thr
+    out[(title, rl.summary_cell("cells"))] = float(len(cells))
+    out[(title, rl.summary_cell("shown"))] = float(min(len(cells), slots))
+    out[(title, rl.summary_cell("flagged"))] = float(sum(1 for c in cells[:slots] if c.flagged))
+    out[(title, rl.summary_cell("hidden_note"))] = (
+        t["hidden"].replace("{hidden}", str(hidden)).replace("{slots}", str(slots)) if hidden else None)
+    return out
+
+
+__all__ = [
+    "DEFAULT_SLOTS", "DEFINED_NAMES", "SHEET_TITLES", "ReplicatesLayout", "effective_threshold",
+    "expected_sheet", "read_threshold", "write_sheet",
+]

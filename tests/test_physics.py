@@ -1,0 +1,89 @@
+"""Physics checks in the filter: warnings by default, exclusions when strict."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from scm_xl.model import Settings, analyze
+from scm_xl.results import ResultRow, read_results
+from scm_xl.workbook.fill import fill
+
+ARTICLE = Path(__file__).resolve().parent.parent / "examples" / "article_qwen2.5-7b.csv"
+
+
+def article_rows() -> list[ResultRow]:
+    return read_results(ARTICLE).rows
+
+
+def test_article_flags_fire_as_warnings_and_leave_the_table_alone() -> None:
+    analysis = analyze(article_rows())
+    by_id = {s.exp_id: s for s in analysis.statuses}
+    assert "short_output" in by_id["E01"].physics.codes()  # 25 tokens from 10 requests of 50
+    assert by_id["E01"].physics.expected_tokens == 500
+    assert by_id["E02"].physics.superlinear  # f(2) = 2.62 > 2
+    assert by_id["E02"].physics.group_lowest_concurrency == 1
+    assert not by_id["E03"].physics.superlinear  # f(4) = 3.10 < 4
+    # Warnings only: the article's numbers are unchanged.
+    cal = analysis.calibration
+    assert round(cal.base_tps, 2) == 45.45
+    assert round(cal.f(2), 2) == 2.62 and round(cal.f(4), 2) == 3.10
+    assert round(cal.k_len(100), 2) == 0.50
+    assert by_id["E01"].included and by_id["E02"].included
+
+
+def test_strict_physics_excludes_warned_rows_and_a_manual_include_wins() -> None:
+    rows = article_rows()
+    strict = analyze(rows, Settings(strict_physics=True))
+    assert all(not s.included for s in strict.statuses)  # every article row is short
+    assert {s.reason_code for s in strict.statuses} <= {"physics", "mono"}
+    assert strict.calibration.base_tps is None
+    assert strict.consistency.verdict == "insufficient"
+    rows = [dataclasses.replace(r, override="include") if r.exp_id == "E01" else r for r in rows]
+    strict = analyze(rows, Settings(strict_physics=True))
+    assert {s.exp_id for s in strict.statuses if s.included} == {"E01"}
+    assert strict.calibration.base_tps == pytest.approx(25 / 0.55)
+
+
+def row(exp_id: str, c: int, tps: float, *, gpu: str | None = "a100-80gb", model: str = "Qwen2.5-7B",
+        max_tokens: int = 100, prompt_tokens: int | None = None) -> ResultRow:
+    requests = 10 * c
+    tokens = requests * max_tokens
+    return ResultRow(exp_id=exp_id, model=model, concurrency=c, requests_per_slot=10, total_requests=requests,
+                     max_tokens=max_tokens, total_time_s=tokens / tps, total_output_tokens=tokens, gpu=gpu,
+                     prompt_tokens=prompt_tokens)
+
+
+def test_roofline_ceiling_and_kv_capacity() -> None:
+    # Qwen2.5-7B bf16 on an A100 80GB: 2,039e9 B/s / (7.6e9 x 2 B) = about 134 tok/s per stream.
+    rows = [row("A1", 1, 80.0), row("A2", 2, 2 * 200.0), row("A3", 4, 4 * 70.0, gpu=None),
+            row("A4", 8, 8 * 60.0, prompt_tokens=2_000_000)]
+    by_id = {s.exp_id: s for s in analyze(rows).statuses}
+    assert by_id["A1"].physics.ceiling_tps == pytest.approx(2039e9 / (7_615_616_512 * 2))
+    assert not by_id["A1"].physics.above_ceiling
+    assert by_id["A2"].physics.above_ceiling  # 200 tok/s per stream is impossible there
+    assert by_id["A3"].physics.ceiling_tps is None  # no GPU recorded: no roofline check
+    assert by_id["A4"].physics.kv_over_memory  # 8 x 2M tokens of KV cache cannot fit in 80 GB
+    assert not by_id["A1"].physics.kv_over_memory
+    assert "roofline ceiling of 134 tok/s" in by_id["A2"].physics.text("en")
+
+
+def test_clean_data_stays_quiet() -> None:
+    rows = [row(f"B{i}", c, 60.0 * c ** 0.9) for i, c in enumerate((1, 2, 4, 8), start=1)]
+    assert all(s.physics.count == 0 for s in analyze(rows).statuses)
+
+
+@pytest.mark.parametrize("engine", ["formulas", pytest.param("libreoffice", marks=pytest.mark.libreoffice)])
+def test_workbook_physics_matches_the_reference(engine: str, tmp_path: Path) -> None:
+    from scm_xl.results import write_results
+
+    rows = [row("A1", 1, 80.0), row("A2", 2, 2 * 200.0), row("A3", 4, 4 * 70.0, gpu=None),
+            row("A4", 8, 8 * 60.0, prompt_tokens=2_000_000), row("A5", 16, 16 * 50.0, gpu="H100")]
+    csv_path = tmp_path / "r.csv"
+    write_results(csv_path, rows)
+    report = fill(csv_path, output=tmp_path / "r.xlsx", engine=engine, strict_physics=True)
+    assert report.verification.ok, report.verification.mismatches[:5]
+    included = {s.exp_id for s in report.analysis.statuses if s.included}
+    assert "A2" not in included and "A4" not in included and "A1" in included
