@@ -41,7 +41,7 @@ def noisy_factorial(seed: int = 7, repeats: int = 3, sigma: float = 0.08) -> lis
 
 def odd_cells() -> list[ResultRow]:
     """Spellings that differ in case, a run with no output, a cell with a wide spread, one with 4 runs."""
-    rows = [experiment("A1", "Qwen", 1, 50, 40.0), experiment("A2", "Qwen", 1, 50, 44.0),
+    rows = [experiment("A1", "Qwen", 1, 50, 40.0), experiment("A2", "qwen", 1, 50, 44.0),
             experiment("A3", "Qwen", 2, 50, 80.0), experiment("A4", "Qwen", 1, 50, 41.0),
             experiment("A5", "Qwen", 2, 50, 120.0), experiment("A6", "Qwen", 4, 100, 10.0),
             experiment("A7", "Qwen", 4, 100, 30.0), experiment("A8", "Qwen", 4, 100, 20.0),
@@ -119,8 +119,8 @@ def test_case_zero_output_even_counts_and_more_cells_than_slots(engine: str, tmp
     rl = rs.ReplicatesLayout(layout, 5)
     first = rs.TABLE_FIRST_ROW
     assert values[(title, rl.threshold_cell)] == rs.DEFAULT_CV_THRESHOLD  # text typed: the default applies
-    assert values[(title, f"F{first}")] == 3 and values[(title, f"G{first}")] == 41.0
-    assert values[(title, f"G{first + 2}")] == 25.0  # 10, 30, 20, 40: the two middle values averaged
+    assert values[(title, f"F{first}")] == 3 and values[(title, f"G{first}")] == pytest.approx(41.0)
+    assert values[(title, f"G{first + 2}")] == pytest.approx(25.0)  # 10, 30, 20, 40: the two middle values averaged
     assert values[(title, rl.summary_cell("cells"))] == 4 + 12
     assert values[(title, rl.summary_cell("hidden_note"))] == "还有 11 个组合未显示：表格只有 5 行"
 

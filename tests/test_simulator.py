@@ -196,9 +196,10 @@ def test_decode_step_grows_with_active_sequences():
         for thread in threads:
             thread.join()
         batched = sim_stats(base_url)
-    assert 0.002 <= alone < 0.006  # 0.002 + 0.001 x 1, and timers fire up to about 1 ms late
+    # steps last 0.002 + 0.001 x active: 3 ms alone, 12 ms with ten (timers may fire a little late)
+    assert 0.0025 <= alone < 0.008
     assert batched["max_active"] == 10
-    assert batched["mean_itl_s"] > 2 * alone  # about 0.002 + 0.001 x 10
+    assert batched["mean_itl_s"] >= 0.008 and batched["mean_itl_s"] > 1.5 * alone
 
 
 def test_prefill_cost_delays_the_first_token():

@@ -25,8 +25,9 @@ ENGINES: dict[str, type[Engine]] = {
 }
 ENGINE_ALIASES = {"embedded": "formulas"}
 ENGINE_NAMES = (*ENGINES, *ENGINE_ALIASES)
-# Above this many data rows formulas takes minutes (74 s at 10,000 rows) where LibreOffice takes ~3 s.
-AUTO_LIBREOFFICE_ROWS = 2000
+# Above this many raw rows LibreOffice is faster than the formulas engine on our layout
+# (benchmarks/results/workbook.md: 1,000 rows take about 15 s in formulas, 6 s in LibreOffice).
+AUTO_LIBREOFFICE_ROWS = 500
 
 
 def get_engine(name: str) -> Engine:
