@@ -182,6 +182,9 @@ class CollectConfig:
     # environment sets a proxy for a non-loopback base URL
     transport: str = "auto"
     gpu: str | None = None
+    # An explicit run list (a `scm-xl plan` file); when given, it replaces the product of
+    # models x concurrency x max_tokens x repeats.
+    experiments: tuple[MatrixPoint, ...] | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
@@ -248,7 +251,10 @@ class MatrixPoint:
 
 
 def matrix_points(config: CollectConfig) -> list[MatrixPoint]:
-    """The matrix in run order: models, then concurrency, then max_tokens, then repeats."""
+    """The matrix in run order: an explicit run list as given, else models, then
+    concurrency, then max_tokens, then repeats."""
+    if config.experiments:
+        return list(config.experiments)
     points: list[MatrixPoint] = []
     index = 0
     for model in config.models:
@@ -283,7 +289,11 @@ def load_matrix_file(path: str | Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"bad TOML: {exc}", path=where) from None
     data = data.get("matrix", data) if isinstance(data.get("matrix"), dict) else data
+    data = dict(data)
+    data.pop("plan", None)  # written by `scm-xl plan` for people: information only
     values: dict[str, Any] = {}
+    if "experiments" in data:
+        values["experiments"] = _experiments(data.pop("experiments"), where)
     for key, value in data.items():
         expected = _MATRIX_KEYS.get(key)
         if expected is None:
@@ -299,6 +309,32 @@ def load_matrix_file(path: str | Path) -> dict[str, Any]:
             key, value = "models", [value]
         values[key] = tuple(value) if isinstance(value, list) else value
     return values
+
+
+def _experiments(tables: Any, where: str) -> tuple[MatrixPoint, ...]:
+    """`[[experiments]]` tables (from `scm-xl plan`): run exactly these, in `order`."""
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise InputError("'experiments' must be one or more [[experiments]] tables", path=where)
+    points: list[tuple[int, MatrixPoint]] = []
+    seen: set[str] = set()
+    for i, table in enumerate(tables, start=1):
+        unknown = set(table) - {"order", "exp_id", "model", "concurrency", "max_tokens", "repeat"}
+        if unknown:
+            raise InputError(f"experiment {i}: unknown key(s) {', '.join(sorted(unknown))}", path=where)
+        model, concurrency, length = table.get("model"), table.get("concurrency"), table.get("max_tokens")
+        repeat, order = table.get("repeat", 1), table.get("order", i)
+        if not isinstance(model, str) or not model.strip():
+            raise InputError(f"experiment {i}: 'model' must be a name", path=where)
+        for name, value in (("concurrency", concurrency), ("max_tokens", length), ("repeat", repeat),
+                            ("order", order)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"experiment {i}: {name!r} must be a positive integer", path=where)
+        exp_id = table.get("exp_id", f"E{i:03d}")
+        if not isinstance(exp_id, str) or not exp_id or exp_id in seen:
+            raise InputError(f"experiment {i}: 'exp_id' must be a unique name", path=where)
+        seen.add(exp_id)
+        points.append((order, MatrixPoint(exp_id, model, concurrency, length, repeat)))
+    return tuple(point for _, point in sorted(points, key=lambda item: item[0]))
 
 
 # -- per-request record -------------------------------------------------------------

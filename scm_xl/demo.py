@@ -26,7 +26,7 @@ from scm_xl.collector import CollectConfig, run_collection
 from scm_xl.model import Solution, solve
 from scm_xl.results import ResultRow, read_results, write_results
 from scm_xl.roofline import Deployment, c_model_from_first_principles, load_catalog, simulator_params
-from scm_xl.simulator import SimConfig, running_simulator
+from scm_xl.simulator import SimConfig, roofline_timing, running_simulator
 from scm_xl.workbook.fill import WorkbookReport, fill
 
 DEMO_GPU = "a100-80gb"
@@ -60,13 +60,8 @@ class DemoReport:
 def sim_config_for(model_key: str, gpu_key: str, *, efficiency: float, served_name: str, seed: int | None = None,
                    context: int = DEMO_CONTEXT) -> SimConfig:
     """A simulator whose step times come from the roofline of model x GPU at an efficiency."""
-    catalog = load_catalog()
-    deployment = Deployment(model=catalog.find_model(model_key), gpu=catalog.find_gpu(gpu_key), context=context,
-                            bandwidth_efficiency=efficiency, compute_efficiency=efficiency)
-    params = simulator_params(deployment)
-    return SimConfig(model_name=served_name, step_base_s=float(params["base_step_seconds"] or 0),
-                     step_per_seq_s=float(params["per_sequence_seconds"] or 0),
-                     prefill_s_per_token=float(params["prefill_seconds_per_token"] or 0), seed=seed)
+    return SimConfig(model_name=served_name, seed=seed,
+                     **roofline_timing(model_key, gpu_key, efficiency=efficiency, context=context))
 
 
 def _ceiling(model_key: str, gpu_key: str) -> float:

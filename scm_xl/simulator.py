@@ -730,3 +730,21 @@ def running_simulator(config: SimConfig | None = None, **overrides: Any) -> Iter
         thread.join(timeout=10)
         if not thread.is_alive():
             loop.close()
+
+
+def roofline_timing(model: str, gpu: str, *, efficiency: float = 1.0, context: int = 1024) -> dict[str, float]:
+    """SimConfig step times for a catalog model on a catalog GPU at an efficiency.
+
+    step_base_s is the weights' read time per decode step, step_per_seq_s the KV cache
+    read per active sequence at `context`, prefill_s_per_token the prefill cost per
+    prompt token (scm_xl.roofline.simulator_params).
+    """
+    from scm_xl.roofline import Deployment, load_catalog, simulator_params
+
+    catalog = load_catalog()
+    deployment = Deployment(model=catalog.find_model(model), gpu=catalog.find_gpu(gpu), context=context,
+                            bandwidth_efficiency=efficiency, compute_efficiency=efficiency)
+    params = simulator_params(deployment)
+    return {"step_base_s": float(params["base_step_seconds"] or 0.0),
+            "step_per_seq_s": float(params["per_sequence_seconds"] or 0.0),
+            "prefill_s_per_token": float(params["prefill_seconds_per_token"] or 0.0)}

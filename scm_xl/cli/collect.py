@@ -107,6 +107,9 @@ def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, ap
     values = load_matrix_file(matrix_file) if matrix_file is not None else {}
     for option, field_name in _MATRIX_OPTIONS.items():
         explicit = ctx.get_parameter_source(option) not in (click.core.ParameterSource.DEFAULT, None)
+        if explicit and "experiments" in values and option in ("model", "concurrency", "max_tokens", "repeats"):
+            raise UsageError(f"--{option.replace('_', '-')} cannot change a plan's [[experiments]] list; "
+                             "edit the plan or run `scm-xl plan` again")
         if explicit or field_name not in values:
             value = options[option]
             if value is not None:
@@ -162,14 +165,33 @@ def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, ap
               help="Fraction of streams that end without a finish chunk or [DONE].")
 @click.option("--no-usage", is_flag=True, help="Never send usage (clients must count chunks).")
 @click.option("--seed", type=int, default=None, help="Seed for reproducible sampling.")
+@click.option("--model", "roofline_model", help="Take the step times from the roofline of this catalog model "
+              "(e.g. qwen2.5-7b); needs --gpu.")
+@click.option("--gpu", "roofline_gpu", help="Catalog GPU for the roofline (e.g. a100-80gb).")
+@click.option("--efficiency", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+              help="Fraction of the roofline bound the simulated deployment reaches.")
+@click.option("--context", type=click.IntRange(min=1), default=1024, show_default=True,
+              help="Sequence length the roofline assumes for the KV cache read per step.")
+@click.pass_context
 @handle_errors
-def serve_sim(host, port, model_name, strict_model, zero_delay, no_usage, **options):
+def serve_sim(ctx, host, port, model_name, strict_model, zero_delay, no_usage, roofline_model, roofline_gpu,
+              efficiency, context, **options):
     """Serve a simulated OpenAI-compatible endpoint (/v1/chat/completions,
     /v1/models) whose token timing comes from a continuous-batching decode
     loop: step = step_base_s + step_per_seq_s x active sequences, plus prefill
-    for joining requests. Runs until Ctrl-C."""
-    from scm_xl.simulator import LOOPBACK, SimConfig, SimServer
+    for joining requests. With --model and --gpu the three come from the
+    first-principles roofline of that deployment. Runs until Ctrl-C."""
+    from scm_xl.simulator import LOOPBACK, SimConfig, SimServer, roofline_timing
 
+    if (roofline_model is None) != (roofline_gpu is None):
+        raise UsageError("--model and --gpu go together: the roofline needs both")
+    if roofline_model is not None:
+        timing_flags = [name for name in ("step_base_s", "step_per_seq_s", "prefill_s_per_token")
+                        if ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)]
+        if timing_flags or zero_delay:
+            raise UsageError("--model/--gpu set the step times; drop --step-base-s, --step-per-seq-s, "
+                             "--prefill-s-per-token and --zero-delay")
+        options.update(roofline_timing(roofline_model, roofline_gpu, efficiency=efficiency, context=context))
     if zero_delay:
         if options["ttft_s"] is not None or options["itl_s"] is not None:
             raise UsageError("--zero-delay excludes --ttft-s and --itl-s")

@@ -3,8 +3,8 @@
 One row per distinct (model, concurrency, max_tokens) cell among the present raw
 rows, in order of each cell's first run on the raw sheet, in a fixed number of slots
 (cells beyond them are counted but not shown). Per cell: the number of runs, the
-median TPS (a single-cell CSE MEDIAN(IF(...))), the mean, the CV (sample standard
-deviation over the mean, two passes), the flag (CV above the threshold, an input
+median TPS (a single-cell CSE MEDIAN(IF(...))), the mean, the CV (STDEV(IF(...)),
+the sample standard deviation, over the mean), the flag (CV above the threshold, an input
 cell) and the stability note's figures: repeats needed, and how many more.
 
 How rows are grouped. A helper column beside the table (one CSE array formula over
@@ -174,23 +174,14 @@ def helper_formulas(rl: ReplicatesLayout) -> dict[str, str]:
 
 
 def slot_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
-    """The single-cell formulas of one slot (the per-cell aggregates)."""
-    lo = rl.layout
-    raw = lo.raw_range
-    offset = lo.raw_first - 1
+    """The single-cell CSE formulas of one slot: aggregates over the slot's runs."""
+    raw = rl.layout.raw_range
     first = f"${TABLE_COLS['first_row']}{row}"
     n, mean = f"${TABLE_COLS['n']}{row}", f"${TABLE_COLS['mean']}{row}"
-    tps = raw("tps")
-    member = f"({rl.helper('cell_row')}={first})"
+    runs = f"IF({rl.helper('cell_row')}={first},{raw('tps')})"
     return {
-        "model": f"=IF(ISNUMBER({first}),INDEX({raw('model')},{first}-{offset})&\"\",\"\")",
-        "concurrency": f"=IF(ISNUMBER({first}),INDEX({raw('concurrency')},{first}-{offset}),\"\")",
-        "max_tokens": f"=IF(ISNUMBER({first}),INDEX({raw('max_tokens')},{first}-{offset}),\"\")",
-        "median": f"=IF(ISNUMBER({first}),MEDIAN(IF({member},{tps})),\"\")",
-        "cv": (
-            f"=IF(ISNUMBER({first}),IF(AND({n}>=2,{mean}<>0),"
-            f"SQRT(SUM(IF({member},({tps}-{mean})^2,0))/({n}-1))/{mean},\"\"),\"\")"
-        ),
+        "median": f"=IF(ISNUMBER({first}),MEDIAN({runs}),\"\")",
+        "cv": f"=IF(ISNUMBER({first}),IF(AND({n}>=2,{mean}<>0),STDEV({runs})/{mean},\"\"),\"\")",
     }
 
 
@@ -202,8 +193,14 @@ def column_formulas(rl: ReplicatesLayout) -> dict[str, str]:
     first, cv, n, needed = t("first_row"), t("cv"), t("n"), t("repeats_needed")
     ratio = f"({Z_90!r}*{cv}/{thr})"
     ceiling = f"-INT(-({ratio}*{ratio}-0.000000000001))"
+    # INDEX takes a whole column of row numbers here; `formulas` needs each to be a number
+    # (an empty slot's "" would fail the whole column), hence the inner IF.
+    at = f"IF(ISNUMBER({first}),{first}-{lo.raw_first - 1},1)"
     return {
         "first_row": f"=IFERROR(SMALL({rl.helper('first_run')},{t('slot')}),\"\")",
+        "model": f"=IF(ISNUMBER({first}),INDEX({lo.raw_range('model')}&\"\",{at}),\"\")",
+        "concurrency": f"=IF(ISNUMBER({first}),INDEX({lo.raw_range('concurrency')},{at}),\"\")",
+        "max_tokens": f"=IF(ISNUMBER({first}),INDEX({lo.raw_range('max_tokens')},{at}),\"\")",
         "n": f"=IF(ISNUMBER({first}),COUNTIF({rl.helper('cell_row')},{first}),\"\")",
         "mean": f"=IF(ISNUMBER({first}),AVERAGEIFS({lo.raw_range('tps')},{rl.helper('cell_row')},{first}),\"\")",
         "flagged": f"=IF(ISNUMBER({first}),IF(ISNUMBER({cv}),IF({cv}>{thr},1,0),0),\"\")",
