@@ -35,6 +35,7 @@ from scm_xl.roofline import PRECISION_BYTES
 from scm_xl.workbook.catalog_tables import PhysicsCatalog, physics_catalog
 from scm_xl.workbook.layout import (
     DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX,
+    SUPERLINEAR_TOLERANCE,
     TEXTS, Lang,
 )
 
@@ -76,6 +77,7 @@ class Settings:
     concurrency_slots: int | None = None
     length_slots: int | None = None
     model_slots: int | None = None
+    cell_slots: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,8 @@ class RowStatus:
     ln_tps: float | None
     fault: bool
     eligible: bool
-    monotonic_violations: int
+    faster_lower_tps: float  # highest eligible TPS at a lower concurrency, same model and max_tokens (0: none)
+    monotonic_violation: bool
     included: bool
     reason_code: str  # "", "no_output", "manual_exclude", "manual_include", "fault", "mono", "physics"
     physics: "PhysicsChecks"
@@ -96,7 +99,7 @@ class RowStatus:
     def reason(self, lang: Lang = "en") -> str:
         if not self.reason_code:
             return ""
-        return TEXTS[lang][self.reason_code].replace("{n}", str(self.monotonic_violations))
+        return TEXTS[lang][self.reason_code]
 
 
 @dataclass(frozen=True)
@@ -302,6 +305,49 @@ def row_tps(row: RowLike) -> float:
 # 1. Physical filter
 # ---------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Cell:
+    """Eligible rows of one (model, max_tokens, concurrency), and what the filter needs of its group."""
+
+    key: tuple[str, int, int]  # (model casefolded, max_tokens, concurrency)
+    first_row: int  # 1-based position of its first row
+    model: str
+    max_tokens: int
+    concurrency: int
+    rows: int
+    eligible: int
+    max_tps: float  # 0 when no eligible row
+    mean_ln: float | None
+    lower_max: float = 0.0  # highest max_tps at a lower concurrency of the same group
+    group_low_c: int = 0  # lowest concurrency of the group with an eligible row
+    group_base: float | None = None  # geometric-mean TPS there
+
+
+def cells_of(rows: Sequence[RowLike], tps: list[float], eligible: list[bool],
+             slots: int | None = None) -> list[Cell]:
+    """Cells in order of first appearance (at most `slots`), as the cells sheet lists them."""
+    order: dict[tuple[str, int, int], list[int]] = {}
+    for i, row in enumerate(rows):
+        order.setdefault((row.model.casefold(), row.max_tokens, row.concurrency), []).append(i)
+    cells = []
+    for key, members in list(order.items())[:slots]:
+        good = [i for i in members if eligible[i]]
+        first = rows[members[0]]
+        cells.append(Cell(key=key, first_row=members[0] + 1, model=first.model, max_tokens=first.max_tokens,
+                          concurrency=first.concurrency, rows=len(members), eligible=len(good),
+                          max_tps=max((tps[i] for i in good), default=0.0),
+                          mean_ln=sum(math.log(tps[i]) for i in good) / len(good) if good else None))
+    done = []
+    for cell in cells:
+        group = [o for o in cells if o.key[:2] == cell.key[:2] and o.eligible > 0]
+        lower = [o.max_tps for o in group if o.concurrency < cell.concurrency]
+        low_c = min((o.concurrency for o in group), default=0)
+        base = next((o.mean_ln for o in group if o.concurrency == low_c), None)
+        done.append(Cell(**{**cell.__dict__, "lower_max": max(lower, default=0.0), "group_low_c": low_c,
+                            "group_base": math.exp(base) if base is not None else None}))
+    return done
+
+
 def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> list[RowStatus]:
     tps = [row_tps(r) for r in rows]
     ln = [math.log(t) if t > 0 else None for t in tps]
@@ -310,16 +356,13 @@ def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> lis
     factor = 1 + settings.monotonic_tolerance_pct / 100 + MONOTONIC_EPSILON
     catalog = settings.catalog or physics_catalog()
     nbytes = physics_bytes(settings.physics_precision)
-    groups: dict[tuple[str, int], list[int]] = {}
-    for j, other in enumerate(rows):
-        groups.setdefault((other.model.casefold(), other.max_tokens), []).append(j)
+    by_key = {cell.key: cell for cell in cells_of(rows, tps, eligible, settings.cell_slots)}
     statuses = []
     for i, row in enumerate(rows):
-        same_group = groups[(row.model.casefold(), row.max_tokens)]
-        threshold = tps[i] * factor
-        violations = sum(1 for j in same_group
-                         if eligible[j] and rows[j].concurrency < row.concurrency and tps[j] > threshold)
-        physics = _physics(i, rows, tps, ln, eligible, same_group, settings, catalog, nbytes)
+        cell = by_key.get((row.model.casefold(), row.max_tokens, row.concurrency))
+        lower_max = cell.lower_max if cell else 0.0
+        violation = lower_max > tps[i] * factor
+        physics = _physics(i, rows, tps, cell, settings, catalog, nbytes)
         if tps[i] <= 0:
             included, code = False, "no_output"
         elif row.override == "exclude":
@@ -328,7 +371,7 @@ def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> lis
             included, code = True, "manual_include"
         elif fault[i]:
             included, code = False, "fault"
-        elif violations > 0:
+        elif violation:
             included, code = False, "mono"
         elif settings.strict_physics and physics.count > 0:
             included, code = False, "physics"
@@ -337,25 +380,22 @@ def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> lis
         statuses.append(RowStatus(
             exp_id=row.exp_id, model=row.model, concurrency=row.concurrency,
             max_tokens=row.max_tokens, tps=tps[i], ln_tps=ln[i],
-            fault=fault[i], eligible=eligible[i], monotonic_violations=violations,
+            fault=fault[i], eligible=eligible[i], faster_lower_tps=lower_max, monotonic_violation=violation,
             included=included, reason_code=code, physics=physics,
         ))
     return statuses
 
 
-def _physics(i: int, rows: Sequence[RowLike], tps: list[float], ln: list[float | None], eligible: list[bool],
-             same_group: list[int], settings: Settings, catalog: PhysicsCatalog, nbytes: float) -> PhysicsChecks:
+def _physics(i: int, rows: Sequence[RowLike], tps: list[float], cell: Cell | None, settings: Settings,
+             catalog: PhysicsCatalog, nbytes: float) -> PhysicsChecks:
     row = rows[i]
     expected = row.max_tokens * row.total_requests
     short = row.total_output_tokens < settings.short_output_ratio * expected
 
-    group = [j for j in same_group if eligible[j]]
-    lowest = min(rows[j].concurrency for j in group) if group else 0
+    lowest = cell.group_low_c if cell else 0
     superlinear = False
-    if lowest > 0 and row.concurrency > lowest:
-        logs = [ln[j] for j in group if rows[j].concurrency == lowest and ln[j] is not None]
-        base = math.exp(sum(logs) / len(logs))  # type: ignore[arg-type]
-        superlinear = tps[i] / base > row.concurrency / lowest * (1 + MONOTONIC_EPSILON)
+    if lowest > 0 and row.concurrency > lowest and cell is not None and cell.group_base:
+        superlinear = tps[i] / cell.group_base > row.concurrency / lowest * (1 + SUPERLINEAR_TOLERANCE)
 
     model_id = catalog.model_id(row.model)
     gpu_name = getattr(row, "gpu", None)

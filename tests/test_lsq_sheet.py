@@ -188,6 +188,28 @@ def test_sparse_and_aliased(dataset: str, engine: str, tmp_path: Path) -> None:
         assert _summary(values, layout, "loo_verdict") == "insufficient"
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_hand_set_base_levels_are_the_reference(engine: str, tmp_path: Path) -> None:
+    """Base model-b at max_tokens 100 and concurrency 2, typed on the calibration sheet."""
+    layout = Layout(lang="en", rows=30, c_slots=6, l_slots=4, m_slots=3)
+    hand_set = {"base_model": MODELS[1], "base_max_tokens": 100, "base_concurrency": 2}
+    rows = noisy_factorial(repeats=1)
+    wb = build_workbook(layout)
+    ws = wb.create_sheet(ls.SHEET_TITLES["en"])
+    ls.write_sheet(ws, layout)
+    for key, value in hand_set.items():
+        wb[layout.title("calibration")][f"B{layout.settings_rows[key]}"] = value
+    write_rows(wb, layout, rows)
+    wb.save(tmp_path / "h.xlsx")
+    analysis = analyze(rows, Settings(**hand_set, concurrency_slots=6, length_slots=4, model_slots=3))
+    values = _check(engine, tmp_path / "h.xlsx", ls.expected_sheet(layout, analysis))
+    ll = ls.LsqLayout(layout)
+    roles = {(values.get((ll.title, f"C{row}")), values[(ll.title, f"G{row}")])
+             for row in range(ll.coef_first, ll.coef_last + 1)}
+    assert {(2.0, "base"), (100.0, "base"), (MODELS[1], "base"), (MODELS[0], "identified")} <= roles
+    assert _summary(values, layout, "dof") == 24 - 7
+
+
 # ---------------------------------------------------------------------------
 # The reference alone
 # ---------------------------------------------------------------------------

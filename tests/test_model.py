@@ -66,9 +66,10 @@ def test_article_filter_and_roles(article: Analysis) -> None:
     assert not e06.status.included
     assert e06.role == "excluded"
     assert e06.status.reason_code == "mono"
-    assert e06.status.monotonic_violations == 1  # E05: concurrency 1, same length, faster
+    assert e06.status.monotonic_violation
+    assert e06.status.faster_lower_tps == pytest.approx(50 / 0.81)  # E05: concurrency 1, same length, faster
     assert e06.status.reason("en").startswith(MONOTONIC_REASON)
-    assert "1 lower-concurrency row(s) faster" in e06.status.reason("en")
+    assert "a lower-concurrency row of the same model and max_tokens is faster" in e06.status.reason("en")
 
     e07 = row_of(article, "E07")
     assert e07.status.included
@@ -173,7 +174,9 @@ def test_failed_and_rate_limited_rows_are_excluded_with_reason() -> None:
     mono = row_of(analysis, MONOTONIC)
     assert mono.status.reason("en").startswith(MONOTONIC_REASON)
     # only concurrency 1 counts: the faulty rows at 2 and 4 are not eligible witnesses
-    assert mono.status.monotonic_violations == 1
+    witness = row_of(analysis, "X02")  # concurrency 1, max_tokens 100
+    assert mono.status.monotonic_violation
+    assert mono.status.faster_lower_tps == pytest.approx(witness.status.tps)
     assert analysis.consistency.excluded_rows == 4
 
 

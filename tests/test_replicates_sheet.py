@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 from data.gen import MODELS, experiment, full_factorial, sparse_design, true_tps
+from openpyxl import Workbook
+from openpyxl.utils import get_column_letter
+from openpyxl.utils.cell import range_boundaries
 from openpyxl.workbook.defined_name import DefinedName
+from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl import replicates
 from scm_xl.engines import get_engine
@@ -138,19 +142,20 @@ def test_reference_alone_mirrors_summarize() -> None:
         assert expected[(title, f"K{row}")] == cell.repeats_needed
         assert expected[(title, f"L{row}")] == cell.more_repeats
     assert expected[(title, f"B{rs.TABLE_FIRST_ROW + len(cells)}")] is None
-    # every formula cell of the sheet has a value
-    from openpyxl import Workbook
+    # every formula cell of the sheet has a value, and nothing else does
     ws = Workbook().active
     rs.write_sheet(ws, layout)
-    formula_cells = {c.coordinate for row in ws.iter_rows() for c in row if c.data_type == "f"}
-    array_cells = set()
+    assert {address for _, address in expected} == formula_cells(ws)
+
+
+def formula_cells(ws: Worksheet) -> set[str]:
+    cells = set()
     for row in ws.iter_rows():
-        for c in row:
-            ref = getattr(c.value, "ref", None)
+        for cell in row:
+            ref = getattr(cell.value, "ref", None)
             if ref:
-                from openpyxl.utils.cell import range_boundaries
-                from openpyxl.utils import get_column_letter
                 c1, r1, c2, r2 = range_boundaries(ref)
-                array_cells |= {f"{get_column_letter(col)}{r}" for col in range(c1, c2 + 1)
-                                for r in range(r1, r2 + 1)}
-    assert {address for _, address in expected} == formula_cells | array_cells
+                cells |= {f"{get_column_letter(c)}{r}" for c in range(c1, c2 + 1) for r in range(r1, r2 + 1)}
+            elif cell.data_type == "f":
+                cells.add(cell.coordinate)
+    return cells

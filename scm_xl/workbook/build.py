@@ -22,7 +22,7 @@ from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physi
 from scm_xl.workbook.first_principles import write_calculator
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.layout import (
-    CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
+    CELLS_TABLE, CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET,
     INVERSE_TABLE, LENGTH_TABLE, META_SHEET, MODEL_TABLE, RAW_COLUMNS, SHEET_KEYS, Column, Layout,
 )
@@ -337,6 +337,18 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
     # -- derivation -------------------------------------------------------------
     ws = sheets["derivation"]
     _derivation(ws, layout, fx, labels)
+
+    # -- cells: per (model, max_tokens, concurrency) figures the filter looks up --
+    ws = sheets["cells"]
+    _header(ws, layout.cells_header_row, 1, CELLS_TABLE, lang)
+    ws.freeze_panes = f"A{layout.cells_first}"
+    cell_formats = {"max_tps": "0.00", "mean_ln": "0.0000", "lower_max": "0.00", "group_base": "0.00"}
+    slot_col = layout.table_col(CELLS_TABLE, "slot")
+    for i in range(layout.cell_slots):
+        ws[f"{slot_col}{layout.cells_first + i}"] = i + 1
+    for key, formula in fx.cells_columns().items():
+        _array(ws, layout.table_col(CELLS_TABLE, key), layout.cells_first, layout.cells_last, formula,
+               number_format=cell_formats.get(key), column_style=True)
 
     # -- first principles: the roofline calculator and the catalog ---------------
     ws = sheets["first_principles"]

@@ -10,13 +10,13 @@ import math
 from typing import Any
 
 from scm_xl.engines.base import CellError, CellValue
-from scm_xl.model import Analysis, Calibration, RowCheck, RowStatus, analyze, physics_bytes, same_model
+from scm_xl.model import Analysis, Calibration, RowCheck, RowStatus, analyze, cells_of, physics_bytes, same_model
 from scm_xl.results import ResultRow
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_values
 from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
-    CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, Layout,
+    CELLS_TABLE, CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, Layout,
 )
 from openpyxl.utils import get_column_letter
 
@@ -63,6 +63,7 @@ def expected_cells(layout: Layout, inputs: Inputs) -> tuple[Analysis, Expected]:
     analysis = analyze(rows, inputs.settings)
     exp: Expected = {}
     _raw(exp, layout, inputs, analysis)
+    _cells(exp, layout, inputs, analysis)
     _calibration(exp, layout, analysis)
     _chart(exp, layout, analysis)
     _consistency(exp, layout, inputs, analysis)
@@ -89,14 +90,49 @@ def _first_principles(exp: Expected, layout: Layout, inputs: Inputs, analysis: A
         exp[key] = value  # type: ignore[assignment]
 
 
+def cell_key(model: str, max_tokens: int, concurrency: int) -> str:
+    return f"{model}|{max_tokens}|{concurrency}"
+
+
+def _cells(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+    title = layout.title("cells")
+    rows = [row for _, row in inputs.rows]
+    positions = [sheet_row - layout.raw_first + 1 for sheet_row, _ in inputs.rows]
+    cells = cells_of(rows, [s.tps for s in analysis.statuses], [s.eligible for s in analysis.statuses],
+                     layout.cell_slots)
+    for i in range(layout.cell_slots):
+        row = layout.cells_first + i
+        c = cells[i] if i < len(cells) else None
+        values: dict[str, CellValue] = {key: None for key in (
+            "key", "first_row", "model", "max_tokens", "concurrency", "rows", "eligible", "max_tps", "mean_ln",
+            "lower_max", "group_low_c", "group_base")}
+        if c is not None:
+            values.update({
+                "key": cell_key(c.model, c.max_tokens, c.concurrency), "first_row": float(positions[c.first_row - 1]),
+                "model": c.model, "max_tokens": float(c.max_tokens), "concurrency": float(c.concurrency),
+                "rows": float(c.rows), "eligible": float(c.eligible), "max_tps": c.max_tps, "mean_ln": c.mean_ln,
+                "lower_max": c.lower_max, "group_low_c": float(c.group_low_c), "group_base": c.group_base,
+            })
+        for key, value in values.items():
+            exp[(title, f"{layout.table_col(CELLS_TABLE, key)}{row}")] = value
+
+
 def _raw(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
     title = layout.title("raw")
     by_row = {sheet_row: status for (sheet_row, _), status in zip(inputs.rows, analysis.statuses)}
+    seen: set[str] = set()
+    first_rows: set[int] = set()
+    for sheet_row, row in inputs.rows:
+        key = cell_key(row.model, row.max_tokens, row.concurrency).casefold()
+        if key not in seen:
+            seen.add(key)
+            first_rows.add(sheet_row)
     for sheet_row in range(layout.raw_first, layout.raw_last + 1):
         s = by_row.get(sheet_row)
         if s is None:
             values: dict[str, CellValue] = {key: None for key in (
                 "tps", "ln_tps", "fault", "mono", "included", "reason", "c_included", "l_included", "f_known",
+                "cell_key", "cell_first", "lower_max",
                 "model_id", "gpu_id", "short_output", "group_low_c", "superlinear", "ceiling", "over_ceiling",
                 "kv_over", "physics", "physics_text", "short_text", "superlinear_text", "ceiling_text",
                 "kv_text")}
@@ -107,7 +143,10 @@ def _raw(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> N
         else:
             values = {
                 "present": 1.0, "tps": s.tps, "ln_tps": s.ln_tps, "fault": _num(s.fault),
-                "eligible": _num(s.eligible), "mono": float(s.monotonic_violations),
+                "eligible": _num(s.eligible), "mono": _num(s.monotonic_violation),
+                "cell_key": cell_key(s.model, s.max_tokens, s.concurrency),
+                "cell_first": float(sheet_row - layout.raw_first + 1) if sheet_row in first_rows else None,
+                "lower_max": s.faster_lower_tps,
                 "included": _num(s.included), "reason": _text(s.reason(layout.lang)),
                 "c_included": _num(s.concurrency) if s.included else None,
                 "l_included": _num(s.max_tokens) if s.included else None,

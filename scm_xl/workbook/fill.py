@@ -37,10 +37,12 @@ def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = Non
         lang, len(rows),
         len({r.concurrency for r in rows}), len({r.max_tokens for r in rows}),
         len({r.model.casefold() for r in rows}),
+        len({(r.model.casefold(), r.max_tokens, r.concurrency) for r in rows}),
     )
     if at_least is not None:
         layout = Layout(lang=lang, rows=max(layout.rows, at_least.rows), c_slots=max(layout.c_slots, at_least.c_slots),
-                        l_slots=max(layout.l_slots, at_least.l_slots), m_slots=max(layout.m_slots, at_least.m_slots))
+                        l_slots=max(layout.l_slots, at_least.l_slots), m_slots=max(layout.m_slots, at_least.m_slots),
+                        cell_slots=max(layout.cell_slots, at_least.cell_slots))
     return layout
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from scm_xl.model import MONOTONIC_EPSILON, PREFERRED_BASE_MAX_TOKENS
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.layout import (
+    SUPERLINEAR_TOLERANCE,
     CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX,
     INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, Layout,
 )
@@ -76,8 +77,9 @@ class Formulas:
         t = lo.text
         present = r("present")
         tol = self.name("MonotonicTolerancePct")
-        mono_text = text_with(t("mono"), n=r("mono"))
+        mono_text = q(t("mono"))
         strict = self.name("StrictPhysics")
+        rowidx = f"(ROW({r('present')})-{self.lo.raw_first - 1})"
 
         def count(key: str) -> str:
             return f"IF(ISNUMBER({r(key)}),{r(key)},0)"
@@ -93,11 +95,13 @@ class Formulas:
             "eligible": (
                 f"=IF({present}=1,({r('fault')}=0)*({r('tps')}>0)*({r('override')}<>\"exclude\"),0)"
             ),
+            "cell_key": f"=IF({present}=1,{r('model')}&\"|\"&{r('max_tokens')}&\"|\"&{r('concurrency')},\"\")",
+            "cell_first": (
+                f"=IF({present}=1,IF(MATCH({r('cell_key')},{r('cell_key')},0)={rowidx},{rowidx},\"\"),\"\")"
+            ),
+            "lower_max": f"=IF({present}=1,{self.cell_lookup('lower_max')},\"\")",
             "mono": (
-                f"=IF({present}=1,COUNTIFS({r('model')},{r('model')},{r('max_tokens')},{r('max_tokens')},"
-                f"{r('concurrency')},\"<\"&{r('concurrency')},"
-                f"{r('tps')},\">\"&({r('tps')}*(1+{tol}/100+{MONOTONIC_EPSILON!r})),"
-                f"{r('eligible')},1),\"\")"
+                f"=IF({present}=1,({r('lower_max')}>{r('tps')}*(1+{tol}/100+{MONOTONIC_EPSILON!r}))*1,\"\")"
             ),
             "included": (
                 f"=IF({present}=1,({r('tps')}>0)*IF({r('override')}=\"include\",1,"
@@ -109,7 +113,7 @@ class Formulas:
                 f"IF({r('override')}=\"exclude\",{q(t('manual_exclude'))},"
                 f"IF({r('override')}=\"include\",{q(t('manual_include'))},"
                 f"IF({r('fault')}=1,{q(t('fault'))},"
-                f"IF({r('mono')}>0,{mono_text},"
+                f"IF({r('mono')}=1,{mono_text},"
                 f"IF(({strict}=1)*({r('physics')}>0)=1,{q(t('physics'))},\"\")))))),\"\")"
             ),
             "c_included": f"=IF({r('included')}=1,{r('concurrency')},\"\")",
@@ -127,7 +131,6 @@ class Formulas:
         present = r("present")
         eps = repr(MONOTONIC_EPSILON)
         conc, length, model = r("concurrency"), r("max_tokens"), r("model")
-        group = f"{model},{model},{length},{length},{r('eligible')},1"
 
         def mfield(name: str) -> str:
             return f"SUMIFS({cat.model(name)},{cat.model('id')},{r('model_id')})"
@@ -168,12 +171,11 @@ class Formulas:
                 f"=IF({present}=1,({r('total_output_tokens')}<{self.name('ShortOutputRatio')}*{length}"
                 f"*{r('total_requests')})*1,0)"
             ),
-            # MINIFS gives 0 when no row matches (concurrency is never 0): no COUNTIFS guard needed.
-            "group_low_c": f"=IF({present}=1,_xlfn.MINIFS({conc},{group}),\"\")",
+            "group_low_c": f"=IF({present}=1,{self.cell_lookup('group_low_c')},\"\")",
             "superlinear": (
                 f"=IF({present}=1,IF({r('group_low_c')}>0,IF({conc}>{r('group_low_c')},"
-                f"({r('tps')}/EXP(AVERAGEIFS({r('ln_tps')},{group},{conc},{r('group_low_c')}))"
-                f">{conc}/{r('group_low_c')}*(1+{eps}))*1,0),0),0)"
+                f"({r('tps')}/{self.cell_lookup('group_base')}>{conc}/{r('group_low_c')}"
+                f"*(1+{SUPERLINEAR_TOLERANCE!r}))*1,0),0),0)"
             ),
             "ceiling": (
                 f"=IF({present}=1,IF({both}=1,{gfield('memory_bandwidth')}/{mfield('phys_read_bytes')},"
@@ -190,6 +192,43 @@ class Formulas:
             **piece_columns,
             # No outer IF(present): the pieces are already "" and the flags 0 on blank rows.
             "physics_text": "=" + "&".join(text),
+        }
+
+    def cell_lookup(self, key: str) -> str:
+        """A cells-sheet figure for each raw row's cell (0 when the cell has no slot)."""
+        return f"SUMIFS({self.lo.cells_range(key)},{self.lo.cells_range('key')},{self.raw_local('cell_key')})"
+
+    # -- cells sheet -----------------------------------------------------------
+    def cells_columns(self) -> dict[str, str]:
+        lo = self.lo
+        raw = self.raw
+
+        def c(key: str) -> str:
+            return lo.cells_range(key, sheet=False)
+
+        slot = c("slot")
+        has = f"{c('key')}<>\"\""
+        rowidx = f"(ROW({raw('present')})-{lo.raw_first - 1})"
+        eligible = f"{raw('cell_key')},{c('key')},{raw('eligible')},1"
+        group = f"{c('model')},{c('model')},{c('max_tokens')},{c('max_tokens')},{c('eligible')},\">0\""
+        return {
+            "first_row": f"=IFERROR(SMALL({raw('cell_first')},{slot}),\"\")",
+            "key": f"=IF(ISNUMBER({c('first_row')}),LOOKUP({c('first_row')},{rowidx},{raw('cell_key')}),\"\")",
+            "model": f"=IF(ISNUMBER({c('first_row')}),LOOKUP({c('first_row')},{rowidx},{raw('model')})&\"\",\"\")",
+            "max_tokens": f"=IF(ISNUMBER({c('first_row')}),LOOKUP({c('first_row')},{rowidx},{raw('max_tokens')}),\"\")",
+            "concurrency": f"=IF(ISNUMBER({c('first_row')}),LOOKUP({c('first_row')},{rowidx},{raw('concurrency')}),\"\")",
+            "rows": f"=IF({has},COUNTIF({raw('cell_key')},{c('key')}),\"\")",
+            "eligible": f"=IF({has},COUNTIFS({eligible}),\"\")",
+            "max_tps": f"=IF({has},_xlfn.MAXIFS({raw('tps')},{eligible}),\"\")",
+            "mean_ln": f"=IF({has},IF({c('eligible')}>0,AVERAGEIFS({raw('ln_tps')},{eligible}),\"\"),\"\")",
+            "lower_max": (
+                f"=IF({has},_xlfn.MAXIFS({c('max_tps')},{group},{c('concurrency')},\"<\"&{c('concurrency')}),\"\")"
+            ),
+            "group_low_c": f"=IF({has},_xlfn.MINIFS({c('concurrency')},{group}),\"\")",
+            "group_base": (
+                f"=IF({has},IF({c('group_low_c')}>0,EXP(SUMIFS({c('mean_ln')},{c('model')},{c('model')},"
+                f"{c('max_tokens')},{c('max_tokens')},{c('concurrency')},{c('group_low_c')})),\"\"),\"\")"
+            ),
         }
 
     # -- calibration sheet ---------------------------------------------------

@@ -17,7 +17,7 @@ from scm_xl.results import ResultRow, normalise_override
 from scm_xl.workbook.build import write_text
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
 from scm_xl.workbook.layout import (
-    DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
+    DEFAULT_CELL_SLOTS, DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
     META_SHEET, RAW_INPUT_KEYS, SHEET_KEYS, Layout,
 )
 
@@ -64,7 +64,8 @@ def read_layout(wb: Workbook, path: str | Path) -> Layout:
     layout = Layout(lang=lang, rows=int(meta.get("rows") or DEFAULT_ROWS),  # type: ignore[arg-type]
                     c_slots=int(meta.get("c_slots") or DEFAULT_CONCURRENCY_SLOTS),
                     l_slots=int(meta.get("l_slots") or DEFAULT_LENGTH_SLOTS),
-                    m_slots=int(meta.get("m_slots") or DEFAULT_MODEL_SLOTS))
+                    m_slots=int(meta.get("m_slots") or DEFAULT_MODEL_SLOTS),
+                    cell_slots=int(meta.get("cell_slots") or DEFAULT_CELL_SLOTS))
     for key in SHEET_KEYS:
         if layout.title(key) not in wb.sheetnames:
             raise InputError(f"sheet {layout.title(key)!r} is missing", path=str(path))
@@ -109,6 +110,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         if _number_or_none(cal[f"B{s['short_output_ratio']}"].value) is not None else DEFAULT_SHORT_OUTPUT_RATIO,
         physics_precision=_text_or_default(cal[f"B{s['physics_precision']}"].value, DEFAULT_PHYSICS_PRECISION),
         concurrency_slots=layout.c_slots, length_slots=layout.l_slots, model_slots=layout.m_slots,
+        cell_slots=layout.cell_slots,
     )
     der = wb[layout.title("derivation")]
     fw, inv = layout.forward_rows, layout.inverse_rows

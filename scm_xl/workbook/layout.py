@@ -23,11 +23,12 @@ DEFAULT_ROWS = 200
 DEFAULT_CONCURRENCY_SLOTS = 16
 DEFAULT_LENGTH_SLOTS = 12
 DEFAULT_MODEL_SLOTS = 6
+DEFAULT_CELL_SLOTS = 64
 CHART_LENGTH_SLOTS = 6  # series in the TPS-vs-concurrency chart
 
 META_SHEET = "_scm_meta"
 
-SHEET_KEYS = ("readme", "raw", "calibration", "consistency", "derivation", "first_principles")
+SHEET_KEYS = ("readme", "raw", "calibration", "consistency", "derivation", "first_principles", "cells")
 SHEET_TITLES: dict[Lang, dict[str, str]] = {
     "zh": {
         "readme": "说明",
@@ -36,6 +37,7 @@ SHEET_TITLES: dict[Lang, dict[str, str]] = {
         "consistency": "自洽检验",
         "derivation": "双向推导",
         "first_principles": "第一性原理",
+        "cells": "单元汇总",
     },
     "en": {
         "readme": "README",
@@ -44,6 +46,7 @@ SHEET_TITLES: dict[Lang, dict[str, str]] = {
         "consistency": "Consistency",
         "derivation": "Derivation",
         "first_principles": "FirstPrinciples",
+        "cells": "Cells",
     },
 }
 
@@ -84,7 +87,10 @@ RAW_COLUMNS: tuple[Column, ...] = (
     Column("present", "有效行", "present", "formula", 7),
     Column("fault", "失败/限流", "fault", "formula", 8),
     Column("eligible", "可比较", "eligible", "formula", 8),
-    Column("mono", "单调性违例", "monotonic_violations", "formula", 10),
+    Column("cell_key", "单元键", "cell_key", "formula", 22),
+    Column("cell_first", "单元首行", "cell_first_row", "formula", 8),
+    Column("lower_max", "更低并发最高TPS", "faster_lower_concurrency_tps", "formula", 12),
+    Column("mono", "单调性违例", "monotonic_violation", "formula", 10),
     Column("included", "纳入", "included", "formula", 7),
     Column("reason", "剔除原因", "reason", "formula", 40),
     Column("c_included", "纳入并发", "concurrency_included", "formula", 9),
@@ -153,6 +159,25 @@ MODEL_TABLE = (
     Column("c", "C_model", "C_model", "formula", 10),
     Column("known", "已标定", "known", "formula", 8),
 )
+# Cells sheet: one slot per distinct (model, max_tokens, concurrency) of the raw rows, in
+# order of first appearance. The per-row filter looks its neighbours up here, so no per-row
+# formula scans the whole raw table (that would grow with the square of the rows).
+CELLS_TABLE = (
+    Column("slot", "#", "#", "input", 5),  # plain numbers 1..K: ROW() would tie the slots to their own formulas
+    Column("key", "单元键", "cell_key", "formula", 26),
+    Column("first_row", "首行", "first_row", "formula", 7),
+    Column("model", "模型", "model", "formula", 24),
+    Column("max_tokens", "max_tokens", "max_tokens", "formula", 10),
+    Column("concurrency", "并发数", "concurrency", "formula", 9),
+    Column("rows", "行数", "rows", "formula", 7),
+    Column("eligible", "可比较行数", "eligible_rows", "formula", 9),
+    Column("max_tps", "可比较最高TPS", "max_eligible_tps", "formula", 12),
+    Column("mean_ln", "可比较ln(TPS)均值", "mean_ln_tps", "formula", 12),
+    Column("lower_max", "更低并发最高TPS", "faster_lower_concurrency_tps", "formula", 12),
+    Column("group_low_c", "同组最低并发", "group_lowest_concurrency", "formula", 10),
+    Column("group_base", "最低并发TPS(几何均值)", "group_base_tps", "formula", 12),
+)
+
 INVERSE_TABLE = (
     Column("level", "并发档位", "concurrency", "formula", 10),
     Column("predicted", "预测TPS", "predicted_tps", "formula", 12),
@@ -172,7 +197,7 @@ TEXTS: dict[Lang, dict[str, str]] = {
         "superlinear": "superlinear gain from c={c0} (f(c) > c: batching cannot do that; suspect caching, rate limits or noise)",
         "over_ceiling": "per-stream TPS above the roofline ceiling of {ceiling} tok/s",
         "kv_over": "KV cache of {c} sequences exceeds GPU memory",
-        "mono": "excluded: TPS falls as concurrency rises ({n} lower-concurrency row(s) faster, same model and max_tokens)",
+        "mono": "excluded: TPS falls as concurrency rises (a lower-concurrency row of the same model and max_tokens is faster)",
         "identifies": "identifies",
         "missing": "missing",
         "unidentified": "unidentified",
@@ -189,7 +214,7 @@ TEXTS: dict[Lang, dict[str, str]] = {
         "superlinear": "相对 c={c0} 超线性增益（f(c) > c：批处理做不到，疑为缓存、限流或噪声）",
         "over_ceiling": "单流TPS超过屋顶线上限 {ceiling} tok/s",
         "kv_over": "{c} 个序列的KV缓存超出显存",
-        "mono": "剔除：并发升高而TPS下降（同模型同max_tokens下有{n}个更低并发的行更快）",
+        "mono": "剔除：并发升高而TPS下降（同模型同max_tokens下有更低并发的行更快）",
         "identifies": "标定",
         "missing": "缺少",
         "unidentified": "无法预测",
@@ -210,6 +235,9 @@ GOOD_MAPE, GOOD_MAX = 10.0, 20.0
 DEFAULT_FORWARD = {"concurrency": 2, "max_tokens": 100}
 DEFAULT_TARGET = {"tps": 100, "max_tokens": 50}
 DEFAULT_SHORT_OUTPUT_RATIO = 0.5
+# A gain above c/c0 by more than this is superlinear; within it, timing noise on a
+# nearly linear deployment would raise false alarms.
+SUPERLINEAR_TOLERANCE = 0.05
 DEFAULT_PHYSICS_PRECISION = "bf16"
 
 
@@ -226,6 +254,7 @@ class Layout:
     c_slots: int = DEFAULT_CONCURRENCY_SLOTS
     l_slots: int = DEFAULT_LENGTH_SLOTS
     m_slots: int = DEFAULT_MODEL_SLOTS
+    cell_slots: int = DEFAULT_CELL_SLOTS
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     # ---- sheets -------------------------------------------------------
@@ -317,6 +346,19 @@ class Layout:
         col = self.table_col(table, key)
         ref = f"${col}${first}:${col}${first + n - 1}"
         return f"{self.qtitle('calibration')}!{ref}" if sheet else ref
+
+    # ---- cells sheet ---------------------------------------------------
+    cells_header_row = 1
+    cells_first = 2
+
+    @property
+    def cells_last(self) -> int:
+        return self.cells_first + self.cell_slots - 1
+
+    def cells_range(self, key: str, *, sheet: bool = True) -> str:
+        col = self.table_col(CELLS_TABLE, key)
+        ref = f"${col}${self.cells_first}:${col}${self.cells_last}"
+        return f"{self.qtitle('cells')}!{ref}" if sheet else ref
 
     # ---- consistency sheet -------------------------------------------
     summary_rows = {
@@ -411,16 +453,19 @@ class Layout:
             "c_slots": self.c_slots,
             "l_slots": self.l_slots,
             "m_slots": self.m_slots,
+            "cell_slots": self.cell_slots,
         }
 
 
 def fitted_layout(lang: Lang, n_rows: int, n_concurrency: int, n_lengths: int, n_models: int,
-                  min_rows: int = DEFAULT_ROWS) -> Layout:
-    """The default layout, grown where the data needs more rows or level slots."""
+                  n_cells: int = 0, min_rows: int = DEFAULT_ROWS) -> Layout:
+    """The default layout, grown where the data needs more rows or slots (with room for
+    a few cells typed in later)."""
     return Layout(
         lang=lang,
         rows=max(min_rows, n_rows),
         c_slots=max(DEFAULT_CONCURRENCY_SLOTS, n_concurrency),
         l_slots=max(DEFAULT_LENGTH_SLOTS, n_lengths),
         m_slots=max(DEFAULT_MODEL_SLOTS, n_models),
+        cell_slots=max(DEFAULT_CELL_SLOTS, n_cells + 16),
     )

@@ -75,7 +75,6 @@ DEFINED_NAMES = {
 
 STATUSES = ("ok", "aliased", "no data")
 ROLES = ("base", "identified", "unidentified")
-KINDS = ("BaseTPS", "f", "K_len", "C_model")
 SCALE = 1048576  # 2^20: MINVERSE(A / SCALE) / SCALE is exact scaling
 INVERTIBLE_TOL = "0.000001"
 LEVERAGE_ONE = "0.000000001"  # lsq._LEVERAGE_ONE, written out
@@ -267,19 +266,24 @@ class _Refs:
 
 
 def design_formulas(ll: LsqLayout) -> dict[str, str]:
-    """The four blocks of X, keyed by parameter kind (each one CSE array formula)."""
+    """The four blocks of X, keyed by parameter kind (each one CSE array formula).
+
+    One comparison per element (`formulas` spends microseconds on each): a row that is
+    not fitted takes the value 0 and the base level the value -1, which match neither
+    each other, nor any level, nor an empty slot's "".
+    """
     r = _Refs(ll)
     raw = r.raw
     w = ll.rows("fit")
 
-    def block(values: str, levels: str, base: str, sign: str = "") -> str:
-        return f"={sign}{w}*({values}=TRANSPOSE({levels}))*(TRANSPOSE({levels})<>{base})"
+    def block(values: str, levels: str, base: str) -> str:
+        return f"IF({w}=1,{values},0)=TRANSPOSE(IF({levels}={base},-1,{levels}))"
 
     return {
         "BaseTPS": f"={w}*1",
-        "f": block(raw("concurrency"), r.c_levels, r.bc),
-        "K_len": block(raw("max_tokens"), r.l_levels, r.bl),
-        "C_model": block(raw("model"), r.m_levels, r.bm, sign="-"),
+        "f": f"=({block(raw('concurrency'), r.c_levels, r.bc)})*1",
+        "K_len": f"=({block(raw('max_tokens'), r.l_levels, r.bl)})*1",
+        "C_model": f"=-({block(raw('model'), r.m_levels, r.bm)})",
     }
 
 
@@ -300,7 +304,8 @@ def coefficient_formulas(ll: LsqLayout) -> dict[str, str]:
     y = ll.rows("ln_tps")
     role, beta = ll.coef("role"), ll.coef("beta")
     return {
-        "rows": f"=MMULT(TRANSPOSE({x}*{x}),{ll.x(0, 1)})",
+        # a column's non-zero entries share one sign: |column . w| counts them
+        "rows": f"=ABS(MMULT(TRANSPOSE({x}),{ll.x(0, 1)}))",
         "xty": f"=MMULT(TRANSPOSE({x}),IF(ISNUMBER({y}),{y},0))",
         "beta": f"=IF({r.ok}=1,MMULT({ll.m},{ll.coef('xty')}),\"\")",
         "value": f"=IF({role}=\"base\",1,IF({role}=\"identified\",EXP({beta}),\"\"))",
@@ -667,5 +672,5 @@ def _cell(value: object) -> CellValue:
 
 
 __all__ = [
-    "DEFINED_NAMES", "SHEET_TITLES", "STATUSES", "LsqLayout", "expected_sheet", "write_sheet",
+    "DEFINED_NAMES", "ROLES", "SHEET_TITLES", "STATUSES", "LsqLayout", "expected_sheet", "write_sheet",
 ]

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from openpyxl.utils import get_column_letter
-from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.base import CellValue
