@@ -19,6 +19,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_formulas, write_tables
+from scm_xl.workbook import lsq_sheet, replicates_sheet
 from scm_xl.workbook.first_principles import write_calculator
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.layout import (
@@ -338,6 +339,17 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
     ws = sheets["derivation"]
     _derivation(ws, layout, fx, labels)
 
+    # -- replicates and least squares (hold-out) ----------------------------------
+    position = wb.sheetnames.index(layout.title("derivation")) + 1
+    rep_ws = wb.create_sheet(replicates_sheet.SHEET_TITLES[lang], index=position)
+    lsq_ws = wb.create_sheet(lsq_sheet.SHEET_TITLES[lang], index=position + 1)
+    extra_names = {
+        name: f"'{ws_.title}'!${_col(address)}${_row(address)}"
+        for ws_, names in ((rep_ws, replicates_sheet.write_sheet(rep_ws, layout, slots=layout.cell_slots)),
+                           (lsq_ws, lsq_sheet.write_sheet(lsq_ws, layout)))
+        for name, address in names.items()
+    }
+
     # -- cells: per (model, max_tokens, concurrency) figures the filter looks up --
     ws = sheets["cells"]
     _header(ws, layout.cells_header_row, 1, CELLS_TABLE, lang)
@@ -366,6 +378,8 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
         col = "".join(ch for ch in cell.address if ch.isalpha())
         row = "".join(ch for ch in cell.address if ch.isdigit())
         wb.defined_names[name] = DefinedName(name, attr_text=f"{layout.qtitle(cell.sheet)}!${col}${row}")
+    for name, ref in extra_names.items():
+        wb.defined_names[name] = DefinedName(name, attr_text=ref)
     for name, address in calculator_names.items():
         col = "".join(ch for ch in address if ch.isalpha())
         row = "".join(ch for ch in address if ch.isdigit())
@@ -385,14 +399,31 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
     return wb
 
 
+def module_title(module: object, lang: str) -> str:
+    return module.SHEET_TITLES[lang]  # type: ignore[attr-defined]
+
+
+def _col(address: str) -> str:
+    return "".join(ch for ch in address if ch.isalpha())
+
+
+def _row(address: str) -> str:
+    return "".join(ch for ch in address if ch.isdigit())
+
+
+def own_sheet_titles(layout: Layout) -> list[str]:
+    return ([layout.title(k) for k in SHEET_KEYS] + [module_title(m, layout.lang) for m in (replicates_sheet, lsq_sheet)]
+            + [META_SHEET])
+
+
 def remove_own_sheets(wb: Workbook, layout: Layout) -> None:
     """Remove scm-xl's sheets and defined names from a workbook, keeping everything else."""
     from scm_xl.workbook.first_principles import DEFINED_NAMES
 
-    for title in [layout.title(k) for k in SHEET_KEYS] + [META_SHEET]:
+    for title in own_sheet_titles(layout):
         if title in wb.sheetnames:
             wb.remove(wb[title])
-    for name in [*layout.defined_names(), *DEFINED_NAMES]:
+    for name in [*layout.defined_names(), *DEFINED_NAMES, *replicates_sheet.DEFINED_NAMES, *lsq_sheet.DEFINED_NAMES]:
         if name in wb.defined_names:
             del wb.defined_names[name]
 

@@ -13,6 +13,7 @@ from scm_xl.engines.base import CellError, CellValue
 from scm_xl.model import Analysis, Calibration, RowCheck, RowStatus, analyze, cells_of, physics_bytes, same_model
 from scm_xl.results import ResultRow
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_values
+from scm_xl.workbook import lsq_sheet, replicates_sheet
 from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
@@ -70,6 +71,10 @@ def expected_cells(layout: Layout, inputs: Inputs) -> tuple[Analysis, Expected]:
     _derivation(exp, layout, inputs, analysis)
     _catalog(exp, layout, analysis)
     _first_principles(exp, layout, inputs, analysis)
+    sheet_rows = [sheet_row for sheet_row, _ in inputs.rows]
+    exp.update(replicates_sheet.expected_sheet(layout, analysis, slots=layout.cell_slots,
+                                               threshold=inputs.cv_threshold, sheet_rows=sheet_rows))
+    exp.update(lsq_sheet.expected_sheet(layout, analysis, sheet_rows=sheet_rows))
     return analysis, exp
 
 

@@ -13,12 +13,12 @@ from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Analysis
 from scm_xl.results import ResultRow, read_results
 from scm_xl.verify import Verification, compare
-from scm_xl.workbook.build import build_workbook, remove_own_sheets, save_atomic
+from scm_xl.workbook.build import build_workbook, own_sheet_titles, remove_own_sheets, save_atomic
 from scm_xl.workbook.expected import expected_cells
 from scm_xl.workbook.io import (
     Inputs, check_model_names, load, read_inputs, read_layout, set_strict_physics, write_hand_set, write_rows,
 )
-from scm_xl.workbook.layout import SHEET_KEYS, Lang, Layout, fitted_layout
+from scm_xl.workbook.layout import META_SHEET, Lang, Layout, fitted_layout
 
 
 @dataclass
@@ -129,7 +129,7 @@ def verify(path: str | Path, *, engine: str = "formulas") -> WorkbookReport:
     chosen, note = choose_engine(engine, len(inputs.rows))
     recalculated = chosen.recalculate(path)
     analysis, expected = expected_cells(layout, inputs)
-    verification = compare(expected, recalculated, {layout.title(k) for k in SHEET_KEYS})
+    verification = compare(expected, recalculated, set(own_sheet_titles(layout)) - {META_SHEET})
     verification.note = note
     warnings = [note] if note else []
     if verification.cells_compared == 0:

@@ -15,7 +15,9 @@ from scm_xl.errors import InputError
 from scm_xl.model import Settings
 from scm_xl.results import ResultRow, normalise_override
 from scm_xl.workbook.build import write_text
+from scm_xl.workbook import replicates_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
+from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshold
 from scm_xl.workbook.layout import (
     DEFAULT_CELL_SLOTS, DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
     META_SHEET, RAW_INPUT_KEYS, SHEET_KEYS, Layout,
@@ -37,6 +39,7 @@ class Inputs:
     forward: dict[str, Any] = field(default_factory=dict)  # concurrency, max_tokens, model
     inverse: dict[str, Any] = field(default_factory=dict)  # target_tps, max_tokens, model
     first_principles: dict[str, Any] = field(default_factory=dict)  # the calculator's hand-set cells
+    cv_threshold: Any = DEFAULT_CV_THRESHOLD  # the replicates sheet's hand-set CV threshold, as typed
 
 
 def load(path: str | Path, *, data_only: bool = False) -> Workbook:
@@ -119,6 +122,8 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         forward={k: der[f"B{fw[k]}"].value for k in ("concurrency", "max_tokens", "model")},
         inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model")},
         first_principles=read_calculator_inputs(wb[layout.title("first_principles")]),
+        cv_threshold=read_threshold(wb[replicates_sheet.SHEET_TITLES[layout.lang]])
+        if replicates_sheet.SHEET_TITLES[layout.lang] in wb.sheetnames else DEFAULT_CV_THRESHOLD,
     )
 
 
@@ -210,6 +215,8 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bo
         _write_settings(wb, layout, inputs)
     if inputs.first_principles:
         set_calculator_inputs(wb[layout.title("first_principles")], inputs.first_principles)
+    if settings:
+        wb[replicates_sheet.SHEET_TITLES[layout.lang]][f"B{replicates_sheet.THRESHOLD_ROW}"].value = inputs.cv_threshold
     der = wb[layout.title("derivation")]
     for rows, values in ((layout.forward_rows, inputs.forward), (layout.inverse_rows, inputs.inverse)):
         for key, value in values.items():
