@@ -73,6 +73,7 @@ class Settings:
     short_output_ratio: float = DEFAULT_SHORT_OUTPUT_RATIO
     physics_precision: str = DEFAULT_PHYSICS_PRECISION
     catalog: PhysicsCatalog | None = None
+    method: str = "chain"  # which coefficients the workbook's forward and inverse answers use
     # Level slots in the workbook; levels beyond them are not calibrated. None = unbounded.
     concurrency_slots: int | None = None
     length_slots: int | None = None

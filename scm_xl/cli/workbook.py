@@ -67,16 +67,19 @@ def _print_report(report, json_path: str | None) -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing output without keeping a .bak copy.")
 @click.option("--strict-physics/--physics-warnings", default=None,
               help="Exclude rows with physics warnings (sets the workbook switch); default: keep the workbook's.")
+@click.option("--method", type=click.Choice(["chain", "lsq"]), default=None,
+              help="The workbook's method cell: which coefficients its forward and inverse answers use "
+                   "(default: keep the workbook's; chain in a new one).")
 @handle_errors
 def fill(results: str, workbook: str | None, output: str | None, engine: str, json_path: str | None,
-         lang: str, force: bool, strict_physics: bool | None) -> None:
+         lang: str, force: bool, strict_physics: bool | None, method: str | None) -> None:
     """Write RESULTS (a results CSV) into the workbook, recalculate it with a
     real engine, and compare every formula cell with the Python reference.
     Exits 1 if any cell disagrees."""
     from scm_xl.workbook.fill import fill as run_fill
 
     report = run_fill(results, workbook=workbook, output=output, engine=engine, lang=lang,  # type: ignore[arg-type]
-                      force=force, strict_physics=strict_physics)
+                      force=force, strict_physics=strict_physics, method=method)
     if report.backup:
         click.echo(f"kept the previous file as {report.backup}", err=True)
     click.echo(f"wrote {report.path}")

@@ -24,7 +24,7 @@ from scm_xl.workbook.first_principles import write_calculator
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
-    DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET,
+    DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, METHODS,
     INVERSE_TABLE, LENGTH_TABLE, META_SHEET, MODEL_TABLE, RAW_COLUMNS, SHEET_KEYS, Column, Layout,
 )
 
@@ -51,6 +51,7 @@ LABELS = {
         "strict_physics": "严格物理检查（1 = 剔除有物理警告的行）",
         "short_output_ratio": "输出过短阈值（实际/请求 Token 比例）",
         "physics_precision": "物理检查的权重精度（字节数在D列）",
+        "method": "推导所用方法（chain = 文章的链式；lsq = 最小二乘）",
         "base_tps": "BaseTPS（基准点几何均值）",
         "base_rows": "基准点行数",
         "c_table": "并发增益 f(c) = TPS(c, 基准长度) / BaseTPS",
@@ -96,6 +97,7 @@ LABELS = {
         "strict_physics": "strict physics (1 = exclude rows with physics warnings)",
         "short_output_ratio": "short-output threshold (output / requested tokens)",
         "physics_precision": "weight precision for physics checks (bytes in D)",
+        "method": "method for forward and inverse (chain = the article's; lsq = least squares)",
         "base_tps": "BaseTPS (geometric mean at the base point)",
         "base_rows": "rows at the base point",
         "c_table": "Concurrency gain f(c) = TPS(c, base length) / BaseTPS",
@@ -282,6 +284,10 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
     strict = DataValidation(type="list", formula1='"0,1"', allow_blank=True)
     ws.add_data_validation(strict)
     strict.add(f"B{srows['strict_physics']}")
+    ws[f"B{srows['method']}"] = METHODS[0]
+    method = DataValidation(type="list", formula1=f'"{",".join(METHODS)}"', allow_blank=True)
+    ws.add_data_validation(method)
+    method.add(f"B{srows['method']}")
     _label(ws, f"A{layout.base_tps_row}", labels["base_tps"], bold=True)
     _formula(ws, f"C{layout.base_tps_row}", settings["base_tps"], "0.00")
     ws[f"C{layout.base_tps_row}"].fill = KEY_FILL

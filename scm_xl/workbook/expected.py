@@ -10,7 +10,10 @@ import math
 from typing import Any
 
 from scm_xl.engines.base import CellError, CellValue
-from scm_xl.model import Analysis, Calibration, RowCheck, RowStatus, analyze, cells_of, physics_bytes, same_model
+from scm_xl.model import (
+    Analysis, Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, RowCheck, RowStatus, analyze, cells_of,
+    physics_bytes, same_model,
+)
 from scm_xl.results import ResultRow
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_values
 from scm_xl.workbook import lsq_sheet, replicates_sheet
@@ -68,14 +71,45 @@ def expected_cells(layout: Layout, inputs: Inputs) -> tuple[Analysis, Expected]:
     _calibration(exp, layout, analysis)
     _chart(exp, layout, analysis)
     _consistency(exp, layout, inputs, analysis)
-    _derivation(exp, layout, inputs, analysis)
-    _catalog(exp, layout, analysis)
-    _first_principles(exp, layout, inputs, analysis)
     sheet_rows = [sheet_row for sheet_row, _ in inputs.rows]
+    lsq_cells = lsq_sheet.expected_sheet(layout, analysis, sheet_rows=sheet_rows)
+    exp.update(lsq_cells)
     exp.update(replicates_sheet.expected_sheet(layout, analysis, slots=layout.cell_slots,
                                                threshold=inputs.cv_threshold, sheet_rows=sheet_rows))
-    exp.update(lsq_sheet.expected_sheet(layout, analysis, sheet_rows=sheet_rows))
+    chosen = _lsq_calibration(layout, analysis.calibration, lsq_cells) \
+        if analysis.settings.method == "lsq" else analysis.calibration
+    _derivation(exp, layout, inputs, analysis, chosen)
+    _catalog(exp, layout, analysis)
+    _first_principles(exp, layout, inputs, analysis)
     return analysis, exp
+
+
+def _lsq_calibration(layout: Layout, chain: Calibration, cells: Expected) -> Calibration:
+    """The least-squares sheet's coefficients in the chain's shape, as the sheet shows them."""
+    ll = lsq_sheet.LsqLayout(layout)
+    title = ll.title
+
+    def block(kind: str) -> list[tuple[CellValue, float | None]]:
+        first, size = ll.blocks[kind]
+        out = []
+        for i in range(size):
+            row = ll.coef_first + first + i
+            value = cells.get((title, f"{lsq_sheet.COEF_COLS['value']}{row}"))
+            level = cells.get((title, f"{lsq_sheet.COEF_COLS['level']}{row}"))
+            out.append((level, float(value) if isinstance(value, float) else None))
+        return out
+
+    base = cells.get((title, ll.summary_cell("base_tps")))
+    return Calibration(
+        base_model=chain.base_model, base_max_tokens=chain.base_max_tokens,
+        base_concurrency=chain.base_concurrency, base_rows=chain.base_rows,
+        base_tps=base if isinstance(base, float) else None,
+        concurrency_levels=[ConcurrencyLevel(int(level), 0, value) for level, value in block("f")
+                            if isinstance(level, float)],
+        length_levels=[LengthLevel(int(level), None, None, value) for level, value in block("K_len")
+                       if isinstance(level, float)],
+        models=[ModelLevel(str(level), 0, None, value) for level, value in block("C_model") if level],
+    )
 
 
 def _catalog(exp: Expected, layout: Layout, analysis: Analysis) -> None:
@@ -182,6 +216,7 @@ def _calibration(exp: Expected, layout: Layout, analysis: Analysis) -> None:
     exp[(title, f"C{s['strict_physics']}")] = 1.0 if st.strict_physics else 0.0
     exp[(title, f"C{s['short_output_ratio']}")] = float(st.short_output_ratio)
     exp[(title, f"C{s['physics_precision']}")] = st.physics_precision
+    exp[(title, f"C{s['method']}")] = st.method
     exp[(title, f"D{s['physics_precision']}")] = physics_bytes(st.physics_precision)
     exp[(title, f"C{layout.base_tps_row}")] = cal.base_tps
     exp[(title, f"C{layout.base_rows_row}")] = float(cal.base_rows)
@@ -297,9 +332,8 @@ def _lookup(cal: Calibration, kind: str, key: Any) -> float | None:
     return cal.f(key) if kind == "f" else cal.k_len(key)
 
 
-def _derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+def _derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis, cal: Calibration) -> None:
     title = layout.title("derivation")
-    cal = analysis.calibration
     t = layout.text
     fw, inv = layout.forward_rows, layout.inverse_rows
 

@@ -16,7 +16,8 @@ from scm_xl.verify import Verification, compare
 from scm_xl.workbook.build import build_workbook, own_sheet_titles, remove_own_sheets, save_atomic
 from scm_xl.workbook.expected import expected_cells
 from scm_xl.workbook.io import (
-    Inputs, check_model_names, load, read_inputs, read_layout, set_strict_physics, write_hand_set, write_rows,
+    Inputs, check_model_names, load, read_inputs, read_layout, set_method, set_strict_physics, write_hand_set,
+    write_rows,
 )
 from scm_xl.workbook.layout import META_SHEET, Lang, Layout, fitted_layout
 
@@ -54,11 +55,12 @@ def _rebuild_into(user_wb: Workbook, old_layout: Layout, layout: Layout) -> Work
 
 def fill(results_path: str | Path, *, workbook: str | Path | None = None, output: str | Path | None = None,
          engine: str = "formulas", lang: Lang = "zh", force: bool = False,
-         strict_physics: bool | None = None,
+         strict_physics: bool | None = None, method: str | None = None,
          derivation: dict[str, dict[str, object]] | None = None) -> WorkbookReport:
     """Write a results CSV into a fresh or existing workbook, save it, then verify it.
 
-    strict_physics sets the workbook's switch; None keeps what the workbook has.
+    strict_physics sets the workbook's switch and method its method cell ("chain" or "lsq");
+    None keeps what the workbook has.
     derivation sets the forward/inverse input cells: {"forward": {...}, "inverse": {...}}.
     """
     table = read_results(results_path)
@@ -85,6 +87,8 @@ def fill(results_path: str | Path, *, workbook: str | Path | None = None, output
     write_rows(wb, layout, rows)
     if strict_physics is not None:
         set_strict_physics(wb, layout, strict_physics)
+    if method is not None:
+        set_method(wb, layout, method)
     if derivation:
         write_hand_set(wb, layout, Inputs(forward=derivation.get("forward", {}),
                                           inverse=derivation.get("inverse", {})), settings=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from scm_xl.model import MONOTONIC_EPSILON, PREFERRED_BASE_MAX_TOKENS
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
+from scm_xl.workbook.lsq_sheet import LsqLayout
 from scm_xl.workbook.layout import (
     SUPERLINEAR_TOLERANCE,
     CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX,
@@ -269,6 +270,7 @@ class Formulas:
             "physics_precision": (
                 f"=IF({inp['physics_precision']}<>\"\",{inp['physics_precision']}&\"\",{q(DEFAULT_PHYSICS_PRECISION)})"
             ),
+            "method": f"=IF({inp['method']}=\"lsq\",\"lsq\",\"chain\")",
             "physics_bytes": (
                 f"=IF(COUNTIF({self.cat.precision('precision')},{self.name('PhysicsPrecision')})>0,"
                 f"SUMIFS({self.cat.precision('bytes')},{self.cat.precision('precision')},"
@@ -472,13 +474,29 @@ class Formulas:
         }
 
     # -- derivation sheet ----------------------------------------------------
+    def lsq_block(self, kind: str, column: str) -> str:
+        """A column of the least-squares coefficient table, over one parameter block."""
+        ll = LsqLayout(self.lo)
+        first, size = ll.blocks[{"f": "f", "k": "K_len", "c": "C_model"}[kind]]
+        return f"'{ll.title}'!{ll.coef(column, first, size)}"
+
+    def base(self) -> str:
+        """BaseTPS of the method the method cell chose."""
+        ll = LsqLayout(self.lo)
+        return (f"IF({self.name('Method')}=\"lsq\",'{ll.title}'!{ll.summary_ref('base_tps')},"
+                f"{self.name('BaseTPS')})")
+
     def coefficient_lookup(self, kind: str, key_cell: str) -> str:
-        """f, K_len or C_model for a typed level, "" when not calibrated."""
+        """f, K_len or C_model for a typed level, from the chosen method; "" when not calibrated."""
         table = {"f": (self.ctab("level"), self.ctab("f"), self.ctab("known")),
                  "k": (self.ltab("level"), self.ltab("k"), self.ltab("known")),
                  "c": (self.mtab("name"), self.mtab("c"), self.mtab("known"))}[kind]
         level, value, known = table
-        return f"=IF(COUNTIFS({level},{key_cell},{known},1)>0,SUMIFS({value},{level},{key_cell}),\"\")"
+        chain = f"IF(COUNTIFS({level},{key_cell},{known},1)>0,SUMIFS({value},{level},{key_cell}),\"\")"
+        lsq_level, lsq_value = self.lsq_block(kind, "level"), self.lsq_block(kind, "value")
+        lsq = (f"IF(COUNTIFS({lsq_level},{key_cell},{lsq_value},\">0\")>0,"
+               f"SUMIFS({lsq_value},{lsq_level},{key_cell}),\"\")")
+        return f"=IF({self.name('Method')}=\"lsq\",{lsq},{chain})"
 
     def effective_model(self, input_cell: str) -> str:
         return f"=IF({input_cell}<>\"\",{input_cell},{self.name('BaseModel')})"
@@ -495,8 +513,8 @@ class Formulas:
             "model": self.effective_model(f"$B${rows['model']}"),
             "c": self.coefficient_lookup("c", model),
             "tps": (
-                f"=IF(AND(ISNUMBER({f}),ISNUMBER({k}),ISNUMBER({cm}),ISNUMBER({self.name('BaseTPS')})),"
-                f"{self.name('BaseTPS')}*{f}*{k}/{cm},{q(t('unidentified'))})"
+                f"=IF(AND(ISNUMBER({f}),ISNUMBER({k}),ISNUMBER({cm}),ISNUMBER({self.base()})),"
+                f"{self.base()}*{f}*{k}/{cm},{q(t('unidentified'))})"
             ),
             "missing": (
                 f"=IF(ISNUMBER($B${rows['tps']}),\"\",{q(t('missing') + ' ')}&IF({fm},\"f(\"&{conc}&\")\",\"\")"
@@ -514,7 +532,9 @@ class Formulas:
         meets = lo.inverse_range("meets")
         rc = f"$B${rows['concurrency']}"
         best = f"$B${rows['best_tps']}"
-        base = self.name("BaseTPS")
+        base = self.base()
+        lsq_f = self.lsq_block("f", "value")
+        f_values = f"IF({self.name('Method')}=\"lsq\",{lsq_f},{self.ctab('f')})"
         return {
             "k": self.coefficient_lookup("k", f"$B${rows['max_tokens']}"),
             "model": self.effective_model(f"$B${rows['model']}"),
@@ -522,7 +542,7 @@ class Formulas:
             "level": f"={self.ctab('level')}",
             "predicted": (
                 f"=IF(ISNUMBER({level})*ISNUMBER({k})*ISNUMBER({cm})*ISNUMBER({base}),"
-                f"IF({self.ctab('known')}=1,{base}*{self.ctab('f')}*{k}/{cm},\"\"),\"\")"
+                f"IF(ISNUMBER({f_values}),{base}*{f_values}*{k}/{cm},\"\"),\"\")"
             ),
             "meets": f"=IF(ISNUMBER({pred}),IF({pred}>=$B${rows['target_tps']},{level},\"\"),\"\")",
             "concurrency": f"=IF(COUNT({meets})=0,{q(lo.text('unreachable_short'))},MIN({meets}))",

@@ -112,6 +112,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         short_output_ratio=_number_or_none(cal[f"B{s['short_output_ratio']}"].value)  # type: ignore[arg-type]
         if _number_or_none(cal[f"B{s['short_output_ratio']}"].value) is not None else DEFAULT_SHORT_OUTPUT_RATIO,
         physics_precision=_text_or_default(cal[f"B{s['physics_precision']}"].value, DEFAULT_PHYSICS_PRECISION),
+        method="lsq" if str(cal[f"B{s['method']}"].value or "").casefold() == "lsq" else "chain",
         concurrency_slots=layout.c_slots, length_slots=layout.l_slots, model_slots=layout.m_slots,
         cell_slots=layout.cell_slots,
     )
@@ -236,7 +237,8 @@ def _write_settings(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
                        ("monotonic_tolerance_pct", settings.monotonic_tolerance_pct),
                        ("strict_physics", int(settings.strict_physics)),
                        ("short_output_ratio", settings.short_output_ratio),
-                       ("physics_precision", settings.physics_precision)):
+                       ("physics_precision", settings.physics_precision),
+                       ("method", settings.method)):
         cell = cal[f"B{s[key]}"]
         if isinstance(value, str):
             write_text(cell, value)
@@ -250,3 +252,7 @@ def sheet(wb: Workbook, layout: Layout, key: str) -> Worksheet:
 
 def set_strict_physics(wb: Workbook, layout: Layout, strict: bool) -> None:
     wb[layout.title("calibration")][f"B{layout.settings_rows['strict_physics']}"].value = 1 if strict else 0
+
+
+def set_method(wb: Workbook, layout: Layout, method: str) -> None:
+    wb[layout.title("calibration")][f"B{layout.settings_rows['method']}"].value = method

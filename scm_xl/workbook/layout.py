@@ -239,6 +239,7 @@ DEFAULT_SHORT_OUTPUT_RATIO = 0.5
 # nearly linear deployment would raise false alarms.
 SUPERLINEAR_TOLERANCE = 0.05
 DEFAULT_PHYSICS_PRECISION = "bf16"
+METHODS = ("chain", "lsq")  # the method cell: which coefficients the forward and inverse answers use
 
 
 @dataclass(frozen=True)
@@ -297,9 +298,10 @@ class Layout:
         "strict_physics": 8,
         "short_output_ratio": 9,
         "physics_precision": 10,
+        "method": 11,
     }
-    base_tps_row = 12
-    base_rows_row = 13
+    base_tps_row = 13
+    base_rows_row = 14
     c_table_header = 16
 
     @property
@@ -415,6 +417,7 @@ class Layout:
             "ShortOutputRatio": Cell("calibration", f"C{s['short_output_ratio']}"),
             "PhysicsPrecision": Cell("calibration", f"C{s['physics_precision']}"),
             "PhysicsBytes": Cell("calibration", f"D{s['physics_precision']}"),
+            "Method": Cell("calibration", f"C{s['method']}"),
             "BaseTPS": Cell("calibration", f"C{self.base_tps_row}"),
             "BaseRows": Cell("calibration", f"C{self.base_rows_row}"),
             "CheckRows": Cell("consistency", f"B{c['check_rows']}"),
