@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import os
 import shutil
 import signal
@@ -12,8 +14,9 @@ import warnings
 from pathlib import Path
 
 import openpyxl
+from openpyxl.utils import get_column_letter, range_boundaries
 
-from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated, cells_of, formula_refs, normalise
+from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated, formula_refs, normalise
 from scm_xl.errors import EngineError
 
 NOT_FOUND = "LibreOffice not found: install it, e.g. apt-get install -y libreoffice-calc-nogui"
@@ -98,7 +101,7 @@ class LibreOfficeEngine(Engine):
 
 
 def _read_values(converted: Path, refs: dict[str, list[str]]) -> dict[tuple[str, str], CellValue]:
-    wanted = {sheet: [cell for ref in sheet_refs for _, _, cell in cells_of(ref)]
+    wanted = {sheet: [(row, col, cell) for ref in sheet_refs for row, col, cell in _absolute(ref)]
               for sheet, sheet_refs in refs.items()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -108,14 +111,24 @@ def _read_values(converted: Path, refs: dict[str, list[str]]) -> dict[tuple[str,
         for sheet, cells in wanted.items():
             if not cells:
                 continue
+            # Keyed by (row, column) numbers: building "A1" strings for every cell of a large
+            # sheet costs more than reading it.
             found = {
-                cell.coordinate: CellError(cell.value) if cell.data_type == "e" else cell.value
+                (cell.row, cell.column): CellError(cell.value) if cell.data_type == "e" else cell.value
                 for row in book[sheet].iter_rows()
                 for cell in row
                 if cell.value is not None
             }
-            for cell in cells:
-                values[(sheet, cell)] = normalise(found.get(cell))
+            for row, col, cell in cells:
+                values[(sheet, cell)] = normalise(found.get((row, col)))
         return values
     finally:
         book.close()
+
+
+def _absolute(ref: str) -> Iterator[tuple[int, int, str]]:
+    """(row, column, "A1") for each cell of "A1" or "A1:C3"."""
+    min_col, min_row, max_col, max_row = range_boundaries(ref)
+    for row in range(min_row, max_row + 1):
+        for col in range(min_col, max_col + 1):
+            yield row, col, f"{get_column_letter(col)}{row}"
