@@ -59,8 +59,9 @@ def _print_report(report, json_path: str | None) -> None:
               help="Fill this existing scm-xl workbook, keeping its other sheets and hand-set cells.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Output workbook (default: RESULTS name with .xlsx, or the --workbook itself).")
-@click.option("--engine", type=ENGINE_CHOICE, default="formulas", show_default=True,
-              help="Recalculation engine; auto switches to libreoffice for large sheets.")
+@click.option("--engine", type=ENGINE_CHOICE, default="auto", show_default=True,
+              help="Recalculation engine. auto: the embedded formulas engine, or libreoffice above 500 raw "
+                   "rows when it is installed (it says so).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report here.")
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True,
               help="Language of a new workbook.")
@@ -90,7 +91,9 @@ def fill(results: str, workbook: str | None, output: str | None, engine: str, js
 
 @click.command()
 @click.argument("workbook", type=click.Path(dir_okay=False))
-@click.option("--engine", type=ENGINE_CHOICE, default="formulas", show_default=True)
+@click.option("--engine", type=ENGINE_CHOICE, default="auto", show_default=True,
+              help="Recalculation engine. auto: the embedded formulas engine, or libreoffice above 500 raw "
+                   "rows when it is installed (it says so).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report here.")
 @handle_errors
 def verify(workbook: str, engine: str, json_path: str | None) -> None:
