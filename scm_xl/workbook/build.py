@@ -293,9 +293,9 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
     ws[f"C{layout.base_tps_row}"].fill = KEY_FILL
     _label(ws, f"A{layout.base_rows_row}", labels["base_rows"])
     _formula(ws, f"C{layout.base_rows_row}", settings["base_rows"])
-    ws.column_dimensions["A"].width = 30
+    ws.column_dimensions["A"].width = 50
     ws.column_dimensions["B"].width = 14
-    ws.column_dimensions["C"].width = 16
+    ws.column_dimensions["C"].width = 26
 
     _label(ws, f"A{layout.c_table_header - 1}", labels["c_table"], bold=True)
     _header(ws, layout.c_table_header, 1, CONCURRENCY_TABLE, lang)

@@ -84,6 +84,7 @@ def fill(results_path: str | Path, *, workbook: str | Path | None = None, output
         layout = _layout_for(rows, lang)
         wb = build_workbook(layout)
         target = Path(output) if output else Path(Path(results_path).stem + ".xlsx")
+        derivation = derivation or _measured_defaults(rows)
     write_rows(wb, layout, rows)
     if strict_physics is not None:
         set_strict_physics(wb, layout, strict_physics)
@@ -105,6 +106,28 @@ def fill(results_path: str | Path, *, workbook: str | Path | None = None, output
     report.warnings = warnings + report.warnings
     report.backup = backup
     return report
+
+
+def _measured_defaults(rows: list[ResultRow]) -> dict[str, dict[str, object]] | None:
+    """Forward and inverse inputs for a new workbook: the template's defaults (the article's
+    questions) where the data measured them, else the nearest measured levels."""
+    from scm_xl.model import PREFERRED_BASE_MAX_TOKENS
+    from scm_xl.workbook.layout import DEFAULT_FORWARD, DEFAULT_TARGET
+
+    if not rows:
+        return None
+    lengths = sorted({r.max_tokens for r in rows})
+    levels = sorted({r.concurrency for r in rows})
+    base_length = PREFERRED_BASE_MAX_TOKENS if PREFERRED_BASE_MAX_TOKENS in lengths else lengths[0]
+
+    def pick(value: int, measured: list[int], fallback: int) -> int:
+        return value if value in measured else fallback
+
+    return {
+        "forward": {"concurrency": pick(DEFAULT_FORWARD["concurrency"], levels, levels[min(1, len(levels) - 1)]),
+                    "max_tokens": pick(DEFAULT_FORWARD["max_tokens"], lengths, lengths[-1])},
+        "inverse": {"max_tokens": pick(DEFAULT_TARGET["max_tokens"], lengths, base_length)},
+    }
 
 
 def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
