@@ -311,3 +311,26 @@ def test_template_rows_resizes_every_column_formula(rows: int, tmp_path: Path) -
     assert wb["Consistency"][f"{col}{lo.cons_first}"].value.ref == f"{col}{lo.cons_first}:{col}{last}"
     count_checks = wb["Consistency"][f"B{lo.summary_rows['check_rows']}"].value
     assert f"${col}${lo.cons_first}:${col}${last}" in count_checks
+
+
+@pytest.mark.parametrize("engine", ["formulas", pytest.param("libreoffice", marks=pytest.mark.libreoffice)])
+def test_article_answers_are_live_in_the_workbook(engine: str, tmp_path: Path) -> None:
+    """The article's table, forward and inverse answers, read from the recalculated named cells."""
+    from scm_xl.engines import get_engine
+    from scm_xl.workbook.fill import fill as run_fill
+
+    out = tmp_path / "article.xlsx"
+    report = run_fill(ROOT / "examples" / "article_qwen2.5-7b.csv", output=out, engine=engine)
+    assert report.verification.ok
+    values = get_engine(engine).recalculate(out)
+    wb = openpyxl.load_workbook(out)
+
+    def named(name: str) -> object:
+        sheet, cell = wb.defined_names[name].attr_text.split("!")
+        return values.get(sheet.strip("'"), cell)
+
+    assert round(named("BaseTPS"), 2) == 45.45
+    assert round(named("ForwardTPS"), 2) == 59.52  # concurrency 2, max_tokens 100
+    assert named("RecommendedConcurrency") == 2  # 100 TPS at max_tokens 50
+    assert round(named("RecommendedTPS"), 2) == 119.05
+    assert named("CheckRows") == 0 and named("Verdict") == "insufficient"
