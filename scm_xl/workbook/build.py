@@ -405,10 +405,6 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
     return wb
 
 
-def module_title(module: object, lang: str) -> str:
-    return module.SHEET_TITLES[lang]  # type: ignore[attr-defined]
-
-
 def _col(address: str) -> str:
     return "".join(ch for ch in address if ch.isalpha())
 
@@ -418,8 +414,8 @@ def _row(address: str) -> str:
 
 
 def own_sheet_titles(layout: Layout) -> list[str]:
-    return ([layout.title(k) for k in SHEET_KEYS] + [module_title(m, layout.lang) for m in (replicates_sheet, lsq_sheet)]
-            + [META_SHEET])
+    return ([layout.title(k) for k in SHEET_KEYS]
+            + [module.SHEET_TITLES[layout.lang] for module in (replicates_sheet, lsq_sheet)] + [META_SHEET])
 
 
 def remove_own_sheets(wb: Workbook, layout: Layout) -> None:

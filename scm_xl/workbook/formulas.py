@@ -15,9 +15,8 @@ from scm_xl.model import MONOTONIC_EPSILON, PREFERRED_BASE_MAX_TOKENS
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.lsq_sheet import LsqLayout
 from scm_xl.workbook.layout import (
-    SUPERLINEAR_TOLERANCE,
-    CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX,
-    INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, Layout,
+    CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, EXCELLENT_MAPE, EXCELLENT_MAX,
+    GOOD_MAPE, GOOD_MAX, LENGTH_TABLE, MODEL_TABLE, SUPERLINEAR_TOLERANCE, Layout,
 )
 
 
@@ -237,7 +236,6 @@ class Formulas:
         lo = self.lo
         s = lo.settings_rows
         raw = self.raw
-        bm = self.name("BaseModel")
         bl = self.name("BaseMaxTokens")
         inp = {k: f"$B${row}" for k, row in s.items()}
         return {
@@ -552,4 +550,4 @@ class Formulas:
         }
 
 
-__all__ = ["Formulas", "q", "text_with", "INVERSE_TABLE"]
+__all__ = ["Formulas", "q", "text_with"]

@@ -9,7 +9,6 @@ from typing import Any
 
 import openpyxl
 from openpyxl import Workbook
-from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
 from scm_xl.model import Settings
@@ -244,10 +243,6 @@ def _write_settings(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
             write_text(cell, value)
         else:
             cell.value = value
-
-
-def sheet(wb: Workbook, layout: Layout, key: str) -> Worksheet:
-    return wb[layout.title(key)]
 
 
 def set_strict_physics(wb: Workbook, layout: Layout, strict: bool) -> None:

@@ -11,7 +11,7 @@ verifier rebuilds exactly the layout the builder used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from openpyxl.utils import get_column_letter
@@ -256,7 +256,6 @@ class Layout:
     l_slots: int = DEFAULT_LENGTH_SLOTS
     m_slots: int = DEFAULT_MODEL_SLOTS
     cell_slots: int = DEFAULT_CELL_SLOTS
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     # ---- sheets -------------------------------------------------------
     def title(self, key: str) -> str:
