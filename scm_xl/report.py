@@ -44,6 +44,7 @@ def analysis_to_dict(analysis: Analysis, verification: Verification | None = Non
             "k_len_anchor_concurrency": {_level_key(lv.max_tokens): lv.anchor_concurrency
                                          for lv in cal.length_levels},
             "c_model": {m.model: m.c_model for m in cal.models},
+            "c_model_first_principles": c_model_first_principles(cal),
         },
         "rows": [
             {
@@ -94,6 +95,23 @@ def render_holdout(holdout: dict[str, Any]) -> str:
             f"separable model: {holdout.get('interaction_summary', '-')}")
 
 
+def c_model_first_principles(cal: Any) -> dict[str, float]:
+    """C_model predicted from weight bytes (active parameters) relative to the base model,
+    for the models the catalog knows."""
+    from scm_xl.workbook.catalog_tables import physics_catalog
+
+    catalog = physics_catalog()
+    base = catalog.model(cal.base_model) if cal.base_model else None
+    if base is None:
+        return {}
+    ratios = {}
+    for m in cal.models:
+        spec = catalog.model(m.model)
+        if spec is not None:
+            ratios[m.model] = spec.active_params / base.active_params
+    return ratios
+
+
 def write_json(path: str | Path, data: dict[str, Any]) -> None:
     """Write JSON atomically (temp file, then rename)."""
     path = Path(path)
@@ -139,7 +157,10 @@ def render_coefficients(analysis: Analysis) -> str:
     rows += [[f"K_len({lv.max_tokens})", _fmt(lv.k_len),
               f"anchor concurrency {lv.anchor_concurrency}" if lv.k_len is not None else "not identified"]
              for lv in cal.length_levels]
-    rows += [[f"C_model({m.model})", _fmt(m.c_model), f"{m.rows} row(s)" if m.c_model is not None else "not identified"]
+    first_principles = c_model_first_principles(cal)
+    rows += [[f"C_model({m.model})", _fmt(m.c_model),
+              (f"{m.rows} row(s)" if m.c_model is not None else "not identified")
+              + (f"; first principles {first_principles[m.model]:.3f}" if m.model in first_principles else "")]
              for m in cal.models]
     return table(["coefficient", "value", "from"], rows)
 
