@@ -892,30 +892,40 @@ class FastTransport(httpx.AsyncBaseTransport):
         self._watch_interval = 1.0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.send_prepared(await self.prepare(request))
+
+    @staticmethod
+    async def prepare(request: httpx.Request) -> _PreparedRequest:
+        """The request serialized once (head and body bytes, pool key, timeouts), so that
+        sending it again and again is only a socket write (see `send_prepared`)."""
         url = request.url
         if url.scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}", request=request)
         port = url.port or (443 if url.scheme == "https" else 80)
-        key = (url.scheme, url.host, port)
         timeouts = request.extensions.get("timeout") or {}
-        read_timeout = timeouts.get("read")
         body = await request.aread()
         lines = [request.method.encode(), b" ", url.raw_path, b" HTTP/1.1\r\n"]
         for name, value in request.headers.raw:
             lines += [name, b": ", value, b"\r\n"]
         lines.append(b"\r\n")
-        payload = b"".join(lines) + body
-        idle = self._idle.get(key)
+        return _PreparedRequest(request=request, key=(url.scheme, url.host, port), payload=b"".join(lines) + body,
+                                read_timeout=timeouts.get("read"), connect_timeout=timeouts.get("connect"),
+                                head_only=request.method == "HEAD")
+
+    async def send_prepared(self, prepared: _PreparedRequest) -> httpx.Response:
+        """Send a request serialized by `prepare` (on an idle keep-alive connection if any)."""
+        idle = self._idle.get(prepared.key)
         while idle:
             connection = idle.pop()
             if connection.usable():
                 try:
-                    return await self._exchange(connection, payload, request, read_timeout)
+                    return await self._exchange(connection, prepared)
                 except _StaleConnection:
                     continue  # the server closed an idle connection: use a fresh one
-        connection = await self._connect(key, request, timeouts.get("connect"))
+        request = prepared.request
+        connection = await self._connect(prepared.key, request, prepared.connect_timeout)
         try:
-            return await self._exchange(connection, payload, request, read_timeout)
+            return await self._exchange(connection, prepared)
         except _StaleConnection:
             raise httpx.RemoteProtocolError("server disconnected without sending a response",
                                             request=request) from None
@@ -943,11 +953,11 @@ class FastTransport(httpx.AsyncBaseTransport):
         self._open.add(connection)
         return connection
 
-    async def _exchange(self, connection: _H1Connection, payload: bytes, request: httpx.Request,
-                        read_timeout: float | None) -> httpx.Response:
-        connection.begin(request, read_timeout, head_only=request.method == "HEAD")
+    async def _exchange(self, connection: _H1Connection, prepared: _PreparedRequest) -> httpx.Response:
+        read_timeout = prepared.read_timeout
+        connection.begin(prepared.request, read_timeout, head_only=prepared.head_only)
         self._ensure_watchdog(read_timeout)
-        connection.transport.write(payload)
+        connection.transport.write(prepared.payload)
         status, reason, headers = await connection.read_head()
         body = _H1Body(connection)
         return httpx.Response(status, headers=headers, stream=body,
@@ -987,6 +997,18 @@ class FastTransport(httpx.AsyncBaseTransport):
         for connection in list(self._open):
             connection.close()
         self._idle.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class _PreparedRequest:
+    """A request as FastTransport writes it: built once, sent any number of times."""
+
+    request: httpx.Request
+    key: tuple[str, str, int]
+    payload: bytes
+    read_timeout: float | None
+    connect_timeout: float | None
+    head_only: bool
 
 
 class _StaleConnection(Exception):

@@ -69,6 +69,11 @@ def test_readme_transcript_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     # The numbers the README quotes are the numbers the commands print.
     assert "BaseTPS              45.45" in outputs[0]
     assert "verdict: insufficient" in outputs[0]
+    # Every line the README quotes from the fill output is printed as quoted.
+    quoted = README.split("A transcript on the article's seven rows")[1].split("```")[1].split("$ ")[1]
+    for line in quoted.splitlines()[1:]:
+        if line.strip() and line.strip() != "...":
+            assert line.rstrip() in [out.rstrip() for out in outputs[0].splitlines()], line
     assert json.loads(outputs[1])["tps"] == pytest.approx(59.5238, abs=1e-3)
     solved = json.loads(outputs[2])
     assert (solved["concurrency"], solved["reachable"]) == (2, True)
