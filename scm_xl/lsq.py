@@ -754,15 +754,22 @@ class LsqAnalysis:
     interactions: InteractionCheck
 
     def report(self) -> dict[str, Any]:
-        """Fields for the JSON report (`loo_mape_pct`, `loo_max_pct`, `intervals`, `method`, ...)."""
+        """Fields for the JSON report (`loo_mape_pct`, `loo_max_pct`, `intervals`, `method`, ...).
+
+        With aliased levels (rank below the parameter count) the workbook's least-squares
+        sheet gives no fit, so the report's hold-out says so too rather than disagree with it;
+        `forecast` still predicts the estimable combinations.
+        """
         result = self.fit
+        aliased = result.rank < result.parameters
         return {
             "method": "lsq",
-            "loo_mape_pct": self.holdout.mape_pct,
-            "loo_max_pct": self.holdout.max_pct,
-            "loo_rows": self.holdout.predicted_rows,
-            "loo_missing_rows": self.holdout.missing_rows,
-            "verdict": self.holdout.verdict,
+            "loo_mape_pct": None if aliased else self.holdout.mape_pct,
+            "loo_max_pct": None if aliased else self.holdout.max_pct,
+            "loo_rows": 0 if aliased else self.holdout.predicted_rows,
+            "loo_missing_rows": len(self.holdout.rows) if aliased else self.holdout.missing_rows,
+            "verdict": "insufficient" if aliased else self.holdout.verdict,
+            "aliased": aliased,
             "confidence": result.confidence,
             "coefficients": {c.label: c.value for c in result.coefficients},
             "intervals": result.intervals(),

@@ -359,3 +359,14 @@ def test_interaction_not_testable_without_residual_dof():
     check = lsq.interaction_check(lsq.fit(statuses), statuses)
     assert not check.testable and "not testable" in check.summary()
     assert lsq.analyze(statuses).report()["separable"] is None
+
+
+def test_report_of_an_aliased_design_agrees_with_the_workbook():
+    """The workbook's least-squares sheet gives no fit for aliased designs; the JSON says the same."""
+    rows = [make_row("A1", "Alpha", 1, 50, 50), make_row("A2", "Alpha", 2, 50, 95),
+            make_row("A3", "Alpha", 4, 50, 175), make_row("A4", "Alpha", 2, 50, 96),
+            make_row("B1", "Beta", 2, 100, 50), make_row("B2", "Beta", 4, 100, 90)]
+    report = lsq.analyze(filter_rows(rows)).report()
+    assert report["aliased"] is True
+    assert report["verdict"] == "insufficient"
+    assert report["loo_mape_pct"] is None and report["loo_rows"] == 0
