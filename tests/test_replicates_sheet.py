@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
-import random
 from pathlib import Path
 
 import pytest
-from data.gen import MODELS, experiment, full_factorial, sparse_design, true_tps
+from data.gen import MODELS, experiment, full_factorial, replicated_factorial, sparse_design
 from openpyxl import Workbook
 from openpyxl.utils import get_column_letter
 from openpyxl.utils.cell import range_boundaries
@@ -31,16 +29,7 @@ NAMES_SHEET = "names"
 
 
 def noisy_factorial(seed: int = 7, repeats: int = 3, sigma: float = 0.08) -> list[ResultRow]:
-    """2 models x c 1,2,4,8 x L 50,100,200, each `repeats` times, interleaved by repeat."""
-    rng = random.Random(seed)
-    rows = []
-    for r in range(repeats):
-        for model in MODELS:
-            for c in (1, 2, 4, 8):
-                for length in (50, 100, 200):
-                    tps = true_tps(c, length, model) * math.exp(rng.gauss(0.0, sigma))
-                    rows.append(experiment(f"R{len(rows) + 1:03d}", model, c, length, tps, repeat=r + 1))
-    return rows
+    return replicated_factorial(seed, repeats, sigma, "R")
 
 
 def odd_cells() -> list[ResultRow]:

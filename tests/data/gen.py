@@ -105,6 +105,20 @@ def with_exclusions(seed: int = 3, sigma: float = 0.02) -> list[ResultRow]:
     return rows
 
 
+def replicated_factorial(seed: int, repeats: int, sigma: float, prefix: str) -> list[ResultRow]:
+    """2 models x concurrency 1,2,4,8 x max_tokens 50,100,200, each `repeats` times,
+    interleaved by repeat, with log-normal noise of `sigma`."""
+    rng = random.Random(seed)
+    rows = []
+    for r in range(repeats):
+        for model in MODELS:
+            for c in (1, 2, 4, 8):
+                for length in (50, 100, 200):
+                    tps = true_tps(c, length, model) * math.exp(rng.gauss(0.0, sigma))
+                    rows.append(experiment(f"{prefix}{len(rows) + 1:03d}", model, c, length, tps, repeat=r + 1))
+    return rows
+
+
 def write_csv(path: str | Path, rows: Iterable[ResultRow]) -> Path:
     write_results(path, rows)
     return Path(path)
