@@ -32,7 +32,6 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from scm_xl import lsq, model, plan, replicates
 from scm_xl.collector import CollectConfig, run_collection
 from scm_xl.results import ResultRow, read_results
 from scm_xl.simulator import new_event_loop
+from simulator_process import Simulator
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results" / "calibration.md"
@@ -58,30 +58,6 @@ SIM_MODEL = "sim-7b"
 # A fast decode loop so the whole plan takes about a minute.
 SIM_TIMING = ["--step-base-s", "0.002", "--step-per-seq-s", "0.00005", "--prefill-s-per-token", "0.00002"]
 SIM_NOISE = ["--stall-prob", "0.03", "--stall-s", "0.05"]
-
-
-class Simulator:
-    """`scm-xl serve-sim` in a subprocess (optionally pinned to one core)."""
-
-    def __init__(self, args: list[str], core: int | None) -> None:
-        command = [sys.executable, "-c", "import sys; from scm_xl.cli import main; sys.exit(main())",
-                   "serve-sim", "--host", "127.0.0.1", "--port", "0", "--model-name", SIM_MODEL, *args]
-        preexec = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        preexec_fn=preexec)
-        line = self.process.stdout.readline()
-        if "http://127.0.0.1:" not in line:
-            self.process.kill()
-            raise RuntimeError(f"the simulator did not start: {line!r} {self.process.stderr.read()}")
-        self.base_url = line.strip().rsplit(" ", 1)[-1]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 def run_experiments(base_url: str, experiments: Sequence[plan.Experiment], requests_per_slot: int,
@@ -153,7 +129,7 @@ def pipeline(quick: bool, client_core: int | None, server_core: int | None) -> t
         os.sched_setaffinity(0, {client_core})
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        simulator = Simulator([*SIM_TIMING, *SIM_NOISE, "--seed", "1"], server_core)
+        simulator = Simulator(["--model-name", SIM_MODEL, *SIM_TIMING, *SIM_NOISE, "--seed", "1"], server_core)
         try:
             started = time.perf_counter()
             rows = run_experiments(simulator.base_url, matrix.experiments, requests_per_slot, workdir)
@@ -165,7 +141,7 @@ def pipeline(quick: bool, client_core: int | None, server_core: int | None) -> t
                                         design="full", repeats=reference_runs,
                                         requests_per_slot=requests_per_slot, seed=SEED + 1)
         (workdir / "reference").mkdir()
-        fresh = Simulator([*SIM_TIMING, *SIM_NOISE, "--seed", "2"], server_core)
+        fresh = Simulator(["--model-name", SIM_MODEL, *SIM_TIMING, *SIM_NOISE, "--seed", "2"], server_core)
         try:
             reference_rows = run_experiments(fresh.base_url, reference_plan.experiments, requests_per_slot,
                                              workdir / "reference")

@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ import httpx
 from scm_xl import stats
 from scm_xl.collector import CollectConfig, read_requests, run_collection
 from scm_xl.simulator import new_event_loop
+from simulator_process import Simulator
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results" / "collector.md"
@@ -72,51 +72,20 @@ class Outcome:
     truth: dict = field(default_factory=dict)
 
 
-class Simulator:
-    """`scm-xl serve-sim` in a subprocess pinned to one core."""
-
-    def __init__(self, args: list[str], core: int | None) -> None:
-        command = [sys.executable, "-c", "import sys; from scm_xl.cli import main; sys.exit(main())",
-                   "serve-sim", "--host", "127.0.0.1", "--port", "0", *args]
-        preexec = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        preexec_fn=preexec)
-        line = self.process.stdout.readline()
-        if "http://127.0.0.1:" not in line:
-            self.process.kill()
-            raise RuntimeError(f"the simulator did not start: {line!r} {self.process.stderr.read()}")
-        self.base_url = line.strip().rsplit(" ", 1)[-1]
-
-    def stats(self) -> dict:
-        root = self.base_url.removesuffix("/v1")
-        with httpx.Client(trust_env=False) as client:
-            return client.get(f"{root}/sim/stats").json()
-
-    def truth(self, last: int) -> dict:
-        """What the simulator measured for the last `last` requests it received (the measured ones:
-        every warm-up request is received before the first measured one)."""
-        root = self.base_url.removesuffix("/v1")
-        with httpx.Client(trust_env=False, timeout=60) as client:
-            records = client.get(f"{root}/sim/requests").json()
-        records = sorted(records, key=lambda r: r["received_at"])[-last:]
-        with_tokens = [r for r in records if r["tokens"]]
-        gaps = sum(r["tokens"] - 1 for r in with_tokens)
-        return {
-            "requests": len(records),
-            "tokens": sum(r["tokens"] for r in records),
-            "mean_ttft_s": stats.mean(r["first_token_at"] - r["received_at"] for r in with_tokens),
-            "mean_itl_s": sum(r["last_token_at"] - r["first_token_at"] for r in with_tokens) / gaps if gaps else None,
-            "tps": sum(r["tokens"] for r in records)
-            / (max(r["last_token_at"] or r["received_at"] for r in records) - min(r["received_at"] for r in records)),
-        }
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+def simulator_truth(simulator: Simulator, last: int) -> dict:
+    """What the simulator measured for the last `last` requests it received (the measured ones:
+    every warm-up request is received before the first measured one)."""
+    records = sorted(simulator.get("/sim/requests"), key=lambda r: r["received_at"])[-last:]
+    with_tokens = [r for r in records if r["tokens"]]
+    gaps = sum(r["tokens"] - 1 for r in with_tokens)
+    return {
+        "requests": len(records),
+        "tokens": sum(r["tokens"] for r in records),
+        "mean_ttft_s": stats.mean(r["first_token_at"] - r["received_at"] for r in with_tokens),
+        "mean_itl_s": sum(r["last_token_at"] - r["first_token_at"] for r in with_tokens) / gaps if gaps else None,
+        "tps": sum(r["tokens"] for r in records)
+        / (max(r["last_token_at"] or r["received_at"] for r in records) - min(r["received_at"] for r in records)),
+    }
 
 
 def scenarios(quick: bool) -> list[Scenario]:
@@ -153,8 +122,8 @@ def run_scenario(scenario: Scenario, server_core: int | None, workdir: Path) -> 
             report = runner.run(run_collection(config, progress=False))
             wall = time.perf_counter() - wall_before
             cpu = time.process_time() - cpu_before
-        server = simulator.stats()
-        truth = simulator.truth(report.rows[0].total_requests)
+        server = simulator.get("/sim/stats")
+        truth = simulator_truth(simulator, report.rows[0].total_requests)
     finally:
         simulator.stop()
     row = report.rows[0]

@@ -56,6 +56,7 @@ from pathlib import Path
 import httpx
 
 import scm_xl
+from simulator_process import Simulator
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results" / "guidellm.md"
@@ -124,38 +125,6 @@ class Outcome:
     @property
     def tok_per_cpu_total(self) -> float:
         return self.tokens / self.cpu_total_s if self.cpu_total_s else 0.0
-
-
-# -- the simulator ----------------------------------------------------------------------------------
-
-class Simulator:
-    """`scm-xl serve-sim` in a subprocess pinned to one core."""
-
-    def __init__(self, args: list[str], core: int) -> None:
-        self.command = [str(Path(sys.executable).with_name("scm-xl")), "serve-sim", "--host", "127.0.0.1",
-                        "--port", "0", *args]
-        if not Path(self.command[0]).exists():
-            self.command[:1] = [sys.executable, "-c", "import sys; from scm_xl.cli import main; sys.exit(main())"]
-        self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        preexec_fn=lambda: os.sched_setaffinity(0, {core}))
-        line = self.process.stdout.readline()
-        if "http://127.0.0.1:" not in line:
-            self.process.kill()
-            raise RuntimeError(f"the simulator did not start: {line!r} {self.process.stderr.read()}")
-        self.base_url = line.strip().rsplit(" ", 1)[-1]  # http://127.0.0.1:PORT/v1
-        self.root = self.base_url.removesuffix("/v1")
-
-    def get(self, path: str):
-        with httpx.Client(trust_env=False, timeout=120) as client:
-            return client.get(f"{self.root}{path}").json()
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 # -- client CPU ---------------------------------------------------------------------------------------
