@@ -1,6 +1,7 @@
 """Recalculation engines: each recalculates a saved workbook and returns every formula cell's value.
 
     formulas     (alias embedded) pure Python, always available; slow on large sheets
+    ironcalc     Rust, from PyPI; fast at any size, wrong on array (CSE) idioms of element-wise functions
     libreoffice  headless soffice; about 1 s to start, fast at any size
     excel        Microsoft Excel through xlwings, on Windows or macOS only
 """
@@ -10,16 +11,18 @@ from __future__ import annotations
 from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated
 from scm_xl.engines.excel import ExcelEngine
 from scm_xl.engines.formulas_engine import FormulasEngine
+from scm_xl.engines.ironcalc_engine import IronCalcEngine
 from scm_xl.engines.libreoffice import LibreOfficeEngine
 from scm_xl.errors import UsageError
 
 __all__ = [
     "AUTO_LIBREOFFICE_ROWS", "ENGINE_ALIASES", "ENGINE_NAMES", "CellError", "CellValue", "Engine",
-    "ExcelEngine", "FormulasEngine", "LibreOfficeEngine", "Recalculated", "choose_engine", "get_engine",
+    "ExcelEngine", "FormulasEngine", "IronCalcEngine", "LibreOfficeEngine", "Recalculated", "choose_engine", "get_engine",
 ]
 
 ENGINES: dict[str, type[Engine]] = {
     "formulas": FormulasEngine,
+    "ironcalc": IronCalcEngine,
     "libreoffice": LibreOfficeEngine,
     "excel": ExcelEngine,
 }

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import openpyxl
-from openpyxl.utils.cell import get_column_letter, range_boundaries
+from openpyxl.utils.cell import column_index_from_string, get_column_letter, range_boundaries
 from openpyxl.utils.datetime import to_excel
 from openpyxl.worksheet.formula import ArrayFormula
 
@@ -104,6 +104,18 @@ def formula_refs(path: Path) -> dict[str, list[str]]:
         return refs
     finally:
         book.close()
+
+
+def absolute_cells(ref: str) -> Iterator[tuple[int, int, str]]:
+    """(row, column, "A1") for each cell of "A1" or "A1:C3", row by row."""
+    if ":" not in ref:  # most formula cells: no range to build
+        letters = ref.rstrip("0123456789")
+        yield int(ref[len(letters):]), column_index_from_string(letters), ref
+        return
+    min_col, min_row, max_col, max_row = range_boundaries(ref)
+    for row in range(min_row, max_row + 1):
+        for col in range(min_col, max_col + 1):
+            yield row, col, f"{get_column_letter(col)}{row}"
 
 
 def cells_of(ref: str) -> Iterator[tuple[int, int, str]]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import os
 import shutil
 import signal
@@ -14,9 +12,10 @@ import warnings
 from pathlib import Path
 
 import openpyxl
-from openpyxl.utils import get_column_letter, range_boundaries
 
-from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated, formula_refs, normalise
+from scm_xl.engines.base import (
+    CellError, CellValue, Engine, Recalculated, absolute_cells, formula_refs, normalise,
+)
 from scm_xl.errors import EngineError
 
 NOT_FOUND = "LibreOffice not found: install it, e.g. apt-get install -y libreoffice-calc-nogui"
@@ -101,7 +100,7 @@ class LibreOfficeEngine(Engine):
 
 
 def _read_values(converted: Path, refs: dict[str, list[str]]) -> dict[tuple[str, str], CellValue]:
-    wanted = {sheet: [(row, col, cell) for ref in sheet_refs for row, col, cell in _absolute(ref)]
+    wanted = {sheet: [(row, col, cell) for ref in sheet_refs for row, col, cell in absolute_cells(ref)]
               for sheet, sheet_refs in refs.items()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -124,11 +123,3 @@ def _read_values(converted: Path, refs: dict[str, list[str]]) -> dict[tuple[str,
         return values
     finally:
         book.close()
-
-
-def _absolute(ref: str) -> Iterator[tuple[int, int, str]]:
-    """(row, column, "A1") for each cell of "A1" or "A1:C3"."""
-    min_col, min_row, max_col, max_row = range_boundaries(ref)
-    for row in range(min_row, max_row + 1):
-        for col in range(min_col, max_col + 1):
-            yield row, col, f"{get_column_letter(col)}{row}"
