@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from scm_xl import stats
-from scm_xl.collector import CollectConfig, read_requests, run_collection
+from scm_xl.collect import CollectConfig, read_requests, run_collection
 from scm_xl.simulator import new_event_loop
 from simulator_process import Simulator
 

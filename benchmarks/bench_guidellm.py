@@ -319,7 +319,7 @@ def run_ours(scenario: Scenario, args: argparse.Namespace, workdir: Path) -> Out
         measure(outcome, simulator, sampler)
     finally:
         simulator.stop()
-    from scm_xl.collector import read_requests
+    from scm_xl.collect import read_requests
 
     with open(out / "results.csv", encoding="utf-8", newline="") as handle:
         row = next(csv.DictReader(handle))

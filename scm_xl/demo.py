@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scm_xl.collector import CollectConfig, run_collection
+from scm_xl.collect import CollectConfig, run_collection
 from scm_xl.model import Solution, solve
 from scm_xl.results import ResultRow, read_results, write_results
 from scm_xl.roofline import Deployment, c_model_from_first_principles, load_catalog, simulator_params

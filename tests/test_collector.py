@@ -16,17 +16,17 @@ import socket
 import threading
 from pathlib import Path
 
-import httpx
 import numpy
 import pytest
 from click.testing import CliRunner
 
 from scm_xl import stats
 from scm_xl.cli import main
-from scm_xl.collector import (
-    REQUEST_COLUMNS, CollectConfig, FastTransport, Secret, _retry_delay, load_matrix_file, matrix_points,
-    read_requests, resolve_api_key, run_collection,
+from scm_xl.collect import (
+    REQUEST_COLUMNS, CollectConfig, Secret, load_matrix_file, matrix_points, open_senders, read_requests,
+    resolve_api_key, run_collection,
 )
+from scm_xl.collect.run import _retry_delay
 from scm_xl.errors import InputError, UsageError
 from scm_xl.results import RESULT_COLUMNS, read_results
 from scm_xl.simulator import SimConfig, running_simulator
@@ -35,20 +35,16 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SENTINEL_KEY = "sk-SENTINEL-0123456789abcdef"
 
 
-def collect(tmp_path: Path, base_url: str, *, client_factory=None, **overrides):
+def collect(tmp_path: Path, base_url: str, *, senders=open_senders, check_first=True, **overrides):
     values = dict(models=("m",), concurrency=(1, 2), max_tokens=(4,), requests_per_slot=2,
                   results_path=tmp_path / "results.csv", base_url=base_url)
     values.update(overrides)
-    return asyncio.run(run_collection(CollectConfig(**values), client_factory=client_factory))
+    return asyncio.run(run_collection(CollectConfig(**values), senders=senders, check_first=check_first))
 
 
 def requests_of(tmp_path: Path, *, warmup: bool = False) -> list[dict[str, str]]:
     rows = read_requests(tmp_path / "requests.csv")
     return [row for row in rows if (row["warmup"] == "true") == warmup]
-
-
-def mock_factory(handler):
-    return lambda: httpx.AsyncClient(transport=httpx.MockTransport(handler))
 
 
 @contextlib.contextmanager
@@ -97,6 +93,22 @@ async def read_request(reader: asyncio.StreamReader) -> bytes:
                    if line.lower().startswith(b"content-length")), 0)
     await reader.readexactly(length)
     return head
+
+
+def answering(status: int, headers: dict[str, str], body: bytes, calls: list | None = None):
+    """A raw_server handler giving every request on a connection the same answer (Content-Length)."""
+    head = f"HTTP/1.1 {status} X\r\ncontent-length: {len(body)}\r\n".encode()
+    head += b"".join(f"{name}: {value}\r\n".encode() for name, value in headers.items()) + b"\r\n"
+
+    async def handle(reader, writer):
+        while True:
+            request = await read_request(reader)
+            if calls is not None:
+                calls.append(request)
+            writer.write(head + body)
+            await writer.drain()
+
+    return handle
 
 
 SSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -327,12 +339,11 @@ def test_rate_limited_requests_retry_after_and_flag_the_experiment(tmp_path):
 def test_retry_after_is_capped_and_retries_are_bounded(tmp_path):
     calls = []
 
-    def always_429(request):
-        calls.append(request)
-        return httpx.Response(429, headers={"retry-after": "100"}, json={"error": "slow down"})
-
-    collect(tmp_path, "http://127.0.0.1:9/v1", client_factory=mock_factory(always_429), concurrency=(1,),
-            requests_per_slot=1, max_retries=2, max_retry_after_s=0.01)
+    always_429 = answering(429, {"retry-after": "100", "content-type": "application/json"},
+                           b'{"error": "slow down"}', calls)
+    with raw_server(always_429) as base_url:
+        collect(tmp_path, base_url, concurrency=(1,), requests_per_slot=1, max_retries=2, max_retry_after_s=0.01,
+                check_first=False)
     row = read_results(tmp_path / "results.csv").rows[0]
     (record,) = requests_of(tmp_path)
     assert len(calls) == 3
@@ -418,7 +429,7 @@ def test_connection_refused(tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    collect(tmp_path, f"http://127.0.0.1:{port}/v1", concurrency=(1,), requests_per_slot=1)
+    collect(tmp_path, f"http://127.0.0.1:{port}/v1", concurrency=(1,), requests_per_slot=1, check_first=False)
     (record,) = requests_of(tmp_path)
     assert record["error_class"] == "connect_error"
 
@@ -455,12 +466,9 @@ def test_truncated_mid_line_over_raw_http(tmp_path):
     (b"data: " + b"x" * (300 * 1024) + b"\n\n", "line_too_long"),
 ])
 def test_malformed_streams(tmp_path, body, error_class):
-    def handler(request):
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content=token_event().encode() + body)
-
-    collect(tmp_path, "http://127.0.0.1:9/v1", client_factory=mock_factory(handler), concurrency=(1,),
-            requests_per_slot=1, max_line_bytes=256 * 1024)
+    handler = answering(200, {"content-type": "text/event-stream"}, token_event().encode() + body)
+    with raw_server(handler) as base_url:
+        collect(tmp_path, base_url, concurrency=(1,), requests_per_slot=1, max_line_bytes=256 * 1024)
     (record,) = requests_of(tmp_path)
     assert record["error_class"] == error_class
     assert record["status"] == "failed"
@@ -468,21 +476,34 @@ def test_malformed_streams(tmp_path, body, error_class):
 
 
 def test_a_json_answer_to_a_streaming_request(tmp_path):
-    def handler(request):
-        return httpx.Response(200, json={"choices": [{"message": {"content": "hi"}}]})
-
-    collect(tmp_path, "http://127.0.0.1:9/v1", client_factory=mock_factory(handler), concurrency=(1,),
-            requests_per_slot=1)
+    handler = answering(200, {"content-type": "application/json"}, b'{"choices": [{"message": {"content": "hi"}}]}')
+    with raw_server(handler) as base_url:
+        collect(tmp_path, base_url, concurrency=(1,), requests_per_slot=1, check_first=False)
     (record,) = requests_of(tmp_path)
     assert record["error_class"] == "not_streamed"
     assert "not an event stream" in record["error"]
 
 
-def test_a_bug_in_one_request_does_not_end_the_run(tmp_path):
-    def handler(request):
-        raise RuntimeError("boom")
+def test_a_bug_in_one_request_does_not_end_the_run(tmp_path, sim):
+    class Buggy:
+        """The production sender, with a bug in its send."""
 
-    report = collect(tmp_path, "http://127.0.0.1:9/v1", client_factory=mock_factory(handler), concurrency=(1, 2))
+        def __init__(self, inner):
+            self.inner = inner
+
+        async def prepare(self, request):
+            return await self.inner.prepare(request)
+
+        async def send(self, prepared):
+            raise RuntimeError("boom")
+
+        async def aclose(self):
+            await self.inner.aclose()
+
+    def buggy(config, max_concurrency):
+        return [Buggy(sender) for sender in open_senders(config, max_concurrency)]
+
+    report = collect(tmp_path, sim, senders=buggy, concurrency=(1, 2))
     assert len(report.rows) == 2
     assert {r["error_class"] for r in requests_of(tmp_path)} == {"client_error"}
 
@@ -602,7 +623,8 @@ def test_api_key_never_appears_in_any_output(tmp_path, monkeypatch, caplog, capf
     with raw_server(echo) as base_url:
         result = CliRunner().invoke(main, ["collect", "--base-url", base_url, "-c", "1,2", "--max-tokens", "3",
                                            "-n", "3", "--out", str(out / "results.csv")])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # no request succeeded
+    assert "had no successful request" in result.output
     assert seen_headers and all(SENTINEL_KEY.encode() in h for h in seen_headers)  # it was sent
     captured = capfd.readouterr()
     texts = [result.output, captured.out, captured.err, caplog.text]
@@ -652,96 +674,6 @@ def test_collect_command_errors(tmp_path, sim):
     assert CliRunner().invoke(main, [*args, "--resume"]).exit_code == 0
     result = CliRunner().invoke(main, ["collect", "-c", "1,x"])
     assert result.exit_code == 2 and "comma-separated integers" in result.output
-
-
-# -- the transport --------------------------------------------------------------------------------
-
-
-def test_fast_transport_content_length_and_stale_keep_alive():
-    """A server that closes every connection after one response, without saying so."""
-    async def one_shot(reader, writer):
-        await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello")
-        await writer.drain()
-        writer.close()
-
-    async def fetch(base_url: str) -> list[str]:
-        async with httpx.AsyncClient(transport=FastTransport()) as http:
-            texts = []
-            for _ in range(3):
-                response = await http.post(f"{base_url}/x", content=b"{}")
-                texts.append(response.text)
-                await asyncio.sleep(0.05)  # let the close arrive: the next request must not fail
-            return texts
-
-    with raw_server(one_shot) as base_url:
-        assert asyncio.run(fetch(base_url)) == ["hello"] * 3
-
-
-def test_fast_transport_reads_chunked_bodies_split_anywhere():
-    body = b"".join(sse_chunk(token_event(f"w{i}")) for i in range(20)) + b"0\r\nx-trailer: 1\r\n\r\n"
-
-    async def dribble(reader, writer):
-        await read_request(reader)
-        data = SSE_HEAD + body
-        for start in range(0, len(data), 7):  # 7-byte pieces split sizes, data and CRLFs
-            writer.write(data[start:start + 7])
-            await writer.drain()
-            await asyncio.sleep(0)
-        await reader.read()
-
-    async def fetch(base_url: str) -> bytes:
-        async with httpx.AsyncClient(transport=FastTransport()) as http:
-            response = await http.post(f"{base_url}/x", content=b"{}")
-            return response.content
-
-    with raw_server(dribble) as base_url:
-        content = asyncio.run(fetch(base_url))
-    assert content == b"".join(token_event(f"w{i}").encode() for i in range(20))
-
-
-@pytest.mark.skipif(not __import__("shutil").which("openssl"), reason="needs the openssl command")
-def test_fast_transport_speaks_tls(tmp_path, sim):
-    import ssl
-    import subprocess
-
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_context.load_cert_chain(cert, key)
-    client_context = ssl.create_default_context(cafile=str(cert))
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    holder: dict = {}
-
-    async def handle(reader, writer):
-        await read_request(reader)
-        writer.write(SSE_HEAD + sse_chunk(token_event("secure")) + sse_chunk("data: [DONE]\n\n") + b"0\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    async def serve():
-        server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_context)
-        holder["port"], holder["stop"] = server.sockets[0].getsockname()[1], asyncio.Event()
-        ready.set()
-        async with server:
-            await holder["stop"].wait()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
-    thread.start()
-    ready.wait()
-    try:
-        factory = lambda: httpx.AsyncClient(transport=FastTransport(ssl_context=client_context))  # noqa: E731
-        collect(tmp_path, f"https://127.0.0.1:{holder['port']}/v1", client_factory=factory, concurrency=(1,),
-                requests_per_slot=1, api_key="k")
-    finally:
-        loop.call_soon_threadsafe(holder["stop"].set)
-        thread.join(5)
-        loop.close()
-    (record,) = requests_of(tmp_path)
-    assert record["status"] == "ok" and record["completion_tokens"] == "1"
 
 
 @pytest.mark.slow

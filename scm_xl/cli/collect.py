@@ -9,19 +9,11 @@ from pathlib import Path
 import click
 
 from scm_xl.cli._common import handle_errors
-from scm_xl.errors import UsageError
-
-
-def _int_list(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        numbers = tuple(int(part) for part in value.replace(" ", "").split(",") if part)
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
-    if not numbers:
-        raise click.BadParameter("expected at least one integer")
-    return numbers
+from scm_xl.cli.plan import int_list
+from scm_xl.collect.config import (
+    DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, CollectConfig,
+)
+from scm_xl.errors import CheckFailed, UsageError
 
 
 def _run(coroutine):
@@ -45,13 +37,15 @@ _MATRIX_OPTIONS = {
 @click.command()
 @click.option("--matrix", "matrix_file", type=click.Path(dir_okay=False, path_type=Path),
               help="TOML matrix file (see examples/matrix.toml); options given on the command line win.")
-@click.option("--base-url", default="https://api.siliconflow.cn/v1", show_default=True,
+@click.option("--base-url", default=DEFAULT_BASE_URL, show_default=True,
               help="OpenAI-compatible API base URL.")
-@click.option("--model", "-m", multiple=True, default=("Qwen/Qwen2.5-7B-Instruct",), show_default=True,
+@click.option("--model", "-m", multiple=True, default=(DEFAULT_MODEL,), show_default=True,
               help="Model to measure; repeat for several.")
-@click.option("--concurrency", "-c", callback=_int_list, default="1,2,4,8", show_default=True,
+@click.option("--concurrency", "-c", callback=int_list, default=",".join(map(str, DEFAULT_CONCURRENCY)),
+              show_default=True,
               help="Comma-separated concurrency levels.")
-@click.option("--max-tokens", callback=_int_list, default="50,100,200", show_default=True,
+@click.option("--max-tokens", callback=int_list, default=",".join(map(str, DEFAULT_MAX_TOKENS)),
+              show_default=True,
               help="Comma-separated max_tokens levels.")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="Repeats of each (model, concurrency, max_tokens).")
@@ -86,14 +80,24 @@ _MATRIX_OPTIONS = {
               help="HTTP layer: scm-xl's lean HTTP/1.1 transport, or httpx's own (HTTP proxies, HTTP/2 off); "
                    "auto picks httpx only when the environment sets a proxy for the base URL.")
 @click.option("--gpu", default=None, help="GPU label recorded in each results row.")
+@click.option("--shard", default=None, metavar="I/N",
+              help="Run only every N-th experiment, from the I-th (1/3, 2/3, 3/3 on three machines cover the "
+                   "matrix once; their CSVs fill together).")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr [default: on when stderr is a terminal].")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary table.")
 @click.pass_context
 @handle_errors
 def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, api_key_file,
-            streams_per_client, transport, quiet, **options):
+            streams_per_client, transport, shard, progress, quiet, **options):
     """Measure an OpenAI-compatible endpoint over a matrix of models x
     concurrency x max_tokens x repeats, writing a results CSV (one row per
     experiment) and a per-request CSV beside it.
+
+    \b
+    Before the matrix, one short request per model checks the endpoint, the key
+    and the model: a problem there stops the run (exit 2) with nothing written.
+    Exit 1 when an experiment had no successful request.
 
     \b
     Against the built-in simulator (no key needed):
@@ -102,7 +106,7 @@ def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, ap
     """
     from rich.console import Console
 
-    from scm_xl.collector import CollectConfig, load_matrix_file, resolve_api_key, run_collection
+    from scm_xl.collect import load_matrix_file, parse_shard, resolve_api_key, run_collection
 
     values = load_matrix_file(matrix_file) if matrix_file is not None else {}
     for option, field_name in _MATRIX_OPTIONS.items():
@@ -114,24 +118,38 @@ def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, ap
             value = options[option]
             if value is not None:
                 values[field_name] = value
-    api_key, _source = resolve_api_key(api_key_file)
+    api_key, source = resolve_api_key(api_key_file)
     config = CollectConfig(**values, results_path=results_path, requests_path=requests_path, resume=resume,
-                           overwrite=overwrite, api_key=api_key, streams_per_client=streams_per_client,
-                           transport=transport)
+                           overwrite=overwrite, api_key=api_key, api_key_source=source,
+                           streams_per_client=streams_per_client, transport=transport,
+                           shard=parse_shard(shard) if shard is not None else None)
     console = None if quiet else Console()
     try:
-        _run(run_collection(config, console=console, progress=None if not quiet else False))
+        report = _run(run_collection(config, console=console, progress=False if quiet else progress))
     except KeyboardInterrupt:
         click.echo(f"Interrupted: finished experiments are saved in {config.results_path}; "
                    "run again with --resume to continue.", err=True)
         sys.exit(130)
+    if report.failed_experiments:
+        raise CheckFailed(f"{len(report.failed_experiments)} of {len(report.rows)} experiment(s) had no "
+                          f"successful request ({_classes(report)}); see {config.requests_csv}")
+
+
+def _classes(report) -> str:
+    """Error classes over the failed experiments, e.g. "http_5xx 8, timeout 2"."""
+    from collections import Counter
+
+    total: Counter[str] = Counter()
+    for classes in report.failed_experiments.values():
+        total.update(classes)
+    return ", ".join(f"{name} {count}" for name, count in sorted(total.items()))
 
 
 @click.command("serve-sim")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="Port to listen on (0: any free port).")
-@click.option("--model-name", default="Qwen/Qwen2.5-7B-Instruct", show_default=True,
+@click.option("--model-name", default=DEFAULT_MODEL, show_default=True,
               help="Model name served by /v1/models.")
 @click.option("--strict-model", is_flag=True, help="Answer 404 for any other model name.")
 @click.option("--step-base-s", type=click.FloatRange(min=0), default=0.008, show_default=True,

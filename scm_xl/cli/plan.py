@@ -9,7 +9,10 @@ import click
 from scm_xl.cli._common import handle_errors
 
 
-def _int_list(ctx, param, value):
+def int_list(ctx, param, value):
+    """Click callback: "1,2, 4" -> (1, 2, 4); used by `plan` and `collect`."""
+    if value is None:
+        return None
     try:
         numbers = tuple(int(part) for part in value.replace(" ", "").split(",") if part)
     except ValueError:
@@ -29,9 +32,9 @@ def _models(ctx, param, value):
 @click.command()
 @click.option("--models", "-m", multiple=True, default=("Qwen/Qwen2.5-7B-Instruct",), callback=_models,
               show_default=True, help="Models, comma-separated or repeated; the first is the base model.")
-@click.option("--concurrency", "-c", default="1,2,4,8", callback=_int_list, show_default=True,
+@click.option("--concurrency", "-c", default="1,2,4,8", callback=int_list, show_default=True,
               help="Comma-separated concurrency levels.")
-@click.option("--max-tokens", default="50,100,200", callback=_int_list, show_default=True,
+@click.option("--max-tokens", default="50,100,200", callback=int_list, show_default=True,
               help="Comma-separated max_tokens levels.")
 @click.option("--design", type=click.Choice(["ofat", "full", "orthogonal"]), default="orthogonal",
               show_default=True,

@@ -1,0 +1,202 @@
+"""What to measure and with which key: CollectConfig, the API key as a Secret, defaults.
+
+The key lives in a `Secret`; it is sent only in the Authorization header and
+redacted from every message the collector records or raises. A key holding a
+control character (CR LF could add headers on the wire) is refused, naming
+where it came from, never its value.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlsplit
+
+from scm_xl.collect.matrix import MatrixPoint, check_model_names, full_factorial, shard_points
+from scm_xl.errors import InputError, UsageError
+
+DEFAULT_BASE_URL = "https://api.siliconflow.cn/v1"
+DEFAULT_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+DEFAULT_CONCURRENCY: tuple[int, ...] = (1, 2, 4, 8)
+DEFAULT_MAX_TOKENS: tuple[int, ...] = (50, 100, 200)
+DEFAULT_PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+API_KEY_ENV_VARS: tuple[str, ...] = ("SCM_XL_API_KEY", "SILICONFLOW_API_KEY", "OPENAI_API_KEY")
+DEFAULT_MAX_LINE_BYTES = 1024 * 1024
+TRANSPORTS: tuple[str, ...] = ("auto", "fast", "httpx")
+
+
+def has_control_character(text: str) -> bool:
+    return any(ord(ch) < 32 or ord(ch) == 127 for ch in text)
+
+
+class Secret:
+    """A secret string that never shows itself in repr, str or f-strings."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def redact(self, text: str) -> str:
+        return text.replace(self._value, "***") if self._value else text
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def resolve_api_key(api_key_file: str | Path | None = None,
+                    environ: Mapping[str, str] | None = None) -> tuple[Secret | None, str | None]:
+    """The API key and where it came from (a variable or file name, never the key).
+
+    An explicit `api_key_file` wins; otherwise the first set variable of
+    API_KEY_ENV_VARS. (None, None) when there is none.
+    """
+    if api_key_file is not None:
+        try:
+            value = Path(api_key_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise InputError(f"cannot read the API key file: {exc.strerror}", path=str(api_key_file)) from None
+        if not value:
+            raise InputError("the API key file is empty", path=str(api_key_file))
+        _check_key(value, f"the API key file {api_key_file}")
+        return Secret(value), str(api_key_file)
+    environ = os.environ if environ is None else environ
+    for name in API_KEY_ENV_VARS:
+        value = environ.get(name, "").strip()
+        if value:
+            _check_key(value, f"${name}")
+            return Secret(value), name
+    return None, None
+
+
+def _check_key(value: str, source: str) -> None:
+    if has_control_character(value):
+        raise UsageError(f"the API key from {source} contains a control character (such as a line break), "
+                         "which could inject HTTP headers: fix the key")
+
+
+def is_loopback_url(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectConfig:
+    """What to measure and where to write it. Times are in seconds."""
+
+    base_url: str = DEFAULT_BASE_URL
+    models: tuple[str, ...] = (DEFAULT_MODEL,)
+    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+    max_tokens: tuple[int, ...] = DEFAULT_MAX_TOKENS
+    repeats: int = 1
+    requests_per_slot: int = 10
+    warmup: int = 0  # warm-up requests before each experiment, excluded from its figures
+    prompt: str = DEFAULT_PROMPT
+    ignore_eos: bool = False
+    min_tokens: int | None = None
+    temperature: float | None = None
+    results_path: Path = Path("results.csv")
+    requests_path: Path | None = None  # default: see requests_csv
+    resume: bool = False
+    overwrite: bool = False
+    api_key: Secret | None = field(default=None, repr=False)
+    api_key_source: str | None = None  # the variable or file the key came from, for messages
+    timeout_s: float = 60.0  # connect, and the longest silence while reading a stream
+    request_timeout_s: float | None = None  # whole request (one attempt), None: no limit
+    max_retries: int = 5  # HTTP 429 retries per request
+    max_retry_after_s: float = 10.0
+    streams_per_client: int = 64
+    max_clients: int = 16
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    # "fast": FastTransport; "httpx": httpx's own (HTTP proxies); "auto": fast unless the
+    # environment sets a proxy for a non-loopback base URL
+    transport: str = "auto"
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)  # default: httpx's
+    shard: tuple[int, int] | None = None  # (i, n): run every n-th experiment from the i-th
+    gpu: str | None = None
+    # An explicit run list (a `scm-xl plan` file); when given, it replaces the product of
+    # models x concurrency x max_tokens x repeats.
+    experiments: tuple[MatrixPoint, ...] | None = None
+
+    def __post_init__(self) -> None:
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
+        if isinstance(self.api_key, str):
+            set_("api_key", Secret(self.api_key) if self.api_key else None)
+        for name in ("models", "concurrency", "max_tokens"):
+            value = getattr(self, name)
+            set_(name, (value,) if isinstance(value, (str, int)) else tuple(value))
+        set_("results_path", Path(self.results_path))
+        if self.requests_path is not None:
+            set_("requests_path", Path(self.requests_path))
+        if not self.models or any(not isinstance(m, str) or not m.strip() for m in self.models):
+            raise UsageError("models must be one or more non-empty names")
+        if len(set(self.models)) != len(self.models):
+            raise UsageError(f"a model is listed twice: {', '.join(self.models)}")
+        check_model_names(self.models if not self.experiments else dict.fromkeys(p.model for p in self.experiments))
+        for name in ("concurrency", "max_tokens"):
+            values = getattr(self, name)
+            if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+                raise UsageError(f"{name} must be one or more positive integers, got {list(values)}")
+        for name in ("repeats", "requests_per_slot", "streams_per_client", "max_clients", "max_line_bytes"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("warmup", "max_retries"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.min_tokens is not None and self.min_tokens < 0:
+            raise UsageError(f"min_tokens must be >= 0, got {self.min_tokens}")
+        if self.timeout_s <= 0 or (self.request_timeout_s is not None and self.request_timeout_s <= 0):
+            raise UsageError("timeouts must be > 0")
+        if self.max_retry_after_s < 0:
+            raise UsageError(f"max_retry_after_s must be >= 0, got {self.max_retry_after_s}")
+        scheme = urlsplit(self.base_url).scheme
+        if scheme not in ("http", "https") or not urlsplit(self.base_url).hostname:
+            raise UsageError(f"base URL must be http(s)://host[:port]/path, got {self.base_url!r}")
+        if self.transport not in TRANSPORTS:
+            raise UsageError(f"transport must be one of {', '.join(TRANSPORTS)}, got {self.transport!r}")
+        if self.api_key is not None and has_control_character(self.api_key.reveal()):
+            raise UsageError("the API key contains a control character (such as a line break), "
+                             "which could inject HTTP headers: fix the key")
+        if self.shard is not None:
+            index, count = self.shard
+            if not 1 <= index <= count:
+                raise UsageError(f"shard must be i/n with 1 <= i <= n, got {index}/{count}")
+        if self.resume and self.overwrite:
+            raise UsageError("--resume and --overwrite exclude each other")
+
+    @property
+    def requests_csv(self) -> Path:
+        """The per-request CSV: `requests_path`, else requests.csv beside results.csv
+        (or NAME.requests.csv beside NAME.csv)."""
+        if self.requests_path is not None:
+            return self.requests_path
+        stem = self.results_path.stem
+        return self.results_path.with_name("requests.csv" if stem == "results" else f"{stem}.requests.csv")
+
+
+def matrix_points(config: CollectConfig) -> list[MatrixPoint]:
+    """The experiments this run covers, in run order: an explicit run list as given, else
+    the full factorial (models, concurrency, max_tokens, repeats); then its shard, if any."""
+    points = list(config.experiments) if config.experiments else full_factorial(
+        config.models, config.concurrency, config.max_tokens, config.repeats)
+    return shard_points(points, *config.shard) if config.shard is not None else points

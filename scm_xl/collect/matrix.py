@@ -1,0 +1,165 @@
+"""The experiment matrix: its points, their ids, matrix files, shards and model names.
+
+One home for what `scm-xl plan` writes and `scm-xl collect` reads: the exp_id
+format (`experiment_id`), the keys of an `[[experiments]]` table
+(`EXPERIMENT_KEYS`), the full-factorial order, and the rule for model names
+(`check_model_names`). `plan.py` and `demo.py` use these rather than their own.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from scm_xl.errors import InputError, UsageError
+from scm_xl.results import _check_model_name  # the workbook's rule for names used in COUNTIFS criteria
+
+# Keys of one `[[experiments]]` table, in the order `scm-xl plan` writes them.
+EXPERIMENT_KEYS: tuple[str, ...] = ("order", "exp_id", "model", "concurrency", "max_tokens", "repeat")
+
+
+@dataclass(frozen=True)
+class MatrixPoint:
+    """One experiment of the matrix."""
+
+    exp_id: str
+    model: str
+    concurrency: int
+    max_tokens: int
+    repeat: int
+
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        return (self.model, self.concurrency, self.max_tokens, self.repeat)
+
+    def label(self) -> str:
+        return f"{self.exp_id} {self.model} c={self.concurrency} max_tokens={self.max_tokens}"
+
+
+def experiment_id(cell: int, repeat: int, *, numbered: bool) -> str:
+    """`E007` for cell 7, or `E007-R2` for its second repeat when repeats are numbered."""
+    return f"E{cell:03d}-R{repeat}" if numbered else f"E{cell:03d}"
+
+
+def full_factorial(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int],
+                   repeats: int) -> list[MatrixPoint]:
+    """Models, then concurrency, then max_tokens, then repeats; cells numbered in that order."""
+    points: list[MatrixPoint] = []
+    cell = 0
+    for model in models:
+        for level in concurrency:
+            for length in max_tokens:
+                cell += 1
+                for repeat in range(1, repeats + 1):
+                    points.append(MatrixPoint(experiment_id(cell, repeat, numbered=repeats > 1), model, level,
+                                              length, repeat))
+    return points
+
+
+def check_model_names(models: Iterable[str]) -> None:
+    """Refuse names the workbook would refuse (wildcards, a leading operator, a number) and two
+    names that differ only in case (spreadsheet criteria would merge them), before any traffic."""
+    seen: dict[str, str] = {}
+    for model in models:
+        try:
+            _check_model_name(model.strip())
+        except InputError as exc:
+            raise UsageError(exc.problem) from None
+        folded = model.strip().casefold()
+        if folded in seen and seen[folded] != model:
+            raise UsageError(f"model names {seen[folded]!r} and {model!r} differ only in case; spreadsheets "
+                             "treat them as one model: spell them the same")
+        seen.setdefault(folded, model)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`i/n` (1 <= i <= n) as (i, n)."""
+    index, sep, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = 0
+    if not sep or n < 1 or not 1 <= i <= n:
+        raise UsageError(f"--shard must be i/n with 1 <= i <= n (e.g. 2/3), got {text!r}")
+    return i, n
+
+
+def shard_points(points: Sequence[MatrixPoint], index: int, count: int) -> list[MatrixPoint]:
+    """Every `count`-th point starting at the `index`-th (1-based): shards 1/n..n/n of one plan
+    cover it exactly once, and their exp_ids stay the plan's, so their CSVs fill together."""
+    return list(points[index - 1::count])
+
+
+# -- matrix files ---------------------------------------------------------------------
+
+# Matrix-file key -> accepted TOML type(s); the values become CollectConfig fields.
+_MATRIX_KEYS: dict[str, type | tuple[type, ...]] = {
+    "base_url": str, "models": list, "model": str, "concurrency": list, "max_tokens": list,
+    "repeats": int, "requests_per_slot": int, "warmup": int, "prompt": str, "ignore_eos": bool,
+    "min_tokens": int, "temperature": (int, float), "timeout_s": (int, float),
+    "request_timeout_s": (int, float), "max_retries": int, "max_retry_after_s": (int, float), "gpu": str,
+}
+
+
+def load_matrix_file(path: str | Path) -> dict[str, Any]:
+    """Read a TOML matrix file into CollectConfig field values (InputError on a bad one)."""
+    where = str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("file not found", path=where) from None
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror}", path=where) from None
+    except UnicodeDecodeError:
+        raise InputError("not a UTF-8 text file", path=where) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"bad TOML: {exc}", path=where) from None
+    data = data.get("matrix", data) if isinstance(data.get("matrix"), dict) else data
+    data = dict(data)
+    data.pop("plan", None)  # written by `scm-xl plan` for people: information only
+    values: dict[str, Any] = {}
+    if "experiments" in data:
+        values["experiments"] = _experiments(data.pop("experiments"), where)
+    for key, value in data.items():
+        expected = _MATRIX_KEYS.get(key)
+        if expected is None:
+            raise InputError(f"unknown key {key!r} (known: {', '.join(sorted(_MATRIX_KEYS))})", path=where)
+        if isinstance(value, bool) and expected is not bool or not isinstance(value, expected):
+            raise InputError(f"{key!r} has the wrong type ({type(value).__name__})", path=where)
+        if key in ("concurrency", "max_tokens") and not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise InputError(f"{key!r} must be a list of integers", path=where)
+        if key == "models" and not all(isinstance(v, str) for v in value):
+            raise InputError("'models' must be a list of strings", path=where)
+        if key == "model":
+            key, value = "models", [value]
+        values[key] = tuple(value) if isinstance(value, list) else value
+    return values
+
+
+def _experiments(tables: Any, where: str) -> tuple[MatrixPoint, ...]:
+    """`[[experiments]]` tables (from `scm-xl plan`): run exactly these, in `order`."""
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise InputError("'experiments' must be one or more [[experiments]] tables", path=where)
+    points: list[tuple[int, MatrixPoint]] = []
+    seen: set[str] = set()
+    for i, table in enumerate(tables, start=1):
+        unknown = set(table) - set(EXPERIMENT_KEYS)
+        if unknown:
+            raise InputError(f"experiment {i}: unknown key(s) {', '.join(sorted(unknown))}", path=where)
+        model, concurrency, length = table.get("model"), table.get("concurrency"), table.get("max_tokens")
+        repeat, order = table.get("repeat", 1), table.get("order", i)
+        if not isinstance(model, str) or not model.strip():
+            raise InputError(f"experiment {i}: 'model' must be a name", path=where)
+        for name, value in (("concurrency", concurrency), ("max_tokens", length), ("repeat", repeat),
+                            ("order", order)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"experiment {i}: {name!r} must be a positive integer", path=where)
+        exp_id = table.get("exp_id", experiment_id(i, 1, numbered=False))
+        if not isinstance(exp_id, str) or not exp_id or exp_id in seen:
+            raise InputError(f"experiment {i}: 'exp_id' must be a unique name", path=where)
+        seen.add(exp_id)
+        points.append((order, MatrixPoint(exp_id, model, concurrency, length, repeat)))
+    return tuple(point for _, point in sorted(points, key=lambda item: item[0]))

@@ -1,0 +1,140 @@
+"""What a person sees while and after collecting: one progress bar for the run, the summary table.
+
+The bar (rich, on stderr) counts the run's measured requests; its label names the experiment
+running and its rate is that experiment's tokens so far over its time so far, which settles
+instead of flickering to 0 between request ends. The summary table fits 80 columns: units
+sit in the headers, values are never cut (they wrap if a terminal is narrower still), and
+several models are named m1, m2... with a legend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any, Sequence
+
+from scm_xl.collect.matrix import MatrixPoint
+from scm_xl.results import ResultRow
+
+if TYPE_CHECKING:
+    from scm_xl.collect.run import CollectionReport
+
+
+class RunCounters:
+    """Counters the request path bumps (cheap); the bar's ticker reads them."""
+
+    __slots__ = ("requests", "tokens")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.tokens = 0
+
+
+class ProgressBar:
+    """One rich progress bar on stderr for the whole run, refreshed a few times a second."""
+
+    def __init__(self, points: Sequence[MatrixPoint], requests_per_slot: int, counters: RunCounters) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.counters = counters
+        self.experiments = len(points)
+        self.done = 0
+        self.label = ""
+        self.started_at = time.perf_counter()
+        self.requests_at_start = 0
+        self.tokens_at_start = 0
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+            TextColumn("requests {task.fields[rate]}"), TimeElapsedColumn(),
+            console=Console(stderr=True), transient=False,
+        )
+        total = sum(point.concurrency * requests_per_slot for point in points)
+        self.task = self.progress.add_task("starting", total=total, rate="")
+        self.ticker: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.progress.start()
+        self.ticker = asyncio.create_task(self._tick())
+
+    def begin(self, point: MatrixPoint) -> None:
+        """An experiment starts: its label, and the counters its rate is taken from."""
+        self.label = f"[{self.done + 1}/{self.experiments}] {point.exp_id} c={point.concurrency} " \
+                     f"max_tokens={point.max_tokens}"
+        self.started_at = time.perf_counter()
+        self.requests_at_start = self.counters.requests
+        self.tokens_at_start = self.counters.tokens
+        self._refresh()
+
+    def rate(self) -> str:
+        """The running experiment's output tokens per second so far (blank until a request ended)."""
+        tokens = self.counters.tokens - self.tokens_at_start
+        elapsed = time.perf_counter() - self.started_at
+        if self.counters.requests == self.requests_at_start or elapsed <= 0:
+            return ""
+        return f"{tokens / elapsed:,.0f} tok/s"
+
+    def _refresh(self) -> None:
+        self.progress.update(self.task, completed=self.counters.requests, description=self.label, rate=self.rate())
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(0.25)
+            self._refresh()
+
+    def finished(self, row: ResultRow) -> None:
+        self.done += 1
+
+    async def stop(self) -> None:
+        if self.ticker is not None:
+            self.ticker.cancel()
+            await asyncio.gather(self.ticker, return_exceptions=True)
+        self.progress.update(self.task, completed=self.counters.requests,
+                             description=f"done: {self.done}/{self.experiments} experiments", rate="")
+        self.progress.stop()
+
+
+# Header (units on the second line), and how a row fills it.
+_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("exp", "left"), ("c", "right"), ("max\ntokens", "right"), ("TPS\ntok/s", "right"),
+    ("latency\np50/p99 s", "right"), ("TTFT\np50/p99 ms", "right"), ("ITL\nms", "right"),
+    ("requests\nok/fail/429", "right"),
+)
+
+
+def summary_table(report: CollectionReport) -> Any:
+    """A rich Table of the experiments run (TPS, latency and TTFT tails, request outcomes)."""
+    from rich import box
+    from rich.table import Table
+
+    models = list(dict.fromkeys(row.model for row in report.rows))
+    title = f"scm-xl collect: {len(report.rows)} experiment(s) in {report.wall_s:.1f} s"
+    if report.skipped:
+        title += f", {len(report.skipped)} already done"
+    caption = [f"results: {report.results_path}", f"requests: {report.requests_path}"]
+    if len(models) == 1:
+        title += f"\nmodel: {models[0]}"
+    else:
+        caption = [f"m{i} = {name}" for i, name in enumerate(models, start=1)] + caption
+    table = Table(title=title, caption="\n".join(caption), box=box.SIMPLE_HEAD, pad_edge=False,
+                  caption_justify="left")
+    names = list(_COLUMNS)
+    if len(models) > 1:
+        names.insert(1, ("model", "left"))
+    for header, justify in names:
+        table.add_column(header, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for row in report.rows:
+        cells = [row.exp_id] + ([f"m{models.index(row.model) + 1}"] if len(models) > 1 else []) + [
+            str(row.concurrency), str(row.max_tokens), f"{row.tps:,.1f}",
+            f"{_pair(row.latency_p50_s, row.latency_p99_s, 1.0, 2)}",
+            f"{_pair(row.ttft_p50_s, row.ttft_p99_s, 1000.0, 1)}",
+            "-" if row.mean_itl_s is None else f"{row.mean_itl_s * 1000:,.1f}",
+            f"{row.ok_requests}/{row.failed_requests}/{row.rate_limited_requests}"]
+        table.add_row(*cells)
+    return table
+
+
+def _pair(p50: float | None, p99: float | None, scale: float, digits: int) -> str:
+    """Two percentiles as "p50/p99" in the column's unit ("-" where none succeeded)."""
+    shown = ["-" if value is None else f"{value * scale:,.{digits}f}" for value in (p50, p99)]
+    return "/".join(shown)

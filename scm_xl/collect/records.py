@@ -1,0 +1,288 @@
+"""Per-request records and the two CSVs: what is measured per request, how it is written,
+and how an earlier run's files are checked and trimmed before `--resume` continues them.
+
+Write order per experiment: its request rows to requests.csv, then its one results row
+(the commit point) through `scm_xl.results.append_result`; each flushed and fsynced.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from scm_xl.collect.config import CollectConfig
+from scm_xl.collect.matrix import MatrixPoint
+from scm_xl.errors import InputError, UsageError
+from scm_xl.results import RESULT_COLUMNS, ResultRow, read_results
+
+REQUEST_COLUMNS: tuple[str, ...] = (
+    "exp_id", "model", "concurrency", "max_tokens", "repeat", "slot", "seq", "warmup",
+    "scheduled_s", "sent_s", "ttft_s", "latency_s", "mean_itl_s", "max_itl_s",
+    "prompt_tokens", "completion_tokens", "tokens_counted", "chunks", "finish_reason",
+    "status", "http_status", "error_class", "error", "retries", "retry_wait_s",
+)
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as measured (absolute times on time.perf_counter())."""
+
+    point: MatrixPoint
+    slot: int
+    seq: int
+    warmup: bool
+    scheduled_at: float
+    sent_at: float | None = None
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    ended_at: float | None = None
+    chunks: int = 0
+    max_itl_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int = 0
+    tokens_counted: bool = False
+    finish_reason: str | None = None
+    http_status: int | None = None
+    succeeded: bool = False
+    error_class: str = ""
+    error: str = ""
+    retries: int = 0
+    rate_limited_hits: int = 0
+    retry_wait_s: float = 0.0
+
+    @property
+    def status(self) -> str:
+        if self.rate_limited_hits:
+            return "rate_limited"
+        return "ok" if self.succeeded else "failed"
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_token_at is None else self.first_token_at - self.scheduled_at
+
+    @property
+    def latency_s(self) -> float | None:
+        return None if self.ended_at is None else self.ended_at - self.scheduled_at
+
+    @property
+    def itl_span_s(self) -> float:
+        if self.first_token_at is None or self.last_token_at is None:
+            return 0.0
+        return self.last_token_at - self.first_token_at
+
+    @property
+    def mean_itl_s(self) -> float | None:
+        return self.itl_span_s / (self.chunks - 1) if self.chunks > 1 else None
+
+    def csv_row(self, origin: float) -> list[str]:
+        point = self.point
+        return [
+            point.exp_id, point.model, str(point.concurrency), str(point.max_tokens), str(point.repeat),
+            str(self.slot), str(self.seq), _bool(self.warmup),
+            _seconds(self.scheduled_at - origin), _seconds(None if self.sent_at is None else self.sent_at - origin),
+            _seconds(self.ttft_s), _seconds(self.latency_s), _seconds(self.mean_itl_s), _seconds(self.max_itl_s),
+            "" if self.prompt_tokens is None else str(self.prompt_tokens), str(self.completion_tokens),
+            _bool(self.tokens_counted), str(self.chunks), self.finish_reason or "", self.status,
+            "" if self.http_status is None else str(self.http_status), self.error_class, self.error,
+            str(self.retries), _seconds(self.retry_wait_s),
+        ]
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.6f}"
+
+
+
+
+def append_requests(path: Path, records: Iterable[RequestRecord], origin: float) -> None:
+    """Append per-request rows (header first if new), flushed and fsynced."""
+    exists = path.exists() and path.stat().st_size > 0
+    if exists:
+        _check_requests_header(path)
+    try:
+        with open(path, "a", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            if not exists:
+                writer.writerow(REQUEST_COLUMNS)
+            writer.writerows(record.csv_row(origin) for record in records)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        raise InputError(f"cannot write file: {exc.strerror}", path=str(path)) from None
+
+
+def read_requests(path: str | Path) -> list[dict[str, str]]:
+    """The rows of a requests CSV as dicts (column -> text)."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _check_requests_header(path: Path) -> None:
+    with open(path, encoding="utf-8", newline="") as handle:
+        header = next(csv.reader(handle), [])
+    if tuple(header) != REQUEST_COLUMNS:
+        raise InputError("cannot append: not a requests CSV written by this version of scm-xl", path=str(path), line=1)
+
+
+def _prune_requests(path: Path, keep_exp_ids: set[str]) -> None:
+    """Drop request rows of experiments that have no results row (an interrupted write, a
+    half-written last line, or an experiment to run again)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    _check_requests_header(path)
+    rows = read_requests(path)
+    kept = [row for row in rows if row.get("exp_id") in keep_exp_ids and None not in row.values()
+            and None not in row]
+    if len(kept) == len(rows):
+        return
+    _replace_csv(path, REQUEST_COLUMNS, [[row[column] for column in REQUEST_COLUMNS] for row in kept])
+
+
+def _replace_csv(path: Path, header: Iterable[str], rows: Iterable[list[str]]) -> None:
+    """Write a CSV beside `path` and rename it over `path` (never a half-written file)."""
+    try:
+        mode = path.stat().st_mode & 0o777
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                writer = csv.writer(handle, lineterminator="\n")
+                writer.writerow(list(header))
+                writer.writerows(rows)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(temp, mode)
+            os.replace(temp, path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise InputError(f"cannot write file: {exc.strerror}", path=str(path)) from None
+
+
+def all_failed(row: ResultRow) -> bool:
+    """Whether no request of the experiment succeeded: such a row is no measurement; the exit
+    code says so and `--resume` runs the experiment again."""
+    if row.ok_requests is None or row.ok_requests > 0:
+        return False
+    return row.failed_requests == row.total_requests or row.total_output_tokens == 0
+
+
+@dataclass
+class OutputPlan:
+    """What a run will do to its output files, decided before any traffic; `apply` does it."""
+
+    todo: list[MatrixPoint]
+    skipped: list[MatrixPoint] = dataclasses.field(default_factory=list)
+    rerun: list[str] = dataclasses.field(default_factory=list)  # exp_ids of all-failed rows run again
+    dropped_line: int | None = None  # a half-written last line of the results CSV
+    _rewrite: tuple[list[str], list[list[str]]] | None = None  # the results CSV to keep (resume)
+    _keep: set[str] | None = None  # exp_ids whose request rows are kept (resume)
+
+    def apply(self, config: CollectConfig) -> None:
+        results, requests = config.results_path, config.requests_csv
+        if config.overwrite or (config.resume and self._keep is None):
+            results.unlink(missing_ok=True)
+            requests.unlink(missing_ok=True)  # request rows without any results row are orphans
+            return
+        if self._rewrite is not None:
+            _replace_csv(results, *self._rewrite)
+        if self._keep is not None:
+            _prune_requests(requests, self._keep)
+
+
+def check_outputs(config: CollectConfig, points: list[MatrixPoint]) -> OutputPlan:
+    """Check the output files before any traffic (folders, names, an earlier run's files) and
+    decide which points run; writes nothing (see OutputPlan.apply)."""
+    results, requests = config.results_path, config.requests_csv
+    for path, option in ((results, "--out"), (requests, "--requests-out")):
+        folder = path.parent
+        if not folder.is_dir():
+            raise UsageError(f"{option} {path}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {path}: the folder {folder} is not writable")
+        if path.is_dir():
+            raise UsageError(f"{option} {path} is a folder, not a file")
+    if results.resolve() == requests.resolve():
+        raise UsageError(f"--requests-out and --out are the same file ({results}): give them different names")
+    if config.overwrite:
+        return OutputPlan(todo=points)
+    results_exist = results.exists() and results.stat().st_size > 0
+    if not config.resume:
+        for path in (results, requests):
+            if path.exists() and path.stat().st_size > 0:
+                raise UsageError(f"{path} already exists: pass --resume to continue it or --overwrite to replace it")
+        return OutputPlan(todo=points)
+    if not results_exist:
+        if requests.exists() and requests.stat().st_size > 0:
+            _check_requests_header(requests)
+        return OutputPlan(todo=points)
+    plan = OutputPlan(todo=[])
+    text, plan.dropped_line = _complete_lines(results)
+    rows = _read_scm_results(results, text)
+    if requests.exists() and requests.stat().st_size > 0:
+        _check_requests_header(requests)
+    plan.rerun = [row.exp_id for row in rows if all_failed(row)]
+    if plan.rerun or plan.dropped_line is not None:
+        records = list(csv.reader(io.StringIO(text)))
+        plan._rewrite = (records[0], [record for record in records[1:]
+                                      if record and record[0].strip() not in plan.rerun])
+        rows = [row for row in rows if row.exp_id not in plan.rerun]
+    done_keys = {(row.model, row.concurrency, row.max_tokens, row.repeat or 1) for row in rows}
+    taken = {row.exp_id for row in rows}
+    plan._keep = set(taken)
+    for point in points:
+        if point.key in done_keys:
+            plan.skipped.append(point)
+            continue
+        exp_id = point.exp_id
+        suffix = 2
+        while exp_id in taken:  # the matrix changed since the first run
+            exp_id = f"{point.exp_id}-{suffix}"
+            suffix += 1
+        taken.add(exp_id)
+        plan.todo.append(dataclasses.replace(point, exp_id=exp_id))
+    return plan
+
+
+def _complete_lines(path: Path) -> tuple[str, int | None]:
+    """The results CSV up to its last complete line, and the number of a half-written last line
+    (a collector killed while appending leaves one without its newline)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError("cannot resume: not a results CSV written by scm-xl (not UTF-8)", path=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror}", path=str(path)) from None
+    if text.endswith(("\n", "\r")) or "\n" not in text:
+        return text, None
+    return text[:text.rindex("\n") + 1], text.count("\n") + 1
+
+
+def _read_scm_results(path: Path, text: str) -> list[ResultRow]:
+    """The rows of a results CSV that scm-xl wrote (canonical header), else InputError."""
+    header = next(csv.reader(text.splitlines()[:1]), [])
+    if tuple(cell.strip() for cell in header) != RESULT_COLUMNS:
+        raise InputError("cannot resume: not a results CSV written by scm-xl (its header is not "
+                         f"{','.join(RESULT_COLUMNS[:4])},...)", path=str(path), line=1)
+    if text.count("\n") <= 1:
+        return []  # the header alone
+    fd, temp = tempfile.mkstemp(prefix=".scm-xl-resume.", suffix=".csv")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        table = read_results(temp)
+    except InputError as exc:
+        raise InputError(f"cannot resume: {exc.problem}", path=str(path), line=exc.line, column=exc.column) from None
+    finally:
+        Path(temp).unlink(missing_ok=True)
+    return table.rows
