@@ -17,7 +17,8 @@ from scm_xl.errors import UsageError
 
 __all__ = [
     "AUTO_LIBREOFFICE_ROWS", "ENGINE_ALIASES", "ENGINE_NAMES", "CellError", "CellValue", "Engine",
-    "ExcelEngine", "FormulasEngine", "IronCalcEngine", "LibreOfficeEngine", "Recalculated", "choose_engine", "get_engine",
+    "ExcelEngine", "FormulasEngine", "IronCalcEngine", "LibreOfficeEngine", "Recalculated", "choose_engine",
+    "get_engine",
 ]
 
 ENGINES: dict[str, type[Engine]] = {

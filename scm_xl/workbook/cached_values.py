@@ -1,0 +1,367 @@
+"""Store an engine's computed values in a saved workbook, beside the formulas.
+
+openpyxl writes formula cells with an empty value, so a reader that does not
+calculate (openpyxl `data_only`, pandas, file and mail previews) sees blanks.
+`write_cached_values` copies the xlsx and gives every formula cell the value an
+engine computed, as Excel itself saves it: the formula stays, the value goes in
+<v>, with t="str" for text, "b" for booleans and "e" for errors. The cells of an
+array formula's range each get their own <v>.
+
+Only the <c> elements of formula cells (and of array ranges) change; every other
+byte of the sheet XML, and every other part of the package (styles, charts,
+defined names, data validation, other sheets), is copied as it is. The sheet XML
+is streamed row by row, so memory stays small on a 10,000-row sheet. The workbook
+keeps calcPr fullCalcOnLoad="1", so Excel recalculates on open; LibreOffice
+recalculates cells whose inputs a person changes, and its own setting decides
+whether it recalculates everything on load.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import posixpath
+import re
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from defusedxml import ElementTree
+
+from scm_xl.engines.base import CellError, CellValue
+
+Position = tuple[int, int]  # (row, column), both from 1
+SheetValues = Mapping[Position, CellValue]
+
+_MAIN_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+_REL_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+_PKG_REL_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
+_CHUNK = 1 << 20
+
+_ROW = re.compile(rb"<row\b[^>]*?/>|<row\b[^>]*>.*?</row>", re.DOTALL)
+_CELL = re.compile(rb"<c\b([^>]*?)(/>|>(.*?)</c>)", re.DOTALL)
+_FORMULA = re.compile(rb"<f\b[^>]*?/>|<f\b[^>]*>.*?</f>", re.DOTALL)
+_EXT = re.compile(rb"<extLst\b.*?</extLst>", re.DOTALL)
+_ATTR = re.compile(rb'\s([\w:]+)\s*=\s*("[^"]*"|\'[^\']*\')')
+_REF = re.compile(rb"([A-Z]+)([0-9]+)")
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def write_cached_values(src: str | Path, dst: str | Path,
+                        values: Mapping[str, SheetValues]) -> int:
+    """Copy the workbook `src` to `dst` with `values` (sheet title -> (row, col) -> value) cached
+    in its formula cells; return how many cells got a value.
+
+    Cells without a formula are left alone, and so are formula cells `values` has no entry for.
+    `dst` may be `src`; it is replaced only once the copy is complete.
+    """
+    src, dst = Path(src), Path(dst)
+    with zipfile.ZipFile(src) as source:
+        parts = _sheet_parts(source)
+        unknown = sorted(set(values) - set(parts))
+        if unknown:
+            raise ValueError(f"{src}: no sheet named {', '.join(map(repr, unknown))}")
+        by_part = {parts[title]: sheet_values for title, sheet_values in values.items()}
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+        os.close(handle)
+        written = 0
+        try:
+            with zipfile.ZipFile(temp_name, "w", zipfile.ZIP_DEFLATED) as target:
+                for info in source.infolist():
+                    out_info = _copy_info(info)
+                    if info.filename in by_part:
+                        with source.open(info) as reader, target.open(out_info, "w", force_zip64=True) as writer:
+                            for piece in _rewrite_sheet(_chunks(reader), by_part[info.filename]):
+                                if isinstance(piece, int):
+                                    written += piece
+                                else:
+                                    writer.write(piece)
+                    elif info.filename == "xl/workbook.xml":
+                        target.writestr(out_info, _full_calc_on_load(source.read(info)))
+                    else:
+                        with source.open(info) as reader, target.open(out_info, "w", force_zip64=True) as writer:
+                            while block := reader.read(_CHUNK):
+                                writer.write(block)
+            os.replace(temp_name, dst)
+        except BaseException:
+            os.unlink(temp_name)
+            raise
+    return written
+
+
+def values_by_sheet(values: Mapping[tuple[str, str], CellValue]) -> dict[str, dict[Position, CellValue]]:
+    """An engine's values keyed (sheet, "A1"), as write_cached_values takes them."""
+    by_sheet: dict[str, dict[Position, CellValue]] = {}
+    for (sheet, cell), value in values.items():
+        by_sheet.setdefault(sheet, {})[_position(cell.encode("ascii"))] = value
+    return by_sheet
+
+
+# -- the package -----------------------------------------------------------------------------------
+
+
+def _sheet_parts(source: zipfile.ZipFile) -> dict[str, str]:
+    """Sheet title -> the zip member that holds its XML."""
+    workbook = ElementTree.fromstring(source.read("xl/workbook.xml"))
+    rels = ElementTree.fromstring(source.read("xl/_rels/workbook.xml.rels"))
+    targets = {rel.get("Id"): rel.get("Target", "") for rel in rels.iter(f"{{{_PKG_REL_NS}}}Relationship")}
+    parts = {}
+    for sheet in workbook.iter(f"{{{_MAIN_NS}}}sheet"):
+        target = targets.get(sheet.get(f"{{{_REL_NS}}}id"), "")
+        # Targets are relative to xl/, or absolute from the package root.
+        parts[sheet.get("name", "")] = target[1:] if target.startswith("/") else posixpath.normpath(
+            posixpath.join("xl", target))
+    return parts
+
+
+def _copy_info(info: zipfile.ZipInfo) -> zipfile.ZipInfo:
+    out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+    out.compress_type = info.compress_type
+    out.external_attr = info.external_attr
+    out.create_system = info.create_system
+    return out
+
+
+def _full_calc_on_load(xml: bytes) -> bytes:
+    """workbook.xml with calcPr fullCalcOnLoad="1": Excel recalculates on open."""
+    match = re.search(rb"<calcPr\b[^>]*?/?>", xml)
+    if match is None:
+        # calcPr comes after sheets and definedNames, before anything else workbook.xml may hold
+        later = re.search(rb"<(?:oleSize|customWorkbookViews|pivotCaches|smartTagPr|smartTagTypes|webPublishing"
+                          rb"|fileRecoveryPr|webPublishObjects|extLst)\b|</workbook>", xml)
+        at = later.start() if later else len(xml)
+        return xml[:at] + b'<calcPr fullCalcOnLoad="1"/>' + xml[at:]
+    tag = match.group(0)
+    if re.search(rb'\sfullCalcOnLoad\s*=\s*["\'](?:1|true)["\']', tag):
+        return xml
+    tag = re.sub(rb'\sfullCalcOnLoad\s*=\s*("[^"]*"|\'[^\']*\')', b"", tag)
+    end = -2 if tag.endswith(b"/>") else -1
+    tag = tag[:end].rstrip() + b' fullCalcOnLoad="1"' + tag[end:]
+    return xml[:match.start()] + tag + xml[match.end():]
+
+
+def _chunks(reader: object) -> Iterator[bytes]:
+    while block := reader.read(_CHUNK):  # type: ignore[attr-defined]
+        yield block
+
+
+# -- the sheet -------------------------------------------------------------------------------------
+
+
+def _rewrite_sheet(chunks: Iterator[bytes], values: SheetValues) -> Iterator[bytes | int]:
+    """The sheet XML with values cached, in pieces; an int piece counts the cells written."""
+    state = _SheetState(values)
+    buffer = b""
+    before = True
+    for chunk in chunks:
+        buffer += chunk
+        if before:
+            start = re.search(rb"<sheetData\b[^>]*?(/?)>", buffer)
+            if start is None:
+                keep = max(0, len(buffer) - 64)  # the tag may be split across chunks
+                yield buffer[:keep]
+                buffer = buffer[keep:]
+                continue
+            before = False
+            yield buffer[:start.end()]
+            buffer = buffer[start.end():]
+            if start.group(1):  # <sheetData/>: no cells at all
+                yield buffer
+                buffer = b""
+                state.done = True
+        if state.done:
+            yield buffer
+            buffer = b""
+            continue
+        end = buffer.find(b"</sheetData>")
+        cut = end if end >= 0 else buffer.rfind(b"</row>") + len(b"</row>")
+        if cut < len(b"</row>") and end < 0:
+            continue  # not one whole row yet
+        yield from state.rows(buffer[:cut])
+        buffer = buffer[cut:]
+        if end >= 0:
+            yield from state.remaining_rows()
+            state.done = True
+            yield buffer
+            buffer = b""
+    if buffer:
+        if not state.done and not before:
+            yield from state.rows(buffer)
+            yield from state.remaining_rows()
+        yield buffer
+
+
+class _SheetState:
+    def __init__(self, values: SheetValues) -> None:
+        self.values = values
+        self.pending: dict[int, dict[int, None]] = {}  # array-range cells still to write, by row
+        self.done = False
+        self.row = 0
+
+    def rows(self, xml: bytes) -> Iterator[bytes | int]:
+        at = 0
+        for match in _ROW.finditer(xml):
+            yield xml[at:match.start()]
+            at = match.end()
+            yield from self._row(match.group(0))
+        yield xml[at:]
+
+    def remaining_rows(self) -> Iterator[bytes | int]:
+        for row in sorted(self.pending):
+            yield from self._new_row(row)
+        self.pending.clear()
+
+    def _new_row(self, row: int) -> Iterator[bytes | int]:
+        cells = self.pending.pop(row, {})
+        parts = [_value_cell(_cell_name(row, col), b"", self.values[(row, col)])
+                 for col in sorted(cells) if (row, col) in self.values]
+        if parts:
+            yield len(parts)
+            yield b'<row r="%d">' % row + b"".join(parts) + b"</row>"
+
+    def _row(self, xml: bytes) -> Iterator[bytes | int]:
+        open_end = xml.index(b">") + 1
+        attrs = dict(_ATTR.findall(xml[:open_end]))
+        number = int(attrs[b"r"][1:-1]) if b"r" in attrs else self.row + 1
+        for earlier in sorted(r for r in self.pending if r < number):
+            yield from self._new_row(earlier)
+        self.row = number
+        if open_end == len(xml):  # <row .../>: a row with no cells
+            if number not in self.pending:
+                yield xml
+                return
+            head, body = xml[:-2].rstrip() + b">", b""
+        else:
+            head, body = xml[:open_end], xml[open_end:-len(b"</row>")]
+        tail = b"</row>"
+        out: list[bytes] = []
+        written = 0
+        column = 0
+        at = 0
+        extra = self.pending.pop(number, {})
+        for match in _CELL.finditer(body):
+            out.append(body[at:match.start()])
+            at = match.end()
+            cell_attrs = match.group(1)
+            ref = re.search(rb'\sr\s*=\s*["\']([A-Z]+[0-9]+)["\']', cell_attrs)
+            column = _position(ref.group(1))[1] if ref else column + 1
+            for col in sorted(c for c in extra if c < column):  # array cells before this one
+                out.append(self._array_cell(number, col))
+                written += (number, col) in self.values
+                del extra[col]
+            content = match.group(3) or b""
+            formula = _FORMULA.search(content)
+            key = (number, column)
+            if formula is not None:
+                self._note_array(formula.group(0), key)
+                extra.update(self.pending.pop(number, {}))  # an array range's cells to its right
+            if formula is not None and key in self.values:
+                out.append(_value_cell(None, _without_type(cell_attrs), self.values[key],
+                                       formula.group(0), _extension(content)))
+                written += 1
+            elif formula is None and column in extra and key in self.values:
+                del extra[column]  # a styled empty cell inside an array range
+                out.append(_value_cell(None, _without_type(cell_attrs), self.values[key], b"", _extension(content)))
+                written += 1
+            else:
+                out.append(match.group(0))
+        out.append(body[at:])
+        for col in sorted(extra):
+            if (number, col) in self.values:
+                out.append(self._array_cell(number, col))
+                written += 1
+        if written:
+            yield written
+        yield head + b"".join(out) + tail
+
+    def _array_cell(self, row: int, col: int) -> bytes:
+        if (row, col) not in self.values:
+            return b""
+        return _value_cell(_cell_name(row, col), b"", self.values[(row, col)])
+
+    def _note_array(self, formula: bytes, anchor: Position) -> None:
+        """An array formula's other cells carry their own values; remember where they are."""
+        if b'"array"' not in formula and b"'array'" not in formula:
+            return
+        ref = re.search(rb'\sref\s*=\s*["\']([A-Z]+[0-9]+)(?::([A-Z]+[0-9]+))?["\']', formula)
+        if ref is None or ref.group(2) is None:
+            return
+        top, left = _position(ref.group(1))
+        bottom, right = _position(ref.group(2))
+        for row in range(top, bottom + 1):
+            for col in range(left, right + 1):
+                if (row, col) != anchor:
+                    self.pending.setdefault(row, {})[col] = None
+
+
+def _without_type(attrs: bytes) -> bytes:
+    return re.sub(rb'\st\s*=\s*("[^"]*"|\'[^\']*\')', b"", attrs)
+
+
+def _extension(content: bytes) -> bytes:
+    found = _EXT.search(content)
+    return found.group(0) if found else b""
+
+
+def _value_cell(name: bytes | None, attrs: bytes, value: CellValue, formula: bytes = b"",
+                extension: bytes = b"") -> bytes:
+    """A <c> element holding `formula` and `value` as Excel writes a computed formula cell."""
+    if name is not None:
+        attrs = b' r="' + name + b'"' + attrs
+    kind, text = _typed(value)
+    type_attr = b' t="' + kind + b'"' if kind else b""
+    body = formula + (b"<v>" + text + b"</v>" if text is not None else b"") + extension
+    return b"<c" + attrs + type_attr + b">" + body + b"</c>"
+
+
+def _typed(value: CellValue) -> tuple[bytes, bytes | None]:
+    """The t attribute and <v> text for a value (None: no <v>)."""
+    if isinstance(value, bool):
+        return b"b", b"1" if value else b"0"
+    if isinstance(value, CellError):
+        return b"e", _xml_text(value.code)
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            return b"e", b"#NUM!"  # what Excel shows for an overflow
+        return b"", repr(float(value)).removesuffix(".0").encode("ascii")
+    if value is None:
+        return b"str", b""  # the formula's result is empty text
+    return b"str", _xml_text(str(value))
+
+
+def _xml_text(text: str) -> bytes:
+    # Characters XML cannot hold are written _xHHHH_, as OOXML does. A literal "_x0041_" is left as
+    # it is: openpyxl and pandas read <v> literally, and Excel recalculates on open anyway.
+    text = _NOT_XML.sub(lambda m: f"_x{ord(m.group(0)):04X}_", text)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").encode("utf-8")
+
+
+_COLUMN_NUMBERS: dict[bytes, int] = {}
+_COLUMN_NAMES: dict[int, bytes] = {}
+
+
+def _position(ref: bytes) -> Position:
+    match = _REF.fullmatch(ref)
+    if match is None:
+        raise ValueError(f"not a cell reference: {ref!r}")
+    letters = match.group(1)
+    col = _COLUMN_NUMBERS.get(letters)
+    if col is None:
+        col = 0
+        for ch in letters:
+            col = col * 26 + ch - 64
+        _COLUMN_NUMBERS[letters] = col
+    return int(match.group(2)), col
+
+
+def _cell_name(row: int, col: int) -> bytes:
+    letters = _COLUMN_NAMES.get(col)
+    if letters is None:
+        name, n = b"", col
+        while n:
+            n, rem = divmod(n - 1, 26)
+            name = bytes([65 + rem]) + name
+        _COLUMN_NAMES[col] = letters = name
+    return letters + str(row).encode("ascii")
