@@ -3,6 +3,8 @@
 Tests marked `libreoffice` need a real `soffice`. Where it is missing they are
 skipped, unless SCM_XL_REQUIRE_LIBREOFFICE=1 (set by .ci/run), which turns the
 skip into a failure so CI can never pass without having run them.
+Tests marked `browser` need Chromium, chromedriver and selenium, the same way under
+SCM_XL_REQUIRE_BROWSER=1.
 """
 
 from __future__ import annotations
@@ -17,7 +19,23 @@ def soffice_path() -> str | None:
     return shutil.which("soffice") or shutil.which("libreoffice")
 
 
+def browser_missing() -> str | None:
+    """Why the headless-browser tests cannot run here, or None when they can."""
+    import importlib.util
+
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        return "chromium and chromium-driver not installed"
+    if importlib.util.find_spec("selenium") is None:
+        return "selenium not installed"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    missing = browser_missing()
+    if missing and os.environ.get("SCM_XL_REQUIRE_BROWSER") != "1":
+        for item in items:
+            if "browser" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=missing))
     if soffice_path():
         return
     required = os.environ.get("SCM_XL_REQUIRE_LIBREOFFICE") == "1"
@@ -29,6 +47,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if "browser" in item.keywords and os.environ.get("SCM_XL_REQUIRE_BROWSER") == "1":
+        missing = browser_missing()
+        if missing:
+            pytest.fail(f"the browser tests are required (SCM_XL_REQUIRE_BROWSER=1) but {missing}")
     if "libreoffice" in item.keywords and not soffice_path():
         if os.environ.get("SCM_XL_REQUIRE_LIBREOFFICE") == "1":
             pytest.fail("LibreOffice is required (SCM_XL_REQUIRE_LIBREOFFICE=1) but soffice was not found")

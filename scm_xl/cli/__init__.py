@@ -11,6 +11,7 @@ from scm_xl import __version__
 from scm_xl.cli import collect as _collect
 from scm_xl.cli import demo as _demo
 from scm_xl.cli import plan as _plan
+from scm_xl.cli import report as _report
 from scm_xl.cli import roofline as _roofline
 from scm_xl.cli import workbook as _workbook
 
@@ -23,6 +24,6 @@ def main() -> None:
     in an Excel workbook of live formulas."""
 
 
-for _module in (_demo, _workbook, _collect, _plan, _roofline):
+for _module in (_demo, _workbook, _report, _collect, _plan, _roofline):
     for _command in _module.commands:
         main.add_command(_command)

@@ -1,0 +1,95 @@
+"""CLI: report (the self-contained HTML page) and compare (baseline drift)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from scm_xl.cli._common import handle_errors
+
+LANG_CHOICE = click.Choice(["zh", "en"])
+STRICT_OPTION = click.option(
+    "--strict-physics/--physics-warnings", default=None,
+    help="Exclude rows with physics warnings (default: the workbook's switch; off for a CSV).")
+
+
+@click.command()
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="Where to write the HTML page.")
+@click.option("--lang", type=LANG_CHOICE, default="zh", show_default=True, help="Language of the page.")
+@click.option("--force", is_flag=True, help="Replace an output file that already exists (otherwise refused).")
+@STRICT_OPTION
+@handle_errors
+def report(source: str, output: str, lang: str, force: bool, strict_physics: bool | None) -> None:
+    """One self-contained HTML page of SOURCE (a results CSV or a filled workbook): the
+    verdict first, coefficient tables with intervals, every row with its role and reasons,
+    charts, and a live forward/inverse calculator for both methods. No network request
+    of any kind: mail it, open it from disk."""
+    from scm_xl.htmlreport import write_report
+    from scm_xl.outputs import HTML_SUFFIXES, Output, check_outputs
+
+    check_outputs([Output("-o", output, HTML_SUFFIXES, "HTML report")], inputs=[source], force=force)
+    path = write_report(source, output, lang, strict_physics=strict_physics)  # type: ignore[arg-type]
+    click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
+
+
+@click.command()
+@click.argument("baseline", type=click.Path(dir_okay=False))
+@click.argument("new", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the comparison as an HTML page.")
+@click.option("--lang", type=LANG_CHOICE, default="en", show_default=True, help="Language of the HTML page.")
+@click.option("--force", is_flag=True, help="Replace an --html file that already exists (otherwise refused).")
+@click.option("--fail-on-drift", is_flag=True, help="Exit 1 when the verdict is drift (for CI).")
+@click.option("--save-baseline", is_flag=True,
+              help="Make NEW the baseline: write its rows to BASELINE (a .csv) when BASELINE does not exist yet "
+                   "or the verdict is not drift. A drifted baseline is kept.")
+@STRICT_OPTION
+@handle_errors
+def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang: str, force: bool,
+            fail_on_drift: bool, save_baseline: bool, strict_physics: bool | None) -> None:
+    """Has the endpoint changed since the baseline? BASELINE and NEW are results CSVs or
+    filled workbooks. Both are fitted by least squares on the baseline's base point; each
+    coefficient is tested for a move beyond its noise (Welch t on the log, Bonferroni, and
+    at least 5%); the baseline's model predicts the new rows. Verdict: stable, drift or
+    insufficient."""
+    from scm_xl.compare import compare_sources, render_comparison
+    from scm_xl.errors import UsageError
+    from scm_xl.outputs import HTML_SUFFIXES, Output, check_outputs
+    from scm_xl.results import write_results
+
+    check_outputs([Output("--html", html_path, HTML_SUFFIXES, "HTML page")], inputs=[baseline, new], force=force)
+    if save_baseline and Path(baseline).suffix.lower() != ".csv":
+        raise UsageError(f"--save-baseline writes a results CSV: give BASELINE a .csv name, not {baseline}")
+    if save_baseline and not Path(baseline).exists():
+        from scm_xl.workbook.fill import analysis_from_source
+
+        _, rows = analysis_from_source(new, strict_physics=strict_physics)
+        write_results(baseline, rows)
+        click.echo(f"no baseline yet: saved the {len(rows)} rows of {new} as the baseline {baseline}")
+        return
+    comparison, new_rows = compare_sources(baseline, new, strict_physics=strict_physics)
+    if html_path:
+        from scm_xl.htmlreport.compare_page import write_comparison_html
+
+        write_comparison_html(comparison, html_path, lang)  # type: ignore[arg-type]
+    if as_json:
+        click.echo(json.dumps(comparison.as_dict()))
+    else:
+        click.echo(render_comparison(comparison))
+        if html_path:
+            click.echo(f"wrote {html_path}")
+    if save_baseline:
+        if comparison.verdict == "drift":
+            click.echo(f"drift: the baseline {baseline} is kept", err=True)
+        else:
+            write_results(baseline, new_rows)
+            click.echo(f"saved the {len(new_rows)} rows of {new} as the baseline {baseline}", err=True)
+    if fail_on_drift and comparison.verdict == "drift":
+        sys.exit(1)
+
+
+commands = [report, compare]

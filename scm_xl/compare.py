@@ -1,0 +1,295 @@
+"""Baseline drift between two calibrations: has the endpoint changed since the baseline? (no I/O)
+
+Both sides are fitted by least squares (`scm_xl.lsq.fit`) with the baseline's base point
+(model, max_tokens, concurrency) as the reference of both, so every coefficient means the
+same thing on each side.
+
+The test, per coefficient identified on both sides with a standard error on both sides:
+
+    t = (ln new - ln baseline) / sqrt(se_baseline^2 + se_new^2)
+
+with Welch-Satterthwaite degrees of freedom from the two fits' residual dof, two-sided.
+A coefficient has *moved beyond its noise* when p < (1 - DRIFT_CONFIDENCE) / k, k the number
+of coefficients compared (Bonferroni: 95% family-wise), and it *drifted* when it also moved
+by at least MIN_DRIFT_EFFECT (5%): with many replicates a 1% wobble is significant but is no
+change a deployment owner acts on.
+
+Verdict: `insufficient` when either side has no residual degrees of freedom (its noise is
+unknown, e.g. the article's seven rows fitting seven numbers) or no coefficient can be
+compared; `drift` when any coefficient drifted; else `stable`.
+
+Beside the test, the baseline's model predicts the new rows (hold-out of old on new):
+MAPE, max error and how many fall inside the baseline's 90% prediction interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from scm_xl.lsq import Coefficient, LsqFit, fit, t_cdf
+from scm_xl.model import Analysis, verdict_for
+
+DRIFT_CONFIDENCE = 0.95
+MIN_DRIFT_EFFECT = 0.05
+VERDICTS = ("stable", "drift", "insufficient")
+
+
+@dataclass(frozen=True)
+class CoefficientShift:
+    label: str
+    kind: str
+    baseline: float | None
+    baseline_interval: tuple[float, float] | None
+    new: float | None
+    new_interval: tuple[float, float] | None
+    change_pct: float | None  # (new / baseline - 1) x 100
+    t_statistic: float | None
+    dof: float | None
+    p_value: float | None
+    significant: bool  # moved beyond its noise (Bonferroni)
+    drifted: bool  # significant and at least MIN_DRIFT_EFFECT
+    status: str  # compared | baseline_only | new_only | unidentified | no_noise
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "kind": self.kind, "baseline": self.baseline,
+                "baseline_interval": list(self.baseline_interval) if self.baseline_interval else None,
+                "new": self.new, "new_interval": list(self.new_interval) if self.new_interval else None,
+                "change_pct": self.change_pct, "t": self.t_statistic, "dof": self.dof, "p_value": self.p_value,
+                "significant": self.significant, "drifted": self.drifted, "status": self.status}
+
+
+@dataclass(frozen=True)
+class OldOnNewRow:
+    exp_id: str
+    model: str
+    concurrency: int
+    max_tokens: int
+    measured_tps: float
+    predicted_tps: float | None  # the baseline's model; None: not predictable from the baseline
+    error_pct: float | None
+    inside_prediction_interval: bool | None
+
+
+@dataclass(frozen=True)
+class OldOnNew:
+    rows: list[OldOnNewRow]
+    predicted_rows: int
+    missing_rows: int
+    mape_pct: float | None
+    max_pct: float | None
+    inside_interval: int  # rows inside the baseline's 90% prediction interval
+    with_interval: int  # rows that had one
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mape_pct": self.mape_pct, "max_pct": self.max_pct, "rows": self.predicted_rows,
+                "missing_rows": self.missing_rows, "inside_prediction_interval": self.inside_interval,
+                "with_prediction_interval": self.with_interval,
+                "verdict": verdict_for(self.mape_pct, self.max_pct, self.predicted_rows),
+                "per_row": [dataclasses.asdict(r) for r in self.rows]}
+
+
+@dataclass
+class Comparison:
+    baseline_name: str
+    new_name: str
+    base_point: tuple[str | None, int | None, int | None]  # (model, max_tokens, concurrency)
+    coefficients: list[CoefficientShift]
+    old_on_new: OldOnNew
+    verdict: str
+    reasons: list[str]
+    confidence: float = DRIFT_CONFIDENCE
+    min_effect: float = MIN_DRIFT_EFFECT
+    baseline_rows: int = 0
+    new_rows: int = 0
+    baseline_dof: int = 0
+    new_dof: int = 0
+    tests: int = field(default=0)
+
+    @property
+    def drifted(self) -> list[str]:
+        return [c.label for c in self.coefficients if c.drifted]
+
+    @property
+    def alpha_per_test(self) -> float | None:
+        return (1 - self.confidence) / self.tests if self.tests else None
+
+    def test_description(self) -> str:
+        alpha = self.alpha_per_test
+        bonferroni = f"p < {alpha:.4g} each" if alpha is not None else "no coefficient compared"
+        return (f"two-sided Welch t test on ln(coefficient), {self.confidence:.0%} family-wise "
+                f"(Bonferroni over {self.tests} coefficients: {bonferroni}), and a change of at least "
+                f"{self.min_effect:.0%}")
+
+    def as_dict(self) -> dict[str, Any]:
+        model, length, concurrency = self.base_point
+        return {
+            "baseline": self.baseline_name, "new": self.new_name, "verdict": self.verdict,
+            "drifted": self.drifted, "reasons": list(self.reasons), "test": self.test_description(),
+            "confidence": self.confidence, "min_effect_pct": self.min_effect * 100, "tests": self.tests,
+            "alpha_per_test": self.alpha_per_test,
+            "base_point": {"model": model, "max_tokens": length, "concurrency": concurrency},
+            "baseline_rows": self.baseline_rows, "new_rows": self.new_rows,
+            "baseline_dof": self.baseline_dof, "new_dof": self.new_dof,
+            "coefficients": [c.as_dict() for c in self.coefficients],
+            "old_on_new": self.old_on_new.as_dict(),
+        }
+
+
+def _shift(label: str, old: Coefficient | None, new: Coefficient | None, old_dof: int, new_dof: int) -> CoefficientShift:
+    kind = (old or new).kind if (old or new) else ""
+    if old is None or new is None:
+        status = "new_only" if old is None else "baseline_only"
+    elif old.value is None or new.value is None:
+        status = "unidentified"
+    elif old.std_error_log is None or new.std_error_log is None:
+        status = "no_noise"
+    else:
+        status = "compared"
+    change = t = dof = None
+    if old is not None and new is not None and old.value is not None and new.value is not None:
+        change = (new.value / old.value - 1) * 100
+    if status == "compared":
+        assert old is not None and new is not None and old.std_error_log is not None and new.std_error_log is not None
+        var_old, var_new = old.std_error_log ** 2, new.std_error_log ** 2
+        spread = math.sqrt(var_old + var_new)
+        diff = math.log(new.value) - math.log(old.value)  # type: ignore[arg-type]
+        if spread > 0:
+            t = diff / spread
+            dof = (var_old + var_new) ** 2 / (var_old ** 2 / old_dof + var_new ** 2 / new_dof) \
+                if var_old + var_new > 0 else float(old_dof + new_dof)
+        else:  # no noise at all on either side: any change is beyond it
+            t = math.copysign(math.inf, diff) if diff else 0.0
+            dof = float(old_dof + new_dof)
+    return CoefficientShift(label=label, kind=kind, baseline=old.value if old else None,
+                            baseline_interval=old.interval if old else None, new=new.value if new else None,
+                            new_interval=new.interval if new else None, change_pct=change, t_statistic=t, dof=dof,
+                            p_value=None, significant=False, drifted=False, status=status)
+
+
+def _p_value(t: float, dof: float) -> float:
+    if math.isinf(t):
+        return 0.0
+    return 2.0 * (1.0 - t_cdf(abs(t), dof))
+
+
+def old_on_new(baseline: LsqFit, new: Analysis) -> OldOnNew:
+    """The baseline's least-squares model predicting each included new row (no extrapolation)."""
+    rows = []
+    for s in new.statuses:
+        if not s.included or s.tps <= 0:
+            continue
+        forecast = baseline.forecast(s.concurrency, s.max_tokens, s.model)
+        error = (s.tps - forecast.tps) / s.tps * 100 if forecast.tps is not None else None
+        interval = forecast.prediction_interval
+        inside = interval[0] <= s.tps <= interval[1] if interval else None
+        rows.append(OldOnNewRow(s.exp_id, s.model, s.concurrency, s.max_tokens, s.tps, forecast.tps, error, inside))
+    errors = [abs(r.error_pct) for r in rows if r.error_pct is not None]
+    return OldOnNew(rows=rows, predicted_rows=len(errors), missing_rows=len(rows) - len(errors),
+                    mape_pct=sum(errors) / len(errors) if errors else None, max_pct=max(errors) if errors else None,
+                    inside_interval=sum(1 for r in rows if r.inside_prediction_interval),
+                    with_interval=sum(1 for r in rows if r.inside_prediction_interval is not None))
+
+
+def compare(baseline: Analysis, new: Analysis, *, baseline_name: str = "baseline", new_name: str = "new",
+            confidence: float = DRIFT_CONFIDENCE, min_effect: float = MIN_DRIFT_EFFECT) -> Comparison:
+    """Compare two analyses (each from `model.analyze` on its own rows)."""
+    old_fit = fit(baseline.statuses, baseline.settings)
+    cal = old_fit.calibration
+    base_point = (cal.base_model, cal.base_max_tokens, cal.base_concurrency)
+    pinned = dataclasses.replace(new.settings, base_model=cal.base_model, base_max_tokens=cal.base_max_tokens,
+                                 base_concurrency=cal.base_concurrency)
+    new_fit = fit(new.statuses, pinned)
+
+    old_by = {c.label: c for c in old_fit.coefficients}
+    new_by = {c.label: c for c in new_fit.coefficients}
+    labels = list(old_by) + [label for label in new_by if label not in old_by]
+    shifts = [_shift(label, old_by.get(label), new_by.get(label), old_fit.dof, new_fit.dof) for label in labels]
+    compared = [s for s in shifts if s.status == "compared"]
+    tests = len(compared)
+    alpha = (1 - confidence) / tests if tests else 0.0
+    final = []
+    for s in shifts:
+        if s.status == "compared":
+            assert s.t_statistic is not None and s.dof is not None and s.change_pct is not None
+            p = _p_value(s.t_statistic, s.dof)
+            significant = p < alpha
+            s = dataclasses.replace(s, p_value=p, significant=significant,
+                                    drifted=significant and abs(s.change_pct) >= min_effect * 100)
+        final.append(s)
+
+    reasons = []
+    if not old_fit.coefficients:
+        reasons.append(f"{baseline_name}: no included rows to fit")
+    elif old_fit.dof == 0:
+        reasons.append(f"{baseline_name}: no residual degrees of freedom ({old_fit.observations} rows fit "
+                       f"{old_fit.rank} coefficients), so its noise is unknown; add replicates")
+    if not new_fit.coefficients:
+        reasons.append(f"{new_name}: no included rows to fit")
+    elif new_fit.dof == 0:
+        reasons.append(f"{new_name}: no residual degrees of freedom ({new_fit.observations} rows fit "
+                       f"{new_fit.rank} coefficients), so its noise is unknown; add replicates")
+    if not reasons and not tests:
+        reasons.append("no coefficient is identified on both sides")
+    drifted = [s for s in final if s.drifted]
+    if reasons:
+        verdict = "insufficient"
+    elif drifted:
+        verdict = "drift"
+        reasons = [f"{s.label} moved {s.change_pct:+.1f}% (p = {s.p_value:.2g})" for s in drifted]  # type: ignore[str-format]
+    else:
+        verdict = "stable"
+        moved = [s for s in final if s.significant]
+        reasons = [f"no coefficient moved by {min_effect:.0%} beyond its noise"] + [
+            f"{s.label} moved {s.change_pct:+.1f}%: beyond its noise but under {min_effect:.0%}" for s in moved]
+    return Comparison(baseline_name=baseline_name, new_name=new_name, base_point=base_point, coefficients=final,
+                      old_on_new=old_on_new(old_fit, new), verdict=verdict, reasons=reasons, confidence=confidence,
+                      min_effect=min_effect, baseline_rows=len(baseline.statuses), new_rows=len(new.statuses),
+                      baseline_dof=old_fit.dof, new_dof=new_fit.dof, tests=tests)
+
+
+def compare_sources(baseline: str, new: str, *, strict_physics: bool | None = None) -> tuple[Comparison, list[Any]]:
+    """Compare two sources (results CSV or filled workbook); also returns the new side's rows."""
+    from pathlib import Path
+
+    from scm_xl.workbook.fill import analysis_from_source
+
+    old_analysis, _ = analysis_from_source(baseline, strict_physics=strict_physics)
+    new_analysis, new_rows = analysis_from_source(new, strict_physics=strict_physics)
+    return compare(old_analysis, new_analysis, baseline_name=Path(baseline).name,
+                   new_name=Path(new).name), new_rows
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _interval(interval: tuple[float, float] | None) -> str:
+    return f"{interval[0]:.2f} to {interval[1]:.2f}" if interval else "-"
+
+
+def render_comparison(c: Comparison) -> str:
+    """The comparison as plain-text tables."""
+    from scm_xl.report import table
+
+    model, length, concurrency = c.base_point
+    lines = [f"baseline: {c.baseline_name} ({c.baseline_rows} rows, {c.baseline_dof} residual dof)   "
+             f"new: {c.new_name} ({c.new_rows} rows, {c.new_dof} residual dof)",
+             f"base point of both fits: {model}, max_tokens {length}, concurrency {concurrency}",
+             f"test: {c.test_description()}", ""]
+    rows = [[s.label, _fmt(s.baseline), _interval(s.baseline_interval), _fmt(s.new), _interval(s.new_interval),
+             _fmt(s.change_pct, 1), "-" if s.p_value is None else f"{s.p_value:.2g}",
+             "DRIFT" if s.drifted else ("noise+" if s.significant else ("-" if s.status == "compared" else s.status))]
+            for s in c.coefficients]
+    lines.append(table(["coefficient", "baseline", "90% interval", "new", "90% interval", "change %", "p", "moved"],
+                       rows))
+    o = c.old_on_new
+    lines.append("")
+    lines.append(f"baseline's model on the new rows (old on new): MAPE {_fmt(o.mape_pct)}% max {_fmt(o.max_pct)}% "
+                 f"over {o.predicted_rows} rows ({o.missing_rows} not predictable); {o.inside_interval} of "
+                 f"{o.with_interval} inside the baseline's 90% prediction interval")
+    lines.append(f"verdict: {c.verdict}" + (f" ({'; '.join(c.reasons)})" if c.reasons else ""))
+    return "\n".join(lines)
+

@@ -1,0 +1,168 @@
+"""The report's charts: Vega-Lite specifications built with Altair, rendered to inline SVG
+by vl-convert (no script, no network: the SVG is the chart)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import altair as alt
+import vl_convert
+
+from scm_xl.lsq import LsqFit
+from scm_xl.model import Analysis
+
+# A grid of concurrency values between measured levels for the fitted curves.
+CURVE_POINTS = 24
+WIDTH, HEIGHT = 300, 220
+FONT = "system-ui, -apple-system, 'Segoe UI', 'Noto Sans CJK SC', 'PingFang SC', 'Microsoft YaHei', sans-serif"
+ROLE_ORDER = ["check", "identify", "unidentified", "excluded"]
+ROLE_COLOURS = ["#1b7f3b", "#2b6cb0", "#b7791f", "#9b2c2c"]
+
+
+@dataclass(frozen=True)
+class Chart:
+    key: str
+    title: str
+    svg: str | None  # None: nothing to draw (see note)
+    note: str | None = None
+
+
+def _config(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    return chart.configure(font=FONT).configure_view(stroke="#ccc").configure_legend(orient="bottom")
+
+
+def _concurrency_axis(levels: Sequence[float], title: str) -> alt.X:
+    """A log2 concurrency axis whose ticks are the measured levels (not 1.5, 3, 3.5 ...)."""
+    ticks = sorted({float(v) for v in levels})
+    return alt.X("c:Q", title=title, scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=ticks, format="d"))
+
+
+def render_svg(chart: alt.TopLevelMixin) -> str:
+    return vl_convert.vegalite_to_svg(_config(chart).to_dict())
+
+
+def measured_vs_predicted(analysis: Analysis, texts: dict[str, Any]) -> str | None:
+    points = [{"measured": ch.status.tps, "predicted": ch.predicted_tps, "role": texts["roles"][ch.role],
+               "exp_id": ch.status.exp_id}
+              for ch in analysis.checks if ch.predicted_tps is not None and ch.status.tps > 0]
+    if not points:
+        return None
+    top = max(max(p["measured"], p["predicted"]) for p in points) * 1.05
+    role_domain = [texts["roles"][r] for r in ROLE_ORDER]
+    scatter = alt.Chart(alt.Data(values=points)).mark_point(filled=True, size=60, opacity=0.85).encode(
+        x=alt.X("measured:Q", title=texts["axis_measured"], scale=alt.Scale(domain=[0, top])),
+        y=alt.Y("predicted:Q", title=texts["axis_predicted"], scale=alt.Scale(domain=[0, top])),
+        color=alt.Color("role:N", title=texts["role"], scale=alt.Scale(domain=role_domain, range=ROLE_COLOURS)),
+        shape=alt.Shape("role:N", title=texts["role"], scale=alt.Scale(domain=role_domain)),
+    )
+    diagonal = alt.Chart(alt.Data(values=[{"v": 0.0}, {"v": top}])).mark_line(
+        color="#888", strokeDash=[4, 4]).encode(x="v:Q", y="v:Q")
+    return render_svg((diagonal + scatter).properties(width=WIDTH + 60, height=HEIGHT + 60))
+
+
+def _curve_grid(levels: Sequence[int]) -> list[float]:
+    low, high = min(levels), max(levels)
+    if high <= low:
+        return [float(low)]
+    grid = {float(level) for level in levels}
+    for i in range(CURVE_POINTS + 1):
+        grid.add(math.exp(math.log(low) + (math.log(high) - math.log(low)) * i / CURVE_POINTS))
+    return sorted(grid)
+
+
+def tps_against_concurrency(analysis: Analysis, fit: LsqFit, texts: dict[str, Any]) -> str | None:
+    records: list[dict[str, Any]] = []
+    for s in analysis.statuses:
+        if s.tps > 0:
+            records.append({"model": s.model, "c": s.concurrency, "L": str(s.max_tokens), "tps": s.tps,
+                            "kind": "measured", "role": "included" if s.included else "excluded"})
+    if not records:
+        return None
+    levels = fit.measured_concurrency_levels()
+    if levels:
+        grid = _curve_grid(levels)
+        for level in fit.calibration.models:
+            for length in fit.calibration.length_levels:
+                for c in grid:
+                    forecast = fit.forecast(c, length.max_tokens, level.model)
+                    if forecast.tps is not None:
+                        records.append({"model": level.model, "c": c, "L": str(length.max_tokens),
+                                        "tps": forecast.tps, "kind": "fitted"})
+    lengths = sorted({r["L"] for r in records}, key=int)
+    colour = alt.Color("L:N", title="max_tokens", sort=lengths)
+    x = _concurrency_axis([r["c"] for r in records if r["kind"] == "measured"], texts["axis_concurrency"])
+    y = alt.Y("tps:Q", title=texts["axis_tps"])
+    base = alt.Chart()
+    line = base.mark_line(strokeWidth=1.5).encode(x=x, y=y, color=colour, detail="L:N").transform_filter(
+        alt.datum.kind == "fitted")
+    dots = base.mark_point(filled=True, size=50).encode(
+        x=x, y=y, color=colour,
+        shape=alt.Shape("role:N", title=texts["role"], scale=alt.Scale(domain=["included", "excluded"],
+                                                                        range=["circle", "cross"]))
+    ).transform_filter(alt.datum.kind == "measured")
+    chart = alt.layer(line, dots, data=alt.Data(values=records)).properties(width=WIDTH, height=HEIGHT).facet(
+        column=alt.Column("model:N", title=texts["model"]))
+    return render_svg(chart)
+
+
+def latency_against_concurrency(rows: Sequence[Any], texts: dict[str, Any]) -> str | None:
+    records = []
+    for row in rows:
+        for field, metric in (("latency_p95_s", texts["metric_latency"]), ("ttft_p95_s", texts["metric_ttft"])):
+            value = getattr(row, field, None)
+            if value is not None and row.total_output_tokens > 0:
+                records.append({"model": row.model, "c": row.concurrency, "L": str(row.max_tokens),
+                                "seconds": value, "metric": metric})
+    if not records:
+        return None
+    lengths = sorted({r["L"] for r in records}, key=int)
+    chart = alt.Chart(alt.Data(values=records)).mark_line(point=True).encode(
+        x=_concurrency_axis([r["c"] for r in records], texts["axis_concurrency"]),
+        y=alt.Y("seconds:Q", title=texts["axis_seconds"]),
+        color=alt.Color("L:N", title="max_tokens", sort=lengths),
+        strokeDash=alt.StrokeDash("model:N", title=texts["model"]),
+        detail="model:N",
+    ).properties(width=WIDTH, height=HEIGHT).facet(column=alt.Column("metric:N", title=None))
+    return render_svg(chart)
+
+
+def roofline(analysis: Analysis, texts: dict[str, Any]) -> tuple[str | None, bool]:
+    """Per-stream TPS against concurrency, with each model's ceiling where the catalog knows it.
+
+    Returns the SVG and whether any ceiling was drawn."""
+    points = [{"model": s.model, "c": s.concurrency, "per_stream": s.tps / s.concurrency, "L": str(s.max_tokens)}
+              for s in analysis.statuses if s.tps > 0]
+    if not points:
+        return None, False
+    ceilings: dict[str, float] = {}
+    for s in analysis.statuses:
+        if s.physics.ceiling_tps is not None:
+            ceilings.setdefault(s.model, s.physics.ceiling_tps)
+    x = _concurrency_axis([p["c"] for p in points], texts["axis_concurrency"])
+    dots = alt.Chart(alt.Data(values=points)).mark_point(filled=True, size=50).encode(
+        x=x, y=alt.Y("per_stream:Q", title=texts["axis_per_stream"]),
+        color=alt.Color("model:N", title=texts["model"]), shape=alt.Shape("L:N", title="max_tokens"))
+    layers: list[Any] = [dots]
+    if ceilings:
+        rules = [{"model": m, "ceiling": v, "label": f"{texts['series_ceiling']} {v:.0f}"} for m, v in ceilings.items()]
+        rule = alt.Chart(alt.Data(values=rules)).mark_rule(strokeDash=[6, 3], strokeWidth=2).encode(
+            y="ceiling:Q", color=alt.Color("model:N", title=texts["model"]))
+        label = alt.Chart(alt.Data(values=rules)).mark_text(align="left", dx=4, dy=-6, fontSize=11).encode(
+            y="ceiling:Q", text="label:N", color=alt.Color("model:N", title=texts["model"]))
+        layers += [rule, label]
+    chart = alt.layer(*layers).properties(width=WIDTH + 60, height=HEIGHT + 40)
+    return render_svg(chart), bool(ceilings)
+
+
+def all_charts(analysis: Analysis, fit: LsqFit, rows: Sequence[Any], texts: dict[str, Any]) -> list[Chart]:
+    charts = [
+        Chart("measured-predicted", texts["chart_measured_predicted"], measured_vs_predicted(analysis, texts)),
+        Chart("tps-concurrency", texts["chart_tps_concurrency"], tps_against_concurrency(analysis, fit, texts)),
+    ]
+    latency = latency_against_concurrency(rows, texts)
+    charts.append(Chart("latency", texts["chart_latency"], latency, None if latency else texts["no_latency"]))
+    svg, has_ceiling = roofline(analysis, texts)
+    charts.append(Chart("roofline", texts["chart_roofline"], svg, None if has_ceiling else texts["no_ceiling"]))
+    return charts

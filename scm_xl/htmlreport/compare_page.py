@@ -1,0 +1,99 @@
+"""The drift comparison (scm_xl.compare) as one self-contained HTML page."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import jinja2
+from markupsafe import Markup
+
+from scm_xl import __version__
+from scm_xl.compare import Comparison
+from scm_xl.htmlreport.charts import render_svg
+from scm_xl.htmlreport.page import write_text_atomic
+from scm_xl.htmlreport.texts import PAGE, Lang
+
+VERDICT_CLASS = {"stable": "ok", "drift": "bad", "insufficient": "warn"}
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _interval(interval: tuple[float, float] | None) -> str:
+    return f"{interval[0]:.2f} – {interval[1]:.2f}" if interval else "-"
+
+
+def coefficient_chart(comparison: Comparison, labels: dict[str, str]) -> str | None:
+    """Each coefficient relative to the baseline's value, with both 90% intervals."""
+    records = []
+    for s in comparison.coefficients:
+        if s.baseline is None or s.new is None:
+            continue
+        for side, value, interval in ((labels["baseline"], s.baseline, s.baseline_interval),
+                                      (labels["new"], s.new, s.new_interval)):
+            low, high = interval if interval else (value, value)
+            records.append({"coefficient": s.label, "side": side, "ratio": value / s.baseline,
+                            "low": low / s.baseline, "high": high / s.baseline})
+    if not records:
+        return None
+    order = [s.label for s in comparison.coefficients if s.baseline is not None and s.new is not None]
+    y = alt.Y("coefficient:N", sort=order, title=None)
+    y_offset = alt.YOffset("side:N")
+    colour = alt.Color("side:N", title=None)
+    base = alt.Chart(alt.Data(values=records))
+    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("low:Q", title=labels["ratio"], scale=alt.Scale(zero=False)),
+                                                x2="high:Q", y=y, yOffset=y_offset, color=colour)
+    dots = base.mark_point(filled=True, size=50).encode(x="ratio:Q", y=y, yOffset=y_offset, color=colour)
+    one = alt.Chart(alt.Data(values=[{"x": 1.0}])).mark_rule(color="#888", strokeDash=[4, 4]).encode(x="x:Q")
+    return render_svg(alt.layer(one, bars, dots).properties(width=420, height=max(120, 34 * len(order))))
+
+
+COMPARE_TEXT: dict[Lang, dict[str, str]] = {
+    "en": {"title": "SCM drift comparison", "baseline": "baseline", "new": "new", "verdict": "verdict",
+           "test": "Test", "coefficients": "Coefficients", "old_on_new": "The baseline's model on the new rows",
+           "ratio": "value ÷ baseline value (90% intervals)", "coefficient": "coefficient", "change": "change %",
+           "p": "p", "moved": "moved", "mape": "MAPE", "max": "max", "rows": "rows",
+           "inside": "inside the baseline's 90% prediction interval", "reasons": "why",
+           "verdicts_stable": "stable", "verdicts_drift": "drift", "verdicts_insufficient": "insufficient",
+           "drift_mark": "drift", "noise_mark": "beyond noise, small"},
+    "zh": {"title": "SCM 基线漂移对比", "baseline": "基线", "new": "新数据", "verdict": "判定",
+           "test": "检验方法", "coefficients": "系数", "old_on_new": "用基线模型预测新数据",
+           "ratio": "数值 ÷ 基线数值（90% 区间）", "coefficient": "系数", "change": "变化 %",
+           "p": "p", "moved": "是否漂移", "mape": "MAPE", "max": "最大偏差", "rows": "行",
+           "inside": "落在基线 90% 预测区间内", "reasons": "原因",
+           "verdicts_stable": "稳定", "verdicts_drift": "漂移", "verdicts_insufficient": "数据不足",
+           "drift_mark": "漂移", "noise_mark": "超出噪声但幅度小"},
+}
+
+
+def compare_context(comparison: Comparison, lang: Lang) -> dict[str, Any]:
+    words = COMPARE_TEXT[lang]
+    rows = [{"label": s.label, "baseline": _fmt(s.baseline), "baseline_interval": _interval(s.baseline_interval),
+             "new": _fmt(s.new), "new_interval": _interval(s.new_interval), "change": _fmt(s.change_pct, 1),
+             "p": "-" if s.p_value is None else f"{s.p_value:.2g}",
+             "moved": words["drift_mark"] if s.drifted else (words["noise_mark"] if s.significant else
+                                                             ("-" if s.status == "compared" else s.status)),
+             "drifted": s.drifted} for s in comparison.coefficients]
+    o = comparison.old_on_new
+    return {"w": words, "t": PAGE[lang], "c": comparison, "rows": rows, "version": __version__,
+            "verdict_text": words[f"verdicts_{comparison.verdict}"],
+            "verdict_class": VERDICT_CLASS[comparison.verdict],
+            "old": {"mape": _fmt(o.mape_pct), "max": _fmt(o.max_pct), "rows": o.predicted_rows,
+                    "inside": o.inside_interval, "with": o.with_interval},
+            "chart": Markup(coefficient_chart(comparison, words) or "")}
+
+
+def render_comparison_html(comparison: Comparison, lang: Lang = "en") -> str:
+    folder = resources.files("scm_xl.htmlreport") / "templates"
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.globals["style"] = Markup((folder / "style.css").read_text(encoding="utf-8"))
+    template = env.from_string((folder / "compare.html.j2").read_text(encoding="utf-8"))
+    return template.render(**compare_context(comparison, lang))
+
+
+def write_comparison_html(comparison: Comparison, path: str | Path, lang: Lang = "en") -> Path:
+    return write_text_atomic(path, render_comparison_html(comparison, lang))

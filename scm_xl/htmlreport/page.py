@@ -1,0 +1,227 @@
+"""The report page: what it shows, as data, and the one self-contained HTML file made from it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+import jinja2
+from markupsafe import Markup
+
+from scm_xl import __version__
+from scm_xl.errors import UsageError
+from scm_xl.htmlreport.charts import Chart, all_charts
+from scm_xl.htmlreport.payload import calculator_payload
+from scm_xl.htmlreport.texts import LANGS, PAGE, Lang
+from scm_xl.lsq import LsqAnalysis
+
+try:
+    from scm_xl.lsq import least_squares_analysis as lsq_analyze
+except ImportError:  # the name before the least-squares module's rename
+    from scm_xl.lsq import analyze as lsq_analyze  # type: ignore[attr-defined,no-redef]
+from scm_xl.model import Analysis, c_label, f_label, k_label
+from scm_xl.report import c_model_first_principles
+
+VERDICT_CLASS = {"excellent": "ok", "good": "ok", "fail": "bad", "insufficient": "warn"}
+
+
+def embed_json(data: Any) -> Markup:
+    """JSON safe inside <script type="application/json">: no '<', '>' or '&' can end the element."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e"))
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def _interval(interval: tuple[float, float] | None) -> str:
+    return f"{_fmt(interval[0])} – {_fmt(interval[1])}" if interval else "-"
+
+
+@dataclass(frozen=True)
+class CoefficientRow:
+    label: str
+    chain: str
+    chain_from: str
+    lsq: str
+    lsq_interval: str
+    lsq_rows: str
+
+
+def coefficient_rows(analysis: Analysis, lsq: LsqAnalysis, texts: dict[str, Any]) -> list[CoefficientRow]:
+    cal = analysis.calibration
+    fit = lsq.fit
+    first_principles = c_model_first_principles(cal)
+
+    def lsq_cells(label: str, reference: bool) -> tuple[str, str, str]:
+        coefficient = fit.coefficient(label)
+        if coefficient is None:  # a reference level of the fit: 1 by definition
+            return ("1.00", "-", "-") if reference and fit.coefficients else ("-", "-", "-")
+        return _fmt(coefficient.value), _interval(coefficient.interval), str(coefficient.rows)
+
+    rows = [CoefficientRow("BaseTPS", _fmt(cal.base_tps), texts["base_point"].format(
+        model=cal.base_model or "-", length=cal.base_max_tokens or "-", c=cal.base_concurrency or "-"),
+        *lsq_cells("BaseTPS", False))]
+    for lv in cal.concurrency_levels:
+        rows.append(CoefficientRow(f_label(lv.concurrency), _fmt(lv.f),
+                                   texts["row_count"].format(n=lv.rows) if lv.f is not None else texts["not_identified"],
+                                   *lsq_cells(f_label(lv.concurrency), lv.concurrency == cal.base_concurrency)))
+    for lv in cal.length_levels:
+        rows.append(CoefficientRow(k_label(lv.max_tokens), _fmt(lv.k_len),
+                                   texts["anchor"].format(c=lv.anchor_concurrency) if lv.k_len is not None
+                                   else texts["not_identified"],
+                                   *lsq_cells(k_label(lv.max_tokens), lv.max_tokens == cal.base_max_tokens)))
+    for m in cal.models:
+        origin = texts["row_count"].format(n=m.rows) if m.c_model is not None else texts["not_identified"]
+        if m.model in first_principles:
+            origin += f"; {texts['first_principles']} {first_principles[m.model]:.3f}"
+        is_base = cal.base_model is not None and m.model.casefold() == cal.base_model.casefold()
+        label = c_label(m.model)
+        rows.append(CoefficientRow(label, _fmt(m.c_model), origin, *lsq_cells(label, is_base)))
+    return rows
+
+
+@dataclass(frozen=True)
+class RowLine:
+    exp_id: str
+    model: str
+    concurrency: int
+    max_tokens: int
+    measured: str
+    predicted: str
+    deviation: str
+    role: str
+    role_text: str
+    why: str
+
+
+def row_lines(analysis: Analysis, lang: Lang) -> list[RowLine]:
+    texts = PAGE[lang]
+    lines = []
+    for ch in analysis.checks:
+        why = "; ".join(part for part in (ch.note(lang), ch.status.physics.text(lang)) if part)
+        lines.append(RowLine(ch.status.exp_id, ch.status.model, ch.status.concurrency, ch.status.max_tokens,
+                             _fmt(ch.status.tps), _fmt(ch.predicted_tps), _fmt(ch.deviation_pct, 1), ch.role,
+                             texts["roles"][ch.role], why))
+    return lines
+
+
+def _levels(analysis: Analysis, lsq: LsqAnalysis) -> tuple[list[int], list[int], list[str]]:
+    concurrency = sorted({lv.concurrency for lv in analysis.calibration.concurrency_levels}
+                         | set(lsq.fit.measured_concurrency_levels()))
+    lengths = sorted({lv.max_tokens for cal in (analysis.calibration, lsq.fit.calibration)
+                      for lv in cal.length_levels if lv.k_len is not None})
+    models: list[str] = []
+    for cal in (analysis.calibration, lsq.fit.calibration):
+        for m in cal.models:
+            if m.c_model is not None and not any(m.model.casefold() == seen.casefold() for seen in models):
+                models.append(m.model)
+    return concurrency, lengths, models
+
+
+def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_name: str) -> dict[str, Any]:
+    """Everything the page shows, computed once (the template only lays it out)."""
+    if lang not in LANGS:
+        raise UsageError(f"unknown language {lang!r}: use zh or en")
+    texts = PAGE[lang]
+    lsq = lsq_analyze(analysis.statuses, analysis.settings)
+    holdout = lsq.report()
+    consistency = analysis.consistency
+    concurrency, lengths, models = _levels(analysis, lsq)
+    cal = analysis.calibration
+    second = concurrency[1] if len(concurrency) > 1 else (concurrency[0] if concurrency else 1)
+    measured = sorted(s.tps for s in analysis.statuses if s.included)
+    charts: list[Chart] = all_charts(analysis, lsq.fit, rows, texts)
+    return {
+        "t": texts,
+        "lang": lang,
+        "version": __version__,
+        "source": source_name,
+        "row_count": len(analysis.statuses),
+        "verdict": consistency.verdict,
+        "verdict_class": VERDICT_CLASS.get(consistency.verdict, "warn"),
+        "consistency": consistency,
+        "mape": _fmt(consistency.mape_pct), "max_dev": _fmt(consistency.max_deviation_pct),
+        "holdouts": [
+            {"method": texts["lsq"], "mape": _fmt(holdout["loo_mape_pct"]), "max": _fmt(holdout["loo_max_pct"]),
+             "rows": holdout["loo_rows"], "verdict": holdout["verdict"]},
+            {"method": texts["chain"], "mape": _fmt(lsq.chain_holdout.mape_pct), "max": _fmt(lsq.chain_holdout.max_pct),
+             "rows": lsq.chain_holdout.predicted_rows, "verdict": lsq.chain_holdout.verdict},
+        ],
+        "separable": holdout["interaction_summary"],
+        "physics_warned": sum(1 for s in analysis.statuses if s.physics.count),
+        "coefficients": coefficient_rows(analysis, lsq, texts),
+        "rows": row_lines(analysis, lang),
+        "charts": charts,
+        "calibration_json": embed_json(calculator_payload(analysis, lsq.fit, rows)),
+        "texts_json": embed_json(texts["js"]),
+        "lengths": lengths,
+        "models": models,
+        "defaults": {
+            "concurrency": second,
+            "max_tokens": cal.base_max_tokens if cal.base_max_tokens in lengths else (lengths[0] if lengths else 1),
+            "model": cal.base_model if cal.base_model in models else (models[0] if models else ""),
+            # a target in the measured range: the median included TPS, rounded
+            "target": round(measured[len(measured) // 2]) if measured else 100,
+        },
+    }
+
+
+def _template() -> jinja2.Template:
+    folder = resources.files("scm_xl.htmlreport") / "templates"
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.globals["style"] = Markup((folder / "style.css").read_text(encoding="utf-8"))
+    env.globals["calculator_js"] = Markup((folder / "calculator.js").read_text(encoding="utf-8"))
+    return env.from_string((folder / "report.html.j2").read_text(encoding="utf-8"))
+
+
+def render_report(analysis: Analysis, rows: Sequence[Any], lang: Lang = "zh", source_name: str = "") -> str:
+    """The report as one HTML string: styles, script, charts and data inline."""
+    return _template().render(**report_context(analysis, rows, lang, source_name))
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write a whole file or nothing (the house's one atomic write); the folder must exist."""
+    from scm_xl.outputs import atomic_write_text, check_writable
+
+    check_writable(path, force=True)  # the overwrite policy is the command's; this checks the folder
+    atomic_write_text(path, text)
+    return Path(path)
+
+
+def write_report(source: Any, path: str | Path, lang: Lang | None = None, *,
+                 rows: Sequence[Any] | None = None, strict_physics: bool | None = None) -> Path:
+    """Write the self-contained HTML report to `path` and return the path.
+
+    `source` is one of:
+    - a results CSV or a filled workbook (a path; `strict_physics` overrides the workbook's switch);
+    - an `Analysis`, with `rows` the results rows it was made from (for latency percentiles,
+      429 onsets and the charts);
+    - a fill/verify report (`scm_xl.workbook.fill.WorkbookReport`: its `.analysis` and the rows
+      of its `.inputs`), as `fill --html` passes it.
+    `lang` defaults to the workbook's language for a fill report, else "zh".
+    """
+    source_name = ""
+    if isinstance(source, Analysis):
+        if rows is None:
+            raise UsageError("write_report(analysis, ...) needs the rows the analysis was made from")
+        analysis = source
+    elif hasattr(source, "analysis") and hasattr(source, "inputs"):
+        analysis = source.analysis
+        rows = rows if rows is not None else [row for _, row in source.inputs.rows]
+        layout = getattr(source, "layout", None)
+        lang = lang or getattr(layout, "lang", None)
+        source_name = Path(getattr(source, "path", "") or "").name
+    else:
+        from scm_xl.workbook.fill import analysis_from_source
+
+        analysis, loaded = analysis_from_source(source, strict_physics=strict_physics)
+        rows, source_name = loaded, Path(source).name
+    return write_text_atomic(path, render_report(analysis, rows, lang or "zh", source_name))

@@ -1,0 +1,366 @@
+"""`scm-xl report`: one self-contained HTML page, opened in a real headless Chromium with the
+network blocked; its live calculator agrees with `scm-xl predict` / `scm-xl solve --json`."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import math
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from click.testing import CliRunner
+
+from scm_xl.cli import main
+from data.gen import MODELS, replicated_factorial, write_csv
+
+REL = 1e-9
+BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+# ---------------------------------------------------------------------------
+# Data: two models, four concurrency levels, three lengths, two repeats, with
+# measured P95 latency and TTFT (except one cell) and HTTP 429s at one level.
+# ---------------------------------------------------------------------------
+
+def _calculator_rows() -> list[Any]:
+    rng = random.Random(11)
+    rows = []
+    for row in replicated_factorial(seed=5, repeats=2, sigma=0.04, prefix="R"):
+        per_stream = row.total_output_tokens / row.total_time_s / row.concurrency
+        latency = row.max_tokens / per_stream * (1 + 0.1 * rng.random())
+        ttft = 0.05 * row.concurrency ** 0.5 * (1 + 0.1 * rng.random())
+        if (row.concurrency, row.max_tokens) == (4, 200):
+            latency = ttft = None  # a measured cell without percentiles
+        rows.append(dataclasses.replace(row, latency_p95_s=latency, ttft_p95_s=ttft))
+    # The provider answered 429 at concurrency 8 for the second model once.
+    i = next(i for i, r in enumerate(rows) if r.model == MODELS[1] and r.concurrency == 8)
+    rows[i] = dataclasses.replace(rows[i], ok_requests=rows[i].total_requests - 2, rate_limited_requests=2)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_csv(tmp_path_factory.mktemp("report") / "results.csv", _calculator_rows())
+
+
+def invoke(*args: object) -> str:
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def pages(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("pages")
+    out = {}
+    for lang in ("en", "zh"):
+        out[lang] = folder / f"report_{lang}.html"
+        invoke("report", source, "-o", out[lang], "--lang", lang)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The browser
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="scm-xl-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "chromium"
+    for flag in [*BROWSER_FLAGS, f"--user-data-dir={profile}", "--window-size=1200,900"]:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=options)
+    try:
+        # Every scheme that could leave the machine is blocked; the performance log shows the rest.
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": [
+            "http://*", "https://*", "ws://*", "wss://*", "ftp://*"]})
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def open_page(driver: Any, path: Path) -> None:
+    driver.get_log("performance")  # drop what came before
+    driver.get_log("browser")
+    driver.get(path.resolve().as_uri())
+
+
+def requests_made(driver: Any) -> list[str]:
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_page_works_offline_with_every_chart(browser: Any, pages: dict[str, Path], lang: str,
+                                                   tmp_path: Path) -> None:
+    page = pages[lang]
+    html = page.read_text(encoding="utf-8")
+    for outside in ("http://", "https://", "//cdn", "src=\"", "<link"):
+        assert outside not in html.replace("http://www.w3.org/", ""), outside  # SVG namespaces are names, not requests
+    open_page(browser, page)
+    assert browser.execute_script("return document.readyState") == "complete"
+
+    # No request except the page itself.
+    urls = requests_made(browser)
+    assert urls and all(u == page.resolve().as_uri() for u in urls), urls
+    # No console error (a script error, a blocked resource, a CSP violation).
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert errors == []
+
+    # Every chart drew marks into a visible SVG.
+    charts = browser.execute_script("""
+        return Array.from(document.querySelectorAll('figure.chart')).map(f => {
+            const svg = f.querySelector('svg');
+            if (!svg) return {id: f.id, svg: false};
+            const box = svg.getBoundingClientRect();
+            return {id: f.id, svg: true, width: box.width, height: box.height,
+                    marks: svg.querySelectorAll('.mark-symbol path, .mark-line path, .mark-rule line').length};
+        });""")
+    assert {c["id"] for c in charts} == {"chart-measured-predicted", "chart-tps-concurrency", "chart-latency",
+                                         "chart-roofline"}
+    for chart in charts:
+        assert chart["svg"] and chart["width"] > 100 and chart["height"] > 100 and chart["marks"] > 0, chart
+
+    # The answer first, in the page's language.
+    verdict = browser.find_element("id", "verdict")
+    assert verdict.get_attribute("data-verdict") in ("excellent", "good", "fail", "insufficient")
+    words = {"en": "The answer", "zh": "结论"}[lang]
+    assert browser.find_element("css selector", "#answer h2").text == words
+
+    # Readable on a phone: nothing but the tables' own scroll boxes is wider than the screen.
+    browser.set_window_size(390, 844)
+    overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 1
+    shot = tmp_path / f"report_{lang}_phone.png"
+    browser.save_screenshot(str(shot))
+    browser.set_window_size(1200, 900)
+    height = browser.execute_script("return document.body.scrollHeight")
+    browser.set_window_size(1200, min(height, 8000))
+    full = tmp_path / f"report_{lang}.png"
+    browser.save_screenshot(str(full))
+    browser.set_window_size(1200, 900)
+    for png in (shot, full):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # Printable: Chromium prints it to a PDF.
+    pdf = base64.b64decode(browser.execute_cdp_cmd("Page.printToPDF", {"printBackground": True})["data"])
+    assert pdf[:5] == b"%PDF-" and len(pdf) > 10_000
+    assert requests_made(browser) == []
+
+
+# ---------------------------------------------------------------------------
+# The calculator against the CLI
+# ---------------------------------------------------------------------------
+
+# The answer's fields; the CLI's JSON may say more around them (caveats, hints, prose notes).
+FORWARD_KEYS = {"tps", "missing", "method"}
+LSQ_FORWARD_KEYS = FORWARD_KEYS | {"tps_interval", "tps_prediction_interval", "interpolated", "extrapolated"}
+INVERSE_KEYS = {"concurrency", "tps", "reachable", "max_tokens", "model", "method", "target_tps", "cheapest",
+                "binding", "blocked", "best", "best_binding"}
+CANDIDATE_KEYS = {"model", "concurrency", "max_tokens", "tps", "tps_interval", "tps_prediction_interval",
+                  "interpolated", "extrapolated", "latency_p95_s", "ttft_p95_s", "rejected_by"}
+
+
+def _close(a: Any, b: Any, where: str) -> None:
+    """`a` (the page) equals `b` (the CLI) on every field `a` has, numbers to 1e-9 relative."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert a is not None and b is not None, f"{where}: {a!r} vs {b!r}"
+        assert math.isclose(float(a), float(b), rel_tol=REL, abs_tol=0.0), f"{where}: {a!r} vs {b!r}"
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert set(a) <= set(b), f"{where}: keys {sorted(a)} vs {sorted(b)}"
+        for key in a:
+            _close(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), f"{where}: {a!r} vs {b!r}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} vs {b!r}"
+
+
+SET_FIELDS = """
+const [form, fields, boxes] = arguments;
+for (const [id, value] of Object.entries(fields)) {
+    const el = document.getElementById(id);
+    if (el.type === 'checkbox') el.checked = value; else el.value = value;
+}
+for (const [name, allowed] of Object.entries(boxes)) {
+    document.querySelectorAll(`input[name='${name}']`).forEach(b => { b.checked = allowed.includes(b.value); });
+}
+document.getElementById(form === 'forward' ? 'fwd-method' : 'inv-method').dispatchEvent(new Event('change'));
+return document.getElementById(form + '-result').getAttribute('data-result');
+"""
+
+
+def _forward_queries(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    queries = []
+    for i in range(count):
+        method = ("chain", "lsq")[i % 2]
+        pick = rng.random()
+        if pick < 0.5:
+            concurrency: float = rng.choice([1, 2, 4, 8])
+        elif pick < 0.8:
+            concurrency = round(rng.uniform(1.0, 8.0), 3)  # between measured levels
+        else:
+            concurrency = round(rng.uniform(0.5, 16.0), 2)  # often outside them
+        queries.append({"method": method, "concurrency": concurrency, "max_tokens": rng.choice([50, 100, 200]),
+                        "model": rng.choice(MODELS), "extrapolate": method == "lsq" and rng.random() < 0.4})
+    return queries
+
+
+def _inverse_queries(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    queries = []
+    for i in range(count):
+        lengths = sorted(rng.sample([50, 100, 200], rng.randint(1, 3)))
+        models = rng.sample(list(MODELS), rng.randint(1, 2))
+        queries.append({
+            "method": ("chain", "lsq")[i % 2],
+            "target": round(rng.uniform(5.0, 200.0), 2),
+            # every other pair of queries has a latency limit
+            "latency": round(rng.uniform(1.0, 12.0), 3) if (i // 2) % 2 == 0 else None,
+            "ttft": round(rng.uniform(0.05, 0.2), 3) if rng.random() < 0.15 else None,
+            "max_concurrency": rng.choice([None, None, 4, 6, 16]),
+            "rate_limit": rng.choice([None, None, None, 3, 8]),
+            "lengths": lengths, "models": models,
+            "extrapolate": rng.random() < 0.3, "conservative": rng.random() < 0.3,
+        })
+    return queries
+
+
+def cli_json(*args: object) -> dict[str, Any]:
+    """The CLI's JSON answer; exit 1 is its word for "not identified by the data"."""
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code in (0, 1), result.output
+    data = json.loads(result.stdout)
+    assert result.exit_code == 0 or data["tps"] is None or data.get("identified") is False, result.output
+    return data
+
+
+def _cli_forward(source: Path, q: dict[str, Any]) -> dict[str, Any]:
+    args = ["predict", source, "--concurrency", repr(q["concurrency"]), "--max-tokens", q["max_tokens"],
+            "--model", q["model"], "--method", q["method"], "--json"]
+    if q["extrapolate"]:
+        args.append("--extrapolate")
+    return cli_json(*args)
+
+
+def _cli_inverse(source: Path, q: dict[str, Any]) -> dict[str, Any]:
+    args: list[object] = ["solve", source, "--target-tps", repr(q["target"]), "--method", q["method"], "--json"]
+    for option, key in (("--max-latency-p95", "latency"), ("--max-ttft-p95", "ttft"),
+                        ("--max-concurrency", "max_concurrency"), ("--rate-limit", "rate_limit")):
+        if q[key] is not None:
+            args += [option, repr(q[key])]
+    if q["lengths"] != [50, 100, 200]:
+        args += ["--allowed-max-tokens", ",".join(map(str, q["lengths"]))]
+    if len(q["models"]) < len(MODELS):
+        args += ["--allowed-models", ",".join(q["models"])]
+    if q["extrapolate"]:
+        args.append("--extrapolate")
+    if q["conservative"]:
+        args.append("--conservative")
+    return cli_json(*args)
+
+
+def _blank(value: Any) -> str:
+    return "" if value is None else repr(value)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_calculator_agrees_with_predict_and_solve(browser: Any, pages: dict[str, Path], source: Path) -> None:
+    open_page(browser, pages["en"])
+    rng = random.Random(2026)
+    forward, inverse = _forward_queries(rng, 30), _inverse_queries(rng, 40)
+    answered = {"forward": 0, "inverse": 0, "unreachable": 0, "latency": 0, "missing": 0}
+    for q in forward:
+        page = json.loads(browser.execute_script(SET_FIELDS, "forward", {
+            "fwd-method": q["method"], "fwd-concurrency": repr(q["concurrency"]),
+            "fwd-max-tokens": str(q["max_tokens"]), "fwd-model": q["model"], "fwd-extrapolate": q["extrapolate"],
+        }, {}))
+        assert set(page) == (LSQ_FORWARD_KEYS if q["method"] == "lsq" else FORWARD_KEYS)
+        _close(page, _cli_forward(source, q), f"forward {q}")
+        answered["forward"] += 1
+        answered["missing"] += page["tps"] is None
+    for q in inverse:
+        page = json.loads(browser.execute_script(SET_FIELDS, "inverse", {
+            "inv-method": q["method"], "inv-target": repr(q["target"]), "inv-latency": _blank(q["latency"]),
+            "inv-ttft": _blank(q["ttft"]), "inv-max-concurrency": _blank(q["max_concurrency"]),
+            "inv-rate-limit": _blank(q["rate_limit"]), "inv-extrapolate": q["extrapolate"],
+            "inv-conservative": q["conservative"],
+        }, {"inv-length": [str(v) for v in q["lengths"]], "inv-model": q["models"]}))
+        cli = _cli_inverse(source, q)
+        page.pop("notes")  # prose, in the page's own language
+        assert set(page) == INVERSE_KEYS
+        for key in ("cheapest", "blocked", "best"):
+            assert page[key] is None or set(page[key]) == CANDIDATE_KEYS
+        _close(page, cli, f"inverse {q}")
+        answered["inverse"] += 1
+        answered["unreachable"] += not page["reachable"]
+        answered["latency"] += q["latency"] is not None
+    # The queries covered what they should: both methods, answers and non-answers, limits on and off.
+    assert answered["forward"] + answered["inverse"] >= 50
+    assert 0 < answered["missing"] < answered["forward"]
+    assert 0 < answered["unreachable"] < answered["inverse"]
+    assert 0 < answered["latency"] < answered["inverse"]
+    assert browser.get_log("browser") == [] or all(e["level"] not in ("SEVERE", "ERROR")
+                                                  for e in browser.get_log("browser"))
+
+
+# ---------------------------------------------------------------------------
+# Without a browser: the file itself
+# ---------------------------------------------------------------------------
+
+def test_report_escapes_text_and_embeds_the_calibration(tmp_path: Path) -> None:
+    rows = replicated_factorial(seed=3, repeats=1, sigma=0.03, prefix="E")
+    rows[0] = dataclasses.replace(rows[0], exp_id="</script><b>x", notes="=1+1")
+    source = write_csv(tmp_path / "r.csv", rows)
+    out = tmp_path / "r.html"
+    invoke("report", source, "-o", out, "--lang", "en")
+    html = out.read_text(encoding="utf-8")
+    assert "</script><b>x" not in html and "&lt;/script&gt;&lt;b&gt;x" in html
+    start = html.index('<script type="application/json" id="scm-calibration">') + len(
+        '<script type="application/json" id="scm-calibration">')
+    payload = json.loads(html[start:html.index("</script>", start)])
+    from scm_xl.model import analyze
+    from scm_xl.results import read_results
+
+    assert payload["chain"]["base_tps"] == analyze(read_results(source).rows).calibration.base_tps
+
+
+def test_report_bad_input_is_an_error_and_writes_nothing(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "missing.csv"), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 2 and result.output.startswith("Error: ")
+    good = write_csv(tmp_path / "r.csv", replicated_factorial(seed=3, repeats=1, sigma=0.03, prefix="E"))
+    result = CliRunner().invoke(main, ["report", str(good), "-o", str(tmp_path / "no" / "r.html")])
+    assert result.exit_code == 2 and "folder does not exist" in result.output
+    assert not (tmp_path / "r.html").exists() and list(tmp_path.iterdir()) == [good]
+
+
+def test_write_report_takes_an_analysis_and_its_rows(tmp_path: Path) -> None:
+    from scm_xl.htmlreport import write_report
+    from scm_xl.model import analyze
+
+    rows = replicated_factorial(seed=3, repeats=1, sigma=0.03, prefix="E")
+    path = write_report(analyze(rows), tmp_path / "r.html", "zh", rows=rows)
+    html = path.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and 'lang="zh-CN"' in html and "结论" in html
