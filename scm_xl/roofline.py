@@ -16,26 +16,44 @@ little larger (GiB), so capacity figures err on the safe side.
 
 Formulas (N = parameters, L = layers, d = hidden size, T = sequence length):
 
-- FLOPs per token (forward) = 2 N_active; training = 6 N per token.
-- Attention: a linear term 4 L d T and a quadratic term 2 L d T^2 (the seed's
-  figures for standard multi-head attention over a sequence of T tokens).
-- Weight bytes = N x bytes per parameter (fp32 4, bf16/fp16 2, fp8/int8 1,
-  int4 0.5). All N_total weights must be resident; a decode step reads only the
-  N_active of them (for a MoE model, the routed and shared experts one token
-  uses). At large batches a MoE step touches more experts, so the read bytes
-  are a lower bound there, which is what a ceiling needs.
+- FLOPs per token (forward) = 2 N_read, where N_read is the parameters a
+  decode step multiplies by: the active parameters less the input embedding
+  table when the LM head is not tied to it (a token reads one row of that
+  table, not all of it; a tied table is counted once, as the LM head).
+  Training = 6 N per token.
+- Attention: a linear term 4 L w T and a quadratic term 2 L w T^2, where the
+  attention width w = heads x (qk head dim + v head dim) / 2. For standard
+  multi-head or grouped-query attention w = d (the seed's figures); for
+  DeepSeek's MLA it is 128 x (192 + 128) / 2 = 20,480, four times d = 5,120.
+- Precision is a mode for weights and activations (`PRECISION_MODES`):
+  w16a16 (alias bf16), fp16, w8a8 (fp8 or int8 math; aliases fp8, int8 name
+  the math), w8a16 and w4a16 (weight-only quantization: 16-bit math; alias
+  int4), fp32. Each sets the bytes per weight and the chip peaks the compute
+  bound may use, in order; a chip with none of them has no compute bound
+  (said in the notes) rather than a borrowed one.
+- Weight bytes = N x bytes per weight. All N_total weights must be resident;
+  a decode step reads the N_read of them (for a MoE model, the routed and
+  shared experts one token uses). At large batches a MoE step touches more
+  experts, so the read bytes are a lower bound there, which is what a ceiling
+  needs.
 - KV cache per sequence = 2 x L x kv_heads x head_dim x T x bytes (K and V).
   With multi-head latent attention (MLA) the cache holds one latent per layer:
   L x (kv_lora_rank + qk_rope_head_dim) x T x bytes, with no factor 2. The KV
   precision defaults to the activations' precision: 16 bits (bf16, or fp16
   with fp16 weights) even with quantized weights, as servers do unless told
   otherwise; fp32 weights keep fp32 KV.
-- Max batch by memory = floor((memory x tp - weight bytes - reserve) / KV bytes
-  per sequence at the context).
-- Decode step at batch b = max((weight bytes read + b x KV bytes per sequence)
-  / (bandwidth x eff_bw), b x 2 N_active / (peak FLOP/s x eff_compute)) + TP
-  communication. Ceiling tokens/s = b / step; one stream gets 1 / step.
-- Prefill of P prompt tokens = max((P x 2 N_active + 2 L d P^2) / compute,
+- Tensor parallelism over k GPUs splits the weights k ways but replicates KV
+  it cannot split: an MLA latent is copied to every GPU (replication k), and
+  with kv_heads < k each GPU still keeps ceil(kv_heads / k) whole heads
+  (replication k x ceil(kv_heads / k) / kv_heads). The resident KV of a
+  sequence over all GPUs is its KV cache x replication.
+- Max batch by memory = floor((memory x tp - weight bytes - reserve) /
+  resident KV bytes per sequence at the context).
+- Decode step at batch b = max((weight bytes read + b x resident KV bytes per
+  sequence) / (bandwidth x eff_bw), b x 2 N_read / (peak FLOP/s x
+  eff_compute)) + TP communication. Ceiling tokens/s = b / step; one stream
+  gets 1 / step.
+- Prefill of P prompt tokens = max((P x 2 N_read + 2 L w P^2) / compute,
   min(N_total, P x N_active) weight bytes / bandwidth) + TP communication:
   a long prompt touches every expert, a one-token prompt only the active ones.
 - Tensor parallelism over k GPUs multiplies memory, bandwidth and compute by k
@@ -65,7 +83,7 @@ from scm_xl.errors import InputError
 GB = 1e9
 """Bytes in a GB (SI)."""
 
-PRECISION_BYTES: dict[str, float] = {
+ELEMENT_BYTES: dict[str, float] = {
     "fp32": 4.0,
     "bf16": 2.0,
     "fp16": 2.0,
@@ -73,7 +91,49 @@ PRECISION_BYTES: dict[str, float] = {
     "int8": 1.0,
     "int4": 0.5,
 }
-"""Bytes per weight (or per KV element) for each precision name."""
+"""Bytes per element of each number format (weights, KV-cache elements, activations)."""
+
+PEAK_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8")
+"""The chip peaks a catalog GPU may give (dense FLOP/s or OP/s)."""
+
+
+@dataclass(frozen=True)
+class PrecisionMode:
+    """What a precision name means for weights and activations: bytes per weight,
+    the chip peaks the math may run at (first one the chip has wins), and the
+    default KV-cache format."""
+
+    name: str
+    weight_bytes: float
+    compute: tuple[str, ...]
+    kv: str
+    about: str
+
+
+PRECISION_MODES: dict[str, PrecisionMode] = {mode.name: mode for mode in (
+    PrecisionMode("w16a16", 2.0, ("bf16", "fp16"), "bf16", "16-bit weights and activations (bf16 math)"),
+    PrecisionMode("fp16", 2.0, ("fp16", "bf16"), "fp16", "fp16 weights and activations"),
+    PrecisionMode("w8a8", 1.0, ("fp8", "int8"), "bf16",
+                  "8-bit weights and activations: fp8 math where the chip has it, else int8"),
+    PrecisionMode("w8a8-fp8", 1.0, ("fp8",), "bf16", "fp8 weights and activations (fp8 math)"),
+    PrecisionMode("w8a8-int8", 1.0, ("int8",), "bf16", "int8 weights and activations (int8 math)"),
+    PrecisionMode("w8a16", 1.0, ("bf16", "fp16"), "bf16",
+                  "8-bit weights dequantized to 16 bits (weight-only; 16-bit math)"),
+    PrecisionMode("w4a16", 0.5, ("bf16", "fp16"), "bf16",
+                  "4-bit weights dequantized to 16 bits (weight-only, e.g. AWQ/GPTQ; 16-bit math)"),
+    PrecisionMode("fp32", 4.0, ("fp32",), "fp32", "fp32 weights and activations (FP32 math, no tensor cores)"),
+)}
+"""The weight/activation precision modes."""
+
+PRECISION_ALIASES: dict[str, str] = {"bf16": "w16a16", "fp8": "w8a8-fp8", "int8": "w8a8-int8", "int4": "w4a16"}
+"""The older names, kept: bf16, fp8 and int8 name weights and math alike; int4 is weight-only."""
+
+PRECISION_BYTES: dict[str, float] = {
+    **{name: PRECISION_MODES[target].weight_bytes for name, target in PRECISION_ALIASES.items()},
+    **{name: mode.weight_bytes for name, mode in PRECISION_MODES.items()},
+}
+"""Bytes per weight for every precision name (the modes and their aliases); as a KV
+precision a name means its weights' format, so its bytes are the same."""
 
 DEFAULT_CONTEXT = 4096
 """Default sequence length (tokens) for KV-cache sizes and the prefill figure."""
@@ -82,13 +142,17 @@ ADHOC_LINK_BANDWIDTH = 64e9
 """Link bandwidth (B/s per direction) for a GPU given by raw numbers: PCIe Gen5 x16."""
 
 UNITS: dict[str, str] = {
-    "flops_per_token": "FLOP",
+    "flops_per_token": "FLOP (2 x parameters read per token)",
+    "read_params": "parameters a decode step reads per token (active, less an untied input embedding)",
+    "kv_layout": "MHA, GQA or MLA (null: unknown)",
     "weight_bytes": "bytes (all parameters, resident)",
     "weight_bytes_read": "bytes read per decode step (active parameters)",
     "decode_ms_per_token": "milliseconds (batch 1)",
     "ceiling_tps": "tokens/s (batch 1)",
     "compute_ceiling_tps": "tokens/s at any batch (peak FLOP/s / FLOPs per token)",
-    "kv_cache_bytes_per_seq": "bytes at `context` tokens",
+    "kv_cache_bytes_per_seq": "bytes at `context` tokens (one copy)",
+    "kv_replication": "copies of a sequence's KV cache over the tp GPUs (1 = split, no copy)",
+    "kv_resident_bytes_per_seq": "bytes at `context` tokens over all GPUs (copies included)",
     "kv_bytes_per_token": "bytes",
     "max_batch_by_memory": "sequences at `context` tokens",
     "prefill_ms": "milliseconds for a prompt of `context` tokens",
@@ -99,7 +163,7 @@ UNITS: dict[str, str] = {
     "batches.step_ms": "milliseconds per decode step",
     "batches.ceiling_tps": "tokens/s, all streams",
     "batches.per_stream_tps": "tokens/s, one stream",
-    "batches.kv_bytes": "bytes, whole batch at `context` tokens",
+    "batches.kv_bytes": "bytes, whole batch at `context` tokens, over all GPUs",
     "batches.memory_ms / compute_ms / comm_ms": "milliseconds: the parts of step_ms",
 }
 
@@ -117,6 +181,15 @@ def precision_bytes(precision: str) -> float:
     return PRECISION_BYTES[key]
 
 
+def precision_mode(precision: str) -> PrecisionMode:
+    """The mode a precision name (or alias) stands for (case-insensitive)."""
+    key = precision.strip().lower()
+    key = PRECISION_ALIASES.get(key, key)
+    if key not in PRECISION_MODES:
+        raise InputError(f"unknown precision '{precision}'; known: {', '.join(PRECISION_BYTES)}")
+    return PRECISION_MODES[key]
+
+
 def flops_per_token(n_active: float) -> float:
     """Forward FLOPs per token: 2 x active parameters."""
     return 2.0 * n_active
@@ -127,14 +200,15 @@ def training_flops_per_token(n_params: float) -> float:
     return 6.0 * n_params
 
 
-def attention_flops_linear(layers: int, hidden_size: int, seq_len: int) -> float:
-    """The attention term linear in sequence length: 4 L d T."""
-    return 4.0 * layers * hidden_size * seq_len
+def attention_flops_linear(layers: int, width: float, seq_len: int) -> float:
+    """The attention term linear in sequence length: 4 L w T (w: the attention width,
+    `ModelSpec.attention_width`; the hidden size for standard attention)."""
+    return 4.0 * layers * width * seq_len
 
 
-def attention_flops_quadratic(layers: int, hidden_size: int, seq_len: int) -> float:
-    """The attention term quadratic in sequence length: 2 L d T^2."""
-    return 2.0 * layers * hidden_size * seq_len**2
+def attention_flops_quadratic(layers: int, width: float, seq_len: int) -> float:
+    """The attention term quadratic in sequence length: 2 L w T^2."""
+    return 2.0 * layers * width * seq_len**2
 
 
 def weight_bytes(n_params: float, precision: str) -> float:
@@ -157,6 +231,22 @@ def kv_cache_bytes_per_seq(model: ModelSpec, seq_len: int, bytes_per_element: fl
     """KV-cache bytes of one sequence of seq_len tokens; None when unknown."""
     per_token = kv_bytes_per_token(model, bytes_per_element)
     return None if per_token is None else per_token * seq_len
+
+
+def kv_replication(model: ModelSpec, tp: int) -> float:
+    """How many copies of a sequence's KV cache `tp` GPUs hold together (1 = split, no copy).
+
+    MLA: the latent cannot be split by head, so every GPU keeps it (k). GQA: each GPU
+    keeps ceil(kv_heads / k) whole heads, so with kv_heads < k heads are replicated
+    (k x ceil(kv_heads / k) / kv_heads). Unknown shape: 1.
+    """
+    if tp <= 1:
+        return 1.0
+    if model.kv_lora_rank is not None:
+        return float(tp)
+    if model.kv_heads is None:
+        return 1.0
+    return tp * math.ceil(model.kv_heads / tp) / model.kv_heads
 
 
 def max_batch_by_memory(memory_bytes: float, weight_bytes_resident: float,
@@ -252,7 +342,7 @@ class Gpu:
         for value, what in ((bandwidth_gbs, "bandwidth"), (tflops, "TFLOP/s"),
                             (memory_gb, "memory"), (link_gbs, "link bandwidth")):
             _require_positive(value, what)
-        peak = {} if tflops is None else {p: tflops * 1e12 for p in PRECISION_BYTES}
+        peak = {} if tflops is None else {p: tflops * 1e12 for p in PEAK_PRECISIONS}
         return cls(
             key="custom",
             name=_describe_adhoc_gpu(bandwidth_gbs, tflops, memory_gb),
@@ -264,10 +354,9 @@ class Gpu:
         )
 
     def compute_for(self, precision: str) -> tuple[str, float] | None:
-        """The (precision, FLOP/s) peak that runs `precision` weights: the chip's own
-        peak at that precision, else its 16-bit peak (weight-only quantization
-        dequantizes to 16 bits); None when no peak is known."""
-        for candidate in (precision, "bf16", "fp16"):
+        """The (peak name, FLOP/s) the math of a precision mode runs at: the first of
+        the mode's compute peaks the chip has; None when it has none of them."""
+        for candidate in precision_mode(precision).compute:
             if candidate in self.peak_flops:
                 return candidate, self.peak_flops[candidate]
         return None
@@ -298,11 +387,13 @@ class ModelSpec:
     vocab_size: int | None = None
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None  # None: head_dim (differs with MLA)
+    tie_word_embeddings: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("total_params", "active_params", "layers", "hidden_size", "attention_heads",
-                     "kv_heads", "head_dim", "vocab_size", "kv_lora_rank", "qk_rope_head_dim"):
+                     "kv_heads", "head_dim", "vocab_size", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim"):
             _require_positive(getattr(self, name), f"{self.key}: {name}")
         if self.active_params > self.total_params:
             raise InputError(f"{self.key}: active_params ({self.active_params:g}) exceeds total_params "
@@ -329,6 +420,39 @@ class ModelSpec:
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
 
+    @property
+    def kv_layout(self) -> str | None:
+        """MLA, GQA or MHA; None when the KV shape is unknown."""
+        if self.is_mla:
+            return "MLA"
+        if self.kv_heads is None or self.attention_heads is None or self.layers is None:
+            return None
+        return "GQA" if self.kv_heads < self.attention_heads else "MHA"
+
+    @property
+    def embedding_params(self) -> float:
+        """Parameters of an untied input embedding table (vocab x hidden), which a
+        decode step does not read whole; 0 when tied or the shape is unknown."""
+        if self.tie_word_embeddings or self.vocab_size is None or self.hidden_size is None:
+            return 0.0
+        return float(self.vocab_size * self.hidden_size)
+
+    @property
+    def read_params(self) -> float:
+        """Parameters one token's decode step reads and multiplies by: the active ones
+        less an untied input embedding table (one row of it is read, not all)."""
+        embedding = self.embedding_params
+        return self.active_params - embedding if self.active_params > embedding else self.active_params
+
+    @property
+    def attention_width(self) -> float | None:
+        """heads x (qk head dim + v head dim) / 2: the hidden size for standard
+        attention, 4x it for DeepSeek's MLA; the hidden size when heads are unknown."""
+        if self.attention_heads is not None and self.head_dim is not None:
+            v_dim = self.head_dim if self.v_head_dim is None else self.v_head_dim
+            return self.attention_heads * (self.head_dim + v_dim) / 2
+        return None if self.hidden_size is None else float(self.hidden_size)
+
 
 @dataclass(frozen=True)
 class Deployment:
@@ -351,7 +475,7 @@ class Deployment:
     link_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
-        precision_bytes(self.precision)
+        precision_mode(self.precision)
         object.__setattr__(self, "precision", self.precision.strip().lower())
         if self.kv_precision is not None:
             precision_bytes(self.kv_precision)
@@ -372,10 +496,12 @@ class Deployment:
     # What the deployment holds and moves -----------------------------------
 
     @property
+    def mode(self) -> PrecisionMode:
+        return precision_mode(self.precision)
+
+    @property
     def kv_precision_used(self) -> str:
-        if self.kv_precision is not None:
-            return self.kv_precision
-        return self.precision if self.precision in ("fp32", "fp16") else "bf16"
+        return self.mode.kv if self.kv_precision is None else self.kv_precision
 
     @property
     def activation_bytes(self) -> float:
@@ -389,12 +515,13 @@ class Deployment:
 
     @property
     def weight_bytes_read(self) -> float:
-        """Weight bytes one decode step reads: the active parameters."""
-        return weight_bytes(self.model.active_params, self.precision)
+        """Weight bytes one decode step reads: the active parameters less an untied
+        input embedding table (`ModelSpec.read_params`)."""
+        return weight_bytes(self.model.read_params, self.precision)
 
     @property
     def flops_per_token(self) -> float:
-        return flops_per_token(self.model.active_params)
+        return flops_per_token(self.model.read_params)
 
     @property
     def kv_bytes_per_token(self) -> float | None:
@@ -402,7 +529,18 @@ class Deployment:
 
     @property
     def kv_cache_bytes_per_seq(self) -> float | None:
+        """One copy of a sequence's KV cache at `context` tokens."""
         return kv_cache_bytes_per_seq(self.model, self.context, precision_bytes(self.kv_precision_used))
+
+    @property
+    def kv_replication(self) -> float:
+        return kv_replication(self.model, self.tp)
+
+    @property
+    def kv_resident_bytes_per_seq(self) -> float | None:
+        """A sequence's KV cache as held over all `tp` GPUs (copies included)."""
+        kv = self.kv_cache_bytes_per_seq
+        return None if kv is None else kv * self.kv_replication
 
     # The hardware, summed over tp GPUs ----------------------------------------
 
@@ -432,7 +570,7 @@ class Deployment:
 
     @property
     def max_batch_by_memory(self) -> int | None:
-        kv = self.kv_cache_bytes_per_seq
+        kv = self.kv_resident_bytes_per_seq
         memory = self.memory_bytes
         if kv is None or memory is None:
             return None
@@ -452,15 +590,16 @@ class Deployment:
         memory = self.memory_bytes
         if memory is None:
             return None
-        needed = self.weight_bytes + self.reserve_bytes + batch * (self.kv_cache_bytes_per_seq or 0.0)
+        needed = self.weight_bytes + self.reserve_bytes + batch * (self.kv_resident_bytes_per_seq or 0.0)
         return needed <= memory
 
     def prefill_seconds(self, prompt_tokens: int) -> float:
         """Lower bound on the prefill time of a prompt of `prompt_tokens` tokens."""
         model = self.model
         quadratic = 0.0
-        if model.layers is not None and model.hidden_size is not None:
-            quadratic = attention_flops_quadratic(model.layers, model.hidden_size, prompt_tokens)
+        width = model.attention_width
+        if model.layers is not None and model.hidden_size is not None and width is not None:
+            quadratic = attention_flops_quadratic(model.layers, width, prompt_tokens)
         touched = min(model.total_params, prompt_tokens * model.active_params)
         return prefill_seconds(
             prompt_tokens=prompt_tokens, flops_per_token=self.flops_per_token,
@@ -514,11 +653,15 @@ class RooflineReport:
     link_bandwidth: float
     total_params: float
     active_params: float
+    read_params: float
+    kv_layout: str | None
     flops_per_token: float
     weight_bytes: float
     weight_bytes_read: float
     kv_bytes_per_token: float | None
     kv_cache_bytes_per_seq: float | None
+    kv_replication: float
+    kv_resident_bytes_per_seq: float | None
     max_batch_by_memory: int | None
     decode_ms_per_token: float
     ceiling_tps: float
@@ -535,7 +678,7 @@ class RooflineReport:
 
 
 def _batch_row(deployment: Deployment, batch: int) -> BatchRow:
-    kv_per_seq = deployment.kv_cache_bytes_per_seq
+    kv_per_seq = deployment.kv_resident_bytes_per_seq
     moving = memory_seconds(deployment.weight_bytes_read + batch * (kv_per_seq or 0.0),
                             deployment.bandwidth, deployment.bandwidth_efficiency)
     peak = deployment.peak_flops
@@ -576,12 +719,27 @@ def _notes(deployment: Deployment) -> list[str]:
     if model.is_mla:
         notes.append(f"MLA: the KV cache holds one latent of {model.kv_lora_rank} + "
                      f"{model.qk_rope_head_dim} elements per layer and token.")
+    mode = deployment.mode
+    if model.embedding_params:
+        notes.append(f"The untied input embedding ({model.embedding_params / 1e9:.2f}B parameters) is resident "
+                     "but not read per token: bytes and FLOPs per token count "
+                     f"{model.read_params / 1e9:.2f}B parameters.")
     compute_precision = deployment.compute_precision
     if compute_precision is None:
-        notes.append("No peak FLOP/s given: the compute bound is not evaluated.")
-    elif compute_precision != deployment.precision:
-        notes.append(f"{gpu.name} has no {deployment.precision} peak: compute uses its "
-                     f"{compute_precision} peak (weights dequantized to 16 bits).")
+        if deployment.gpu.peak_flops:
+            notes.append(f"{gpu.name} has no {' or '.join(mode.compute)} peak in the catalog, which "
+                         f"{mode.name} ({mode.about}) needs: the compute bound is not evaluated"
+                         + ("; for weight-only 8-bit use w8a16." if mode.weight_bytes == 1 else "."))
+        else:
+            notes.append("No peak FLOP/s given: the compute bound is not evaluated.")
+    elif deployment.precision not in ("bf16", "w16a16", "fp16") or compute_precision != mode.compute[0]:
+        notes.append(f"Precision {deployment.precision}: {mode.about}; compute at the {compute_precision} peak.")
+    replication = deployment.kv_replication
+    if replication > 1 and deployment.kv_cache_bytes_per_seq is not None:
+        why = "the MLA latent is copied to every GPU" if model.is_mla else \
+            f"{model.kv_heads} KV heads over {deployment.tp} GPUs: heads are replicated"
+        notes.append(f"TP {deployment.tp}: {why}, so the KV cache is held {replication:g}x "
+                     f"({deployment.kv_resident_bytes_per_seq / 1e6:,.1f} MB per sequence over all GPUs).")
     if deployment.memory_bytes is None:
         notes.append("No memory size given: capacity is not evaluated.")
     elif deployment.fits_memory(0) is False:
@@ -626,11 +784,15 @@ def analyze(deployment: Deployment, batches: list[int] | None = None) -> Rooflin
         link_bandwidth=deployment.link_bandwidth_used,
         total_params=model.total_params,
         active_params=model.active_params,
+        read_params=model.read_params,
+        kv_layout=model.kv_layout,
         flops_per_token=deployment.flops_per_token,
         weight_bytes=deployment.weight_bytes,
         weight_bytes_read=deployment.weight_bytes_read,
         kv_bytes_per_token=deployment.kv_bytes_per_token,
         kv_cache_bytes_per_seq=deployment.kv_cache_bytes_per_seq,
+        kv_replication=deployment.kv_replication,
+        kv_resident_bytes_per_seq=deployment.kv_resident_bytes_per_seq,
         max_batch_by_memory=deployment.max_batch_by_memory,
         decode_ms_per_token=single.step_ms,
         ceiling_tps=single.ceiling_tps,
@@ -657,11 +819,12 @@ def parse_batches(text: str) -> list[int]:
 def c_model_from_first_principles(model_a: ModelSpec | str, model_b: ModelSpec | str,
                                   precision: str = "bf16", precision_b: str | None = None) -> float:
     """Predicted cost ratio C_model of b relative to a: weight bytes read per token
-    (active parameters x bytes), b / a. A bandwidth-bound server's speed scales with 1/C_model."""
+    (`ModelSpec.read_params` x bytes), b / a. A bandwidth-bound server's speed scales
+    with 1/C_model."""
     spec_a = find_model(model_a) if isinstance(model_a, str) else model_a
     spec_b = find_model(model_b) if isinstance(model_b, str) else model_b
-    bytes_a = weight_bytes(spec_a.active_params, precision)
-    bytes_b = weight_bytes(spec_b.active_params, precision if precision_b is None else precision_b)
+    bytes_a = weight_bytes(spec_a.read_params, precision)
+    bytes_b = weight_bytes(spec_b.read_params, precision if precision_b is None else precision_b)
     return bytes_b / bytes_a
 
 
@@ -675,7 +838,7 @@ def simulator_params(deployment: Deployment) -> dict[str, float | int | None]:
     a prompt of P tokens takes about P x prefill_seconds_per_token (the prefill
     bound of a `context`-token prompt, spread over its tokens).
     """
-    kv_per_seq = deployment.kv_cache_bytes_per_seq or 0.0
+    kv_per_seq = deployment.kv_resident_bytes_per_seq or 0.0
     peak = deployment.peak_flops
     return {
         "base_step_seconds": memory_seconds(deployment.weight_bytes_read, deployment.bandwidth,
@@ -700,9 +863,9 @@ _GPU_FIELDS = {"name", "aliases", "memory_bytes", "memory_bandwidth", "peak_flop
 _GPU_REQUIRED = ("memory_bytes", "memory_bandwidth", "peak_flops", "link_bandwidth")
 _MODEL_FIELDS = {"name", "aliases", "total_params", "active_params", "layers", "hidden_size",
                  "attention_heads", "kv_heads", "head_dim", "vocab_size", "kv_lora_rank",
-                 "qk_rope_head_dim", "sources"}
+                 "qk_rope_head_dim", "v_head_dim", "tie_word_embeddings", "sources"}
 _MODEL_INTS = ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "vocab_size",
-               "kv_lora_rank", "qk_rope_head_dim")
+               "kv_lora_rank", "qk_rope_head_dim", "v_head_dim")
 _TOP_FIELDS = {"schema", "about", "gpus", "models"}
 _NAME_SUFFIXES = ("-instruct", "-chat")
 
@@ -711,16 +874,23 @@ def _normalise(name: str) -> str:
     return " ".join(name.strip().lower().split())
 
 
-def _candidates(name: str) -> list[str]:
-    """Forms of a name to try, in order: as given, without an "org/" prefix, without -instruct/-chat."""
-    forms = [_normalise(name)]
+def alias_key(name: str) -> str:
+    """The one rule a name is compared by, everywhere: surrounding spaces dropped,
+    case folded, then an exact match against a catalog's alias list."""
+    return name.strip().casefold()
+
+
+def _forms(name: str, suffixes: bool = True) -> list[str]:
+    """A listed name and the forms derived from it for the alias list: without an
+    "org/" prefix, and with or without -instruct/-chat (the chat tunes share the shape).
+    An org prefix a name is served under must itself be listed (as an alias)."""
+    forms = [alias_key(name)]
     if "/" in forms[0]:
         forms.append(forms[0].rsplit("/", 1)[1])
-    for form in list(forms):
-        for suffix in _NAME_SUFFIXES:
-            if form.endswith(suffix):
-                forms.append(form[: -len(suffix)])
-    return forms
+    for form in list(forms) if suffixes else ():
+        stripped = [form[: -len(suffix)] for suffix in _NAME_SUFFIXES if form.endswith(suffix)]
+        forms.extend(stripped or [form + suffix for suffix in _NAME_SUFFIXES])
+    return list(dict.fromkeys(forms))
 
 
 @dataclass(frozen=True)
@@ -740,12 +910,9 @@ class Catalog:
 
 
 def _lookup(name: str, entries: Mapping[str, Any], aliases: Mapping[str, str], kind: str) -> str:
-    forms = _candidates(name)
-    for form in forms:
-        if form in entries:
-            return form
-        if form in aliases:
-            return aliases[form]
+    found = aliases.get(alias_key(name))
+    if found is not None:
+        return found
     raise InputError(f"unknown {kind} '{name}'; known {kind}s: {', '.join(sorted(entries))}")
 
 
@@ -834,9 +1001,9 @@ def _build_gpu(key: str, entry: Mapping[str, Any]) -> Gpu:
         raise InputError("peak_flops must be an object of precision -> FLOP/s", path=origin, column=where)
     peak_flops = {}
     for precision, value in peak.items():
-        if _normalise(precision) not in PRECISION_BYTES:
+        if _normalise(precision) not in PEAK_PRECISIONS:
             raise InputError(f"peak_flops: unknown precision '{precision}' "
-                             f"(known: {', '.join(PRECISION_BYTES)})", path=origin, column=where)
+                             f"(known: {', '.join(PEAK_PRECISIONS)})", path=origin, column=where)
         peak_flops[_normalise(precision)] = _number(peak, precision, origin, f"{where}.peak_flops")
     return Gpu(
         key=key,
@@ -859,16 +1026,33 @@ def _build_model(key: str, entry: Mapping[str, Any]) -> ModelSpec:
         shape["head_dim"] = shape["hidden_size"] // shape["attention_heads"]
     if shape["kv_heads"] is None and shape["kv_lora_rank"] is None:
         shape["kv_heads"] = shape["attention_heads"]
+    tied = entry.get("tie_word_embeddings", False)
+    if not isinstance(tied, bool):
+        raise InputError(f"tie_word_embeddings must be true or false, got {tied!r}", path=origin, column=where)
     try:
         return ModelSpec(key=key, name=str(entry.get("name", key)), total_params=total,
-                         active_params=active, sources=dict(entry.get("sources", {})), **shape)
+                         active_params=active, tie_word_embeddings=tied,
+                         sources=dict(entry.get("sources", {})), **shape)
     except InputError as exc:
         raise InputError(exc.problem, path=origin, column=where) from exc
 
 
-def _alias_map(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """Normalised alias -> key; later (user) aliases win."""
-    return {_normalise(alias): key for key, entry in entries.items() for alias in entry.get("aliases", [])}
+def _alias_map(entries: Mapping[str, Mapping[str, Any]], *, suffixes: bool) -> dict[str, str]:
+    """The alias list: alias_key(form) -> key for every key, display name and alias of
+    each entry and the forms derived from them. Keys win over names and names over
+    aliases; among aliases the later (user) ones win."""
+    out: dict[str, str] = {}
+    for key, entry in entries.items():
+        for alias in entry.get("aliases", []):
+            for form in _forms(alias, suffixes):
+                out[form] = key
+    for key, entry in entries.items():
+        for form in _forms(str(entry.get("name", key)), suffixes):
+            out[form] = key
+    for key in entries:
+        for form in _forms(key, suffixes):
+            out[form] = key
+    return out
 
 
 def load_catalog(extra: Path | None = None) -> Catalog:
@@ -893,8 +1077,8 @@ def load_catalog(extra: Path | None = None) -> Catalog:
     return Catalog(
         gpus={key: _build_gpu(key, entry) for key, entry in sorted(sections["gpus"].items())},
         models={key: _build_model(key, entry) for key, entry in sorted(sections["models"].items())},
-        gpu_aliases=_alias_map(sections["gpus"]),
-        model_aliases=_alias_map(sections["models"]),
+        gpu_aliases=_alias_map(sections["gpus"], suffixes=False),
+        model_aliases=_alias_map(sections["models"], suffixes=True),
     )
 
 
@@ -909,8 +1093,9 @@ def find_model(name: str, catalog: Catalog | None = None) -> ModelSpec:
 
 
 __all__ = [
-    "ADHOC_LINK_BANDWIDTH", "BatchRow", "Catalog", "DEFAULT_CONTEXT", "Deployment", "GB", "Gpu",
-    "ModelSpec", "PRECISION_BYTES", "RooflineReport", "UNITS", "analyze", "attention_flops_linear",
+    "ADHOC_LINK_BANDWIDTH", "BatchRow", "alias_key", "Catalog", "DEFAULT_CONTEXT", "Deployment", "ELEMENT_BYTES", "GB", "Gpu",
+    "ModelSpec", "PEAK_PRECISIONS", "PRECISION_ALIASES", "PRECISION_BYTES", "PRECISION_MODES", "PrecisionMode",
+    "RooflineReport", "kv_replication", "precision_mode", "UNITS", "analyze", "attention_flops_linear",
     "attention_flops_quadratic", "c_model_from_first_principles", "compute_seconds",
     "decode_step_seconds", "find_gpu", "find_model", "flops_per_token", "kv_bytes_per_token",
     "kv_cache_bytes_per_seq", "load_catalog", "max_batch_by_memory", "memory_seconds",

@@ -90,9 +90,13 @@ def test_defaults_and_moe_mla_with_names(engine: str, tmp_path: Path) -> None:
     # DeepSeek-V2.5: MoE reads the active parameters, MLA caches 60 x (512 + 64) x 2 bytes per token
     assert _out(values, "en", "status") == "ok"
     assert _out(values, "en", "kv_bytes_per_token") == 60 * (512 + 64) * 2
-    assert math.isclose(_out(values, "en", "flops_per_token"), 2 * 21375800320)  # type: ignore[arg-type]
+    # A token reads its active parameters less the untied input embedding (102,400 x 5,120 =
+    # 524,288,000): 21,375,800,320 - 524,288,000 = 20,851,512,320, one byte each at fp8.
+    assert math.isclose(_out(values, "en", "flops_per_token"), 2 * 20851512320)  # type: ignore[arg-type]
     assert math.isclose(_out(values, "en", "weight_bytes"), 235741434880)  # type: ignore[arg-type]
-    assert math.isclose(_out(values, "en", "weight_bytes_read"), 21375800320)  # type: ignore[arg-type]
+    assert math.isclose(_out(values, "en", "weight_bytes_read"), 20851512320)  # type: ignore[arg-type]
+    # MLA at tp 8: the latent is copied to every GPU
+    assert _out(values, "en", "kv_replication") == 8
     assert _out(values, "en", "comm_ms_b") > 0  # type: ignore[operator]
     assert values[(NAMES_SHEET, "B1")] is not None
 
@@ -107,6 +111,36 @@ def test_capacity_and_compute_bottlenecks(engine: str, tmp_path: Path) -> None:
     assert _out(values, "zh", "bottleneck_b") == "capacity"
     assert _out(values, "zh", "bottleneck_1") == "bandwidth"
     assert _out(values, "en", "bottleneck_b") == "compute"
+
+
+TP_DEEPSEEK = {"model": "deepseek-v2.5", "gpu": "h200", "tp": 8, "context": 4096}
+TP_QWEN = {"model": "qwen2.5-7b", "gpu": "h100-sxm", "tp": 8, "context": 4096}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_tensor_parallel_kv_replication(engine: str, tmp_path: Path) -> None:
+    path = tmp_path / "fp.xlsx"
+    values = _recalculate(engine, path, _build(path, {"zh": TP_DEEPSEEK, "en": TP_QWEN}))
+    # DeepSeek-V2.5 bf16 on 8 x H200: weights 471.48 GB over 1,128 GB; each sequence's latent
+    # 60 x 576 x 2 x 4,096 = 283.1 MB is held on all 8 GPUs: (1,128 - 471.48) / (8 x 0.2831) = 289.9 -> 289
+    assert _out(values, "zh", "max_batch_by_memory") == 289
+    # Qwen2.5-7B (4 KV heads) on 8 x H100: each GPU keeps one whole head, 2 x 28 x 128 x 2 x 4,096
+    # = 58,720,256 B per sequence per GPU; (640e9 - 15,231,233,024) / (8 x 58,720,256) = 1,329.97 -> 1,329
+    assert _out(values, "en", "kv_replication") == 2
+    assert _out(values, "en", "max_batch_by_memory") == 1329
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_precision_modes(engine: str, tmp_path: Path) -> None:
+    path = tmp_path / "fp.xlsx"
+    cases = {"zh": {"precision": "w8a16"}, "en": {"precision": "fp32"}}
+    values = _recalculate(engine, path, _build(path, cases))
+    # w8a16 on the A100: one byte per weight, 16-bit math at the 312 TFLOP/s bf16 peak
+    assert _out(values, "zh", "bytes_per_weight") == 1
+    assert _out(values, "zh", "peak_flops") == 312e12
+    # fp32: four bytes, the 19.5 TFLOP/s FP32 rate (not the bf16 tensor peak)
+    assert _out(values, "en", "bytes_per_weight") == 4
+    assert _out(values, "en", "peak_flops") == 19.5e12
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -7,13 +7,16 @@ from pathlib import Path
 
 import click
 
-from scm_xl import roofline
+from scm_xl import physics, roofline
 from scm_xl.cli._common import handle_errors
 from scm_xl.errors import UsageError
 
 
 @click.command("roofline")
 @click.option("--model", "model_name", metavar="NAME", help="Catalog model (key, alias or HF repo name).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="A Hugging Face config.json on disk: parameters, active parameters (MoE), KV layout "
+                   "(MHA/GQA/MLA) and per-token bytes derived from it; no network.")
 @click.option("--params-b", type=float, metavar="X", help="Ad-hoc model: parameters in billions (KV cache unknown).")
 @click.option("--gpu", "gpu_name", metavar="NAME", help="Catalog GPU (key or alias).")
 @click.option("--bandwidth-gbs", type=float, metavar="X", help="Ad-hoc GPU: memory bandwidth in GB/s (1 GB = 1e9 B).")
@@ -22,8 +25,11 @@ from scm_xl.errors import UsageError
 @click.option("--link-gbs", type=float, metavar="X",
               help="Tensor-parallel link bandwidth per direction, GB/s [default: the GPU's; 64 for ad-hoc].")
 @click.option("--precision", default="bf16", show_default=True,
-              type=click.Choice(list(roofline.PRECISION_BYTES), case_sensitive=False), help="Weight precision.")
-@click.option("--kv-precision", type=click.Choice(list(roofline.PRECISION_BYTES), case_sensitive=False),
+              type=click.Choice(list(roofline.PRECISION_BYTES), case_sensitive=False),
+              help="Weights and activations: w16a16 (alias bf16), fp16, w8a8 (fp8 or int8 math), w8a8-fp8 "
+                   "(alias fp8), w8a8-int8 (alias int8), w8a16 and w4a16 (weight-only, 16-bit math; alias int4), "
+                   "fp32 (FP32 math).")
+@click.option("--kv-precision", type=click.Choice(list(roofline.ELEMENT_BYTES), case_sensitive=False),
               help="KV-cache precision [default: bf16; fp16/fp32 with fp16/fp32 weights].")
 @click.option("--context", type=int, default=roofline.DEFAULT_CONTEXT, show_default=True, metavar="T",
               help="Sequence length in tokens for KV-cache sizes and the prefill figure.")
@@ -41,7 +47,7 @@ from scm_xl.errors import UsageError
 @click.option("--list", "list_only", is_flag=True, help="List the catalog's GPUs and models, then exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (SI units).")
 @handle_errors
-def roofline_command(model_name, params_b, gpu_name, bandwidth_gbs, tflops, memory_gb, link_gbs, precision,
+def roofline_command(model_name, config_path, params_b, gpu_name, bandwidth_gbs, tflops, memory_gb, link_gbs, precision,
                      kv_precision, context, batch_list, tp, bandwidth_efficiency, compute_efficiency,
                      reserve_gb, catalog_path, list_only, as_json):
     """First-principles ceilings: FLOPs and bytes per token, KV cache, max batch,
@@ -52,15 +58,20 @@ def roofline_command(model_name, params_b, gpu_name, bandwidth_gbs, tflops, memo
         _print_catalog(catalog, as_json)
         return
 
-    if (model_name is None) == (params_b is None):
-        raise UsageError("give either --model NAME or --params-b X (see --list)")
+    if sum(v is not None for v in (model_name, config_path, params_b)) != 1:
+        raise UsageError("give one of --model NAME, --config config.json or --params-b X (see --list)")
     adhoc_gpu = any(v is not None for v in (bandwidth_gbs, tflops, memory_gb))
     if gpu_name is not None and adhoc_gpu:
         raise UsageError("give either --gpu NAME or --bandwidth-gbs/--tflops/--memory-gb, not both")
     if gpu_name is None and bandwidth_gbs is None:
         raise UsageError("give --gpu NAME or --bandwidth-gbs X (see --list)")
 
-    model = catalog.find_model(model_name) if model_name else roofline.ModelSpec.from_params(params_b)
+    if config_path is not None:
+        model = physics.model_from_config(config_path)
+    elif model_name:
+        model = catalog.find_model(model_name)
+    else:
+        model = roofline.ModelSpec.from_params(params_b)
     if gpu_name:
         gpu = catalog.find_gpu(gpu_name)
     else:
@@ -128,15 +139,20 @@ def _render(report: roofline.RooflineReport) -> str:
 
     kv_detail = "" if report.kv_bytes_per_token is None else \
         f"{report.kv_bytes_per_token:,.0f} B/token x {report.context:,} tokens"
+    if report.kv_replication != 1 and report.kv_resident_bytes_per_seq is not None:
+        kv_detail += f"; held {report.kv_replication:g}x over the GPUs ({_bytes(report.kv_resident_bytes_per_seq)})"
     moe = "" if report.weight_bytes_read == report.weight_bytes else \
-        f"; {_bytes(report.weight_bytes_read)} read per step (active)"
+        f"; {_bytes(report.weight_bytes_read)} read per step"
     max_batch = "unknown" if report.max_batch_by_memory is None else f"{report.max_batch_by_memory:,}"
     compute_ceiling = "unknown" if report.compute_ceiling_tps is None else \
         f"{report.compute_ceiling_tps:,.0f} tokens/s"
     summary = [
         ("FLOPs per token", f"{report.flops_per_token / 1e9:,.2f} GFLOP",
-         f"2 x {report.active_params / 1e9:,.2f}e9 active params"),
+         f"2 x {report.flops_per_token / 2e9:,.2f}e9 params read per token"),
         ("Weight bytes", _bytes(report.weight_bytes), f"resident{moe}"),
+        ("Parameters", f"{report.total_params / 1e9:,.2f}B",
+         ("dense" if report.active_params == report.total_params else
+          f"MoE, {report.active_params / 1e9:,.2f}B active") + f"; KV layout {report.kv_layout or 'unknown'}"),
         ("KV cache per sequence", _bytes(report.kv_cache_bytes_per_seq), kv_detail),
         ("Max batch by memory", max_batch, f"reserve {_bytes(report.reserve_bytes)}"),
         ("Single stream", f"{report.decode_ms_per_token:,.2f} ms/token",

@@ -35,10 +35,13 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.base import CellValue
 from scm_xl.roofline import (
-    ADHOC_LINK_BANDWIDTH, DEFAULT_CONTEXT, GB, PRECISION_BYTES, Deployment, Gpu, ModelSpec, analyze,
+    ADHOC_LINK_BANDWIDTH, DEFAULT_CONTEXT, GB, PEAK_PRECISIONS, PRECISION_BYTES, Deployment, Gpu, ModelSpec, analyze,
     attention_flops_linear, attention_flops_quadratic, precision_bytes, training_flops_per_token,
 )
-from scm_xl.workbook.catalog_tables import TABLES_FIRST_ROW, CatalogLayout
+from scm_xl.workbook.catalog_tables import TABLES_FIRST_ROW, CatalogLayout, precision_rows
+from scm_xl.workbook.styles import (
+    BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, write_text,
+)
 
 # ---------------------------------------------------------------------------
 # Where things are
@@ -54,16 +57,18 @@ INPUT_ROWS = {key: 4 + i for i, key in enumerate(INPUT_KEYS)}  # rows 4-17
 
 RESOLVED_HEADER_ROW = 19
 RESOLVED_KEYS = ("model_id", "gpu_id", "weight_bytes_per_param", "kv_bytes_per_element", "inputs_valid", "ready",
-                 "layers", "hidden_size", "kv_heads", "head_dim", "kv_lora_rank", "qk_rope_head_dim",
-                 "active_params", "total_params", "gpu_memory", "gpu_bandwidth", "own_peak", "bf16_peak",
-                 "fp16_peak", "compute_precision", "gpu_peak", "link_bandwidth")
-RESOLVED_ROWS = {key: RESOLVED_HEADER_ROW + 1 + i for i, key in enumerate(RESOLVED_KEYS)}  # rows 20-41
+                 "layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank",
+                 "qk_rope_head_dim", "vocab_size", "tie_word_embeddings", "attention_width", "kv_replication",
+                 "active_params", "total_params", "read_params", "gpu_memory", "gpu_bandwidth", "compute_1",
+                 "compute_2", "peak_1", "peak_2", "compute_precision", "gpu_peak", "link_bandwidth")
+RESOLVED_ROWS = {key: RESOLVED_HEADER_ROW + 1 + i for i, key in enumerate(RESOLVED_KEYS)}  # rows 20-49
 
 # Results in column G; None marks a sub-heading row (label only).
 OUTPUT_LAYOUT: tuple[str | None, ...] = (
-    "status", "active_params", "total_params", "bytes_per_weight", "flops_per_token", "training_flops_per_token",
-    "attention_linear_flops", "attention_quadratic_flops", "weight_bytes", "weight_bytes_read",
-    "kv_bytes_per_token", "kv_bytes_per_seq", "memory_bytes", "bandwidth", "peak_flops", "max_batch_by_memory",
+    "status", "active_params", "total_params", "read_params", "bytes_per_weight", "flops_per_token",
+    "training_flops_per_token", "attention_linear_flops", "attention_quadratic_flops", "weight_bytes",
+    "weight_bytes_read", "kv_bytes_per_token", "kv_bytes_per_seq", "kv_replication", "memory_bytes", "bandwidth",
+    "peak_flops", "max_batch_by_memory",
     None, "memory_ms_1", "compute_ms_1", "comm_ms_1", "decode_ms_per_token", "ceiling_tps", "bottleneck_1",
     None, "kv_bytes_b", "memory_ms_b", "compute_ms_b", "comm_ms_b", "step_ms_b", "ceiling_tps_b",
     "per_stream_tps_b", "bottleneck_b", "fits_memory_b",
@@ -98,8 +103,12 @@ DEFINED_NAMES = {
 }
 """Workbook-scoped names -> output keys. FP_Bottleneck is the bottleneck at the input batch b."""
 
-TABLE_PEAKS = ("bf16", "fp16", "fp8", "int8")
-"""The peak FLOP/s columns the catalog table has; other precisions fall back to bf16, then fp16."""
+SHAPE_KEYS = ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank",
+              "qk_rope_head_dim", "vocab_size", "tie_word_embeddings")
+"""Resolved rows read straight from the model table (0 = unknown or none)."""
+
+TABLE_PEAKS = PEAK_PRECISIONS
+"""The peak FLOP/s columns the catalog table has: every peak a catalog GPU may give."""
 
 
 def input_cell(key: str) -> str:
@@ -138,7 +147,7 @@ TEXTS = {
         "sub_1": "解码：批大小 1（单流）", "sub_b": "解码：批大小 b（输入第 9 行）", "sub_other": "预填充与算力上限",
         "custom": "custom",
         "ok": "正常",
-        "bad_precision": "未知权重精度：可选 fp32、bf16、fp16、fp8、int8、int4",
+        "bad_precision": "未知精度：可选 w16a16(bf16)、fp16、w8a8、w8a8-fp8(fp8)、w8a8-int8(int8)、w8a16、w4a16(int4)、fp32",
         "bad_kv_precision": "未知 KV 精度：可选 fp32、bf16、fp16、fp8、int8、int4，或留空",
         "bad_number": "T、b、k、P 须为 ≥1 的整数；效率在 (0, 1] 内；覆盖值须 > 0",
         "unknown_model": "未知模型名：请从下拉列表选择（别名表中的别名也可）",
@@ -158,7 +167,8 @@ TEXTS = {
         "sub_other": "prefill and the compute ceiling",
         "custom": "custom",
         "ok": "ok",
-        "bad_precision": "unknown weight precision: use fp32, bf16, fp16, fp8, int8 or int4",
+        "bad_precision": "unknown precision: use w16a16 (bf16), fp16, w8a8, w8a8-fp8 (fp8), w8a8-int8 (int8), "
+                         "w8a16, w4a16 (int4) or fp32",
         "bad_kv_precision": "unknown KV precision: use fp32, bf16, fp16, fp8, int8 or int4, or leave it blank",
         "bad_number": "T, b, k and P must be whole numbers ≥ 1, efficiencies in (0, 1], overrides > 0",
         "unknown_model": "unknown model name: pick one from the list (aliases from the alias table work too)",
@@ -172,7 +182,8 @@ TEXTS = {
 LABELS: dict[str, tuple[str, str, str]] = {
     "model": ("模型（下拉选择或输入别名）", "model (pick from the list or type an alias)", "blank = parameter override only"),
     "gpu": ("GPU（下拉选择或输入别名）", "GPU (pick from the list or type an alias)", "blank = typed figures only"),
-    "precision": ("权重精度", "weight precision", "fp32 / bf16 / fp16 / fp8 / int8 / int4"),
+    "precision": ("精度（权重与激活）", "precision (weights and activations)",
+                  "w16a16=bf16 / fp16 / w8a8 / fp8 / int8 / w8a16 / w4a16=int4 / fp32"),
     "kv_precision": ("KV 缓存精度（留空 = 随激活）", "KV-cache precision (blank = activations')",
                      "blank: bf16, or fp16/fp32 with such weights"),
     "context": ("上下文长度 T", "context length T", "tokens"),
@@ -196,36 +207,45 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "ready": ("可以计算", "ready to compute", "1 = yes"),
     "layers": ("层数 L", "layers L", ""),
     "hidden_size": ("隐藏维度 d", "hidden size d", ""),
+    "attention_heads": ("注意力头数", "attention heads", ""),
     "kv_heads": ("KV 头数", "KV heads", "GQA"),
-    "head_dim": ("头维度", "head dim", ""),
+    "head_dim": ("头维度（qk）", "head dim (qk)", ""),
+    "v_head_dim": ("v 头维度", "v head dim", "0 = same as head dim"),
+    "vocab_size": ("词表大小", "vocabulary size", ""),
+    "tie_word_embeddings": ("输入嵌入与输出头共享", "input embedding tied to the LM head", "1 = tied"),
+    "attention_width": ("注意力宽度 w", "attention width w", "heads·(head dim + v head dim)/2; d if unknown"),
+    "kv_replication": ("KV 复制倍数（张量并行）", "KV copies over the k GPUs", "MLA: k; GQA: k·ceil(kv_heads/k)/kv_heads"),
+    "read_params": ("每 token 读取的参数", "parameters read per token", "active less an untied input embedding"),
     "kv_lora_rank": ("MLA 潜向量宽度 kv_lora_rank", "MLA latent width kv_lora_rank", "0 = not MLA"),
     "qk_rope_head_dim": ("MLA qk_rope_head_dim", "MLA qk_rope_head_dim", ""),
     "active_params": ("激活参数 N", "active parameters N", "parameters"),
     "total_params": ("总参数", "total parameters", "parameters"),
     "gpu_memory": ("每卡显存", "memory per GPU", "bytes"),
     "gpu_bandwidth": ("每卡显存带宽", "memory bandwidth per GPU", "bytes/s"),
-    "own_peak": ("每卡该精度的峰值（目录）", "peak per GPU at the weight precision (catalog)", "FLOP/s"),
-    "bf16_peak": ("每卡 bf16 峰值（目录）", "bf16 peak per GPU (catalog)", "FLOP/s"),
-    "fp16_peak": ("每卡 fp16 峰值（目录）", "fp16 peak per GPU (catalog)", "FLOP/s"),
-    "compute_precision": ("计算所用精度", "compute precision used", "no peak at the weight precision: bf16, fp16"),
+    "compute_1": ("该精度首选的计算峰值", "the precision's first compute peak", "precision table"),
+    "compute_2": ("该精度的备选计算峰值", "the precision's second compute peak", "precision table; blank = none"),
+    "peak_1": ("每卡首选峰值（目录）", "first peak per GPU (catalog)", "FLOP/s; 0 = the GPU has none"),
+    "peak_2": ("每卡备选峰值（目录）", "second peak per GPU (catalog)", "FLOP/s; 0 = the GPU has none"),
+    "compute_precision": ("计算所用精度", "compute precision used", "the first of the two the GPU has"),
     "gpu_peak": ("每卡峰值算力", "peak per GPU", "FLOP/s, dense"),
     "link_bandwidth": ("卡间链路带宽（单向）", "link bandwidth per direction", "bytes/s"),
     # results
     "status": ("状态", "status", ""),
     "bytes_per_weight": ("每个权重的字节数", "bytes per weight", "bytes"),
-    "flops_per_token": ("每 token 计算量 2N", "FLOPs per token, 2N", "FLOP"),
+    "flops_per_token": ("每 token 计算量 2N", "FLOPs per token, 2N", "FLOP; N = parameters read per token"),
     "training_flops_per_token": ("训练每 token 计算量 6N", "training FLOPs per token, 6N", "FLOP"),
-    "attention_linear_flops": ("注意力线性项 4·L·d·T", "attention, linear term 4·L·d·T", "FLOP"),
-    "attention_quadratic_flops": ("注意力二次项 2·L·d·T²", "attention, quadratic term 2·L·d·T²", "FLOP"),
+    "attention_linear_flops": ("注意力线性项 4·L·w·T", "attention, linear term 4·L·w·T", "FLOP"),
+    "attention_quadratic_flops": ("注意力二次项 2·L·w·T²", "attention, quadratic term 2·L·w·T²", "FLOP"),
     "weight_bytes": ("权重字节（常驻，总参数）", "weight bytes (resident, total parameters)", "bytes"),
-    "weight_bytes_read": ("每步读取的权重字节（激活参数）", "weight bytes read per decode step (active)", "bytes"),
+    "weight_bytes_read": ("每步读取的权重字节", "weight bytes read per decode step", "bytes: parameters read × bytes"),
     "kv_bytes_per_token": ("每 token 的 KV 缓存", "KV cache per token", "bytes; GQA 2·L·kv_heads·head_dim·B, "
                            "MLA L·(kv_lora_rank+rope)·B"),
-    "kv_bytes_per_seq": ("每序列 KV 缓存（T 个 token）", "KV cache per sequence (T tokens)", "bytes"),
+    "kv_bytes_per_seq": ("每序列 KV 缓存（T 个 token，一份）", "KV cache per sequence (T tokens, one copy)", "bytes"),
     "memory_bytes": ("总显存（× k）", "memory, all GPUs (× k)", "bytes"),
     "bandwidth": ("总显存带宽（× k，未乘效率）", "memory bandwidth, all GPUs (× k, before efficiency)", "bytes/s"),
     "peak_flops": ("总峰值算力（× k，未乘效率）", "peak FLOP/s, all GPUs (× k, before efficiency)", "FLOP/s"),
-    "max_batch_by_memory": ("显存容许的最大批", "max batch by memory", "sequences: floor((memory − weights) / KV)"),
+    "max_batch_by_memory": ("显存容许的最大批", "max batch by memory",
+                            "sequences: floor((memory − weights) / (KV × copies))"),
     "memory_ms_1": ("访存时间", "memory time", "ms"),
     "compute_ms_1": ("计算时间", "compute time", "ms"),
     "comm_ms_1": ("张量并行通信", "tensor-parallel communication", "ms: 2·L·(k−1)/k·b·d·B / link"),
@@ -246,7 +266,8 @@ LABELS: dict[str, tuple[str, str, str]] = {
 }
 
 NUMBER_FORMATS = {
-    **{key: "0.000E+00" for key in ("active_params", "total_params", "flops_per_token", "training_flops_per_token",
+    **{key: "0.000E+00" for key in ("active_params", "total_params", "read_params", "flops_per_token",
+                                     "training_flops_per_token",
                                      "attention_linear_flops", "attention_quadratic_flops", "weight_bytes",
                                      "weight_bytes_read", "kv_bytes_per_seq", "memory_bytes", "bandwidth",
                                      "peak_flops", "kv_bytes_b")},
@@ -255,8 +276,8 @@ NUMBER_FORMATS = {
     **{key: "0.0" for key in ("ceiling_tps", "ceiling_tps_b", "per_stream_tps_b", "compute_ceiling_tps")},
     "kv_bytes_per_token": "#,##0",
 }
-RESOLVED_FORMATS = {key: "0.000E+00" for key in ("active_params", "total_params", "gpu_memory", "gpu_bandwidth",
-                                                 "own_peak", "bf16_peak", "fp16_peak", "gpu_peak",
+RESOLVED_FORMATS = {key: "0.000E+00" for key in ("active_params", "total_params", "read_params", "gpu_memory",
+                                                 "gpu_bandwidth", "peak_1", "peak_2", "gpu_peak",
                                                  "link_bandwidth")}
 
 
@@ -345,26 +366,41 @@ def calculator_formulas(lang: str, cl: CatalogLayout) -> dict[str, str]:
     f[resolved_cell("ready")] = (
         f"=IF({R['weight_bytes_per_param']}>0,1,0)*IF({R['kv_bytes_per_element']}>0,1,0)"
         f"*{R['inputs_valid']}*{model_ok}*{gpu_ok}")
-    for key in ("layers", "hidden_size", "kv_heads", "head_dim", "kv_lora_rank", "qk_rope_head_dim"):
+    for key in SHAPE_KEYS:
         f[resolved_cell(key)] = f"=IF({mid}>0,{model_field(key)},0)"
+    heads, hd, vhd, d_r = R["attention_heads"], R["head_dim"], R["v_head_dim"], R["hidden_size"]
+    f[resolved_cell("attention_width")] = f"=IF(AND({heads}>0,{hd}>0),{heads}*({hd}+IF({vhd}>0,{vhd},{hd}))/2,{d_r})"
+    k_r = E["tp"]
+    f[resolved_cell("kv_replication")] = (
+        f"=IF({k_r}<=1,1,IF({R['kv_lora_rank']}>0,{k_r},IF({R['kv_heads']}>0,"
+        f"{k_r}*(-INT(-{R['kv_heads']}/{k_r}))/{R['kv_heads']},1)))")
+    # an invalid tp (text, 0) would make the line above an error: 1 until the inputs are valid
+    f[resolved_cell("kv_replication")] = f"=IF({R['inputs_valid']}=1,{f[resolved_cell('kv_replication')][1:]},1)"
     for key in ("active_params", "total_params"):
         f[resolved_cell(key)] = (f"=IF(ISNUMBER({B['params_b']}),{B['params_b']}*{_E9},"
                                  f"IF({mid}>0,{model_field(key)},0))")
+    embedding = (f"IF(AND({R['tie_word_embeddings']}=0,{R['vocab_size']}>0,{d_r}>0),"
+                 f"{R['vocab_size']}*{d_r},0)")
+    na_r = R["active_params"]
+    f[resolved_cell("read_params")] = f"=IF({na_r}>{embedding},{na_r}-{embedding},{na_r})"
     f[resolved_cell("gpu_memory")] = (f"=IF(ISNUMBER({B['memory_gb']}),{B['memory_gb']}*{_E9},"
                                       f"IF({gid}>0,{gpu_field('memory_bytes')},0))")
     f[resolved_cell("gpu_bandwidth")] = (f"=IF(ISNUMBER({B['bandwidth_gbs']}),{B['bandwidth_gbs']}*{_E9},"
                                          f"IF({gid}>0,{gpu_field('memory_bandwidth')},0))")
-    own = "0"
-    for name in reversed(TABLE_PEAKS):
-        own = f'IF({p}="{name}",{gpu_field(name + "_flops")},{own})'
-    f[resolved_cell("own_peak")] = f"=IF({gid}>0,{own},0)"
-    f[resolved_cell("bf16_peak")] = f"=IF({gid}>0,{gpu_field('bf16_flops')},0)"
-    f[resolved_cell("fp16_peak")] = f"=IF({gid}>0,{gpu_field('fp16_flops')},0)"
-    own_r, bf16_r, fp16_r = R["own_peak"], R["bf16_peak"], R["fp16_peak"]
+    for n in ("1", "2"):
+        f[resolved_cell(f"compute_{n}")] = (
+            f'=IF({R["weight_bytes_per_param"]}>0,""&INDEX({cl.precision("compute_" + n)},'
+            f'MATCH({p},{cl.precision("precision")},0)),"")')
+        c = R[f"compute_{n}"]
+        peak = "0"
+        for name in reversed(TABLE_PEAKS):
+            peak = f'IF({c}="{name}",{gpu_field(name + "_flops")},{peak})'
+        f[resolved_cell(f"peak_{n}")] = f"=IF({gid}>0,{peak},0)"
+    c1, c2, peak1, peak2 = R["compute_1"], R["compute_2"], R["peak_1"], R["peak_2"]
     f[resolved_cell("compute_precision")] = (
-        f'=IF(ISNUMBER({B["tflops"]}),{p},IF({own_r}>0,{p},IF({bf16_r}>0,"bf16",IF({fp16_r}>0,"fp16",""))))')
+        f'=IF(ISNUMBER({B["tflops"]}),{c1},IF({peak1}>0,{c1},IF({peak2}>0,{c2},"")))')
     f[resolved_cell("gpu_peak")] = (
-        f"=IF(ISNUMBER({B['tflops']}),{B['tflops']}*{_E12},IF({own_r}>0,{own_r},IF({bf16_r}>0,{bf16_r},{fp16_r})))")
+        f"=IF(ISNUMBER({B['tflops']}),{B['tflops']}*{_E12},IF({peak1}>0,{peak1},{peak2}))")
     f[resolved_cell("link_bandwidth")] = f"=IF({gid}>0,{gpu_field('link_bandwidth')},{ADHOC_LINK_BANDWIDTH:.0f})"
 
     # -- results -------------------------------------------------------------
@@ -385,17 +421,20 @@ def calculator_formulas(lang: str, cl: CatalogLayout) -> dict[str, str]:
     kvh, hd, rank, rope = R["kv_heads"], R["head_dim"], R["kv_lora_rank"], R["qk_rope_head_dim"]
     bpw, kvb = R["weight_bytes_per_param"], R["kv_bytes_per_element"]
     eb, ec, link = E["bandwidth_efficiency"], E["compute_efficiency"], R["link_bandwidth"]
-    na, nt = R["active_params"], R["total_params"]
+    na, nt, nr, w, repl = R["active_params"], R["total_params"], R["read_params"], R["attention_width"], \
+        R["kv_replication"]
     shape_known = f"AND({L}>0,{d}>0)"
     f[output_cell("active_params")] = gated(na)
     f[output_cell("total_params")] = gated(nt)
+    f[output_cell("read_params")] = gated(nr)
     f[output_cell("bytes_per_weight")] = gated(bpw)
-    f[output_cell("flops_per_token")] = gated(f"2*{na}")
+    f[output_cell("flops_per_token")] = gated(f"2*{nr}")
     f[output_cell("training_flops_per_token")] = gated(f"6*{na}")
-    f[output_cell("attention_linear_flops")] = gated(f'IF({shape_known},4*{L}*{d}*{T},"")')
-    f[output_cell("attention_quadratic_flops")] = gated(f'IF({shape_known},2*{L}*{d}*{T}^2,"")')
+    f[output_cell("attention_linear_flops")] = gated(f'IF({shape_known},4*{L}*{w}*{T},"")')
+    f[output_cell("attention_quadratic_flops")] = gated(f'IF({shape_known},2*{L}*{w}*{T}^2,"")')
     f[output_cell("weight_bytes")] = gated(f"{nt}*{bpw}")
-    f[output_cell("weight_bytes_read")] = gated(f"{na}*{bpw}")
+    f[output_cell("weight_bytes_read")] = gated(f"{nr}*{bpw}")
+    f[output_cell("kv_replication")] = gated(repl)
     f[output_cell("kv_bytes_per_token")] = gated(
         f'IF({L}>0,IF({rank}>0,{L}*({rank}+{rope})*{kvb},IF(AND({kvh}>0,{hd}>0),2*{L}*{kvh}*{hd}*{kvb},"")),"")')
     kvpt, kvs = O["kv_bytes_per_token"], O["kv_bytes_per_seq"]
@@ -406,8 +445,8 @@ def calculator_formulas(lang: str, cl: CatalogLayout) -> dict[str, str]:
     mem, wb, wbr, fpt = O["memory_bytes"], O["weight_bytes"], O["weight_bytes_read"], O["flops_per_token"]
     bw, peak = O["bandwidth"], O["peak_flops"]
     f[output_cell("max_batch_by_memory")] = (
-        f'=IF(OR({kvs}="",{mem}=""),"",IF({mem}-{wb}<=0,0,INT(({mem}-{wb})/{kvs})))')
-    kvs0 = f'IF({kvs}="",0,{kvs})'
+        f'=IF(OR({kvs}="",{mem}=""),"",IF({mem}-{wb}<=0,0,INT(({mem}-{wb})/({kvs}*{repl}))))')
+    kvs0 = f'(IF({kvs}="",0,{kvs})*{repl})'  # resident over all GPUs, copies included
 
     def comm(tokens: str) -> str:
         return f"IF(OR({k}=1,{L}=0,{d}=0),0,2*{L}*({k}-1)/{k}*{tokens}*{d}*{kvb}/{link})"
@@ -426,9 +465,9 @@ def calculator_formulas(lang: str, cl: CatalogLayout) -> dict[str, str]:
             f'IF({mem}="",{by_speed},IF({wb}+{batch}*{kvs0}<={mem},{by_speed},"capacity"))')
     batch = E["batch"]
     f[output_cell("per_stream_tps_b")] = gated(f"1/({O['step_ms_b']}/1000)")
-    f[output_cell("kv_bytes_b")] = f'=IF({kvs}="","",{batch}*{kvs})'
+    f[output_cell("kv_bytes_b")] = f'=IF({kvs}="","",{batch}*({kvs}*{repl}))'
     f[output_cell("fits_memory_b")] = gated(f'IF({mem}="","",{wb}+{batch}*{kvs0}<={mem})')
-    quadratic = f"IF({shape_known},2*{L}*{d}*{P}^2,0)"
+    quadratic = f"IF({shape_known},2*{L}*{w}*{P}^2,0)"
     f[output_cell("prefill_ms")] = gated(
         f'(MAX(IF({peak}="",0,({P}*{fpt}+{quadratic})/({peak}*{ec})),'
         f"MIN({nt},{P}*{na})*{bpw}/({bw}*{eb}))+{comm(P)})*1000")
@@ -446,10 +485,6 @@ def write_calculator(ws: Worksheet, lang: str, cl: CatalogLayout) -> dict[str, s
 
     Call after catalog_tables.write_tables: it sets the widths of columns A-H.
     """
-    from scm_xl.workbook.build import (  # build imports this module
-        BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT,
-    )
-
     t = TEXTS[lang]
     ws[f"A{TITLE_ROW}"] = t["title"]
     ws[f"A{TITLE_ROW}"].font = TITLE_FONT
@@ -530,8 +565,6 @@ def _validations(ws: Worksheet, cl: CatalogLayout) -> None:
 
 def set_calculator_inputs(ws: Worksheet, inputs: Mapping[str, object]) -> None:
     """Type values into the input cells (None clears one); keys not given are left alone."""
-    from scm_xl.workbook.build import write_text  # build imports this module
-
     for key, value in inputs.items():
         if key not in INPUT_ROWS:
             raise KeyError(f"no calculator input {key!r}; inputs: {', '.join(INPUT_KEYS)}")
@@ -669,24 +702,44 @@ def _resolve(lang: str, cl: CatalogLayout, given: Mapping[str, object]) -> _Reso
         "model_id": float(mid), "gpu_id": float(gid), "weight_bytes_per_param": float(bpw),
         "kv_bytes_per_element": float(kvb), "inputs_valid": 1.0 if valid else 0.0, "ready": 1.0 if ready else 0.0,
     }
-    for key in ("layers", "hidden_size", "kv_heads", "head_dim", "kv_lora_rank", "qk_rope_head_dim"):
+    for key in SHAPE_KEYS:
         res[key] = float(getattr(model, key) or 0) if model is not None else 0.0
+    heads, hd, vhd, d = (float(res[k]) for k in ("attention_heads", "head_dim", "v_head_dim",  # type: ignore[arg-type]
+                                                 "hidden_size"))
+    res["attention_width"] = heads * (hd + (vhd if vhd > 0 else hd)) / 2 if heads > 0 and hd > 0 else d
+    tp = numbers["tp"]
+    if not valid:
+        res["kv_replication"] = 1.0
+    elif tp <= 1:  # type: ignore[operator]
+        res["kv_replication"] = 1.0
+    elif float(res["kv_lora_rank"]) > 0:  # type: ignore[arg-type]
+        res["kv_replication"] = float(tp)  # type: ignore[arg-type]
+    elif float(res["kv_heads"]) > 0:  # type: ignore[arg-type]
+        kvh = float(res["kv_heads"])  # type: ignore[arg-type]
+        res["kv_replication"] = tp * math.ceil(kvh / tp) / kvh  # type: ignore[operator]
+    else:
+        res["kv_replication"] = 1.0
     for key in ("active_params", "total_params"):
         res[key] = overrides["params_b"] if overrides["params_b"] is not None else (
             float(getattr(model, key)) if model is not None else 0.0)
+    vocab, tied, active = float(res["vocab_size"]), float(res["tie_word_embeddings"]), float(res["active_params"])  # type: ignore[arg-type]
+    embedding = vocab * d if tied == 0 and vocab > 0 and d > 0 else 0.0
+    res["read_params"] = active - embedding if active > embedding else active
     res["gpu_memory"] = overrides["memory_gb"] if overrides["memory_gb"] is not None else (
         float(gpu.memory_bytes or 0) if gpu is not None else 0.0)
     res["gpu_bandwidth"] = overrides["bandwidth_gbs"] if overrides["bandwidth_gbs"] is not None else (
         float(gpu.memory_bandwidth) if gpu is not None else 0.0)
     peaks = {} if gpu is None else {p: v for p, v in gpu.peak_flops.items() if p in TABLE_PEAKS}
-    own = peaks.get(precision, 0.0) if precision in TABLE_PEAKS else 0.0
-    bf16, fp16 = peaks.get("bf16", 0.0), peaks.get("fp16", 0.0)
-    res["own_peak"], res["bf16_peak"], res["fp16_peak"] = float(own), float(bf16), float(fp16)
+    chain = next(((c1, c2) for name, _, c1, c2 in precision_rows() if name.casefold() == precision.casefold()),
+                 ("", "")) if bpw > 0 else ("", "")
+    peak = [float(peaks.get(c, 0.0)) if c else 0.0 for c in chain]
+    res["compute_1"], res["compute_2"] = chain[0] or None, chain[1] or None
+    res["peak_1"], res["peak_2"] = peak[0], peak[1]
     if overrides["tflops"] is not None:
-        res["compute_precision"], res["gpu_peak"] = precision, overrides["tflops"]
+        res["compute_precision"], res["gpu_peak"] = chain[0] or None, overrides["tflops"]
     else:
-        res["compute_precision"] = precision if own > 0 else "bf16" if bf16 > 0 else "fp16" if fp16 > 0 else None
-        res["gpu_peak"] = float(own if own > 0 else bf16 if bf16 > 0 else fp16)
+        res["compute_precision"] = chain[0] if peak[0] > 0 else chain[1] if peak[1] > 0 else None
+        res["gpu_peak"] = peak[0] if peak[0] > 0 else peak[1]
     res["link_bandwidth"] = float(gpu.link_bandwidth) if gpu is not None else ADHOC_LINK_BANDWIDTH
     return _Resolved(eff, res, status, ready)
 
@@ -709,7 +762,7 @@ def _deployment(cl: CatalogLayout, given: Mapping[str, object], r: _Resolved) ->
         # the sheet's GPU table has bf16/fp16/fp8/int8 peaks only
         peaks: dict[str, float] = {p: v for p, v in gpu.peak_flops.items() if p in TABLE_PEAKS}
         if tflops is not None:
-            peaks = {p: tflops * 1e12 for p in PRECISION_BYTES}  # type: ignore[operator]
+            peaks = {p: tflops * 1e12 for p in PEAK_PRECISIONS}  # type: ignore[operator]
         gpu = dataclasses.replace(
             gpu, peak_flops=peaks,
             memory_bytes=gpu.memory_bytes if memory_gb is None else memory_gb * GB,  # type: ignore[operator]
@@ -760,17 +813,19 @@ def _outputs(cl: CatalogLayout, given: Mapping[str, object], r: _Resolved) -> di
     out: dict[str, CellValue] = {
         "active_params": model.active_params,
         "total_params": model.total_params,
+        "read_params": model.read_params,
         "bytes_per_weight": precision_bytes(dep.precision),
         "flops_per_token": report.flops_per_token,
         "training_flops_per_token": training_flops_per_token(model.active_params),
-        "attention_linear_flops": attention_flops_linear(model.layers, model.hidden_size, dep.context)  # type: ignore[arg-type]
-        if shape else None,
-        "attention_quadratic_flops": attention_flops_quadratic(model.layers, model.hidden_size,  # type: ignore[arg-type]
+        "attention_linear_flops": attention_flops_linear(model.layers, model.attention_width,  # type: ignore[arg-type]
+                                                         dep.context) if shape else None,
+        "attention_quadratic_flops": attention_flops_quadratic(model.layers, model.attention_width,  # type: ignore[arg-type]
                                                                dep.context) if shape else None,
         "weight_bytes": report.weight_bytes,
         "weight_bytes_read": report.weight_bytes_read,
         "kv_bytes_per_token": report.kv_bytes_per_token,
         "kv_bytes_per_seq": report.kv_cache_bytes_per_seq,
+        "kv_replication": report.kv_replication,
         "memory_bytes": report.memory_bytes,
         "bandwidth": report.memory_bandwidth,
         "peak_flops": report.peak_flops,

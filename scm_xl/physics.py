@@ -1,0 +1,303 @@
+"""Physics facts with one home each, built on scm_xl.roofline.
+
+- The physics catalog (`PhysicsCatalog`): catalog entries by numeric id and the
+  alias list names resolve through, the same list the workbook's alias tables
+  hold. Names compare by `roofline.alias_key` (trimmed, case-folded, exact).
+- Per-model figures the per-row physics checks use (`per_token_figures`):
+  resident weight bytes, weight bytes read per token, KV bytes per token.
+- C_model from first principles (`c_model_first_principles`): the ratio of
+  weight bytes read per token.
+- A model's shape from a Hugging Face `config.json` on disk
+  (`model_from_config`): parameters counted from the tensor shapes the
+  config implies, active parameters for MoE, the KV layout (MHA, GQA, MLA).
+
+No network, no workbook: the workbook's catalog tables (scm_xl.workbook.
+catalog_tables) and the Python reference (scm_xl.model) both import from here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from scm_xl.errors import InputError
+from scm_xl.roofline import (
+    Catalog, Gpu, ModelSpec, alias_key, kv_bytes_per_token, load_catalog, precision_bytes, weight_bytes,
+)
+
+# ---------------------------------------------------------------------------
+# The physics catalog: ids and the alias list
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PhysicsCatalog:
+    """Catalog entries by id, and the alias lists both sides resolve names with."""
+
+    gpus: tuple[tuple[str, Gpu], ...]  # (key, gpu), id = index + 1
+    models: tuple[tuple[str, ModelSpec], ...]
+    gpu_aliases: tuple[tuple[str, int], ...]
+    model_aliases: tuple[tuple[str, int], ...]
+
+    def model_id(self, name: str | None) -> int:
+        return resolve_id(name, self.model_aliases)
+
+    def gpu_id(self, name: str | None) -> int:
+        return resolve_id(name, self.gpu_aliases)
+
+    def model(self, name: str | None) -> ModelSpec | None:
+        i = self.model_id(name)
+        return self.models[i - 1][1] if i else None
+
+    def gpu(self, name: str | None) -> Gpu | None:
+        i = self.gpu_id(name)
+        return self.gpus[i - 1][1] if i else None
+
+
+def resolve_id(name: str | None, aliases: tuple[tuple[str, int], ...]) -> int:
+    """The id a name resolves to through an alias list (0 = unknown)."""
+    if not name or not name.strip():
+        return 0
+    key = alias_key(name)
+    for alias, i in aliases:
+        if alias_key(alias) == key:
+            return i
+    return 0
+
+
+def _literal(alias: str) -> bool:
+    """Whether an alias means itself in spreadsheet criteria (no wildcard or operator). Bare
+    numbers ("4090") stay: the results reader refuses numeric model and GPU names in rows,
+    so a row never looks one up through SUMIFS, and the calculator matches names exactly."""
+    return not (alias.startswith(("=", "<", ">")) or any(ch in alias for ch in "*?~") or alias != alias.strip())
+
+
+def _alias_list(keys: list[str], aliases: Mapping[str, str]) -> tuple[tuple[str, int], ...]:
+    """(alias, id) for every alias of the catalog's alias list, ids in key order."""
+    ids = {key: i for i, key in enumerate(keys, start=1)}
+    return tuple((alias, ids[key]) for alias, key in sorted(aliases.items(), key=lambda kv: (ids[kv[1]], kv[0]))
+                 if key in ids and _literal(alias))
+
+
+def physics_catalog(catalog: Catalog | None = None) -> PhysicsCatalog:
+    """The physics catalog of a catalog (default: the built-in one, cached)."""
+    if catalog is None:
+        return _builtin()
+    gpus = sorted(catalog.gpus.items())
+    models = sorted(catalog.models.items())
+    return PhysicsCatalog(gpus=tuple(gpus), models=tuple(models),
+                          gpu_aliases=_alias_list([k for k, _ in gpus], catalog.gpu_aliases),
+                          model_aliases=_alias_list([k for k, _ in models], catalog.model_aliases))
+
+
+@lru_cache(maxsize=1)
+def _builtin() -> PhysicsCatalog:
+    return physics_catalog(load_catalog())
+
+
+# ---------------------------------------------------------------------------
+# Per-model figures
+# ---------------------------------------------------------------------------
+
+
+def per_token_figures(spec: ModelSpec, nbytes: float) -> dict[str, float]:
+    """What the per-row physics checks look up for a model at `nbytes` per weight and KV
+    element: resident weight bytes, weight bytes read per token, KV bytes per token."""
+    kv = kv_bytes_per_token(spec, nbytes)
+    return {"phys_weight_bytes": spec.total_params * nbytes, "phys_read_bytes": spec.read_params * nbytes,
+            "phys_kv_bytes_per_token": 0.0 if kv is None else kv}
+
+
+def single_stream_ceiling(gpu: Gpu, spec: ModelSpec, nbytes: float) -> float:
+    """Tokens/s one stream cannot beat: bandwidth / weight bytes read per token."""
+    return gpu.memory_bandwidth / per_token_figures(spec, nbytes)["phys_read_bytes"]
+
+
+def c_model_first_principles(base: ModelSpec, model: ModelSpec, precision: str = "bf16") -> float:
+    """C_model of `model` relative to `base` from first principles: the ratio of weight
+    bytes read per token (a bandwidth-bound server's speed scales with 1 / C_model)."""
+    return weight_bytes(model.read_params, precision) / weight_bytes(base.read_params, precision)
+
+
+def c_model_table(base_name: str | None, names: list[str], catalog: PhysicsCatalog | None = None) -> dict[str, float]:
+    """C_model from first principles of each name the catalog knows, relative to base_name."""
+    pc = catalog or physics_catalog()
+    base = pc.model(base_name) if base_name else None
+    if base is None:
+        return {}
+    out = {}
+    for name in names:
+        spec = pc.model(name)
+        if spec is not None:
+            out[name] = c_model_first_principles(base, spec)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# A Hugging Face config.json
+# ---------------------------------------------------------------------------
+
+
+def _int(config: Mapping[str, Any], name: str, path: str, *, default: int | None = None) -> int:
+    value = config.get(name, default)
+    if value is None:
+        raise InputError(f"config.json has no {name}", path=path, column=name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"{name} must be a whole number >= 0, got {value!r}", path=path, column=name)
+    return value
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read config: {exc.strerror or exc}", path=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError("not a UTF-8 text file", path=str(path)) from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=exc.lineno) from exc
+    if not isinstance(data, dict):
+        raise InputError("a config.json is a JSON object", path=str(path))
+    # Multimodal configs nest the language model's shape.
+    if "hidden_size" not in data and isinstance(data.get("text_config"), dict):
+        data = {**data, **data["text_config"]}
+    return data
+
+
+@dataclass(frozen=True)
+class ConfigCount:
+    """Parameters counted from a config's tensor shapes."""
+
+    total: int
+    active: int
+    attention: str  # "MHA", "GQA" or "MLA"
+
+
+def count_params(config: Mapping[str, Any], path: str = "config.json") -> ConfigCount:
+    """Total and active parameters of a decoder from its config.json, counted tensor by tensor.
+
+    Dense (Llama, Mistral, Qwen2/2.5, Qwen3), MoE with routed experts (Mixtral, Qwen2-MoE,
+    Qwen3-MoE) and DeepSeek-V2/V3 (MLA, shared and routed experts, first_k_dense_replace
+    dense layers). Norm weights and q/k/v biases are counted; rotary tables are buffers,
+    not parameters; a DeepSeek-V3 multi-token-prediction module is not part of the model
+    served for decoding and is left out.
+    """
+    d = _int(config, "hidden_size", path)
+    layers = _int(config, "num_hidden_layers", path)
+    vocab = _int(config, "vocab_size", path)
+    heads = _int(config, "num_attention_heads", path)
+    model_type = str(config.get("model_type", "")).lower()
+    tied = bool(config.get("tie_word_embeddings", False))
+    embed = vocab * d
+    total = embed + (0 if tied else vocab * d) + d  # embeddings, LM head, final norm
+    active = total
+    if "kv_lora_rank" in config and config.get("kv_lora_rank"):
+        attention_kind = "MLA"
+        rank = _int(config, "kv_lora_rank", path)
+        rope = _int(config, "qk_rope_head_dim", path)
+        nope = _int(config, "qk_nope_head_dim", path)
+        v_dim = _int(config, "v_head_dim", path)
+        q_rank = config.get("q_lora_rank")
+        qk = heads * (nope + rope)
+        if q_rank:
+            q = d * q_rank + q_rank + q_rank * qk  # q_a_proj, q_a_layernorm, q_b_proj
+        else:
+            q = d * qk
+        attention = q + d * (rank + rope) + rank + rank * heads * (nope + v_dim) + heads * v_dim * d
+    else:
+        kv_heads = _int(config, "num_key_value_heads", path, default=heads)
+        head_dim = _int(config, "head_dim", path, default=d // heads if heads else 0)
+        attention_kind = "MHA" if kv_heads == heads else "GQA"
+        q_out, kv_out = heads * head_dim, kv_heads * head_dim
+        attention = d * q_out + 2 * d * kv_out + q_out * d
+        if model_type in ("qwen2", "qwen2_moe") or config.get("attention_bias"):
+            attention += q_out + 2 * kv_out + (d if config.get("attention_bias") and model_type not in
+                                               ("qwen2", "qwen2_moe") else 0)
+        if model_type in ("qwen3", "qwen3_moe"):
+            attention += 2 * head_dim  # q_norm, k_norm
+    norms = 2 * d
+    dense_mlp = 3 * d * _int(config, "intermediate_size", path)
+    if config.get("mlp_bias"):
+        dense_mlp += 2 * _int(config, "intermediate_size", path) + d
+    experts = config.get("n_routed_experts") or config.get("num_local_experts") or config.get("num_experts")
+    for layer in range(layers):
+        total += attention + norms
+        active += attention + norms
+        if not experts or not _is_moe_layer(config, layer, path):
+            total += dense_mlp
+            active += dense_mlp
+            continue
+        n_experts = _int(config, "n_routed_experts" if "n_routed_experts" in config else
+                         "num_local_experts" if "num_local_experts" in config else "num_experts", path)
+        per_token = _int(config, "num_experts_per_tok", path)
+        expert_size = _int(config, "moe_intermediate_size", path,
+                           default=config.get("intermediate_size"))
+        expert = 3 * d * expert_size
+        router = d * n_experts + (n_experts if model_type == "deepseek_v3" else 0)  # V3: score-correction bias
+        shared = 0
+        if config.get("n_shared_experts"):
+            shared = _int(config, "n_shared_experts", path) * expert
+        if config.get("shared_expert_intermediate_size"):
+            shared += 3 * d * _int(config, "shared_expert_intermediate_size", path) + d  # + shared_expert_gate
+        total += router + shared + n_experts * expert
+        active += router + shared + per_token * expert
+    return ConfigCount(total=total, active=active, attention=attention_kind)
+
+
+def _is_moe_layer(config: Mapping[str, Any], layer: int, path: str) -> bool:
+    if "first_k_dense_replace" in config:  # DeepSeek
+        freq = _int(config, "moe_layer_freq", path, default=1) or 1
+        return layer >= _int(config, "first_k_dense_replace", path) and layer % freq == 0
+    if layer in (config.get("mlp_only_layers") or []):  # Qwen MoE
+        return False
+    step = config.get("decoder_sparse_step", 1) or 1
+    return (layer + 1) % step == 0
+
+
+def model_from_config(path: str | Path, *, key: str | None = None) -> ModelSpec:
+    """A ModelSpec from a Hugging Face config.json on disk (no network)."""
+    path = Path(path)
+    config = _read_config(path)
+    where = str(path)
+    count = count_params(config, where)
+    heads = _int(config, "num_attention_heads", where)
+    d = _int(config, "hidden_size", where)
+    name = str(config.get("_name_or_path") or path.parent.name or path.stem)
+    source = f"counted from the tensor shapes in {path}"
+    shape: dict[str, Any] = {
+        "layers": _int(config, "num_hidden_layers", where), "hidden_size": d, "attention_heads": heads,
+        "vocab_size": _int(config, "vocab_size", where),
+    }
+    if count.attention == "MLA":
+        nope, rope = _int(config, "qk_nope_head_dim", where), _int(config, "qk_rope_head_dim", where)
+        shape.update(kv_heads=_int(config, "num_key_value_heads", where, default=heads), head_dim=nope + rope,
+                     kv_lora_rank=_int(config, "kv_lora_rank", where), qk_rope_head_dim=rope,
+                     v_head_dim=_int(config, "v_head_dim", where))
+    else:
+        shape.update(kv_heads=_int(config, "num_key_value_heads", where, default=heads),
+                     head_dim=_int(config, "head_dim", where, default=d // heads if heads else 0))
+    try:
+        return ModelSpec(key=key or alias_key(name.rsplit("/", 1)[-1]), name=name.rsplit("/", 1)[-1],
+                         total_params=float(count.total), active_params=float(count.active),
+                         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+                         sources={field: source for field in ("total_params", "active_params", *shape)},
+                         **shape)
+    except InputError as exc:
+        raise InputError(exc.problem, path=where) from exc
+
+
+def kv_bytes_per_token_at(spec: ModelSpec, precision: str) -> float | None:
+    """KV bytes per token at a precision name (roofline.kv_bytes_per_token by name)."""
+    return kv_bytes_per_token(spec, precision_bytes(precision))
+
+
+__all__ = [
+    "ConfigCount", "PhysicsCatalog", "c_model_first_principles", "c_model_table", "count_params",
+    "kv_bytes_per_token", "kv_bytes_per_token_at", "model_from_config", "per_token_figures", "physics_catalog",
+    "resolve_id", "single_stream_ceiling",
+]
