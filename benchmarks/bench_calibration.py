@@ -97,8 +97,8 @@ class Scores:
 
 def score(rows: Sequence[ResultRow], truth: dict[tuple[int, int], float]) -> Scores:
     statuses = model.filter_rows(rows)
-    analysis = lsq.analyze(statuses)
-    medians = lsq.analyze(replicates.median_statuses(statuses))
+    analysis = lsq.least_squares_analysis(statuses)
+    medians = lsq.least_squares_analysis(replicates.median_statuses(statuses))
     chain = model.calibrate(statuses)
     lsq_errors, chain_errors = [], []
     for (c, length), reference in truth.items():

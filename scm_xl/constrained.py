@@ -59,6 +59,26 @@ TTFT_P95 = "ttft_p95"
 TTFT_P95_UNMEASURED = "ttft_p95_unmeasured"
 TARGET_TPS = "target_tps"
 
+# What each name means, for people (the JSON keeps the names).
+REASON_WORDS = {
+    MODEL: "the model is not among the allowed ones",
+    MAX_TOKENS: "max_tokens is not among the allowed values",
+    MAX_CONCURRENCY: "above the highest concurrency allowed",
+    RATE_LIMIT: "at or above the concurrency where the provider answers HTTP 429",
+    EXTRAPOLATION: "outside the measured concurrency range (extrapolation not allowed)",
+    LATENCY_P95: "measured P95 latency over the limit",
+    LATENCY_P95_UNMEASURED: "no measured P95 latency for that configuration, so the limit cannot be proven",
+    TTFT_P95: "measured P95 time to first token over the limit",
+    TTFT_P95_UNMEASURED: "no measured P95 time to first token for that configuration, so the limit cannot be proven",
+    TARGET_TPS: "the target itself: every cheaper configuration is predicted to fall short",
+}
+
+
+def describe_reasons(names: Iterable[str]) -> str:
+    """Machine names ("latency_p95_unmeasured") as words; "" for none."""
+    return "; ".join(REASON_WORDS.get(name, name) for name in names)
+
+
 ForecastFn = Callable[[int, int, str, bool], Forecast]
 
 
@@ -174,6 +194,55 @@ class Constraints:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SolveRequest:
+    """A solve as the user asks it (the CLI's options, parsed): which method, which knobs are fixed."""
+
+    method: str | None = None  # None: the article's inverse unless a constraint asks for the search
+    max_tokens: int | None = None  # fixed output length
+    model: str | None = None  # fixed model
+    allowed_max_tokens: tuple[int, ...] | None = None
+    allowed_models: tuple[str, ...] | None = None
+    max_latency_p95_s: float | None = None
+    max_ttft_p95_s: float | None = None
+    max_concurrency: int | None = None
+    rate_limit_concurrency: int | None = None
+    extrapolate: bool = False
+    conservative: bool = False
+
+    @property
+    def searches_every_knob(self) -> bool:
+        """Plain requests get the article's inverse; a method or any constraint asks for the search."""
+        return self.method is not None or self.extrapolate or self.conservative or any(v is not None for v in (
+            self.max_latency_p95_s, self.max_ttft_p95_s, self.max_concurrency, self.allowed_max_tokens,
+            self.allowed_models, self.rate_limit_concurrency))
+
+    def constraints(self) -> Constraints:
+        """The constraints, with a fixed max_tokens or model narrowing the allowed sets."""
+        lengths = self.allowed_max_tokens
+        if self.max_tokens is not None:
+            lengths = (self.max_tokens,) if lengths is None else tuple(v for v in lengths if v == self.max_tokens)
+        models = self.allowed_models
+        if self.model is not None:
+            models = (self.model,) if models is None else tuple(m for m in models if same_model(m, self.model))
+        return Constraints(max_latency_p95_s=self.max_latency_p95_s, max_ttft_p95_s=self.max_ttft_p95_s,
+                           max_concurrency=self.max_concurrency, max_tokens=lengths, models=models,
+                           rate_limit_concurrency=self.rate_limit_concurrency)
+
+
+def solve_request(request: SolveRequest, target_tps: float, *, calibration: Calibration,
+                  statuses: Sequence[Any], settings: Any, rows: Sequence[Any] = ()) -> ConstrainedSolution:
+    """Search every knob with the request's method (chain unless "lsq") under its constraints."""
+    if (request.method or "chain") == "lsq":
+        from scm_xl.lsq import fit
+
+        surface = lsq_surface(fit(statuses, settings))
+    else:
+        surface = chain_surface(calibration)
+    return solve(surface, target_tps, rows=rows, constraints=request.constraints(),
+                 extrapolate=request.extrapolate, conservative=request.conservative)
 
 
 @dataclass(frozen=True)

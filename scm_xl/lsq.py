@@ -578,23 +578,124 @@ def lsq_holdout(result: LsqFit) -> HoldOut:
 
 
 def chain_holdout(statuses: Sequence[RowStatus], settings: Settings = Settings()) -> HoldOut:
-    """Leave-one-out errors of the chain: recalibrate without each included row, predict it.
+    """Leave-one-out errors of the chain: each included row predicted by the chain without it.
 
     The base model, length and concurrency stay those of the full data, so holding out
     the only base-point row leaves the chain without a BaseTPS (no prediction).
+
+    Closed form, linear in the rows: every chain coefficient is a geometric mean over
+    one (model, max_tokens, concurrency) cell, so leaving a row out changes only its own
+    cell's count and log sum. `_ChainCells` keeps those per cell and recomputes the few
+    coefficients a prediction needs from them; rows whose removal could reorder the
+    model slots (the first row of a model when the slots are full) fall back to a
+    recalibration without them, which is exact by definition.
     """
     full = calibrate(statuses, settings)
     pinned = dataclasses.replace(settings, base_model=full.base_model, base_max_tokens=full.base_max_tokens,
                                  base_concurrency=full.base_concurrency)
+    cells = _ChainCells(statuses, full, settings)
     rows = []
     for i, s in enumerate(statuses):
         if not s.included:
             continue
-        without = [other for j, other in enumerate(statuses) if j != i]
-        predicted = predict(calibrate(without, pinned), s.concurrency, s.max_tokens, s.model).tps
+        if cells.needs_recalibration(i):
+            without = [other for j, other in enumerate(statuses) if j != i]
+            predicted = predict(calibrate(without, pinned), s.concurrency, s.max_tokens, s.model).tps
+        else:
+            predicted = cells.predict_without(i)
         error = (s.tps - predicted) / s.tps * 100 if predicted is not None else None
         rows.append(HoldOutRow(s.exp_id, s.model, s.concurrency, s.max_tokens, s.tps, predicted, error))
     return _holdout("chain", rows)
+
+
+class _ChainCells:
+    """The chain's inputs as per-cell (count, sum of ln TPS), to recalibrate without one row cheaply.
+
+    Mirrors `model.calibrate` with its base levels pinned to the full calibration's.
+    """
+
+    def __init__(self, statuses: Sequence[RowStatus], full: Calibration, settings: Settings) -> None:
+        self.statuses = statuses
+        self.base_model = (full.base_model or "").casefold()
+        self.base_length = full.base_max_tokens
+        self.base_c = full.base_concurrency
+        self.cells: dict[tuple[str, int, int], tuple[int, float]] = {}
+        per_c: dict[int, int] = {}
+        per_length: dict[int, int] = {}
+        per_model: dict[str, int] = {}
+        first_of_model: dict[str, int] = {}
+        for i, s in enumerate(statuses):
+            if not s.included:
+                continue
+            key = (s.model.casefold(), s.max_tokens, s.concurrency)
+            if s.ln_tps is not None:
+                n, total = self.cells.get(key, (0, 0.0))
+                self.cells[key] = (n + 1, total + s.ln_tps)
+            per_c[s.concurrency] = per_c.get(s.concurrency, 0) + 1
+            per_length[s.max_tokens] = per_length.get(s.max_tokens, 0) + 1
+            per_model[key[0]] = per_model.get(key[0], 0) + 1
+            first_of_model.setdefault(key[0], i)
+        self.per_c, self.per_length, self.per_model = per_c, per_length, per_model
+        self.first_of_model = first_of_model
+        self.c_levels = set(level.concurrency for level in full.concurrency_levels)
+        self.length_levels = set(level.max_tokens for level in full.length_levels)
+        self.model_levels = {level.model.casefold() for level in full.models}
+        self.sorted_c = sorted(self.c_levels)
+        self.models_full = settings.model_slots is not None and len(per_model) > settings.model_slots
+
+    def needs_recalibration(self, i: int) -> bool:
+        s = self.statuses[i]
+        return self.models_full and self.first_of_model.get(s.model.casefold()) == i
+
+    def predict_without(self, i: int) -> float | None:
+        s = self.statuses[i]
+        model = s.model.casefold()
+        # Sole row of a level: without it the level is gone, and so is its coefficient.
+        if self.per_c[s.concurrency] == 1 or self.per_length[s.max_tokens] == 1 or self.per_model[model] == 1:
+            return None
+        if (s.concurrency not in self.c_levels or s.max_tokens not in self.length_levels
+                or model not in self.model_levels):
+            return None  # beyond the workbook's slots: the full calibration has no such level either
+        removed = (model, s.max_tokens, s.concurrency)
+        ln_removed = s.ln_tps if s.ln_tps is not None else 0.0
+
+        def mean_tps(key: tuple[str, int, int]) -> float | None:
+            n, total = self.cells.get(key, (0, 0.0))
+            if key == removed and s.ln_tps is not None:
+                n, total = n - 1, total - ln_removed
+            return math.exp(total / n) if n > 0 else None
+
+        bm, bl, bc = self.base_model, self.base_length, self.base_c
+        if bl is None or bc is None:
+            return None
+        base = mean_tps((bm, bl, bc))
+        if base is None:
+            return None
+
+        def f(c: int) -> float | None:
+            if c not in self.c_levels:
+                return None
+            tps = mean_tps((bm, bl, c))
+            return tps / base if tps is not None else None
+
+        f_row = f(s.concurrency)
+        if f_row is None:
+            return None
+        # K_len: anchored at the lowest concurrency with a base-model row at this length and a known f.
+        k = None
+        for c in self.sorted_c:
+            at_length = mean_tps((bm, s.max_tokens, c))
+            f_c = f(c) if at_length is not None else None
+            if at_length is not None and f_c is not None:
+                k = at_length / (base * f_c)
+                break
+        if k is None:
+            return None
+        at_base_point = mean_tps((model, bl, bc))
+        if at_base_point is None:
+            return None
+        c_model = base / at_base_point
+        return base * f_row * k / c_model
 
 
 # ---------------------------------------------------------------------------
@@ -789,8 +890,8 @@ class LsqAnalysis:
         }
 
 
-def analyze(statuses: Sequence[RowStatus], settings: Settings = Settings(), *,
-            confidence: float = CONFIDENCE) -> LsqAnalysis:
+def least_squares_analysis(statuses: Sequence[RowStatus], settings: Settings = Settings(), *,
+                           confidence: float = CONFIDENCE) -> LsqAnalysis:
     """Fit, hold out (lsq and chain), and check the separable model, on filtered rows."""
     result = fit(statuses, settings, confidence=confidence)
     return LsqAnalysis(fit=result, holdout=lsq_holdout(result), chain_holdout=chain_holdout(statuses, settings),

@@ -1,17 +1,34 @@
-"""Reports: the JSON contract for users' CI, and plain-text tables for people."""
+"""Reports: the JSON contract for users' CI, and plain-text tables for people.
+
+Every JSON shape the CLI prints or writes is built here (`analysis_to_dict`,
+`prediction_to_dict`, `forecast_to_dict`, `solution_to_dict`, `constrained_to_dict`,
+`caveats_to_dict`), and `to_json` is the one serialiser: non-finite numbers become
+null, so the output is always valid JSON. Text for people uses words ("n/a", "short
+output"); the JSON keeps the machine names ("short_output", null).
+"""
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
-from scm_xl.errors import InputError
-from scm_xl.model import Analysis, Prediction, Solution
+from scm_xl.model import Analysis, Prediction, RowCheck, Solution, same_model
+from scm_xl.outputs import atomic_write_text
 from scm_xl.verify import Verification
+
+if TYPE_CHECKING:
+    from scm_xl.constrained import ConstrainedSolution
+    from scm_xl.lsq import Forecast
+
+NA = "n/a"
+# The physics checks' codes (JSON) and their names for people.
+PHYSICS_WORDS = {"short_output": "short output", "superlinear": "superlinear gain",
+                 "over_ceiling": "above the roofline ceiling", "kv_over": "KV cache over GPU memory"}
+ROLE_WORDS = {"identify": "identify row (defines a coefficient, so it tests nothing)",
+              "check": "check row (predicted from other rows)",
+              "unidentified": "unidentified row", "excluded": "excluded row"}
 
 
 def _level_key(value: float | int) -> str:
@@ -28,7 +45,7 @@ def analysis_to_dict(analysis: Analysis, verification: Verification | None = Non
                      holdout: dict[str, Any] | None = None) -> dict[str, Any]:
     """The public JSON report. Keys are a contract: add, never rename.
 
-    `holdout` is the least-squares analysis (scm_xl.lsq.analyze(...).report()): its
+    `holdout` is the least-squares analysis (scm_xl.lsq.least_squares_analysis(...).report()): its
     leave-one-out figures and 90% intervals are added under "holdout", with
     `loo_mape_pct`, `loo_max_pct` and `intervals` also at the top level.
     """
@@ -76,6 +93,7 @@ def analysis_to_dict(analysis: Analysis, verification: Verification | None = Non
             "verdict": c.verdict,
         },
     }
+    report["physics_summary"] = physics_summary(analysis)
     if holdout is not None:
         report["holdout"] = holdout
         report["loo_mape_pct"] = holdout.get("loo_mape_pct")
@@ -88,50 +106,50 @@ def analysis_to_dict(analysis: Analysis, verification: Verification | None = Non
 
 def render_holdout(holdout: dict[str, Any]) -> str:
     chain = holdout.get("chain_holdout") or {}
-    return (f"hold-out (leave-one-out): lsq MAPE {_fmt(holdout.get('loo_mape_pct'))}% max "
-            f"{_fmt(holdout.get('loo_max_pct'))}% over {holdout.get('loo_rows')} rows, verdict "
-            f"{holdout.get('verdict')}; chain MAPE {_fmt(chain.get('loo_mape_pct'))}% max {_fmt(chain.get('loo_max_pct'))}%, "
+    return (f"hold-out (leave-one-out): lsq MAPE {_pct(holdout.get('loo_mape_pct'))} max "
+            f"{_pct(holdout.get('loo_max_pct'))} over {holdout.get('loo_rows')} rows, verdict "
+            f"{holdout.get('verdict')}; chain MAPE {_pct(chain.get('loo_mape_pct'))} max {_pct(chain.get('loo_max_pct'))}, "
             f"verdict {chain.get('verdict')}\n"
-            f"separable model: {holdout.get('interaction_summary', '-')}")
+            f"separable model: {holdout.get('interaction_summary', NA)}")
+
+
+def _pct(value: Any, digits: int = 2) -> str:
+    """A percentage with its sign, or "n/a" (never "-%")."""
+    return NA if value is None else f"{_fmt(value, digits)}%"
 
 
 def c_model_first_principles(cal: Any) -> dict[str, float]:
-    """C_model predicted from weight bytes (active parameters) relative to the base model,
-    for the models the catalog knows."""
-    from scm_xl.workbook.catalog_tables import physics_catalog
+    """C_model predicted from weight bytes read per token relative to the base model,
+    for the models the catalog knows (scm_xl.physics)."""
+    from scm_xl.physics import c_model_table
 
-    catalog = physics_catalog()
-    base = catalog.model(cal.base_model) if cal.base_model else None
-    if base is None:
-        return {}
-    ratios = {}
-    for m in cal.models:
-        spec = catalog.model(m.model)
-        if spec is not None:
-            ratios[m.model] = spec.active_params / base.active_params
-    return ratios
+    return c_model_table(cal.base_model, [m.model for m in cal.models])
+
+
+def finite(data: Any) -> Any:
+    """`data` with every NaN or infinity replaced by None (JSON has no such numbers)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: finite(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(value) for value in data]
+    return data
+
+
+def to_json(data: Any, *, indent: int | None = None) -> str:
+    """The one JSON serialiser: valid JSON always (no NaN/Infinity), UTF-8 text kept."""
+    return json.dumps(finite(data), ensure_ascii=False, indent=indent, allow_nan=False)
 
 
 def write_json(path: str | Path, data: dict[str, Any]) -> None:
-    """Write JSON atomically (temp file, then rename)."""
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.exists():
-        raise InputError(f"folder does not exist: {directory}", path=str(path))
-    fd, tmp = tempfile.mkstemp(prefix=".scm-xl-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Write the JSON report atomically, with the user's umask like every other output."""
+    atomic_write_text(path, to_json(data, indent=2) + "\n")
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
     if value is None:
-        return "-"
+        return NA
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -167,15 +185,57 @@ def render_coefficients(analysis: Analysis) -> str:
 
 def render_consistency(analysis: Analysis) -> str:
     rows = [[ch.status.exp_id, str(ch.status.concurrency), str(ch.status.max_tokens), ch.status.model,
-             _fmt(ch.status.tps), _fmt(ch.predicted_tps), _fmt(ch.deviation_pct, 1), ch.role, ch.note("en")]
+             _fmt(ch.status.tps), _fmt(ch.predicted_tps), _fmt(ch.deviation_pct, 1), ch.role, _note(ch)]
             for ch in analysis.checks]
     c = analysis.consistency
     summary = (f"check rows: {c.check_rows}   identify: {c.identify_rows}   unidentified: {c.unidentified_rows}"
                f"   excluded: {c.excluded_rows}\n"
-               f"MAPE (check rows): {_fmt(c.mape_pct)}%   max: {_fmt(c.max_deviation_pct)}%   "
+               f"MAPE (check rows): {_pct(c.mape_pct)}   max: {_pct(c.max_deviation_pct)}   "
                f"verdict: {c.verdict}")
     return table(["exp_id", "c", "max_tokens", "model", "measured", "predicted", "dev %", "role", "note"],
                  rows) + "\n\n" + summary
+
+
+def _note(check: RowCheck) -> str:
+    """The row's note; a row strict physics excluded names the checks that fired."""
+    note = check.note("en")
+    if check.status.reason_code == "physics":
+        note += f" ({', '.join(PHYSICS_WORDS.get(code, code) for code in check.status.physics.codes())})"
+    return note
+
+
+def physics_summary(analysis: Analysis, limit: int = 3) -> dict[str, Any]:
+    """Rows with physics warnings: counts by check (machine names) and the first few rows."""
+    warned = [s for s in analysis.statuses if s.physics.count > 0]
+    by_check: dict[str, int] = {}
+    for s in warned:
+        for code in s.physics.codes():
+            by_check[code] = by_check.get(code, 0) + 1
+    return {
+        "rows": len(warned), "of_rows": len(analysis.statuses), "by_check": by_check,
+        "strict": analysis.settings.strict_physics,
+        "excluded": sum(1 for s in warned if s.reason_code == "physics"),
+        "first": [{"exp_id": s.exp_id, "checks": s.physics.codes(), "text": s.physics.text("en")}
+                  for s in warned[:limit]],
+    }
+
+
+def render_physics(analysis: Analysis, limit: int = 3) -> str:
+    """Physics warnings for people: counts by check and the first rows; "" when there are none."""
+    summary = physics_summary(analysis, limit)
+    if not summary["rows"]:
+        return ""
+    counts = ", ".join(f"{PHYSICS_WORDS.get(code, code)} {count}" for code, count in summary["by_check"].items())
+    lines = [f"physics warnings on {summary['rows']} of {summary['of_rows']} rows: {counts}"]
+    lines += [f"  {item['exp_id']}: {item['text']}" for item in summary["first"]]
+    if summary["rows"] > limit:
+        lines.append(f"  ... and {summary['rows'] - limit} more (every row: the JSON report, or the "
+                     "workbook's consistency sheet)")
+    if summary["strict"]:
+        lines.append(f"strict physics: {summary['excluded']} of these rows excluded")
+    else:
+        lines.append("warnings only: these rows are still used (--strict-physics excludes them)")
+    return "\n".join(lines)
 
 
 def render_verification(v: Verification, limit: int = 20) -> str:
@@ -190,7 +250,105 @@ def render_verification(v: Verification, limit: int = 20) -> str:
 
 
 def prediction_to_dict(p: Prediction) -> dict[str, Any]:
-    return {"tps": p.tps, "missing": list(p.missing)}
+    return {"tps": p.tps, "missing": list(p.missing), "method": "chain"}
+
+
+def forecast_to_dict(forecast: "Forecast") -> dict[str, Any]:
+    """A least-squares forward prediction (`lsq.Forecast`) as JSON."""
+    return {"tps": forecast.tps, "missing": list(forecast.missing), "method": "lsq",
+            "tps_interval": list(forecast.mean_interval) if forecast.mean_interval else None,
+            "tps_prediction_interval": list(forecast.prediction_interval)
+            if forecast.prediction_interval else None,
+            "interpolated": forecast.interpolated, "extrapolated": forecast.extrapolated}
+
+
+def constrained_to_dict(result: "ConstrainedSolution") -> dict[str, Any]:
+    """The solve across every knob as JSON: the cheapest answer's fields at the top level."""
+    best = result.cheapest
+    return {"concurrency": best.concurrency if best else None, "tps": best.tps if best else None,
+            "reachable": result.reachable, "max_tokens": best.max_tokens if best else None,
+            "model": best.model if best else None, **result.report()}
+
+
+# ---------------------------------------------------------------------------
+# Caveats: what an answer rests on
+# ---------------------------------------------------------------------------
+
+def measured_rows_at(analysis: Analysis, concurrency: float, max_tokens: int, model: str | None) -> list[RowCheck]:
+    """The measured rows at exactly this configuration (any role)."""
+    model = model or analysis.calibration.base_model or ""
+    return [ch for ch in analysis.checks if ch.status.concurrency == concurrency
+            and ch.status.max_tokens == max_tokens and same_model(ch.status.model, model)]
+
+
+def caveats_to_dict(analysis: Analysis, holdout: dict[str, Any] | None, *, concurrency: float | None,
+                    max_tokens: int | None, model: str | None, method: str) -> dict[str, Any]:
+    """What an answer at this configuration rests on: measured rows there, the verdict, the hold-out error."""
+    rows = measured_rows_at(analysis, concurrency, max_tokens, model) \
+        if concurrency is not None and max_tokens is not None else []
+    c = analysis.consistency
+    chosen = (holdout or {}) if method == "lsq" else ((holdout or {}).get("chain_holdout") or {})
+    return {
+        "measured_rows": [{"exp_id": ch.status.exp_id, "measured_tps": ch.status.tps, "role": ch.role,
+                           "included": ch.status.included, "identifies": list(ch.identifies)} for ch in rows],
+        "verdict": c.verdict, "check_rows": c.check_rows, "mape_pct": c.mape_pct,
+        "holdout_method": method,
+        "holdout_mape_pct": chosen.get("loo_mape_pct"), "holdout_max_pct": chosen.get("loo_max_pct"),
+        "holdout_rows": chosen.get("loo_rows"), "holdout_verdict": chosen.get("verdict"),
+    }
+
+
+def render_caveats(caveats: dict[str, Any], answer_tps: float | None = None) -> list[str]:
+    lines = []
+    for row in caveats["measured_rows"]:
+        if row["role"] == "identify":
+            lines.append(f"this is measured row {row['exp_id']} ({_fmt(row['measured_tps'])} TPS), which defines "
+                         f"{', '.join(row['identifies'])}: the answer repeats that measurement and tests nothing")
+        elif row["role"] == "check":
+            off = (f", the model is {abs(answer_tps - row['measured_tps']) / row['measured_tps'] * 100:.1f}% off"
+                   if answer_tps is not None and row["measured_tps"] else "")
+            lines.append(f"measured here: row {row['exp_id']} at {_fmt(row['measured_tps'])} TPS "
+                         f"(a check row{off})")
+        else:
+            lines.append(f"measured here: row {row['exp_id']} at {_fmt(row['measured_tps'])} TPS "
+                         f"({row['role']}: not used)")
+    lines.append(f"consistency verdict: {caveats['verdict']} ({caveats['check_rows']} check rows, "
+                 f"MAPE {_pct(caveats['mape_pct'])})")
+    lines.append(f"hold-out error ({caveats['holdout_method']}, leave-one-out): MAPE "
+                 f"{_pct(caveats['holdout_mape_pct'])}, max {_pct(caveats['holdout_max_pct'])} over "
+                 f"{caveats['holdout_rows'] or 0} rows, verdict {caveats['holdout_verdict'] or 'insufficient'}")
+    return lines
+
+
+def unidentified_hints(analysis: Analysis, missing: Sequence[str], *, concurrency: float | None,
+                       max_tokens: int | None, model: str | None, method: str) -> list[str]:
+    """The way forward when the data cannot answer: measured levels, known models, the other method."""
+    cal = analysis.calibration
+    known_c = [lv.concurrency for lv in cal.concurrency_levels if lv.f is not None]
+    known_l = [lv.max_tokens for lv in cal.length_levels if lv.k_len is not None]
+    known_m = [m.model for m in cal.models if m.c_model is not None]
+    hints = []
+    if concurrency is not None and any(label.startswith("f(") for label in missing):
+        hints.append(f"concurrency levels with a known f: {_join(known_c)}")
+        if method == "chain" and len(known_c) >= 2:
+            inside = known_c[0] < concurrency < known_c[-1]
+            hints.append("--method lsq interpolates between measured levels" if inside else
+                         "--method lsq --extrapolate extends beyond the measured levels (marked)")
+    if max_tokens is not None and any(label.startswith("K_len(") for label in missing):
+        hints.append(f"max_tokens with a known K_len: {_join(known_l)}")
+    if model is not None and any(label.startswith("C_model(") for label in missing):
+        measured = [m.model for m in cal.models]
+        if any(same_model(model, m) for m in measured):
+            hints.append(f"{model} was measured, but not at the base point (concurrency {cal.base_concurrency}, "
+                         f"max_tokens {cal.base_max_tokens}); measure it there")
+        hints.append(f"models with a known C_model: {_join(known_m)}")
+    if method == "chain" and not hints:
+        hints.append("--method lsq uses every row and may identify it")
+    return hints
+
+
+def _join(values: Sequence[object]) -> str:
+    return ", ".join(str(v) for v in values) if values else "none"
 
 
 def solution_to_dict(s: Solution) -> dict[str, Any]:

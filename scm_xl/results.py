@@ -1,24 +1,32 @@
 """The results CSV: one row per experiment (a load test at one concurrency x max_tokens x model).
 
 `scm-xl collect` writes it (`append_result`, `write_results`); `scm-xl fill` reads it
-(`read_results`). Reading validates the whole file and raises `InputError` naming
-`path:line: column:` at the first problem. Headers may be the canonical English names
-(any case) or the seed article's Chinese ones.
+(`read_results`, or `read_results_many` for several files). Reading validates the whole
+file and raises `InputError` naming `path:line: column:` at the first problem. Headers
+may be the canonical English names (any case) or the seed article's Chinese ones.
+
+Files are read as spreadsheet programs write them: UTF-8 with or without a BOM, UTF-16
+("Unicode text", usually tab-separated), GB18030/GBK (Excel's "CSV" on a Chinese
+Windows) and Windows-1252 (its "CSV" on a Western one), the last two told apart by
+their bytes (`_legacy_encoding`) and refused when the bytes are ambiguous; the delimiter (comma, semicolon or tab) is taken from the header line. In a
+semicolon file a decimal comma is read as the decimal point, since that is why the
+file uses semicolons (a European locale); elsewhere a comma inside a number is refused.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import os
 import re
-import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scm_xl.errors import InputError
+from scm_xl.outputs import atomic_write_text
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "exp_id", "model", "concurrency", "requests_per_slot", "total_requests",
@@ -30,6 +38,21 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "mean_itl_s", "prompt_tokens", "gpu", "override", "notes",
 )
 RESULT_COLUMNS: tuple[str, ...] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
+# The one home of each column's type (the workbook's reader takes them from here).
+INT_COLUMNS: frozenset[str] = frozenset({
+    "concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_output_tokens",
+    "repeat", "ok_requests", "failed_requests", "rate_limited_requests", "prompt_tokens",
+})
+FLOAT_COLUMNS: frozenset[str] = frozenset({
+    "tps", "total_time_s", "latency_p50_s", "latency_p95_s", "latency_p99_s",
+    "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "mean_itl_s",
+})
+NUMERIC_COLUMNS: frozenset[str] = INT_COLUMNS | FLOAT_COLUMNS
+TEXT_COLUMNS: frozenset[str] = frozenset(RESULT_COLUMNS) - NUMERIC_COLUMNS
+# Excel's limit on a cell's text; longer text would be cut silently when written.
+MAX_CELL_TEXT = 32_767
+# Excel stores no number closer to zero than this (it reads smaller ones as 0).
+SMALLEST_SPREADSHEET_NUMBER = 2.2250738585072014e-308
 
 # The seed article's table headers (its "max_tokens" and "TPS" match the English names).
 CHINESE_HEADERS: dict[str, str] = {
@@ -41,18 +64,10 @@ CHINESE_HEADERS: dict[str, str] = {
 _HEADER_ALIASES: dict[str, str] = {name: name for name in RESULT_COLUMNS} | {
     header.lower(): canonical for header, canonical in CHINESE_HEADERS.items()}
 
-_INT_COLUMNS = frozenset({
-    "concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_output_tokens",
-    "repeat", "ok_requests", "failed_requests", "rate_limited_requests", "prompt_tokens",
-})
-_FLOAT_COLUMNS = frozenset({
-    "tps", "total_time_s", "latency_p50_s", "latency_p95_s", "latency_p99_s",
-    "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "mean_itl_s",
-})
 _POSITIVE_COLUMNS = frozenset({
     "concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_time_s",
 })
-_NON_NEGATIVE_COLUMNS = (_INT_COLUMNS | _FLOAT_COLUMNS) - _POSITIVE_COLUMNS
+_NON_NEGATIVE_COLUMNS = NUMERIC_COLUMNS - _POSITIVE_COLUMNS
 
 _OVERRIDE_WORDS: dict[str, str] = {
     "include": "include", "in": "include", "1": "include", "yes": "include", "纳入": "include",
@@ -62,6 +77,15 @@ _OVERRIDE_WORDS: dict[str, str] = {
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _INTEGER = re.compile(r"[+-]?\d+")
 _COMMA_DECIMAL = re.compile(r"[+-]?\d+,\d+")
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?")
+_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+(?:[eE][+-]?\d+)?")
+# Characters a spreadsheet cell cannot hold (openpyxl refuses them); identifiers also
+# refuse tab and line breaks.
+_ILLEGAL_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_IDENTIFIER_COLUMNS = frozenset({"exp_id", "model", "gpu", "override"})
+DELIMITERS = (",", ";", "\t")
+_DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}
 _NOT_FINITE = frozenset({"nan", "inf", "infinity"})
 # In COUNTIFS/AVERAGEIFS criteria * ? ~ are wildcards and a leading = < > is an operator,
 # so such a model name would silently match other rows in the workbook.
@@ -109,6 +133,7 @@ class ResultRow:
     override: str | None = None
     notes: str | None = None
     line: int = field(default=0, compare=False)  # 1-based CSV line; 0 when built in code
+    source: str | None = field(default=None, compare=False)  # the file the row came from
 
     def __post_init__(self) -> None:
         # Identifiers are stripped (a trailing space would make a second "model" in
@@ -121,6 +146,10 @@ class ResultRow:
         for column in RESULT_COLUMNS:
             if column != "tps":
                 _check_value(column, getattr(self, column))
+        if not math.isfinite(self.tps):
+            raise InputError(f"total_output_tokens / total_time_s = {self.total_output_tokens} / "
+                             f"{_format_cell(self.total_time_s)} is not a finite TPS; "
+                             "total_time_s is too small", column="total_time_s")
         counts = [self.ok_requests, self.failed_requests, self.rate_limited_requests]
         counted = sum(count for count in counts if count is not None)
         if counted > self.total_requests:
@@ -140,15 +169,20 @@ class ResultRow:
 
 @dataclass
 class ResultsTable:
-    path: str
+    path: str  # the file; for several files, the first
     rows: list[ResultRow]
     warnings: list[str]
+    encoding: str = "utf-8"  # as detected ("utf-8", "utf-8-sig", "utf-16", "gb18030")
+    delimiter: str = ","
+    sources: list[str] = field(default_factory=list)  # every file read, in order
 
 
 def read_results(path: str | Path) -> ResultsTable:
     """Read and validate a whole results CSV; raise InputError at the first problem."""
     where = str(path)
-    records = _parse_records(where, _read_text(where))
+    text, encoding = _read_text(where)
+    delimiter = sniff_delimiter(text)
+    records = _parse_records(where, text, delimiter)
     if not records:
         raise InputError("empty file: no header row", path=where, line=1)
     header_line, header_cells = records[0]
@@ -166,10 +200,10 @@ def read_results(path: str | Path) -> ResultsTable:
             raise InputError(f"expected {len(header_cells)} fields (as in the header) "
                              f"but found {len(cells)}", path=where, line=line)
         try:
-            values = {canonical: _parse_cell(canonical, cells[index])
+            values = {canonical: _parse_cell(canonical, cells[index], decimal_comma=delimiter == ";")
                       for index, canonical in columns.items()}
             given_tps = values.pop("tps", None)
-            row = ResultRow(**values, line=line)
+            row = ResultRow(**values, line=line, source=where)
         except InputError as exc:
             column = shown.get(exc.column or "", exc.column)
             raise InputError(exc.problem, path=where, line=line, column=column) from exc
@@ -181,7 +215,58 @@ def read_results(path: str | Path) -> ResultsTable:
         given_tps_text = cells[tps_index].strip() if tps_index is not None else ""
         warnings.extend(_row_warnings(where, row, given_tps, given_tps_text, shown))
         rows.append(row)
-    return ResultsTable(path=where, rows=rows, warnings=warnings)
+    return ResultsTable(path=where, rows=rows, warnings=warnings, encoding=encoding, delimiter=delimiter,
+                        sources=[where])
+
+
+def read_results_many(paths: Sequence[str | Path], *, rename_duplicates: bool = False) -> ResultsTable:
+    """Read several results CSVs into one table, each row keeping its `source` file.
+
+    An exp_id used in two files is refused (naming both places) unless
+    `rename_duplicates`: then a later file's copy becomes "<exp_id>@<file stem>"
+    (with a number added if that is taken too), and a warning says so.
+    """
+    if not paths:
+        raise InputError("no results file given")
+    seen_files: dict[str, str] = {}
+    tables = []
+    for path in paths:
+        real = os.path.realpath(path)
+        if real in seen_files:
+            raise InputError(f"given twice (also as {seen_files[real]})", path=str(path))
+        seen_files[real] = str(path)
+        tables.append(read_results(path))
+    if len(tables) == 1:
+        return tables[0]
+    rows: list[ResultRow] = []
+    warnings: list[str] = []
+    first_place: dict[str, str] = {}
+    for table in tables:
+        warnings.extend(table.warnings)
+        for row in table.rows:
+            place = f"{table.path}:{row.line}"
+            if row.exp_id in first_place:
+                if not rename_duplicates:
+                    raise InputError(f"duplicate exp_id {_quote(row.exp_id)}: also in {first_place[row.exp_id]} "
+                                     "(pass --rename-duplicates to keep both, renamed)",
+                                     path=table.path, line=row.line, column="exp_id")
+                new_id = _unused_id(f"{row.exp_id}@{Path(table.path).stem}", first_place)
+                warnings.append(f"{place}: exp_id {_quote(row.exp_id)} also in {first_place[row.exp_id]}: "
+                                f"renamed {_quote(new_id)}")
+                row = dataclasses.replace(row, exp_id=new_id)
+            first_place[row.exp_id] = place
+            rows.append(row)
+    return ResultsTable(path=tables[0].path, rows=rows, warnings=warnings, encoding=tables[0].encoding,
+                        delimiter=tables[0].delimiter, sources=[t.path for t in tables])
+
+
+def _unused_id(candidate: str, taken: dict[str, str]) -> str:
+    if candidate not in taken:
+        return candidate
+    number = 2
+    while f"{candidate}-{number}" in taken:
+        number += 1
+    return f"{candidate}-{number}"
 
 
 def write_results(path: str | Path, rows: Iterable[ResultRow]) -> None:
@@ -194,32 +279,19 @@ def write_results(path: str | Path, rows: Iterable[ResultRow]) -> None:
             raise InputError(f"duplicate exp_id {_quote(row.exp_id)}", path=str(target),
                              column="exp_id")
         seen.add(row.exp_id)
-    try:
-        mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
-        fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
-                                         suffix=".tmp")
-    except OSError as exc:
-        raise InputError(f"cannot write file: {exc.strerror}", path=str(target)) from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            writer = csv.writer(handle, lineterminator="\n")
-            writer.writerow(RESULT_COLUMNS)
-            writer.writerows(list(row.to_csv_dict().values()) for row in all_rows)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp_name, mode)
-        os.replace(temp_name, target)
-    except OSError as exc:
-        Path(temp_name).unlink(missing_ok=True)
-        raise InputError(f"cannot write file: {exc.strerror}", path=str(target)) from exc
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(RESULT_COLUMNS)
+    writer.writerows(list(row.to_csv_dict().values()) for row in all_rows)
+    atomic_write_text(target, buffer.getvalue())
 
 
 def append_result(path: str | Path, row: ResultRow) -> None:
     """Append one row (header first if the file is new or empty), flushed and fsynced."""
     target = Path(path)
     where = str(target)
-    text = _read_text(where) if target.exists() else ""
-    records = _parse_records(where, text)
+    text = _read_text(where)[0] if target.exists() else ""
+    records = _parse_records(where, text, ",")
     if records:
         header_line, header_cells = records[0]
         header = tuple(_header_name(cell) for cell in header_cells)
@@ -246,27 +318,116 @@ def append_result(path: str | Path, row: ResultRow) -> None:
         raise InputError(f"cannot write file: {exc.strerror}", path=where) from exc
 
 
-def _read_text(where: str) -> str:
+def _read_text(where: str) -> tuple[str, str]:
+    """The file's text and the encoding it was read with."""
     try:
         data = Path(where).read_bytes()
     except FileNotFoundError as exc:
         raise InputError("file not found", path=where) from exc
     except OSError as exc:
         raise InputError(f"cannot read file: {exc.strerror}", path=where) from exc
-    if b"\0" in data:
-        line = data.count(b"\n", 0, data.index(b"\0")) + 1
-        raise InputError("not a UTF-8 CSV file (it contains NUL bytes)", path=where, line=line)
+    _refuse_spreadsheet(where, data[:8])
+    encoding = _guess_encoding(data)
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError("not a UTF-8 CSV file", path=where, line=line) from None
-    return text
+        if encoding != "utf-8-sig":
+            line = data.count(b"\n", 0, exc.start) // (2 if encoding.startswith("utf-16") else 1) + 1
+            raise InputError(f"not valid {encoding.upper()} text", path=where, line=line) from None
+        legacy = _legacy_encoding(data)
+        try:
+            if legacy is None:
+                raise UnicodeDecodeError("utf-8", data, exc.start, exc.end, "no legacy encoding fits")
+            text, encoding = data.decode(legacy), legacy
+        except UnicodeDecodeError:
+            line = data.count(b"\n", 0, exc.start) + 1
+            raise InputError("not a CSV in UTF-8, UTF-16, GB18030/GBK or Windows-1252: save it from the "
+                             "spreadsheet as \"CSV UTF-8\"", path=where, line=line) from None
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise InputError("not a CSV text file (it contains NUL bytes)", path=where, line=line)
+    return text.lstrip("\ufeff"), ("utf-8" if encoding == "utf-8-sig" else encoding)
 
 
-def _parse_records(where: str, text: str) -> list[tuple[int, list[str]]]:
+def refuse_spreadsheet_file(path: str | Path) -> None:
+    """InputError when `path` is a workbook (.xlsx/.xls) rather than a CSV; cheap (reads 8 bytes)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+    except OSError:
+        return  # reading it later names the problem
+    _refuse_spreadsheet(str(path), head)
+
+
+def _refuse_spreadsheet(where: str, head: bytes) -> None:
+    if head.startswith(b"PK\x03\x04"):
+        raise InputError("this is a workbook (.xlsx), not a results CSV: to check it run "
+                         f"`scm-xl verify {where}`; to add a CSV's rows to it run "
+                         f"`scm-xl fill RESULTS.csv --workbook {where}`", path=where)
+    if head.startswith(b"\xd0\xcf\x11\xe0"):
+        raise InputError("this is an old Excel .xls file, not a CSV: in Excel use "
+                         "File > Save As > CSV UTF-8", path=where)
+
+
+def _guess_encoding(data: bytes) -> str:
+    """UTF-16 by its BOM or by the NUL bytes ASCII text has in it; otherwise UTF-8 (BOM optional)."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    head = data[:400]
+    if len(head) >= 4 and head.count(0) * 3 >= len(head):
+        even, odd = head[0::2].count(0), head[1::2].count(0)
+        return "utf-16-le" if odd > even else "utf-16-be"
+    return "utf-8-sig"
+
+
+def _legacy_encoding(data: bytes) -> str | None:
+    """GB18030/GBK or Windows-1252 for a file that is not UTF-8, when the bytes say which.
+
+    Chinese text in GBK is pairs of high bytes (both 0xA1-0xFE for the common
+    characters); Western text in Windows-1252 has single accented letters between ASCII
+    ones. A double-byte character with an ASCII second byte (a rare GBK extension
+    character, or an accented letter read as one) is ambiguous, and so is a run of
+    high bytes in a file that is not GBK: then None, and the reader asks for UTF-8.
+    """
+    index, pairs, ascii_trail = 0, 0, False
+    size = len(data)
+    while index < size:
+        byte = data[index]
+        if byte < 0x80:
+            index += 1
+            continue
+        following = data[index + 1] if index + 1 < size else 0
+        if 0x30 <= following <= 0x39:
+            index += 4  # a GB18030 four-byte sequence
+        else:
+            ascii_trail = ascii_trail or following < 0x80
+            pairs += following >= 0x80
+            index += 2
+    if pairs and not ascii_trail:
+        return "gb18030"
+    if not re.search(rb"[\x80-\xff]{2}", data):
+        return "cp1252"
+    return None
+
+
+def sniff_delimiter(text: str) -> str:
+    """The delimiter whose split of the header line names the most known columns."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    best, best_known = ",", -1
+    for delimiter in DELIMITERS:
+        try:
+            cells = next(csv.reader([first], delimiter=delimiter), [])
+        except csv.Error:
+            continue
+        known = sum(1 for cell in cells if _header_name(cell).lower() in _HEADER_ALIASES)
+        if known > best_known:
+            best, best_known = delimiter, known
+    return best
+
+
+def _parse_records(where: str, text: str, delimiter: str = ",") -> list[tuple[int, list[str]]]:
     """Split into (first physical line, cells) records, leaving out blank lines."""
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True, delimiter=delimiter)
     records: list[tuple[int, list[str]]] = []
     start = 1
     try:
@@ -314,15 +475,17 @@ def _header_name(cell: str) -> str:
     return cell.strip().lstrip("\ufeff").strip()
 
 
-def _parse_cell(column: str, raw: str) -> int | float | str | None:
+def _parse_cell(column: str, raw: str, *, decimal_comma: bool = False) -> int | float | str | None:
     text = raw.strip()
     if not text:
         if column in REQUIRED_COLUMNS:
             raise InputError("required value is blank", column=column)
         return None
-    if column in _INT_COLUMNS:
+    if decimal_comma and column in NUMERIC_COLUMNS and _DECIMAL_COMMA.fullmatch(text):
+        text = text.replace(",", ".")
+    if column in INT_COLUMNS:
         return _parse_int(column, text)
-    if column in _FLOAT_COLUMNS:
+    if column in FLOAT_COLUMNS:
         return _parse_float(column, text)
     return raw  # text: ResultRow strips identifiers and keeps notes verbatim
 
@@ -331,7 +494,12 @@ def _parse_float(column: str, text: str) -> float:
     if not _NUMBER.fullmatch(text):
         if text.lstrip("+-").lower() in _NOT_FINITE:
             raise InputError(f"not a finite number: {_quote(text)}", column=column)
-        hint = " (use '.' as the decimal separator)" if _COMMA_DECIMAL.fullmatch(text) else ""
+        hint = ""
+        if _THOUSANDS.fullmatch(text):
+            hint = (f" (the comma looks like a thousands separator: write {text.replace(',', '')} "
+                    "without it; if it is a decimal comma, use '.')")
+        elif _COMMA_DECIMAL.fullmatch(text):
+            hint = " (use '.' as the decimal separator)"
         raise InputError(f"not a number: {_quote(text)}{hint}", column=column)
     value = float(text)
     if not math.isfinite(value):
@@ -355,6 +523,13 @@ def _check_value(column: str, value: object) -> None:
     if isinstance(value, str):
         if column in REQUIRED_COLUMNS and not value.strip():
             raise InputError("required value is blank", column=column)
+        if len(value) > MAX_CELL_TEXT:
+            raise InputError(f"text of {len(value):,} characters: a spreadsheet cell holds at most "
+                             f"{MAX_CELL_TEXT:,}, so it would be cut; shorten it", column=column)
+        bad = (_CONTROL if column in _IDENTIFIER_COLUMNS else _ILLEGAL_TEXT).search(value)
+        if bad:
+            raise InputError(f"control character U+{ord(bad.group()):04X} at character {bad.start() + 1}: "
+                             "a spreadsheet cell cannot hold it; remove it", column=column)
         if column in ("model", "gpu"):
             _check_model_name(value, column)
         return
@@ -362,6 +537,9 @@ def _check_value(column: str, value: object) -> None:
         return
     if not math.isfinite(value):
         raise InputError(f"not a finite number: {value}", column=column)
+    if value != 0 and abs(value) < SMALLEST_SPREADSHEET_NUMBER:
+        raise InputError(f"{_format_cell(value)} is closer to zero than a spreadsheet can store "
+                         "(it would read as 0)", column=column)
     if column in _POSITIVE_COLUMNS and value <= 0:
         raise InputError(f"must be positive, got {_format_cell(value)}", column=column)
     if column in _NON_NEGATIVE_COLUMNS and value < 0:

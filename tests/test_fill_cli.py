@@ -141,8 +141,20 @@ BAD_INPUTS = {
     "header_only": (f"{HEADER}\n", "{path}:1: no data rows"),
     "duplicate_exp_id": (f"{HEADER}\n{GOOD}\nE02,m,2,10,20,50,0.42,50\n{GOOD}\n",
                          '{path}:4: exp_id: duplicate exp_id "E01" (first used on line 2)'),
-    "binary": (b"PK\x03\x04\x14\x00\x00\x00\x08\x00", "{path}:1: not a UTF-8 CSV file (it contains NUL bytes)"),
-    "latin1": (f"{HEADER}\nE01,caf\xe9,1,10,10,50,0.55,25\n".encode("latin-1"), "{path}:2: not a UTF-8 CSV file"),
+    "workbook": (b"PK\x03\x04\x14\x00\x00\x00\x08\x00", "{path}: this is a workbook (.xlsx), not a results CSV"),
+    "binary": (HEADER.encode() + b"\nE01,m\x00,1,10,10,50,0.55,25\n",
+               "{path}:2: not a CSV text file (it contains NUL bytes)"),
+    "ambiguous_bytes": (f"{HEADER}\nE01,m,1,10,10,50,0.55,25\n".encode() + b"E02,\xe8r\xe9\xe8,1,10,10,50,0.55,25\n",
+                        "{path}:3: not a CSV in UTF-8, UTF-16, GB18030/GBK or Windows-1252"),
+    "control_character": (f"{HEADER},notes\n{GOOD},bad\x01note\n",
+                          "{path}:2: notes: control character U+0001 at character 4"),
+    "too_long_text": (f"{HEADER},notes\n{GOOD},{'x' * 32_768}\n",
+                      "{path}:2: notes: text of 32,768 characters: a spreadsheet cell holds at most 32,767"),
+    "thousands": (f'{HEADER}\nE01,m,1,10,10,50,0.55,"1,234"\n',
+                  '{path}:2: total_output_tokens: not a number: "1,234" (the comma looks like a thousands '
+                  "separator: write 1234 without it"),
+    "subnormal_time": (f"{HEADER}\nE01,m,1,10,10,50,1e-320,25\n",
+                       "{path}:2: total_time_s: 1e-320 is closer to zero than a spreadsheet can store"),
 }
 
 
@@ -186,7 +198,7 @@ def test_text_that_looks_like_a_formula_stays_text(tmp_path: Path) -> None:
     assert_ok(result)
     # verified: the engine's consistency sheet echoes the id as the same text the reference has
     assert "verified:" in result.stdout
-    assert not (tmp_path / "out.bak.xlsx").exists()  # --force: no backup kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["injected.csv", "out.xlsx"]  # no backup kept
 
     wb = openpyxl.load_workbook(out)
     lo = read_layout(wb, out)
@@ -248,12 +260,14 @@ def test_fill_into_a_users_workbook_keeps_hand_set_cells_and_overrides(tmp_path:
     e03_before = raw_row_of(openpyxl.load_workbook(mine)[lo.title("raw")], lo, "E03")
     original = mine.read_bytes()
     report = tmp_path / "report.json"
-    result = run("fill", new_results(tmp_path), "--workbook", mine, "--json", report)
+    # Updating it in place replaces the user's file: refused, untouched, unless --force.
+    refused = run("fill", new_results(tmp_path), "--workbook", mine, "--json", report)
+    assert_usage_error(refused, f"--workbook {mine} would be updated in place: pass --force to replace it")
+    assert mine.read_bytes() == original and not report.exists()
+    result = run("fill", new_results(tmp_path), "--workbook", mine, "--json", report, "--force")
     assert_ok(result)
     assert "verified:" in result.stdout
-    backup = tmp_path / "mine.bak.xlsx"
-    assert backup.read_bytes() == original
-    assert str(backup) in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.xlsx", "new.csv", "report.json"]  # no backups
 
     wb = openpyxl.load_workbook(mine)
     for (title, address), value in hand_set.items():
@@ -276,11 +290,10 @@ def test_fill_into_a_users_workbook_keeps_hand_set_cells_and_overrides(tmp_path:
 
 def test_fill_into_a_users_workbook_keeps_their_sheets(tmp_path: Path) -> None:
     mine, lo, hand_set = users_workbook(tmp_path, with_sheet=True)
-    result = run("fill", new_results(tmp_path), "--workbook", mine)
+    result = run("fill", new_results(tmp_path), "--workbook", mine, "--force")
     assert "Traceback" not in result.output
     assert_ok(result)
     assert "verified:" in result.stdout
-    assert (tmp_path / "mine.bak.xlsx").is_file()
 
     wb = openpyxl.load_workbook(mine)
     ours = [lo.title(k) for k in ("readme", "raw", "calibration", "consistency", "derivation")]
@@ -336,7 +349,7 @@ def test_fill_workbook_that_is_not_ours_is_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "other.xlsx"
     openpyxl.Workbook().save(path)
     before = path.read_bytes()
-    assert_usage_error(run("fill", ARTICLE, "--workbook", path), f"{path}: not an scm-xl workbook")
+    assert_usage_error(run("fill", ARTICLE, "--workbook", path, "--force"), f"{path}: not an scm-xl workbook")
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.xlsx"]
 
@@ -355,14 +368,20 @@ def test_predict_json(source: Path) -> None:
     assert round(data["tps"], 2) == 59.52
 
 
-def test_predict_names_what_is_missing(source: Path) -> None:
+def test_predict_names_what_is_missing_and_exits_1(source: Path) -> None:
     result = run("predict", source, "--concurrency", "8", "--max-tokens", "100", "--json")
-    assert_ok(result)
+    assert result.exit_code == 1, result.output
     data = json.loads(result.stdout)
     assert data["tps"] is None
     assert data["missing"] == ["f(8)"]
+    assert data["hints"] == ["concurrency levels with a known f: 1, 2, 4",
+                             "--method lsq --extrapolate extends beyond the measured levels (marked)"]
     plain = run("predict", source, "--concurrency", "8", "--max-tokens", "100")
-    assert plain.stdout.strip() == "unidentified: missing f(8)"
+    assert plain.exit_code == 1
+    assert plain.stdout == ""
+    assert plain.stderr == ("Error: cannot predict: not identified by the data: f(8)\n"
+                            "  concurrency levels with a known f: 1, 2, 4\n"
+                            "  --method lsq --extrapolate extends beyond the measured levels (marked)\n")
 
 
 def test_solve_json(source: Path) -> None:

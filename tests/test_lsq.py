@@ -205,7 +205,7 @@ def test_no_rows():
     result = lsq.fit(filter_rows(rows))
     assert result.observations == 0 and result.coefficients == []
     assert result.forecast(1, 50).tps is None
-    analysis = lsq.analyze(filter_rows(rows))
+    analysis = lsq.least_squares_analysis(filter_rows(rows))
     assert analysis.report()["verdict"] == "insufficient"
 
 
@@ -298,9 +298,9 @@ def test_chain_loo_refits_the_chain_without_the_row():
 
 def test_verdict_is_judged_on_hold_out():
     rng = np.random.default_rng(6)
-    clean = lsq.analyze(filter_rows(simulate(full(), repeats=2, sigma=0.01, rng=rng)))
+    clean = lsq.least_squares_analysis(filter_rows(simulate(full(), repeats=2, sigma=0.01, rng=rng)))
     assert clean.holdout.verdict == "excellent" and clean.holdout.mape_pct < 2
-    noisy = lsq.analyze(filter_rows(simulate(full(), repeats=1, sigma=0.25, rng=rng)))
+    noisy = lsq.least_squares_analysis(filter_rows(simulate(full(), repeats=1, sigma=0.25, rng=rng)))
     assert noisy.holdout.verdict == "fail"
     report = clean.report()
     for key in ("loo_mape_pct", "loo_max_pct", "intervals", "method", "chain_holdout", "separable"):
@@ -358,7 +358,7 @@ def test_interaction_not_testable_without_residual_dof():
     statuses = filter_rows(read_results(EXAMPLE).rows)
     check = lsq.interaction_check(lsq.fit(statuses), statuses)
     assert not check.testable and "not testable" in check.summary()
-    assert lsq.analyze(statuses).report()["separable"] is None
+    assert lsq.least_squares_analysis(statuses).report()["separable"] is None
 
 
 def test_report_of_an_aliased_design_agrees_with_the_workbook():
@@ -366,7 +366,46 @@ def test_report_of_an_aliased_design_agrees_with_the_workbook():
     rows = [make_row("A1", "Alpha", 1, 50, 50), make_row("A2", "Alpha", 2, 50, 95),
             make_row("A3", "Alpha", 4, 50, 175), make_row("A4", "Alpha", 2, 50, 96),
             make_row("B1", "Beta", 2, 100, 50), make_row("B2", "Beta", 4, 100, 90)]
-    report = lsq.analyze(filter_rows(rows)).report()
+    report = lsq.least_squares_analysis(filter_rows(rows)).report()
     assert report["aliased"] is True
     assert report["verdict"] == "insufficient"
     assert report["loo_mape_pct"] is None and report["loo_rows"] == 0
+
+
+def _brute_chain_holdout(statuses, settings):
+    """Leave-one-out by definition: recalibrate without each included row (base levels pinned)."""
+    import dataclasses as dc
+
+    from scm_xl.model import predict
+
+    full = calibrate(statuses, settings)
+    pinned = dc.replace(settings, base_model=full.base_model, base_max_tokens=full.base_max_tokens,
+                        base_concurrency=full.base_concurrency)
+    out = []
+    for i, s in enumerate(statuses):
+        if s.included:
+            without = [o for j, o in enumerate(statuses) if j != i]
+            out.append(predict(calibrate(without, pinned), s.concurrency, s.max_tokens, s.model).tps)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_closed_form_chain_holdout_equals_recalibrating_without_each_row(seed: int) -> None:
+    """Random designs with replicates, sole rows, faults, overrides, case-differing models and level slots."""
+    import random
+
+    rng = random.Random(seed)
+    models = ["Alpha", "beta", "BETA", "Gamma"][:rng.randint(1, 4)]
+    rows = []
+    for k in range(rng.randint(1, 30)):
+        c, length = rng.choice([1, 2, 4, 8]), rng.choice([50, 100, 200])
+        rows.append(make_row(f"E{k}", rng.choice(models), c, length, rng.uniform(20, 200),
+                             failed_requests=1 if rng.random() < 0.05 else 0,
+                             override=rng.choice([None, None, None, "include", "exclude"])))
+    settings = Settings(concurrency_slots=rng.choice([None, 2, 3]), length_slots=rng.choice([None, 1, 2]),
+                        model_slots=rng.choice([None, 1, 2]), base_concurrency=rng.choice([None, None, 2]))
+    statuses = filter_rows(rows, settings)
+    fast = [r.predicted_tps for r in lsq.chain_holdout(statuses, settings).rows]
+    slow = _brute_chain_holdout(statuses, settings)
+    assert [p is None for p in fast] == [p is None for p in slow]
+    assert [p for p in fast if p is not None] == pytest.approx([p for p in slow if p is not None], rel=1e-12)

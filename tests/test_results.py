@@ -147,6 +147,24 @@ ROW_ERRORS = [
     ("E01,m,1,10,10,50,1,5,25", "", "expected 8 fields (as in the header) but found 9"),
     ('E01,m,1,10,10,50,"1,5",25', "",
      "total_time_s: not a number: \"1,5\" (use '.' as the decimal separator)"),
+    ('E01,m,1,10,10,50,0.55,"1,234"', "",
+     "total_output_tokens: not a number: \"1,234\" (the comma looks like a thousands separator: "
+     "write 1234 without it; if it is a decimal comma, use '.')"),
+    ("E01,m,1,10,10,50,1e-320,25", "",
+     "total_time_s: 1e-320 is closer to zero than a spreadsheet can store (it would read as 0)"),
+    ("E01,m,1,10,10,50,3e-308,10000000000", "",
+     "total_time_s: total_output_tokens / total_time_s = 10000000000 / 3e-308 is not a finite TPS; "
+     "total_time_s is too small"),
+    ("E01\x01,m,1,10,10,50,0.55,25", "",
+     "exp_id: control character U+0001 at character 4: a spreadsheet cell cannot hold it; remove it"),
+    ("E01,m,1,10,10,50,0.55,25,bad \x01 note", ",notes",
+     "notes: control character U+0001 at character 5: a spreadsheet cell cannot hold it; remove it"),
+    ("E01,m,1,10,10,50,0.55,25," + "x" * 32_768, ",notes",
+     "notes: text of 32,768 characters: a spreadsheet cell holds at most 32,767, so it would be cut; "
+     "shorten it"),
+    ("E01," + "m" * 32_768 + ",1,10,10,50,0.55,25", "",
+     "model: text of 32,768 characters: a spreadsheet cell holds at most 32,767, so it would be cut; "
+     "shorten it"),
     ("E01,m,1,10,10,50,0.55," + "9" * 50 + "x", "",
      f'total_output_tokens: not a number: "{"9" * 40}..."'),
     ("E01,m,2.5,10,10,50,0.55,25", "", 'concurrency: must be a whole number, got "2.5"'),
@@ -232,23 +250,27 @@ def test_header_without_data_rows(tmp_path: Path) -> None:
     assert error_of(path) == f"{path}:1: no data rows"
 
 
-def test_binary_file(tmp_path: Path) -> None:
+def test_a_workbook_is_named_as_one(tmp_path: Path) -> None:
     path = tmp_path / "results.xlsx"
     path.write_bytes(b"PK\x03\x04\x14\x00\x06\x00")
-    assert error_of(path) == f"{path}:1: not a UTF-8 CSV file (it contains NUL bytes)"
+    assert error_of(path) == (f"{path}: this is a workbook (.xlsx), not a results CSV: to check it run "
+                              f"`scm-xl verify {path}`; to add a CSV's rows to it run "
+                              f"`scm-xl fill RESULTS.csv --workbook {path}`")
 
 
-def test_utf16_file_is_not_utf8(tmp_path: Path) -> None:
+def test_binary_file(tmp_path: Path) -> None:
     path = tmp_path / "results.csv"
-    path.write_bytes((HEADER + "\n" + GOOD + "\n").encode("utf-16"))
-    assert error_of(path) == f"{path}:1: not a UTF-8 CSV file (it contains NUL bytes)"
+    path.write_bytes(HEADER.encode() + b"\nE01,m,1\x00\x00,10,10,50,1,1\n")
+    assert error_of(path) == f"{path}:2: not a CSV text file (it contains NUL bytes)"
 
 
-def test_latin1_file_names_the_line(tmp_path: Path) -> None:
+def test_ambiguous_legacy_bytes_name_the_line(tmp_path: Path) -> None:
+    # A GBK pair (ASCII second byte) and a run of high bytes: neither GBK nor Windows-1252 for sure.
     path = tmp_path / "results.csv"
-    path.write_bytes((HEADER + ",notes\n" + GOOD + ",ok\n" + GOOD.replace("1", "2") + ",caf\xe9\n")
-                     .encode("latin-1"))
-    assert error_of(path) == f"{path}:3: not a UTF-8 CSV file"
+    path.write_bytes((HEADER + ",notes\n" + GOOD + ",ok\n").encode() + GOOD.replace("1", "2").encode()
+                     + b",\xe8r\xe9\xe8\n")
+    assert error_of(path) == (f'{path}:3: not a CSV in UTF-8, UTF-16, GB18030/GBK or Windows-1252: save it '
+                              'from the spreadsheet as "CSV UTF-8"')
 
 
 def test_unclosed_quote(tmp_path: Path) -> None:

@@ -23,10 +23,10 @@ def factorial(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_csv(tmp_path_factory.mktemp("solve") / "factorial.csv", rows)
 
 
-def run(*args: object) -> dict:
+def run(*args: object, exit_code: int = 0) -> dict:
     result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    assert result.exit_code == exit_code, result.output
+    return json.loads(result.stdout)
 
 
 def test_plain_solve_keeps_the_article_contract(factorial: Path) -> None:
@@ -62,7 +62,8 @@ def test_constraints_bind(factorial: Path) -> None:
 
 
 def test_extrapolation_only_when_asked(factorial: Path) -> None:
-    plain = run("predict", factorial, "--concurrency", 32, "--max-tokens", 50, "--method", "lsq", "--json")
+    plain = run("predict", factorial, "--concurrency", 32, "--max-tokens", 50, "--method", "lsq", "--json",
+                exit_code=1)
     assert plain["tps"] is None
     allowed = run("predict", factorial, "--concurrency", 32, "--max-tokens", 50, "--method", "lsq",
                   "--extrapolate", "--json")
@@ -72,5 +73,5 @@ def test_extrapolation_only_when_asked(factorial: Path) -> None:
 def test_bad_constraint_is_a_usage_error(factorial: Path) -> None:
     result = CliRunner().invoke(main, ["solve", str(factorial), "--target-tps", "10", "--allowed-max-tokens", "5x"])
     assert result.exit_code == 2
-    assert "Error: --allowed-max-tokens must be comma-separated whole numbers" in result.output
+    assert "Invalid value for '--allowed-max-tokens': expected comma-separated integers" in result.output
     assert "Traceback" not in result.output

@@ -1,14 +1,24 @@
-"""Shared CLI plumbing: turn library errors into `Error: ...` and an exit code."""
+"""Shared CLI plumbing: the one place that maps failures to exit codes, option types, progress.
+
+Exit codes (STYLE.md): 0 ok; 1 a check failed (`CheckFailed`: a verify mismatch, an
+answer the data cannot give); 2 bad input or usage (`InputError`, `UsageError`,
+`EngineError`, click's own usage errors); 130 interrupted.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
+import math
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import click
 
 from scm_xl.errors import ScmXlError
+
+Progress = Callable[[str], None]
 
 
 def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -19,10 +29,76 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except ScmXlError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            message = str(exc)
+            if message:  # an empty CheckFailed: the command already printed the answer
+                click.echo(f"Error: {message}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
 
     return wrapper
+
+
+class FiniteFloat(click.ParamType):
+    """A float that is finite (no nan, no inf), above `minimum` (exclusive when `open`)."""
+
+    name = "number"
+
+    def __init__(self, minimum: float | None = None, *, open: bool = True) -> None:
+        self.minimum = minimum
+        self.open = open
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            number = value
+        else:
+            try:
+                number = float(str(value).strip())
+            except ValueError:
+                self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.minimum is not None and (number <= self.minimum if self.open else number < self.minimum):
+            relation = "above" if self.open else "at least"
+            self.fail(f"{value!r} must be {relation} {self.minimum:g}", param, ctx)
+        return number
+
+
+def parse_text_list(text: str | None) -> tuple[str, ...] | None:
+    """A comma-separated list of names; None when not given."""
+    if text is None:
+        return None
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+@contextlib.contextmanager
+def progress_display(enabled: bool = True) -> Iterator[Progress | None]:
+    """A status line on stderr naming the running step, only when stderr is a terminal.
+
+    Yields the callback to hand to the library (`progress=`), or None when silent.
+    """
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    with console.status("starting") as status:
+        yield lambda step: status.update(step)
+
+
+def call_supported(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call `func` with the keyword arguments its signature takes, dropping the others.
+
+    The workbook library gains options (progress, rename_duplicates) on its own schedule;
+    the CLI passes them where they exist.
+    """
+    parameters = inspect.signature(func).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return func(*args, **kwargs)
+    return func(*args, **{name: value for name, value in kwargs.items() if name in parameters})
+
+
+def accepts(func: Callable[..., Any], name: str) -> bool:
+    return name in inspect.signature(func).parameters

@@ -1,17 +1,32 @@
-"""CLI: build template, fill, verify, predict, solve."""
+"""CLI: build template, fill, verify, predict, solve.
+
+Each command checks its outputs against the overwrite policy (`scm_xl.outputs`) and any
+workbook it reads against the zip-bomb limits (`scm_xl.safety`) before the library
+runs, makes the library call, and prints what comes back (`scm_xl.report`).
+"""
 
 from __future__ import annotations
 
-import json
-import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
-from scm_xl.cli._common import handle_errors
+from scm_xl.cli._common import (
+    FiniteFloat, accepts, call_supported, handle_errors, parse_text_list, progress_display,
+)
+from scm_xl.cli.plan import int_list
 from scm_xl.engines import ENGINE_NAMES
 
 ENGINE_CHOICE = click.Choice(["auto", *ENGINE_NAMES])
 DEFAULT_TEMPLATE = {"zh": "SCM_系数标定_模板.xlsx", "en": "SCM_calibration_template.xlsx"}
+WORKBOOK_INPUT_SUFFIXES = (".xlsx", ".xlsm")
+FORCE_OPTION = click.option("--force", is_flag=True,
+                            help="Replace an output file that already exists (otherwise refused).")
+PROGRESS_OPTION = click.option("--no-progress", is_flag=True,
+                               help="No status line on stderr (it shows only when stderr is a terminal).")
+ENGINE_HELP = ("Recalculation engine. auto: the embedded formulas engine, or libreoffice above 500 raw "
+               "rows when it is installed (it says so).")
 
 
 @click.group()
@@ -24,87 +39,190 @@ def build() -> None:
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True,
               help="Sheet names and labels.")
 @click.option("--rows", type=click.IntRange(1, 100_000), help="Raw-data rows the formulas cover (default 200).")
+@FORCE_OPTION
 @handle_errors
-def template(output: str | None, lang: str, rows: int | None) -> None:
+def template(output: str | None, lang: str, rows: int | None, force: bool) -> None:
     """Build the empty calibration workbook: every coefficient, prediction,
     deviation and verdict a live formula over the raw-data sheet."""
+    from scm_xl.outputs import WORKBOOK_SUFFIXES, Output, check_outputs, write_target
     from scm_xl.workbook.build import build_template
 
-    path = build_template(output or DEFAULT_TEMPLATE[lang], lang=lang, rows=rows)
-    click.echo(f"wrote {path}")
+    target = output or DEFAULT_TEMPLATE[lang]
+    check_outputs([Output("-o", target, WORKBOOK_SUFFIXES, "workbook")], force=force)
+    build_template(write_target(target), lang=lang, rows=rows)  # through a symlink, not over it
+    click.echo(f"wrote {target}")
 
 
-def _print_report(report, json_path: str | None) -> None:
-    from scm_xl.lsq import analyze as lsq_analyze
+def _check_workbook_input(path: str | Path) -> None:
+    """Refuse a zip bomb before any parser opens the workbook."""
+    from scm_xl.safety import check_xlsx
+
+    check_xlsx(path)
+
+
+def _holdout_of(report: Any) -> dict[str, Any]:
+    """The least-squares and chain hold-out of a fill/verify report (computed here if the library has none)."""
+    holdout = getattr(report, "holdout", None)
+    if holdout is None:
+        from scm_xl.lsq import least_squares_analysis
+
+        holdout = least_squares_analysis(report.analysis.statuses, report.analysis.settings)
+    return holdout.report() if hasattr(holdout, "report") else holdout
+
+
+def _print_report(report: Any, json_path: str | None) -> None:
+    from scm_xl.errors import CheckFailed
     from scm_xl.report import (
-        analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_verification, write_json,
+        analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_physics,
+        render_verification, write_json,
     )
 
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
-    holdout = lsq_analyze(report.analysis.statuses, report.analysis.settings).report()
+    holdout = _holdout_of(report)
     click.echo(render_coefficients(report.analysis))
     click.echo()
     click.echo(render_consistency(report.analysis))
     click.echo(render_holdout(holdout))
+    physics = render_physics(report.analysis)
+    if physics:
+        click.echo()
+        click.echo(physics)
     click.echo()
     click.echo(render_verification(report.verification))
     if json_path:
         write_json(json_path, analysis_to_dict(report.analysis, report.verification, holdout))
+    if not report.verification.ok:
+        raise CheckFailed("")  # the mismatch is printed above; exit 1
 
 
 @click.command()
-@click.argument("results", type=click.Path(dir_okay=False))
+@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--workbook", type=click.Path(dir_okay=False),
-              help="Fill this existing scm-xl workbook, keeping its other sheets and hand-set cells.")
+              help="Fill this existing scm-xl workbook, keeping its other sheets and hand-set cells "
+                   "(updating it in place needs --force; or give -o).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Output workbook (default: RESULTS name with .xlsx, or the --workbook itself).")
-@click.option("--engine", type=ENGINE_CHOICE, default="auto", show_default=True,
-              help="Recalculation engine. auto: the embedded formulas engine, or libreoffice above 500 raw "
-                   "rows when it is installed (it says so).")
+              help="Output workbook (default: the first RESULTS name with .xlsx, or the --workbook itself).")
+@click.option("--engine", type=ENGINE_CHOICE, default="auto", show_default=True, help=ENGINE_HELP)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report here.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="Also write the HTML report here (as `scm-xl report` does).")
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True,
               help="Language of a new workbook.")
-@click.option("--force", is_flag=True, help="Overwrite an existing output without keeping a .bak copy.")
+@FORCE_OPTION
+@click.option("--rename-duplicates", is_flag=True,
+              help="Several RESULTS: keep an exp_id used in two files, renaming the later one "
+                   "EXP@FILE (otherwise refused).")
 @click.option("--strict-physics/--physics-warnings", default=None,
               help="Exclude rows with physics warnings (sets the workbook switch); default: keep the workbook's.")
 @click.option("--method", type=click.Choice(["chain", "lsq"]), default=None,
               help="The workbook's method cell: which coefficients its forward and inverse answers use "
                    "(default: keep the workbook's; chain in a new one).")
+@PROGRESS_OPTION
 @handle_errors
-def fill(results: str, workbook: str | None, output: str | None, engine: str, json_path: str | None,
-         lang: str, force: bool, strict_physics: bool | None, method: str | None) -> None:
-    """Write RESULTS (a results CSV) into the workbook, recalculate it with a
-    real engine, and compare every formula cell with the Python reference.
-    Exits 1 if any cell disagrees."""
+def fill(results: tuple[str, ...], workbook: str | None, output: str | None, engine: str, json_path: str | None,
+         html_path: str | None, lang: str, force: bool, rename_duplicates: bool, strict_physics: bool | None,
+         method: str | None, no_progress: bool) -> None:
+    """Write RESULTS (one or more results CSVs, merged) into the workbook,
+    recalculate it with a real engine, and compare every formula cell with the
+    Python reference. Exits 1 if any cell disagrees."""
+    from scm_xl.outputs import HTML_SUFFIXES, JSON_SUFFIXES, WORKBOOK_SUFFIXES, Output, check_outputs, write_target
+    from scm_xl.results import refuse_spreadsheet_file
     from scm_xl.workbook.fill import fill as run_fill
 
-    report = run_fill(results, workbook=workbook, output=output, engine=engine, lang=lang,  # type: ignore[arg-type]
-                      force=force, strict_physics=strict_physics, method=method)
-    if report.backup:
-        click.echo(f"kept the previous file as {report.backup}", err=True)
-    click.echo(f"wrote {report.path}")
+    for path in results:
+        refuse_spreadsheet_file(path)
+    workbook_suffixes = WORKBOOK_SUFFIXES
+    if workbook is not None:
+        _check_workbook_input(workbook)
+        if Path(workbook).suffix.lower() == ".xlsm":
+            workbook_suffixes = (".xlsm",)
+    in_place = workbook is not None and output is None
+    target = output or workbook or Path(results[0]).stem + ".xlsx"
+    if html_path is not None and _html_writer() is None:
+        from scm_xl.errors import UsageError
+
+        raise UsageError("--html needs the HTML report module, which this installation lacks")
+    if in_place and not force:
+        from scm_xl.errors import UsageError
+
+        raise UsageError(f"--workbook {workbook} would be updated in place: pass --force to replace it, "
+                         "or -o NEW.xlsx to write the result elsewhere")
+    check_outputs([Output("-o", target, workbook_suffixes, "workbook"),
+                   Output("--json", json_path, JSON_SUFFIXES, "JSON report"),
+                   Output("--html", html_path, HTML_SUFFIXES, "HTML report")],
+                  inputs=[*results, None if in_place else workbook], force=force)
+
+    with progress_display(not no_progress) as progress:
+        options: dict[str, Any] = dict(workbook=workbook, output=write_target(target), engine=engine, lang=lang,
+                                       strict_physics=strict_physics, method=method, progress=progress,
+                                       force=True)  # the policy is applied above; no .bak copies
+        if accepts(run_fill, "rename_duplicates"):
+            source: Any = list(results) if len(results) > 1 else results[0]
+            report = call_supported(run_fill, source, rename_duplicates=rename_duplicates, **options)
+        elif len(results) > 1:
+            report = _fill_merged(run_fill, results, rename_duplicates, options)
+        else:
+            report = call_supported(run_fill, results[0], **options)
+        if progress is not None and getattr(report, "holdout", None) is None:
+            progress("hold-out (leave-one-out)")
+        _holdout_of(report)  # computed once here, inside the status line
+    click.echo(f"wrote {target}")
+    if html_path is not None:
+        _write_html(html_path, report)
+        click.echo(f"wrote {html_path}")
     _print_report(report, json_path)
-    if not report.verification.ok:
-        sys.exit(1)
+
+
+def _fill_merged(run_fill: Any, results: tuple[str, ...], rename_duplicates: bool, options: dict[str, Any]) -> Any:
+    """Several CSVs with a library that takes one: merge them into one temporary CSV first."""
+    import tempfile
+
+    from scm_xl.results import read_results_many, write_results
+
+    table = read_results_many(results, rename_duplicates=rename_duplicates)
+    with tempfile.TemporaryDirectory(prefix="scm-xl-merge-") as folder:
+        merged = Path(folder) / "merged.csv"
+        write_results(merged, table.rows)
+        report = call_supported(run_fill, merged, **options)
+    report.warnings = [w for w in table.warnings] + [w for w in report.warnings]
+    return report
+
+
+def _html_writer() -> Any:
+    try:
+        from scm_xl.htmlreport import write_report  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return write_report
+
+
+def _write_html(path: str, report: Any) -> None:
+    writer = _html_writer()
+    call_supported(writer, report, path)
 
 
 @click.command()
 @click.argument("workbook", type=click.Path(dir_okay=False))
-@click.option("--engine", type=ENGINE_CHOICE, default="auto", show_default=True,
-              help="Recalculation engine. auto: the embedded formulas engine, or libreoffice above 500 raw "
-                   "rows when it is installed (it says so).")
+@click.option("--engine", type=ENGINE_CHOICE, default="auto", show_default=True, help=ENGINE_HELP)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report here.")
+@FORCE_OPTION
+@PROGRESS_OPTION
 @handle_errors
-def verify(workbook: str, engine: str, json_path: str | None) -> None:
+def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_progress: bool) -> None:
     """Recalculate WORKBOOK as it stands (hand edits included) and compare every
     formula cell with the Python reference. Exits 1 on any disagreement."""
+    from scm_xl.outputs import JSON_SUFFIXES, Output, check_outputs
     from scm_xl.workbook.fill import verify as run_verify
 
-    report = run_verify(workbook, engine=engine)
+    check_outputs([Output("--json", json_path, JSON_SUFFIXES, "JSON report")], inputs=[workbook], force=force)
+    _check_workbook_input(workbook)
+    with progress_display(not no_progress) as progress:
+        report = call_supported(run_verify, workbook, engine=engine, progress=progress)
+        if progress is not None and getattr(report, "holdout", None) is None:
+            progress("hold-out (leave-one-out)")
+        _holdout_of(report)
     _print_report(report, json_path)
-    if not report.verification.ok:
-        sys.exit(1)
 
 
 METHOD_CHOICE = click.Choice(["chain", "lsq"])
@@ -113,23 +231,23 @@ STRICT_OPTION = click.option(
     help="Exclude rows with physics warnings (default: the workbook's switch; off for a CSV).")
 
 
-def _int_list(text: str | None, what: str) -> tuple[int, ...] | None:
-    from scm_xl.errors import UsageError
+def _analysis_of(source: str, strict_physics: bool | None) -> Any:
+    from scm_xl.workbook.fill import analysis_from_source
 
-    if text is None:
-        return None
-    try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise UsageError(f"{what} must be comma-separated whole numbers, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise UsageError(f"{what} must be positive whole numbers, got {text!r}")
-    return values
+    if Path(source).suffix.lower() in WORKBOOK_INPUT_SUFFIXES:
+        _check_workbook_input(source)
+    return analysis_from_source(source, strict_physics=strict_physics)
+
+
+def _holdout_for_answers(analysis: Any) -> dict[str, Any]:
+    from scm_xl.lsq import least_squares_analysis
+
+    return least_squares_analysis(analysis.statuses, analysis.settings).report()
 
 
 @click.command()
 @click.argument("source", type=click.Path(dir_okay=False))
-@click.option("--concurrency", type=click.FloatRange(min=0, min_open=True), required=True)
+@click.option("--concurrency", type=FiniteFloat(0), required=True)
 @click.option("--max-tokens", type=click.IntRange(min=1), required=True)
 @click.option("--model", help="Model (default: the base model).")
 @click.option("--method", type=METHOD_CHOICE, default="chain", show_default=True,
@@ -141,49 +259,60 @@ def _int_list(text: str | None, what: str) -> tuple[int, ...] | None:
 @handle_errors
 def predict(source: str, concurrency: float, max_tokens: int, model: str | None, method: str,
             extrapolate: bool, as_json: bool, strict_physics: bool | None) -> None:
-    """Forward: the predicted TPS at a configuration. SOURCE is a results CSV or a filled workbook."""
-    from scm_xl.report import prediction_to_dict
-    from scm_xl.workbook.fill import analysis_from_source
+    """Forward: the predicted TPS at a configuration, with what it rests on (a
+    measured row there, the verdict, the hold-out error). SOURCE is a results CSV
+    or a filled workbook. Exits 1 when the data cannot identify the answer."""
+    from scm_xl.errors import CheckFailed
+    from scm_xl.report import (
+        caveats_to_dict, forecast_to_dict, prediction_to_dict, render_caveats, to_json, unidentified_hints,
+    )
 
-    analysis, _ = analysis_from_source(source, strict_physics=strict_physics)
+    analysis, _ = _analysis_of(source, strict_physics)
     if method == "chain":
-        from scm_xl.model import predict as run_predict
+        from scm_xl.model import predict as chain_predict
 
-        data = prediction_to_dict(run_predict(analysis.calibration, concurrency, max_tokens, model))
+        data = prediction_to_dict(chain_predict(analysis.calibration, concurrency, max_tokens, model))
     else:
         from scm_xl.lsq import fit
 
-        forecast = fit(analysis.statuses, analysis.settings).forecast(concurrency, max_tokens, model,
-                                                                      extrapolate=extrapolate)
-        data = {"tps": forecast.tps, "missing": list(forecast.missing), "method": "lsq",
-                "tps_interval": list(forecast.mean_interval) if forecast.mean_interval else None,
-                "tps_prediction_interval": list(forecast.prediction_interval)
-                if forecast.prediction_interval else None,
-                "interpolated": forecast.interpolated, "extrapolated": forecast.extrapolated}
+        data = forecast_to_dict(fit(analysis.statuses, analysis.settings).forecast(
+            concurrency, max_tokens, model, extrapolate=extrapolate))
+    model_name = model or analysis.calibration.base_model
+    caveats = caveats_to_dict(analysis, _holdout_for_answers(analysis), concurrency=concurrency,
+                              max_tokens=max_tokens, model=model_name, method=method)
+    hints = unidentified_hints(analysis, data["missing"], concurrency=concurrency, max_tokens=max_tokens,
+                               model=model_name, method=method) if data["tps"] is None else []
+    data.update(caveats=caveats, hints=hints)
     if as_json:
-        click.echo(json.dumps(data))
-    elif data["tps"] is None:
-        click.echo(f"unidentified: missing {', '.join(data['missing'])}")
-    else:
-        interval = data.get("tps_interval")
-        extra = f" (90% interval {interval[0]:.2f} to {interval[1]:.2f})" if interval else ""
-        click.echo(f"predicted TPS: {data['tps']:.2f}{extra}")
+        click.echo(to_json(data))
+        if data["tps"] is None:
+            raise CheckFailed("")
+        return
+    if data["tps"] is None:
+        raise CheckFailed("cannot predict: not identified by the data: " + ", ".join(data["missing"])
+                          + "".join(f"\n  {hint}" for hint in hints))
+    interval = data.get("tps_interval")
+    extra = f" (90% interval {interval[0]:.2f} to {interval[1]:.2f})" if interval else ""
+    marks = [m for m in ("interpolated", "extrapolated") if data.get(m)]
+    click.echo(f"predicted TPS: {data['tps']:.2f}{extra}{' (' + ', '.join(marks) + ')' if marks else ''}")
+    for line in render_caveats(caveats, data["tps"]):
+        click.echo(f"  {line}")
 
 
 @click.command()
 @click.argument("source", type=click.Path(dir_okay=False))
-@click.option("--target-tps", type=click.FloatRange(min=0, min_open=True), required=True)
+@click.option("--target-tps", type=FiniteFloat(0), required=True)
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Output length (default: the base max_tokens).")
 @click.option("--model", help="Model (default: the base model).")
 @click.option("--method", type=METHOD_CHOICE, default=None,
               help="Search every knob with this method's model (default: the article's inverse, "
                    "smallest measured concurrency at one max_tokens and model).")
-@click.option("--max-latency-p95", type=click.FloatRange(min=0, min_open=True),
+@click.option("--max-latency-p95", type=FiniteFloat(0),
               help="Limit on the measured P95 latency (s) of the chosen configuration.")
-@click.option("--max-ttft-p95", type=click.FloatRange(min=0, min_open=True),
+@click.option("--max-ttft-p95", type=FiniteFloat(0),
               help="Limit on the measured P95 time to first token (s).")
 @click.option("--max-concurrency", type=click.IntRange(min=1), help="Highest concurrency allowed.")
-@click.option("--allowed-max-tokens", help="Comma-separated max_tokens values allowed.")
+@click.option("--allowed-max-tokens", callback=int_list, help="Comma-separated max_tokens values allowed.")
 @click.option("--allowed-models", help="Comma-separated models allowed.")
 @click.option("--rate-limit", type=click.IntRange(min=1),
               help="Concurrency at which the provider starts answering 429 (default: where the data saw 429s).")
@@ -194,7 +323,7 @@ def predict(source: str, concurrency: float, max_tokens: int, model: str | None,
 @handle_errors
 def solve(source: str, target_tps: float, max_tokens: int | None, model: str | None, method: str | None,
           max_latency_p95: float | None, max_ttft_p95: float | None, max_concurrency: int | None,
-          allowed_max_tokens: str | None, allowed_models: str | None, rate_limit: int | None,
+          allowed_max_tokens: tuple[int, ...] | None, allowed_models: str | None, rate_limit: int | None,
           extrapolate: bool, conservative: bool, as_json: bool, strict_physics: bool | None) -> None:
     """Inverse: the configuration that reaches a target TPS.
 
@@ -202,59 +331,94 @@ def solve(source: str, target_tps: float, max_tokens: int | None, model: str | N
     TPS meets the target at one max_tokens and model. With --method or any constraint it
     searches every knob (concurrency, max_tokens, model) for the cheapest configuration
     that meets the target under the constraints, names the binding constraint, and gives
-    the dual answer: the best TPS under the constraints."""
-    from scm_xl.errors import UsageError
-    from scm_xl.workbook.fill import analysis_from_source
+    the dual answer: the best TPS under the constraints. Each answer says what it rests
+    on; exits 1 when the data cannot identify any answer."""
+    from scm_xl.constrained import SolveRequest
 
-    analysis, rows = analysis_from_source(source, strict_physics=strict_physics)
-    across = method is not None or any(v is not None for v in (
-        max_latency_p95, max_ttft_p95, max_concurrency, allowed_max_tokens, allowed_models, rate_limit)) \
-        or extrapolate or conservative
-    if not across:
-        from scm_xl.model import solve as run_solve
-        from scm_xl.report import solution_to_dict
-
-        length = max_tokens or analysis.calibration.base_max_tokens
-        if length is None:
-            raise UsageError("no base max_tokens could be calibrated; pass --max-tokens")
-        solution = run_solve(analysis.calibration, target_tps, length, model)
-        if as_json:
-            click.echo(json.dumps(solution_to_dict(solution)))
-        elif solution.reachable:
-            click.echo(f"concurrency {solution.concurrency}: predicted TPS {solution.tps:.2f} "
-                       f"(target {target_tps:g} at max_tokens {length})")
-        else:
-            best = f"; best reachable {solution.best_tps:.2f} at concurrency {solution.best_concurrency}" \
-                if solution.best_tps is not None else ""
-            click.echo(f"unreachable with the measured levels (target {target_tps:g} at max_tokens {length}){best}")
-        return
-
-    from scm_xl import constrained
-
-    lengths = _int_list(allowed_max_tokens, "--allowed-max-tokens")
-    if max_tokens is not None:
-        lengths = (max_tokens,) if lengths is None else tuple(v for v in lengths if v == max_tokens)
-    models = tuple(m.strip() for m in allowed_models.split(",") if m.strip()) if allowed_models else None
-    if model is not None:
-        models = (model,) if models is None else tuple(m for m in models if m.casefold() == model.casefold())
-    constraints = constrained.Constraints(
-        max_latency_p95_s=max_latency_p95, max_ttft_p95_s=max_ttft_p95, max_concurrency=max_concurrency,
-        max_tokens=lengths, models=models, rate_limit_concurrency=rate_limit)
-    if (method or "chain") == "lsq":
-        from scm_xl.lsq import fit
-
-        surface = constrained.lsq_surface(fit(analysis.statuses, analysis.settings))
+    request = SolveRequest(
+        method=method, max_tokens=max_tokens, model=model,
+        allowed_max_tokens=allowed_max_tokens,
+        allowed_models=parse_text_list(allowed_models), max_latency_p95_s=max_latency_p95,
+        max_ttft_p95_s=max_ttft_p95, max_concurrency=max_concurrency, rate_limit_concurrency=rate_limit,
+        extrapolate=extrapolate, conservative=conservative)
+    analysis, rows = _analysis_of(source, strict_physics)
+    if request.searches_every_knob:
+        _solve_across(analysis, rows, request, target_tps, as_json)
     else:
-        surface = constrained.chain_surface(analysis.calibration)
-    result = constrained.solve(surface, target_tps, rows=rows, constraints=constraints, extrapolate=extrapolate,
-                               conservative=conservative)
-    best = result.cheapest
-    data = {"concurrency": best.concurrency if best else None, "tps": best.tps if best else None,
-            "reachable": result.reachable, "max_tokens": best.max_tokens if best else None,
-            "model": best.model if best else None, **result.report()}
+        _solve_plain(analysis, request, target_tps, as_json)
+
+
+def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool) -> None:
+    from scm_xl.errors import CheckFailed, UsageError
+    from scm_xl.model import solve as chain_solve
+    from scm_xl.report import (
+        caveats_to_dict, render_caveats, solution_to_dict, to_json, unidentified_hints,
+    )
+
+    length = request.max_tokens or analysis.calibration.base_max_tokens
+    if length is None:
+        raise UsageError("no base max_tokens could be calibrated; pass --max-tokens")
+    solution = chain_solve(analysis.calibration, target_tps, length, request.model)
+    data = solution_to_dict(solution)
+    identified = any(tps is not None for _, tps in solution.table)
+    missing: list[str] = []
+    if not identified:
+        from scm_xl.model import predict as chain_predict
+
+        probe = analysis.calibration.concurrency_levels
+        missing = list(chain_predict(analysis.calibration, probe[0].concurrency if probe else 1, length,
+                                     request.model).missing) or ["every concurrency level"]
+    caveats = caveats_to_dict(analysis, _holdout_for_answers(analysis), concurrency=solution.concurrency,
+                              max_tokens=length, model=solution.model, method="chain")
+    hints = unidentified_hints(analysis, missing, concurrency=None, max_tokens=length, model=solution.model,
+                               method="chain") if not identified else []
+    data.update(caveats=caveats, hints=hints, identified=identified, missing=missing)
     if as_json:
-        click.echo(json.dumps(data))
+        click.echo(to_json(data))
+        if not identified:
+            raise CheckFailed("")
         return
+    if not identified:
+        raise CheckFailed(f"cannot solve: not identified by the data at max_tokens {length}: {', '.join(missing)}"
+                          + "".join(f"\n  {hint}" for hint in hints))
+    if solution.reachable:
+        click.echo(f"concurrency {solution.concurrency}: predicted TPS {solution.tps:.2f} "
+                   f"(target {target_tps:g} at max_tokens {length})")
+    else:
+        best = f"; best reachable {solution.best_tps:.2f} at concurrency {solution.best_concurrency}" \
+            if solution.best_tps is not None else ""
+        click.echo(f"unreachable with the measured levels (target {target_tps:g} at max_tokens {length}){best}")
+    for line in render_caveats(caveats, solution.tps):
+        click.echo(f"  {line}")
+
+
+def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_json: bool) -> None:
+    from scm_xl.constrained import describe_reasons, solve_request
+    from scm_xl.errors import CheckFailed
+    from scm_xl.report import caveats_to_dict, constrained_to_dict, render_caveats, to_json, unidentified_hints
+
+    result = solve_request(request, target_tps, calibration=analysis.calibration, statuses=analysis.statuses,
+                           settings=analysis.settings, rows=rows)
+    method = request.method or "chain"
+    best = result.cheapest
+    data = constrained_to_dict(result)
+    caveats = caveats_to_dict(analysis, _holdout_for_answers(analysis),
+                              concurrency=best.concurrency if best else None,
+                              max_tokens=best.max_tokens if best else None, model=best.model if best else None,
+                              method=method)
+    identified = bool(result.candidates)
+    hints = [] if identified else unidentified_hints(
+        analysis, ["f(", "K_len(", "C_model("], concurrency=None, max_tokens=request.max_tokens,
+        model=request.model, method=method)
+    data.update(caveats=caveats, hints=hints, identified=identified)
+    if as_json:
+        click.echo(to_json(data))
+        if not identified:
+            raise CheckFailed("")
+        return
+    if not identified:
+        raise CheckFailed("cannot solve: no configuration is identified by the data"
+                          + "".join(f"\n  {hint}" for hint in hints))
     if best:
         marks = ", ".join(m for m, flag in (("interpolated", best.interpolated),
                                             ("extrapolated", best.extrapolated)) if flag)
@@ -264,13 +428,16 @@ def solve(source: str, target_tps: float, max_tokens: int | None, model: str | N
                    f"predicted TPS {best.tps:.2f}{interval}{f' ({marks})' if marks else ''}")
     else:
         click.echo(f"unreachable: no configuration reaches {target_tps:g} TPS under the constraints")
-    click.echo(f"binding: {', '.join(result.binding) or '-'}")
+    click.echo(f"what stops a cheaper configuration: {describe_reasons(result.binding)}")
     if result.best:
+        bound = describe_reasons(result.best_binding) or "nothing: no configuration is predicted higher"
         click.echo(f"best under the constraints: {result.best.tps:.2f} TPS at concurrency {result.best.concurrency}, "
                    f"max_tokens {result.best.max_tokens}, model {result.best.model}"
-                   f" (bound by {', '.join(result.best_binding) or '-'})")
+                   f" (what stops a higher TPS: {bound})")
     for note in result.notes:
         click.echo(f"note: {note}")
+    for line in render_caveats(caveats, best.tps if best else None):
+        click.echo(f"  {line}")
 
 
 commands = [build, fill, verify, predict, solve]
