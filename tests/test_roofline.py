@@ -477,3 +477,181 @@ def test_cli_help():
     code, output = run_cli("--help")
     assert code == 0
     assert "--bandwidth-gbs" in output and "--catalog" in output
+
+
+# --- Corrections from the fact-check (issue 10), each against a figure worked by hand ----------
+
+
+def test_rtx4090_peaks_are_on_one_basis():
+    # Ada whitepaper, RTX 4090, dense with FP32 accumulate: BF16 165.2, FP8 330.3 (660.6 is FP16 accumulate)
+    peaks = roofline.find_gpu("rtx4090").peak_flops
+    assert peaks["fp8"] == 330.3e12
+    assert peaks["bf16"] == 165.2e12
+
+
+def test_every_gpu_has_fp8_at_twice_its_16_bit_peak_where_it_has_both():
+    # One basis (dense, FP32 accumulate): fp8 math is twice bf16 on every chip that has it.
+    # The L40S datasheet's own figures are 362.05 and 733 (2.02x), hence 2% slack.
+    for gpu in roofline.load_catalog().gpus.values():
+        if "fp8" in gpu.peak_flops:
+            assert gpu.peak_flops["fp8"] == pytest.approx(2 * gpu.peak_flops["bf16"], rel=0.02), gpu.key
+
+
+def test_deepseek_tp8_copies_the_mla_latent_to_every_gpu():
+    report = analyze(Deployment(roofline.find_model("deepseek-v2.5"), roofline.find_gpu("h200"), tp=8,
+                                context=4096), [1, 64])
+    # latent per sequence: 60 layers x (512 + 64) x 2 B x 4,096 = 283,115,520 B, on each of 8 GPUs
+    assert report.kv_cache_bytes_per_seq == 283115520
+    assert report.kv_replication == 8
+    # (8 x 141e9 - 235,741,434,880 x 2) / (8 x 283,115,520) = 656.52e9 / 2.2649e9 = 289.9 -> 289 (was 2,318)
+    assert report.max_batch_by_memory == 289
+    # KV read per step at batch 64: 64 x 8 x 283,115,520 B over 8 x 4.8e12 B/s = 3.775 ms (was 8x less)
+    row = report.batches[1]
+    weights = 2 * (21375800320 - 102400 * 5120) / (8 * 4800e9)
+    assert row.memory_ms == pytest.approx((weights + 64 * 8 * 283115520 / (8 * 4800e9)) * 1e3)
+
+
+def test_qwen_tp8_replicates_its_4_kv_heads():
+    deployment = Deployment(roofline.find_model("qwen2.5-7b"), roofline.find_gpu("h100-sxm"), tp=8, context=4096)
+    # 4 KV heads over 8 GPUs: each keeps one whole head, 8 heads held in all = 2 copies
+    assert deployment.kv_replication == 2
+    # per GPU: 2 x 28 x 1 x 128 x 2 B x 4,096 = 58,720,256 B per sequence;
+    # (80e9 - 15,231,233,024 / 8) / 58,720,256 = 1,329.97 -> 1,329 (was 2,659)
+    assert deployment.max_batch_by_memory == 1329
+    # 8 heads over 8 GPUs split evenly: no copy
+    assert Deployment(roofline.find_model("llama-3.1-8b"), roofline.find_gpu("h100-sxm"), tp=8).kv_replication == 1
+
+
+def test_deepseek_prefill_attention_uses_its_attention_width():
+    model = roofline.find_model("deepseek-v2.5")
+    # 128 heads x (qk 192 + v 128) / 2 = 20,480, four times the hidden size 5,120
+    assert model.attention_width == 20480
+    deployment = Deployment(model, roofline.find_gpu("h200"), context=4096)
+    # prefill of 4,096 tokens is compute-bound: (4,096 x 2 x 20,851,512,320 + 2 x 60 x 20,480 x 4,096^2) / 989.4e12
+    flops = 4096 * 2 * 20851512320 + 2 * 60 * 20480 * 4096**2
+    assert deployment.prefill_seconds(4096) == pytest.approx(flops / 989.4e12)
+    # the dense models keep w = d: Llama-3.1-8B 32 x (128 + 128) / 2 = 4,096
+    assert roofline.find_model("llama-3.1-8b").attention_width == 4096
+
+
+@pytest.mark.parametrize("precision, weight_bytes, compute, peak", [
+    ("w16a16", 2.0, "bf16", 312e12),
+    ("bf16", 2.0, "bf16", 312e12),      # alias of w16a16
+    ("w8a8", 1.0, "int8", 624e12),      # no fp8 on the A100: int8 math (SmoothQuant-style)
+    ("w8a16", 1.0, "bf16", 312e12),     # weight-only: 16-bit math
+    ("w4a16", 0.5, "bf16", 312e12),
+    ("int4", 0.5, "bf16", 312e12),      # alias of w4a16
+    ("fp32", 4.0, "fp32", 19.5e12),     # FP32 math, not the bf16 tensor peak
+])
+def test_precision_modes_set_bytes_and_the_compute_peak(precision, weight_bytes, compute, peak):
+    deployment = Deployment(roofline.find_model("llama-3.1-8b"), roofline.find_gpu("a100-80gb"), precision=precision)
+    assert roofline.precision_bytes(precision) == weight_bytes
+    assert (deployment.compute_precision, deployment.peak_flops) == (compute, peak)
+    # weight bytes read: 7,504,924,672 parameters x bytes per weight
+    assert deployment.weight_bytes_read == 7504924672 * weight_bytes
+
+
+def test_fp32_keeps_fp32_kv_and_w8a8_uses_fp8_where_the_chip_has_it():
+    model = roofline.find_model("llama-3.1-8b")
+    assert Deployment(model, roofline.find_gpu("a100-80gb"), precision="fp32").kv_precision_used == "fp32"
+    h100 = Deployment(model, roofline.find_gpu("h100-sxm"), precision="w8a8")
+    assert (h100.compute_precision, h100.peak_flops, h100.kv_precision_used) == ("fp8", 1978.9e12, "bf16")
+
+
+def test_the_input_embedding_is_not_read_per_token():
+    qwen = roofline.find_model("qwen2.5-7b")
+    # untied: 7,615,616,512 - 152,064 x 3,584 = 7,070,619,136 parameters read, 7.7% fewer
+    assert qwen.read_params == 7070619136
+    report = analyze(Deployment(qwen, roofline.find_gpu("a100-80gb")))
+    assert report.weight_bytes_read == 2 * 7070619136
+    assert report.flops_per_token == 2 * 7070619136
+    assert report.weight_bytes == 2 * 7615616512  # all stay resident
+    # tied: the one table is the LM head, read once per token, so nothing is left out
+    tied = ModelSpec(key="t", name="t", total_params=1e9, active_params=1e9, layers=16, hidden_size=2048,
+                     attention_heads=16, kv_heads=4, head_dim=128, vocab_size=151936, tie_word_embeddings=True)
+    assert tied.read_params == 1e9
+
+
+# --- The catalog's sources and the config.json path ----------------------------------------
+
+_GPU_FIGURES = ("memory_bytes", "memory_bandwidth", "peak_flops", "link_bandwidth")
+_MODEL_FIGURES = ("total_params", "active_params", "layers", "hidden_size", "attention_heads", "kv_heads",
+                  "head_dim", "vocab_size", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "tie_word_embeddings")
+
+
+def _missing_sources(catalog_json: dict) -> list[str]:
+    missing = []
+    for section, figures in (("gpus", _GPU_FIGURES), ("models", _MODEL_FIGURES)):
+        for key, entry in catalog_json[section].items():
+            sources = entry.get("sources", {})
+            missing += [f"{section}.{key}.{name}" for name in figures
+                        if name in entry and not str(sources.get(name, "")).strip()]
+    return missing
+
+
+def test_every_catalog_figure_names_its_source():
+    data = json.loads(roofline._builtin_path().read_text(encoding="utf-8"))
+    assert _missing_sources(data) == []
+    # and the check can fail: drop one source
+    del data["gpus"]["h20"]["sources"]["memory_bandwidth"]
+    assert _missing_sources(data) == ["gpus.h20.memory_bandwidth"]
+
+
+def test_the_catalog_has_the_gpus_and_models_users_deploy():
+    catalog = roofline.load_catalog()
+    assert {"h20", "h800", "a800-80gb", "l20", "b200", "mi300x"} <= set(catalog.gpus)
+    assert "ascend-910b" not in catalog.gpus  # no primary source: left out, said in the catalog's notes
+    assert "Ascend 910B" in json.loads(roofline._builtin_path().read_text(encoding="utf-8"))["about"]
+    for key in ("qwen2.5-14b", "qwen2.5-32b", "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "llama-3.3-70b",
+                "deepseek-v3", "mixtral-8x7b"):
+        assert key in catalog.models
+    v3 = catalog.models["deepseek-v3"]
+    assert round(v3.total_params / 1e9) == 671 and round(v3.active_params / 1e9, 1) == 37.6 and v3.is_mla
+
+
+CONFIGS = Path(__file__).parent / "data" / "hf_configs"
+
+
+@pytest.mark.parametrize("key", sorted(p.stem for p in CONFIGS.glob("*.json")))
+def test_roofline_config_reproduces_the_catalog_rows(key):
+    from scm_xl.physics import model_from_config
+
+    derived = model_from_config(CONFIGS / f"{key}.json")
+    listed = roofline.find_model(key)
+    for name in ("total_params", "active_params", "layers", "hidden_size", "attention_heads", "kv_heads",
+                 "head_dim", "vocab_size", "kv_lora_rank", "qk_rope_head_dim", "tie_word_embeddings",
+                 "read_params", "kv_layout"):
+        assert getattr(derived, name) == getattr(listed, name), name
+    assert (derived.v_head_dim or derived.head_dim) == (listed.v_head_dim or listed.head_dim)
+
+
+@pytest.mark.parametrize("key", ["qwen2.5-7b", "qwen2.5-72b", "llama-3.1-8b", "llama-3.1-70b", "deepseek-v2.5"])
+def test_roofline_config_on_the_cli_equals_model(key):
+    by_config = run_json("--config", str(CONFIGS / f"{key}.json"), "--gpu", "h100", "--batch", "1,32")
+    by_name = run_json("--model", key, "--gpu", "h100", "--batch", "1,32")
+    for name in ("total_params", "active_params", "read_params", "kv_layout", "flops_per_token", "weight_bytes",
+                 "weight_bytes_read", "kv_bytes_per_token", "max_batch_by_memory", "ceiling_tps", "batches"):
+        assert by_config[name] == by_name[name], name
+
+
+def test_config_counts_by_hand():
+    from scm_xl.physics import count_params
+
+    # Llama-3.1-8B: embeddings and LM head 2 x 128,256 x 4,096 = 1,050,673,152; per layer q,o 2 x 4,096^2,
+    # k,v 2 x 4,096 x 1,024, MLP 3 x 4,096 x 14,336, norms 2 x 4,096 = 218,112,000; x 32 = 6,979,584,000;
+    # final norm 4,096: 8,030,261,248
+    config = json.loads((CONFIGS / "llama-3.1-8b.json").read_text())
+    assert count_params(config).total == 8030261248
+    # Mixtral-8x7B: 2 of 8 experts per token; each expert 3 x 4,096 x 14,336 = 176,160,768
+    mixtral = count_params(json.loads((CONFIGS / "mixtral-8x7b.json").read_text()))
+    assert mixtral.total - mixtral.active == 32 * 6 * 176160768
+
+
+def test_config_errors_name_the_file(tmp_path: Path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"hidden_size": 4096,')
+    result = CliRunner().invoke(main, ["roofline", "--config", str(bad), "--gpu", "h100"])
+    assert result.exit_code == 2 and str(bad) in result.output and "Traceback" not in result.output
+    bad.write_text('{"hidden_size": 4096, "num_hidden_layers": 32}')
+    result = CliRunner().invoke(main, ["roofline", "--config", str(bad), "--gpu", "h100"])
+    assert result.exit_code == 2 and "vocab_size" in result.output
