@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import openpyxl
@@ -18,6 +23,7 @@ from scm_xl.engines.base import (
 )
 from scm_xl.errors import EngineError
 
+GUARD = Path(__file__).with_name("soffice_guard.py")
 NOT_FOUND = "LibreOffice not found: install it, e.g. apt-get install -y libreoffice-calc-nogui"
 # OOXMLRecalcMode 0 = always recalculate on load; the default keeps the file's stale cached values
 PROFILE_SETTINGS = """<?xml version="1.0" encoding="UTF-8"?>
@@ -55,48 +61,149 @@ class LibreOfficeEngine(Engine):
         path = Path(path)
         start = time.perf_counter()
         refs = formula_refs(path)  # the original knows which cells hold formulas
-        with tempfile.TemporaryDirectory(prefix="scm-xl-lo-") as tmp:
-            converted = Path(tmp) / path.name
-            self.convert(path, converted)
-            values = _read_values(converted, refs)
+        soffice = self._soffice_for(path)
+        with _Session(soffice, self.timeout) as session:
+            # read inside the session: its folder goes away with soffice, on every exit path
+            values = _read_values(session.convert(path), refs)
         return Recalculated(self.name, values, time.perf_counter() - start)
 
     def convert(self, path: Path, out_path: Path) -> Path:
         """Save LibreOffice's recalculated copy of `path`, formulas and cached values, to `out_path`."""
         path, out_path = Path(path), Path(out_path)
+        soffice = self._soffice_for(path)
+        with _Session(soffice, self.timeout) as session:
+            produced = session.convert(path)
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(produced, out_path)
+        return out_path
+
+    def _soffice_for(self, path: Path) -> str:
         soffice = soffice_path()
         if soffice is None:
             raise EngineError(NOT_FOUND)
         if not path.is_file():
             raise EngineError(f"no such workbook: {path}")
-        with tempfile.TemporaryDirectory(prefix="scm-xl-soffice-") as tmp:
-            profile, out_dir = Path(tmp) / "profile", Path(tmp) / "out"  # never the input's folder
-            (profile / "user").mkdir(parents=True)
-            (profile / "user" / "registrymodifications.xcu").write_text(PROFILE_SETTINGS, encoding="utf-8")
-            command = [soffice, f"-env:UserInstallation={profile.as_uri()}", "--headless", "--norestore",
-                       "--convert-to", "xlsx", "--outdir", str(out_dir), str(path.resolve())]
-            output = self._run(command, path)
-            produced = out_dir / f"{path.stem}.xlsx"
-            if not produced.is_file():  # soffice exits 0 even when it could not load the file
-                detail = output.strip() or "it said nothing"
-                raise EngineError(f"LibreOffice could not recalculate {path}: {detail}")
-            out_path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(produced, out_path)
-        return out_path
+        return soffice
 
-    def _run(self, command: list[str], path: Path) -> str:
-        # its own session, so a timeout can end soffice.bin too, not just the launcher
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   start_new_session=True)
+
+class _Session:
+    """One soffice run in a private folder (profile, output, log) that nothing outlives.
+
+    On POSIX soffice runs under soffice_guard.py, which kills soffice's process group and
+    removes the folder when this session ends, however it ends: normally, by an exception
+    (a timeout, Ctrl-C's KeyboardInterrupt, SIGTERM turned into SystemExit), or by this
+    process dying outright, kill -9 included.
+    """
+
+    def __init__(self, soffice: str, timeout: float) -> None:
+        self.soffice = soffice
+        self.timeout = timeout
+        self.workdir = Path(tempfile.mkdtemp(prefix="scm-xl-soffice-"))
+        self.guard: subprocess.Popen[bytes] | None = None
+        self._signals = contextlib.ExitStack()
+
+    def __enter__(self) -> _Session:
+        self._signals.enter_context(_sigterm_as_exit())
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
         try:
-            output, _ = process.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired as exc:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            raise EngineError(f"LibreOffice took more than {self.timeout:g} s on {path}") from exc
-        if process.returncode != 0:
-            raise EngineError(f"LibreOffice failed on {path} (exit {process.returncode}): {output.strip()}")
-        return output
+            if self.guard is not None:
+                self.guard.stdin.close()  # type: ignore[union-attr]  # end of input: the guard cleans up
+                try:
+                    self.guard.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self.guard.kill()
+                    self.guard.wait()
+                self.guard.stdout.close()  # type: ignore[union-attr]
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self._signals.close()
+
+    def convert(self, path: Path) -> Path:
+        """Recalculate `path` into this session's folder; the copy's path."""
+        profile, out_dir = self.workdir / "profile", self.workdir / "out"  # never the input's folder
+        (profile / "user").mkdir(parents=True)
+        (profile / "user" / "registrymodifications.xcu").write_text(PROFILE_SETTINGS, encoding="utf-8")
+        command = [self.soffice, f"-env:UserInstallation={profile.as_uri()}", "--headless", "--norestore",
+                   "--convert-to", "xlsx", "--outdir", str(out_dir), str(path.resolve())]
+        code, output = self._run(command, path) if os.name == "posix" else _run_unguarded(command, self.timeout, path)
+        if code != 0:
+            raise EngineError(f"LibreOffice failed on {path} (exit {code}): {output.strip()}")
+        produced = out_dir / f"{path.stem}.xlsx"
+        if not produced.is_file():  # soffice exits 0 even when it could not load the file
+            detail = output.strip() or "it said nothing"
+            raise EngineError(f"LibreOffice could not recalculate {path}: {detail}")
+        return produced
+
+    def _run(self, command: list[str], path: Path) -> tuple[int, str]:
+        with open(self.workdir / "guard.log", "wb") as guard_log:
+            # A session of its own: Ctrl-C in the terminal reaches this process only, which cleans up.
+            self.guard = subprocess.Popen([sys.executable, "-I", str(GUARD), str(self.workdir), "--", *command],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=guard_log,
+                                          start_new_session=True, env=self._environment())
+        status = _read_line(self.guard.stdout.fileno(), time.monotonic() + self.timeout)  # type: ignore[union-attr]
+        if status is None:
+            raise EngineError(f"LibreOffice took more than {self.timeout:g} s on {path}")
+        if not status.startswith("exit "):
+            detail = (self.workdir / "guard.log").read_text(errors="replace").strip()
+            raise EngineError(f"LibreOffice could not be run on {path}: {detail or 'its guard said nothing'}")
+        return int(status.split()[1]), (self.workdir / "soffice.log").read_text(errors="replace")
+
+
+    def _environment(self) -> dict[str, str]:
+        # soffice's own temporary files (lu*.tmp) go in the session's folder, so they go with it
+        temp = self.workdir / "tmp"
+        temp.mkdir()
+        return {**os.environ, "TMPDIR": str(temp)}
+
+
+def _read_line(fd: int, deadline: float) -> str | None:
+    """One line from `fd`, "" at end of file, None if `deadline` passes first."""
+    data = b""
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            chunk = os.read(fd, 1)
+            if not chunk:
+                break
+            data += chunk
+    return data.decode(errors="replace").strip()
+
+
+def _run_unguarded(command: list[str], timeout: float, path: Path) -> tuple[int, str]:
+    """Where there is no POSIX process control (Windows): a timeout still ends soffice."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        process.kill()
+        process.communicate()
+        raise EngineError(f"LibreOffice took more than {timeout:g} s on {path}") from exc
+    return process.returncode, output
+
+
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """While soffice runs, SIGTERM raises SystemExit(143), so cleanup runs before the exit that
+    SIGTERM would have made anyway. Only where SIGTERM still has its default action and only in
+    the main thread: a program that handles SIGTERM itself keeps its handler."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _read_values(converted: Path, refs: dict[str, list[str]]) -> dict[tuple[str, str], CellValue]:
