@@ -151,6 +151,14 @@ class FastTransport(httpx.AsyncBaseTransport):
         for connection in list(self._open):
             connection.close()
         self._idle.clear()
+        # A TLS close waits for the peer's close_notify: give the closes a moment to finish
+        # (connection_lost leaves _open), then drop what is left, so no socket outlives the pool.
+        deadline = time.perf_counter() + 0.5
+        while self._open and time.perf_counter() < deadline:
+            await asyncio.sleep(0.01)
+        for connection in list(self._open):
+            if connection.transport is not None:
+                connection.transport.abort()
 
 
 @dataclass(frozen=True, slots=True)
