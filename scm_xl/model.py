@@ -32,11 +32,9 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Iterable, Protocol, Sequence
 
 from scm_xl.roofline import PRECISION_BYTES
-from scm_xl.workbook.catalog_tables import PhysicsCatalog, physics_catalog
-from scm_xl.workbook.layout import (
-    DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX,
-    SUPERLINEAR_TOLERANCE,
-    TEXTS, Lang,
+from scm_xl.physics import PhysicsCatalog, per_token_figures, physics_catalog
+from scm_xl.rules import (
+    DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, SUPERLINEAR_TOLERANCE, TEXTS, Lang, verdict_for,
 )
 
 # Guard against text round trips of numbers inside spreadsheet criteria
@@ -406,14 +404,12 @@ def _physics(i: int, rows: Sequence[RowLike], tps: list[float], cell: Cell | Non
     if model_id and gpu_id:
         spec = catalog.models[model_id - 1][1]
         gpu = catalog.gpus[gpu_id - 1][1]
-        ceiling = gpu.memory_bandwidth / (spec.active_params * nbytes)
+        figures = per_token_figures(spec, nbytes)  # the catalog table's physics columns
+        ceiling = gpu.memory_bandwidth / figures["phys_read_bytes"]
         above = tps[i] / row.concurrency > ceiling * (1 + MONOTONIC_EPSILON)
-        if spec.kv_lora_rank:
-            kv_per_token = spec.layers * (spec.kv_lora_rank + (spec.qk_rope_head_dim or 0)) * nbytes
-        else:
-            kv_per_token = 2 * spec.layers * spec.kv_heads * spec.head_dim * nbytes
         prompt = getattr(row, "prompt_tokens", None) or 0
-        needed = spec.total_params * nbytes + row.concurrency * kv_per_token * (prompt + row.max_tokens)
+        needed = figures["phys_weight_bytes"] + row.concurrency * figures["phys_kv_bytes_per_token"] \
+            * (prompt + row.max_tokens)
         kv_over = needed > gpu.memory_bytes
     return PhysicsChecks(
         model_id=model_id, gpu_id=gpu_id, short_output=short, expected_tokens=expected,
@@ -545,16 +541,6 @@ def check_rows(statuses: Sequence[RowStatus], cal: Calibration) -> list[RowCheck
             identifies if role == "identify" else (), missing if role == "unidentified" else (),
         ))
     return checks
-
-
-def verdict_for(mape: float | None, max_dev: float | None, n_check: int) -> str:
-    if n_check == 0 or mape is None or max_dev is None:
-        return "insufficient"
-    if mape <= EXCELLENT_MAPE and max_dev <= EXCELLENT_MAX:
-        return "excellent"
-    if mape <= GOOD_MAPE and max_dev <= GOOD_MAX:
-        return "good"
-    return "fail"
 
 
 def summarize(checks: Sequence[RowCheck]) -> Consistency:

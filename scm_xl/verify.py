@@ -38,10 +38,15 @@ class Verification:
     unexpected: list[str] = field(default_factory=list)  # formula cells the reference has no value for
     seconds: float = 0.0
     note: str | None = None
+    # Typed rows below what the formulas cover ("row 412 (E411)"): the workbook ignores them.
+    uncovered: list[str] = field(default_factory=list)
+    rows_covered: int | None = None
+    # The engine's values of every formula cell, kept so they can be stored in the file.
+    values: dict[tuple[str, str], CellValue] = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
-        return not self.mismatches and not self.unexpected
+        return not self.mismatches and not self.unexpected and not self.uncovered
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -54,6 +59,8 @@ class Verification:
                   "actual": None} for ref in self.unexpected],
             "tolerance": {"rel": REL_TOL, "abs": ABS_TOL},
             "seconds": round(self.seconds, 3),
+            "uncovered_rows": list(self.uncovered),
+            "rows_covered": self.rows_covered,
         }
 
 
@@ -84,7 +91,8 @@ def same_value(expected: CellValue, actual: CellValue) -> bool:
 def compare(expected: dict[tuple[str, str], CellValue], recalculated: Recalculated,
             sheets: set[str]) -> Verification:
     """Every formula cell of `sheets` in the recalculation, against the reference."""
-    result = Verification(engine=recalculated.engine, cells_compared=0, seconds=recalculated.seconds)
+    result = Verification(engine=recalculated.engine, cells_compared=0, seconds=recalculated.seconds,
+                          values=recalculated.values)
     for (sheet, cell), actual in recalculated.values.items():
         if sheet not in sheets:
             continue

@@ -1,42 +1,43 @@
-"""Build the calibration workbook: sheets, live formulas, styles, validation, chart."""
+"""Build the calibration workbook: sheets, live formulas, styles, validation, print setup.
+
+The sheets a person reads come first (the summary opens the workbook); the per-row
+workings are hidden sheets at the end. Data-dependent charts are added by `add_charts`
+once the rows are known.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
 from openpyxl import Workbook
-from openpyxl.cell.cell import Cell as XlCell
-from openpyxl.chart import Reference, ScatterChart, Series
-from openpyxl.styles import Alignment, Font, PatternFill
+from openpyxl.styles import Alignment
 from openpyxl.utils import get_column_letter
 from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.datavalidation import DataValidation
-from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
+from scm_xl.rules import verdict_rule
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_formulas, write_tables
-from scm_xl.workbook import lsq_sheet, replicates_sheet
+from scm_xl.workbook import lsq_sheet, replicates_sheet, summary_sheet
 from scm_xl.workbook.first_principles import write_calculator
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.layout import (
-    CELLS_TABLE, CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
-    DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, METHODS,
-    INVERSE_TABLE, LENGTH_TABLE, META_SHEET, MODEL_TABLE, RAW_COLUMNS, SHEET_KEYS, Column, Layout,
+    CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
+    DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, META_SHEET, METHODS,
+    MODEL_TABLE, RAW_COLUMNS, SHEET_KEYS, WORKING_SHEETS, Layout,
+)
+from scm_xl.workbook.styles import (  # noqa: F401  (re-exported: older sheet modules import them from here)
+    BOLD, FORMULA_FILL, FORMULA_PREFIXES, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT,
+    WORKINGS_TAB, _array, _formula, _header, _label, array, formula, header, label, write_text,
 )
 
-INPUT_FILL = PatternFill("solid", fgColor="FFF2CC")  # pale yellow: type here
-FORMULA_FILL = PatternFill("solid", fgColor="EDEDED")  # grey: computed, do not type
-HEADER_FILL = PatternFill("solid", fgColor="1F4E78")
-KEY_FILL = PatternFill("solid", fgColor="DDEBF7")
-HEADER_FONT = Font(bold=True, color="FFFFFF")
-TITLE_FONT = Font(bold=True, size=14)
-BOLD = Font(bold=True)
-FORMULA_PREFIXES = ("=", "+", "-", "@")
 BUILD_TIMESTAMP = datetime(2026, 1, 1, 0, 0, 0)
+SENTINEL_ROW = 1048000  # a row number no sheet reaches: per-row formulas are stamped from one template
 
 LABELS = {
     "zh": {
@@ -57,8 +58,8 @@ LABELS = {
         "c_table": "并发增益 f(c) = TPS(c, 基准长度) / BaseTPS",
         "l_table": "长度系数 K_len(L) = TPS(锚定并发, L) / (BaseTPS × f(锚定并发))",
         "m_table": "模型系数 C_model(m) = BaseTPS / TPS(m 的基准点)",
-        "chart_grid": "图表数据：基准模型各并发 × max_tokens 的 TPS（几何均值）",
-        "chart_title": "TPS 与并发（每个 max_tokens 一条曲线）",
+        "max_latency": "P95 延迟上限 (s)（留空 = 不限）",
+        "inverse_note": "只在已测并发档位中选择；设置延迟上限时，用该档位实测 P95 延迟（无故障运行的中位数），未测的档位不算满足。",
         "consistency_title": "自洽检验：只有“check”行（系数全部来自其他行）才是真正的检验",
         "check_rows": "检验行数 (check)",
         "identify_rows": "标定行数 (identify)",
@@ -67,7 +68,7 @@ LABELS = {
         "mape": "平均偏差率 MAPE %（仅检验行）",
         "max_deviation": "最大偏差率 %（仅检验行）",
         "verdict": "判定",
-        "verdict_rule": "excellent: MAPE≤5% 且 最大≤10%；good: MAPE≤10% 且 最大≤20%；fail: 更差；insufficient: 没有检验行（不算通过）",
+        "verdict_rule": verdict_rule("zh", "检验行"),
         "derivation_title": "双向推导",
         "forward": "正向预测：给定配置 → TPS",
         "inverse": "反向求解：目标 TPS → 最小已测并发",
@@ -103,8 +104,8 @@ LABELS = {
         "c_table": "Concurrency gain f(c) = TPS(c, base length) / BaseTPS",
         "l_table": "Length factor K_len(L) = TPS(anchor c, L) / (BaseTPS × f(anchor c))",
         "m_table": "Model cost C_model(m) = BaseTPS / TPS(m at the base point)",
-        "chart_grid": "Chart data: TPS of the base model by concurrency × max_tokens (geometric mean)",
-        "chart_title": "TPS against concurrency (one series per max_tokens)",
+        "max_latency": "P95 latency limit (s) (blank = none)",
+        "inverse_note": "Chooses among measured concurrency levels only; with a latency limit, a level counts only when its measured P95 latency (median over fault-free runs) is within it.",
         "consistency_title": "Consistency: only 'check' rows (all coefficients from other rows) test the model",
         "check_rows": "check rows",
         "identify_rows": "identify rows",
@@ -113,7 +114,7 @@ LABELS = {
         "mape": "MAPE % (check rows only)",
         "max_deviation": "max |deviation| % (check rows only)",
         "verdict": "verdict",
-        "verdict_rule": "excellent: MAPE≤5% and max≤10%; good: MAPE≤10% and max≤20%; fail: worse; insufficient: no check rows (never a pass)",
+        "verdict_rule": verdict_rule("en", "check rows"),
         "derivation_title": "Forward and inverse",
         "forward": "Forward: configuration → TPS",
         "inverse": "Inverse: target TPS → smallest measured concurrency",
@@ -138,86 +139,62 @@ README_TEXT = {
         "SCM 系数标定工作簿（scm-xl 生成）",
         "",
         "模型：TPS = BaseTPS × f(并发) × K_len(max_tokens) ÷ C_model(模型)",
-        "黄色单元格是输入，灰色单元格是公式（请勿覆盖）。在“原始数据”表里新增或修改一行，所有结果随之更新。",
+        "黄色单元格是输入，灰色单元格是公式（请勿覆盖），浅蓝色是结论。",
         "",
-        "原始数据：每行一次实验。物理过滤：无输出、存在失败/限流请求、或“并发升高而TPS下降”的行被剔除，原因写在“剔除原因”列；“人工纳入/剔除”列（include/exclude）优先于自动过滤。",
+        "各工作表：",
+        "总览：打开时看到的第一页。判定（颜色：绿 excellent、蓝 good、红 fail、黄 insufficient）、检验行数、MAPE、最大偏差、留一法误差、物理警告数、系数一览、正反向答案和图表。",
+        "原始数据：每行一次实验，可以直接插入、删除、排序行，或在数据下方接着输入新行，所有结果随之更新。TPS、角色、状态说明三列自动显示每行的结果：被剔除或无法使用（例如数字被输入成文本）的原因写在这里。",
         "系数标定：按文章的链式方法标定。基准点默认取第一个模型、max_tokens=50（没有则取最小长度）、最低并发，可在B列手工指定。重复实验取几何均值。",
-        "自洽检验：每行一个角色。identify = 这一行本身定义了某个系数（偏差按构造为0，不是检验）；check = 它用到的系数全部来自其他行（真正的检验）；unidentified = 缺少系数；excluded = 被过滤。",
-        "判定只看 check 行：excellent（MAPE≤5% 且最大≤10%）、good（MAPE≤10% 且最大≤20%）、fail；没有 check 行时为 insufficient，绝不算通过。",
-        "双向推导：正向预测给定配置的 TPS；反向求达到目标 TPS 的最小已测并发，以及对偶问题（可达最高 TPS）。",
+        "自洽检验：每行一个角色。identify = 这一行本身定义了某个系数（偏差按构造为0，不是检验）；check = 它用到的系数全部来自其他行（真正的检验）；unidentified = 缺少系数；excluded = 被过滤。判定只看 check 行；没有 check 行时为 insufficient，绝不算通过。",
+        "双向推导：正向预测给定配置的 TPS；反向求达到目标 TPS 的最小已测并发（可设 P95 延迟上限），以及对偶问题（可达最高 TPS）。",
+        "重复实验：同一配置多次测量的中位数、变异系数（CV）和需要的重复次数。",
+        "最小二乘：对全部纳入行做对数空间最小二乘，给出系数和留一法（LOO）预测误差；计算过程的矩阵列已折叠隐藏。",
+        "第一性原理：屋顶线计算器（每 Token 2N FLOPs、权重字节 ÷ 显存带宽、KV 缓存容量）和 GPU/模型目录，物理检查以此为上限。",
+        "说明：本页。",
+        "计算_逐行、计算_单元、计算_图表：隐藏的中间计算表（右键“取消隐藏”可查看），请勿编辑。",
         "",
+        "可覆盖的行数：公式覆盖原始数据表的前若干行（见隐藏的 _scm_meta 表 rows）；超出的行 scm-xl verify 会指出。",
         "校验：scm-xl verify 本文件 —— 用真实公式引擎重算每个公式单元格，并与 Python 参考实现逐一比较。",
     ],
     "en": [
         "SCM calibration workbook (built by scm-xl)",
         "",
         "Model: TPS = BaseTPS × f(concurrency) × K_len(max_tokens) ÷ C_model(model)",
-        "Yellow cells are inputs, grey cells are formulas (do not type over them). Add or edit a row on the raw-data sheet and every result follows.",
+        "Yellow cells are inputs, grey cells are formulas (do not type over them), pale blue cells are the answers.",
         "",
-        "RawData: one experiment per row. Physical filter: rows with no output, with failed or rate-limited requests, or whose TPS falls as concurrency rises are excluded, with the reason in the 'reason' column; the 'override' column (include/exclude) wins over the automatic filter.",
+        "The sheets:",
+        "Summary: the page the workbook opens on. The verdict (green excellent, blue good, red fail, yellow insufficient), check rows, MAPE, max deviation, the hold-out error, physics warnings, the coefficients at a glance, the forward and inverse answers, and the charts.",
+        "RawData: one experiment per row. Insert, delete or sort rows, or type a new row under the data, and every result follows. The TPS, role and status columns show what became of each row: the reason a row is excluded or unusable (a number typed as text, say) is written there.",
         "Calibration: the article's chain. The base point defaults to the first model, max_tokens 50 (else the smallest length) and the lowest concurrency; set them by hand in column B. Replicates are combined by their geometric mean.",
-        "Consistency: each row has a role. identify = the row defines a coefficient (deviation 0 by construction, not a test); check = every coefficient it needs came from other rows (the real test); unidentified = a coefficient is missing; excluded = filtered out.",
-        "The verdict uses check rows only: excellent (MAPE≤5% and max≤10%), good (MAPE≤10% and max≤20%), fail; with no check rows it is 'insufficient', never a pass.",
-        "Derivation: forward prediction for a configuration; inverse: the smallest measured concurrency that meets a target TPS, and the dual (best reachable TPS).",
+        "Consistency: each row has a role. identify = the row defines a coefficient (deviation 0 by construction, not a test); check = every coefficient it needs came from other rows (the real test); unidentified = a coefficient is missing; excluded = filtered out. The verdict uses check rows only; with none it is 'insufficient', never a pass.",
+        "Derivation: forward prediction for a configuration; inverse: the smallest measured concurrency that meets a target TPS (optionally within a P95 latency limit), and the dual (best reachable TPS).",
+        "Replicates: the median, coefficient of variation and repeats needed of each configuration measured more than once.",
+        "LeastSquares: a least-squares fit in log space over all included rows, with the coefficients and the leave-one-out (hold-out) error; the matrix workings are grouped and collapsed.",
+        "FirstPrinciples: the roofline calculator (2N FLOPs per token, weight bytes / memory bandwidth, KV cache capacity) and the GPU/model catalog the physics checks use.",
+        "README: this page.",
+        "Work_Rows, Work_Cells, Work_Charts: hidden workings (right-click a tab, Unhide, to look); do not edit them.",
         "",
+        "Rows covered: the formulas cover the first rows of RawData (see 'rows' on the hidden _scm_meta sheet); scm-xl verify names any row beyond them.",
         "Check it: scm-xl verify THIS_FILE recalculates every formula cell with a real engine and compares it with the Python reference.",
     ],
 }
 
 
-def write_text(cell: XlCell, value: str) -> None:
-    """Write a string as text, even if it looks like a formula."""
-    cell.value = value
-    if value.startswith(FORMULA_PREFIXES):
-        cell.data_type = "s"
-        cell.quotePrefix = True
-
-
-def _header(ws: Worksheet, row: int, col: int, columns: tuple[Column, ...], lang: str) -> None:
-    for i, column in enumerate(columns):
-        cell = ws.cell(row=row, column=col + i, value=column.header(lang))  # type: ignore[arg-type]
-        cell.font = HEADER_FONT
-        cell.fill = HEADER_FILL
-        cell.alignment = Alignment(wrap_text=True, vertical="center")
-        ws.column_dimensions[get_column_letter(col + i)].width = max(
-            ws.column_dimensions[get_column_letter(col + i)].width or 0, column.width)
-
-
-def _array(ws: Worksheet, col: str, first: int, last: int, formula: str, fill: PatternFill = FORMULA_FILL,
-           number_format: str | None = None, column_style: bool = False) -> None:
-    """One CSE array formula over a column range.
-
-    column_style styles the whole sheet column instead of each cell: the per-row tables
-    fill whole columns, and thousands of styled empty cells slow every engine's load.
-    """
-    ref = f"{col}{first}:{col}{last}"
-    ws[f"{col}{first}"] = ArrayFormula(ref, formula)
-    if column_style:
-        dim = ws.column_dimensions[col]
-        dim.fill = fill
-        if number_format:
-            dim.number_format = number_format
-        cells = [ws[f"{col}{first}"]]
-    else:
-        cells = [ws[f"{col}{row}"] for row in range(first, last + 1)]
-    for cell in cells:
-        cell.fill = fill
-        if number_format:
-            cell.number_format = number_format
-
-
-def _formula(ws: Worksheet, address: str, formula: str, number_format: str | None = None,
-             array: bool = False) -> None:
-    ws[address] = ArrayFormula(address, formula) if array else formula
-    ws[address].fill = FORMULA_FILL
-    if number_format:
-        ws[address].number_format = number_format
-
-
-def _label(ws: Worksheet, address: str, text: str, bold: bool = False) -> None:
-    ws[address] = text
-    if bold:
-        ws[address].font = BOLD
+def stamp_rows(template: Callable[[int], dict[str, str]], rows: range,
+               *related: int) -> Iterator[tuple[int, dict[str, str]]]:
+    """Per-row formulas from one template: `template(SENTINEL_ROW)` with the sentinel (and the
+    rows it relates to: sentinel + offset for each offset in `related`) replaced in each row.
+    Writing 10,000 rows this way is one string replace per cell instead of one formula build."""
+    base = template(SENTINEL_ROW)
+    marks = [(str(SENTINEL_ROW + offset), offset) for offset in related]
+    for row in rows:
+        stamped = {}
+        for key, text in base.items():
+            text = text.replace(str(SENTINEL_ROW), str(row))
+            for mark, offset in marks:
+                text = text.replace(mark, str(row + offset))
+            stamped[key] = text
+        yield row, stamped
 
 
 def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
@@ -231,40 +208,160 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
     lang = layout.lang
     labels = LABELS[lang]
     sheets: dict[str, Worksheet] = {}
+    visible = [key for key in SHEET_KEYS if key not in WORKING_SHEETS]
     if fresh:
         first = wb.active
         assert first is not None
-        first.title = layout.title("readme")
-        sheets["readme"] = first
+        first.title = layout.title(visible[0])
+        sheets[visible[0]] = first
     else:
-        sheets["readme"] = wb.create_sheet(layout.title("readme"), index=0)
-    for index, key in enumerate(SHEET_KEYS[1:], start=1):
+        sheets[visible[0]] = wb.create_sheet(layout.title(visible[0]), index=0)
+    for index, key in enumerate(visible[1:], start=1):
         sheets[key] = wb.create_sheet(layout.title(key), index=index)
+    position = wb.sheetnames.index(layout.title("derivation")) + 1
+    rep_ws = wb.create_sheet(replicates_sheet.SHEET_TITLES[lang], index=position)
+    lsq_ws = wb.create_sheet(lsq_sheet.SHEET_TITLES[lang], index=position + 1)
+    own_visible = len(visible) + 2
+    for offset, key in enumerate(WORKING_SHEETS):
+        sheets[key] = wb.create_sheet(layout.title(key), index=own_visible + offset)
     catalog_layout = CatalogLayout(lang, physics_catalog())
     fx = Formulas(layout, catalog_layout)
 
-    # -- README ---------------------------------------------------------------
-    ws = sheets["readme"]
+    _readme(sheets["readme"], lang)
+    _raw_entry(sheets["raw"], layout, fx)
+    _workings_rows(sheets["calc"], layout, fx)
+    _calibration(sheets["calibration"], layout, fx, labels)
+    _consistency(sheets["consistency"], layout, fx, labels)
+    _derivation(sheets["derivation"], layout, fx, labels)
+    extra_names = {
+        name: f"'{ws_.title}'!${_col(address)}${_row(address)}"
+        for ws_, names in ((rep_ws, replicates_sheet.write_sheet(rep_ws, layout, slots=layout.cell_slots)),
+                           (lsq_ws, lsq_sheet.write_sheet(lsq_ws, layout)))
+        for name, address in names.items()
+    }
+    _cells(sheets["cells"], layout, fx)
+
+    # -- first principles: the roofline calculator and the catalog ---------------
+    ws = sheets["first_principles"]
+    write_tables(ws, catalog_layout)
+    calculator_names = write_calculator(ws, lang, catalog_layout)
+    for field, text in physics_column_formulas(catalog_layout, layout.name_ref("PhysicsBytes")).items():
+        col = get_column_letter(catalog_layout.model_col(field))
+        ws[f"{col}{catalog_layout.model_header}"] = field
+        ws[f"{col}{catalog_layout.model_header}"].font = HEADER_FONT
+        ws[f"{col}{catalog_layout.model_header}"].fill = HEADER_FILL
+        _array(ws, col, catalog_layout.model_first, catalog_layout.model_last, text)
+
+    # -- defined names and meta -------------------------------------------------
+    for name, cell in layout.defined_names().items():
+        col = "".join(ch for ch in cell.address if ch.isalpha())
+        row = "".join(ch for ch in cell.address if ch.isdigit())
+        wb.defined_names[name] = DefinedName(name, attr_text=f"{layout.qtitle(cell.sheet)}!${col}${row}")
+    for name, ref in extra_names.items():
+        wb.defined_names[name] = DefinedName(name, attr_text=ref)
+    for name, address in calculator_names.items():
+        col = "".join(ch for ch in address if ch.isalpha())
+        row = "".join(ch for ch in address if ch.isdigit())
+        wb.defined_names[name] = DefinedName(
+            name, attr_text=f"{layout.qtitle('first_principles')}!${col}${row}")
+    summary_sheet.write_sheet(sheets["summary"], layout, fx)
+
+    for key in WORKING_SHEETS:
+        sheets[key].sheet_state = "hidden"
+        sheets[key].sheet_properties.tabColor = WORKINGS_TAB
+    meta = wb.create_sheet(META_SHEET)
+    for i, (key, value) in enumerate(layout.meta().items(), start=1):
+        meta.cell(row=i, column=1, value=key)
+        meta.cell(row=i, column=2, value=value)
+    meta.sheet_state = "hidden"
+    for ws in (*(sheets[k] for k in visible), rep_ws, lsq_ws):
+        print_setup(ws)
+    wb.active = wb.sheetnames.index(layout.title("summary"))
+    for ws in wb.worksheets:
+        ws.sheet_view.tabSelected = ws.title == layout.title("summary")
+    if fresh:
+        # Fixed document properties, so the same command builds the same workbook.
+        wb.properties.creator = "scm-xl"
+        wb.properties.created = BUILD_TIMESTAMP
+        wb.properties.modified = BUILD_TIMESTAMP
+    return wb
+
+
+def print_setup(ws: Worksheet, *, repeat_rows: str | None = None) -> None:
+    """Landscape, fitted to the page width, header rows repeated, an explicit print area."""
+    ws.page_setup.orientation = "landscape"
+    ws.page_setup.paperSize = ws.PAPERSIZE_A4
+    ws.page_setup.fitToWidth = 1
+    ws.page_setup.fitToHeight = 0
+    ws.sheet_properties.pageSetUpPr.fitToPage = True
+    ws.print_options.gridLines = False
+    ws.page_margins.left = ws.page_margins.right = 0.4
+    ws.page_margins.top = ws.page_margins.bottom = 0.5
+    if repeat_rows:
+        ws.print_title_rows = repeat_rows
+
+
+def _readme(ws: Worksheet, lang: str) -> None:
     for i, line in enumerate(README_TEXT[lang], start=1):
-        ws.cell(row=i, column=1, value=line)
+        cell = ws.cell(row=i, column=1, value=line)
+        cell.alignment = Alignment(wrap_text=True, vertical="top")
     ws["A1"].font = TITLE_FONT
-    ws.column_dimensions["A"].width = 140
+    ws.column_dimensions["A"].width = 120
+    ws.print_area = f"A1:A{len(README_TEXT[lang])}"
 
-    # -- raw data -------------------------------------------------------------
-    ws = sheets["raw"]
-    _header(ws, layout.raw_header_row, 1, RAW_COLUMNS, lang)
-    ws.freeze_panes = "B2"
-    for column in RAW_COLUMNS:
+
+def _raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
+    """The sheet a person types into: inputs, and three display columns per covered row."""
+    _header(ws, layout.raw_header_row, 1, ENTRY_COLUMNS, layout.lang)
+    ws.freeze_panes = f"B{layout.raw_first}"
+    for column in ENTRY_COLUMNS:
+        letter = layout.entry_col(column.key)
         if column.kind == "input":
-            ws.column_dimensions[layout.raw_col(column.key)].fill = INPUT_FILL
-    number_formats = {"tps": "0.00", "ln_tps": "0.0000"}
-    for key, formula in fx.raw_columns().items():
-        _array(ws, layout.raw_col(key), layout.raw_first, layout.raw_last, formula,
-               number_format=number_formats.get(key), column_style=True)
+            ws.column_dimensions[letter].fill = INPUT_FILL
+    display = fx.display()
+    formats = {"show_tps": "0.00"}
+    for key, text in display.items():
+        letter = layout.entry_col(key)
+        ws.column_dimensions[letter].fill = FORMULA_FILL
+        for row in range(layout.raw_first, layout.raw_last + 1):
+            cell = ws[f"{letter}{row}"]
+            cell.value = text
+            if key in formats:
+                cell.number_format = formats[key]
+    last_col = get_column_letter(len(ENTRY_COLUMNS))
+    ws.auto_filter.ref = f"A{layout.raw_header_row}:{last_col}{layout.raw_last}"
+    ws.row_dimensions[layout.raw_header_row].height = 30
     _validations(ws, layout)
+    print_setup(ws, repeat_rows=f"{layout.raw_header_row}:{layout.raw_header_row}")
 
-    # -- calibration ----------------------------------------------------------
-    ws = sheets["calibration"]
+
+def _workings_rows(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
+    _header(ws, layout.raw_header_row, 1, RAW_COLUMNS, layout.lang)
+    ws.freeze_panes = f"B{layout.raw_first}"
+    rows = range(layout.raw_first, layout.raw_last + 1)
+    position_offset = 1 - layout.raw_first  # position k = row + offset
+    letters = {column.key: layout.raw_col(column.key) for column in RAW_COLUMNS}
+    for row, formulas in stamp_rows(fx.raw_row, rows, position_offset):
+        for key, text in formulas.items():
+            ws[f"{letters[key]}{row}"] = text
+    for key, number_format in (("tps", "0.00"), ("ln_tps", "0.0000")):
+        ws.column_dimensions[letters[key]].number_format = number_format
+
+
+def _cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
+    _header(ws, layout.cells_header_row, 1, CELLS_TABLE, layout.lang)
+    ws.freeze_panes = f"A{layout.cells_first}"
+    slot_col = layout.table_col(CELLS_TABLE, "slot")
+    letters = {column.key: layout.table_col(CELLS_TABLE, column.key) for column in CELLS_TABLE}
+    for i in range(layout.cell_slots):
+        ws[f"{slot_col}{layout.cells_first + i}"] = i + 1
+    rows = range(layout.cells_first, layout.cells_last + 1)
+    for row, formulas in stamp_rows(fx.cells_row, rows):
+        for key, text in formulas.items():
+            ws[f"{letters[key]}{row}"] = text
+
+
+def _calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
     _label(ws, "A1", labels["calibration_title"])
     ws["A1"].font = TITLE_FONT
     _label(ws, "A3", labels["settings"], bold=True)
@@ -298,31 +395,27 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
     ws.column_dimensions["C"].width = 26
 
     _label(ws, f"A{layout.c_table_header - 1}", labels["c_table"], bold=True)
-    _header(ws, layout.c_table_header, 1, CONCURRENCY_TABLE, lang)
+    _header(ws, layout.c_table_header, 1, CONCURRENCY_TABLE, layout.lang)
     for row in range(layout.c_table_first, layout.c_table_first + layout.c_slots):
-        for key, formula in fx.concurrency_row(row).items():
-            _formula(ws, f"{layout.table_col(CONCURRENCY_TABLE, key)}{row}", formula,
-                     "0.00" if key == "f" else None)
+        for key, text in fx.concurrency_row(row).items():
+            _formula(ws, f"{layout.table_col(CONCURRENCY_TABLE, key)}{row}", text, "0.00" if key == "f" else None)
 
     _label(ws, f"A{layout.l_table_header - 1}", labels["l_table"], bold=True)
-    _header(ws, layout.l_table_header, 1, LENGTH_TABLE, lang)
+    _header(ws, layout.l_table_header, 1, LENGTH_TABLE, layout.lang)
     for row in range(layout.l_table_first, layout.l_table_first + layout.l_slots):
-        for key, formula in fx.length_row(row).items():
-            _formula(ws, f"{layout.table_col(LENGTH_TABLE, key)}{row}", formula,
-                     "0.00" if key == "k" else None)
+        for key, text in fx.length_row(row).items():
+            _formula(ws, f"{layout.table_col(LENGTH_TABLE, key)}{row}", text, "0.00" if key == "k" else None)
 
     _label(ws, f"A{layout.m_table_header - 1}", labels["m_table"], bold=True)
-    _header(ws, layout.m_table_header, 1, MODEL_TABLE, lang)
+    _header(ws, layout.m_table_header, 1, MODEL_TABLE, layout.lang)
     for row in range(layout.m_table_first, layout.m_table_first + layout.m_slots):
-        formulas, name_is_array = fx.model_row(row)
-        for key, formula in formulas.items():
-            _formula(ws, f"{layout.table_col(MODEL_TABLE, key)}{row}", formula,
-                     "0.00" if key in ("c", "tps") else None, array=(key == "name" and name_is_array))
+        for key, text in fx.model_row(row).items():
+            _formula(ws, f"{layout.table_col(MODEL_TABLE, key)}{row}", text,
+                     "0.00" if key in ("c", "tps") else None)
+    ws.print_area = f"A1:E{layout.m_table_first + layout.m_slots - 1}"
 
-    _chart_grid(ws, layout, fx, labels)
 
-    # -- consistency ----------------------------------------------------------
-    ws = sheets["consistency"]
+def _consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
     _label(ws, "A1", labels["consistency_title"])
     ws["A1"].font = TITLE_FONT
     _label(ws, "A2", labels["verdict_rule"])
@@ -332,77 +425,26 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
         _formula(ws, f"B{row}", summary[key], "0.00" if key in ("mape", "max_deviation") else None)
         if key in ("mape", "max_deviation", "verdict", "check_rows"):
             ws[f"B{row}"].fill = KEY_FILL
+    summary_sheet.colour_verdict(ws, f"B{layout.summary_rows['verdict']}")
     ws.column_dimensions["A"].width = 34
-    _header(ws, layout.cons_header_row, 1, CONSISTENCY_COLUMNS, lang)
+    _header(ws, layout.cons_header_row, 1, CONSISTENCY_COLUMNS, layout.lang)
     ws.freeze_panes = f"B{layout.cons_first}"
-    cons_formats = {"measured": "0.00", "f": "0.000", "k": "0.000", "c": "0.000", "predicted": "0.00",
-                    "deviation": "0.00", "deviation_pct": "0.0", "check_abs_pct": "0.0"}
-    for key, formula in fx.consistency_columns().items():
-        _array(ws, layout.cons_col(key), layout.cons_first, layout.cons_last, formula,
-               number_format=cons_formats.get(key), column_style=True)
-
-    # -- derivation -------------------------------------------------------------
-    ws = sheets["derivation"]
-    _derivation(ws, layout, fx, labels)
-
-    # -- replicates and least squares (hold-out) ----------------------------------
-    position = wb.sheetnames.index(layout.title("derivation")) + 1
-    rep_ws = wb.create_sheet(replicates_sheet.SHEET_TITLES[lang], index=position)
-    lsq_ws = wb.create_sheet(lsq_sheet.SHEET_TITLES[lang], index=position + 1)
-    extra_names = {
-        name: f"'{ws_.title}'!${_col(address)}${_row(address)}"
-        for ws_, names in ((rep_ws, replicates_sheet.write_sheet(rep_ws, layout, slots=layout.cell_slots)),
-                           (lsq_ws, lsq_sheet.write_sheet(lsq_ws, layout)))
-        for name, address in names.items()
-    }
-
-    # -- cells: per (model, max_tokens, concurrency) figures the filter looks up --
-    ws = sheets["cells"]
-    _header(ws, layout.cells_header_row, 1, CELLS_TABLE, lang)
-    ws.freeze_panes = f"A{layout.cells_first}"
-    cell_formats = {"max_tps": "0.00", "mean_ln": "0.0000", "lower_max": "0.00", "group_base": "0.00"}
-    slot_col = layout.table_col(CELLS_TABLE, "slot")
-    for i in range(layout.cell_slots):
-        ws[f"{slot_col}{layout.cells_first + i}"] = i + 1
-    for key, formula in fx.cells_columns().items():
-        _array(ws, layout.table_col(CELLS_TABLE, key), layout.cells_first, layout.cells_last, formula,
-               number_format=cell_formats.get(key), column_style=True)
-
-    # -- first principles: the roofline calculator and the catalog ---------------
-    ws = sheets["first_principles"]
-    write_tables(ws, catalog_layout)
-    calculator_names = write_calculator(ws, lang, catalog_layout)
-    for field, formula in physics_column_formulas(catalog_layout, layout.name_ref("PhysicsBytes")).items():
-        col = get_column_letter(catalog_layout.model_col(field))
-        ws[f"{col}{catalog_layout.model_header}"] = field
-        ws[f"{col}{catalog_layout.model_header}"].font = HEADER_FONT
-        ws[f"{col}{catalog_layout.model_header}"].fill = HEADER_FILL
-        _array(ws, col, catalog_layout.model_first, catalog_layout.model_last, formula)
-
-    # -- defined names and meta -------------------------------------------------
-    for name, cell in layout.defined_names().items():
-        col = "".join(ch for ch in cell.address if ch.isalpha())
-        row = "".join(ch for ch in cell.address if ch.isdigit())
-        wb.defined_names[name] = DefinedName(name, attr_text=f"{layout.qtitle(cell.sheet)}!${col}${row}")
-    for name, ref in extra_names.items():
-        wb.defined_names[name] = DefinedName(name, attr_text=ref)
-    for name, address in calculator_names.items():
-        col = "".join(ch for ch in address if ch.isalpha())
-        row = "".join(ch for ch in address if ch.isdigit())
-        wb.defined_names[name] = DefinedName(
-            name, attr_text=f"{layout.qtitle('first_principles')}!${col}${row}")
-    meta = wb.create_sheet(META_SHEET)
-    for i, (key, value) in enumerate(layout.meta().items(), start=1):
-        meta.cell(row=i, column=1, value=key)
-        meta.cell(row=i, column=2, value=value)
-    meta.sheet_state = "hidden"
-    wb.active = 1
-    if fresh:
-        # Fixed document properties, so the same command builds the same workbook.
-        wb.properties.creator = "scm-xl"
-        wb.properties.created = BUILD_TIMESTAMP
-        wb.properties.modified = BUILD_TIMESTAMP
-    return wb
+    formats = {"measured": "0.00", "f": "0.000", "k": "0.000", "c": "0.000", "predicted": "0.00",
+               "deviation": "0.00", "deviation_pct": "0.0", "check_abs_pct": "0.0"}
+    letters = {column.key: layout.cons_col(column.key) for column in CONSISTENCY_COLUMNS}
+    for key, number_format in formats.items():
+        ws.column_dimensions[letters[key]].number_format = number_format
+    rows = range(layout.cons_first, layout.cons_last + 1)
+    for row, formulas in stamp_rows(fx.consistency_row, rows, layout.raw_first - layout.cons_first):
+        for key, text in formulas.items():
+            ws[f"{letters[key]}{row}"] = text
+    # The helper columns (known flags, anchor) are grouped and collapsed.
+    for key in ("f_known", "k_known", "c_known", "anchor"):
+        ws.column_dimensions[letters[key]].hidden = True
+        ws.column_dimensions[letters[key]].outlineLevel = 1
+    last = get_column_letter(len(CONSISTENCY_COLUMNS))
+    ws.print_area = f"A1:{last}{layout.cons_last}"
+    print_setup(ws, repeat_rows=f"{layout.cons_header_row}:{layout.cons_header_row}")
 
 
 def _col(address: str) -> str:
@@ -432,7 +474,8 @@ def remove_own_sheets(wb: Workbook, layout: Layout) -> None:
 
 def _validations(ws: Worksheet, layout: Layout) -> None:
     def rng(key: str) -> str:
-        return layout.raw_range(key, sheet=False, absolute=False)
+        col = layout.entry_col(key)
+        return f"{col}{layout.raw_first}:{col}{layout.raw_last}"
 
     positive_int = DataValidation(type="whole", operator="greaterThanOrEqual", formula1="1", allow_blank=True,
                                   showErrorMessage=True, error="a whole number ≥ 1")
@@ -452,39 +495,6 @@ def _validations(ws: Worksheet, layout: Layout) -> None:
     override.add(rng("override"))
 
 
-def _chart_grid(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
-    grid_col = layout.chart_grid_col
-    header_row = layout.chart_header_row
-    first = layout.c_table_first
-    last = first + layout.c_slots - 1
-    _label(ws, f"{get_column_letter(grid_col)}{header_row - 1}", labels["chart_grid"], bold=True)
-    level_col = get_column_letter(grid_col)
-    ws[f"{level_col}{header_row}"] = "c \\ max_tokens"
-    ws[f"{level_col}{header_row}"].font = BOLD
-    _array(ws, level_col, first, last, f"={fx.ctab('level')}")
-    chart = ScatterChart()
-    chart.title = labels["chart_title"]
-    chart.style = 2  # a multi-colour palette: one colour per max_tokens
-    chart.x_axis.title = "concurrency"
-    chart.y_axis.title = "TPS"
-    chart.height = 9
-    chart.width = 16
-    xvalues = Reference(ws, min_col=grid_col, min_row=first, max_row=last)
-    for slot in range(1, CHART_LENGTH_SLOTS + 1):
-        header, body = fx.chart_column(slot)
-        col = get_column_letter(grid_col + slot)
-        _formula(ws, f"{col}{header_row}", header)
-        _array(ws, col, first, last, body, number_format="0.00")
-        values = Reference(ws, min_col=grid_col + slot, min_row=header_row, max_row=last)
-        series = Series(values, xvalues, title_from_data=True)
-        series.marker.symbol = "circle"
-        chart.series.append(series)
-    chart.x_axis.delete = False
-    chart.y_axis.delete = False
-    anchor_col = get_column_letter(grid_col + CHART_LENGTH_SLOTS + 2)
-    ws.add_chart(chart, f"{anchor_col}3")
-
-
 def _derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
     _label(ws, "A1", labels["derivation_title"])
     ws["A1"].font = TITLE_FONT
@@ -492,9 +502,9 @@ def _derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, s
     _label(ws, f"A{fw['concurrency'] - 1}", labels["forward"], bold=True)
     _label(ws, f"C{fw['concurrency'] - 1}", labels["coefficient"], bold=True)
     forward = fx.forward()
-    for key, label in (("concurrency", labels["concurrency"]), ("max_tokens", labels["max_tokens"]),
-                       ("model", labels["model"])):
-        _label(ws, f"A{fw[key]}", label)
+    for key, text in (("concurrency", labels["concurrency"]), ("max_tokens", labels["max_tokens"]),
+                      ("model", labels["model"])):
+        _label(ws, f"A{fw[key]}", text)
         ws[f"B{fw[key]}"].fill = INPUT_FILL
     ws[f"B{fw['concurrency']}"] = DEFAULT_FORWARD["concurrency"]
     ws[f"B{fw['max_tokens']}"] = DEFAULT_FORWARD["max_tokens"]
@@ -511,9 +521,9 @@ def _derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, s
     inv = layout.inverse_rows
     inverse = fx.inverse()
     _label(ws, f"A{inv['target_tps'] - 1}", labels["inverse"], bold=True)
-    for key, label in (("target_tps", labels["target_tps"]), ("max_tokens", labels["max_tokens"]),
-                       ("model", labels["model"])):
-        _label(ws, f"A{inv[key]}", label)
+    for key, text in (("target_tps", labels["target_tps"]), ("max_tokens", labels["max_tokens"]),
+                      ("model", labels["model"]), ("max_latency", labels["max_latency"])):
+        _label(ws, f"A{inv[key]}", text)
         ws[f"B{inv[key]}"].fill = INPUT_FILL
     ws[f"B{inv['target_tps']}"] = DEFAULT_TARGET["tps"]
     ws[f"B{inv['max_tokens']}"] = DEFAULT_TARGET["max_tokens"]
@@ -526,30 +536,37 @@ def _derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, s
         _formula(ws, f"B{inv[key]}", inverse[key], "0.00" if key in ("tps", "best_tps") else None)
     ws[f"B{inv['concurrency']}"].fill = KEY_FILL
     ws[f"B{inv['tps']}"].fill = KEY_FILL
+    _label(ws, f"A{layout.inverse_table_header - 2}", labels["inverse_note"])
+    ws[f"A{layout.inverse_table_header - 2}"].font = NOTE_FONT
     _label(ws, f"A{layout.inverse_table_header - 1}", labels["inverse_table"], bold=True)
     _header(ws, layout.inverse_table_header, 1, INVERSE_TABLE, layout.lang)
     first = layout.inverse_table_first
-    last = first + layout.c_slots - 1
-    for key in ("level", "predicted", "meets"):
-        _array(ws, layout.table_col(INVERSE_TABLE, key), first, last, inverse[key],
-               number_format="0.00" if key == "predicted" else None)
+    for row in range(first, first + layout.c_slots):
+        for key, text in fx.inverse_row(row).items():
+            _formula(ws, f"{layout.table_col(INVERSE_TABLE, key)}{row}", text,
+                     {"predicted": "0.00", "latency": "0.000"}.get(key), array=(key == "latency"))
     ws.column_dimensions["A"].width = 36
     ws.column_dimensions["B"].width = 16
-    ws.column_dimensions["C"].width = 12
+    ws.column_dimensions["C"].width = 14
     ws.column_dimensions["D"].width = 22
+    ws.column_dimensions["E"].width = 12
+    ws.print_area = f"A1:E{first + layout.c_slots - 1}"
 
 
 def save_atomic(wb: Workbook, path: str | Path, *, reproducible: bool = False) -> None:
-    """Save to a temp file beside the target, then rename: nothing half-written.
-
-    reproducible fixes the zip timestamps and the document's modified time, so the
-    same build gives the same bytes (the committed template is checked that way).
-    """
+    """Save to a uniquely named temp file beside the target, then rename: nothing
+    half-written, and two runs into one folder never share a temporary file. A symlink
+    is written through to its target."""
     path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.exists():
         raise InputError(f"folder does not exist: {directory}", path=str(path))
-    fd, tmp = tempfile.mkstemp(prefix=".scm-xl-", suffix=".xlsx", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".scm-xl-", suffix=".xlsx", dir=directory)
+    except OSError as exc:
+        raise InputError(f"cannot write into {directory}: {exc.strerror or exc}", path=str(path)) from exc
     os.close(fd)
     try:
         wb.save(tmp)

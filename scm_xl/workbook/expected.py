@@ -14,13 +14,15 @@ from scm_xl.model import (
     Analysis, Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, RowCheck, RowStatus, analyze, cells_of,
     physics_bytes, same_model,
 )
+from scm_xl.constrained import measured_percentiles
 from scm_xl.results import ResultRow
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_values
-from scm_xl.workbook import lsq_sheet, replicates_sheet
+from scm_xl.workbook import lsq_sheet, replicates_sheet, summary_sheet
 from scm_xl.workbook.first_principles import expected_calculator
+from scm_xl.workbook.formulas import MIRRORED_KEYS
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
-    CELLS_TABLE, CHART_LENGTH_SLOTS, CONCURRENCY_TABLE, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, Layout,
+    CELLS_TABLE, CONCURRENCY_TABLE, DISPLAY_KEYS, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, RAW_FORMULA_KEYS, Layout,
 )
 from openpyxl.utils import get_column_letter
 
@@ -62,14 +64,15 @@ def _fmt_key(value: Any) -> str:
     return str(value)
 
 
-def expected_cells(layout: Layout, inputs: Inputs) -> tuple[Analysis, Expected]:
+def expected_cells(layout: Layout, inputs: Inputs,
+                   analysis: Analysis | None = None) -> tuple[Analysis, Expected]:
+    """What every formula cell should hold (analysis: the reference's, when already run)."""
     rows = [row for _, row in inputs.rows]
-    analysis = analyze(rows, inputs.settings)
+    analysis = analysis or analyze(rows, inputs.settings)
     exp: Expected = {}
     _raw(exp, layout, inputs, analysis)
     _cells(exp, layout, inputs, analysis)
     _calibration(exp, layout, analysis)
-    _chart(exp, layout, analysis)
     _consistency(exp, layout, inputs, analysis)
     sheet_rows = [sheet_row for sheet_row, _ in inputs.rows]
     lsq_cells = lsq_sheet.expected_sheet(layout, analysis, sheet_rows=sheet_rows)
@@ -81,7 +84,67 @@ def expected_cells(layout: Layout, inputs: Inputs) -> tuple[Analysis, Expected]:
     _derivation(exp, layout, inputs, analysis, chosen)
     _catalog(exp, layout, analysis)
     _first_principles(exp, layout, inputs, analysis)
+    _display(exp, layout, inputs)
+    _summary(exp, layout, inputs, analysis)
+    _chart_data(exp, layout, inputs, analysis)
     return analysis, exp
+
+
+def _summary(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+    defined = {name: (layout.title(cell.sheet), cell.address) for name, cell in layout.defined_names().items()}
+    ll = lsq_sheet.LsqLayout(layout)
+    for name, address in ll.defined_names().items():
+        defined[name] = (ll.title, address)
+    extra: dict[str, CellValue] = {
+        "unusable_rows": float(len(inputs.unusable)),
+        "physics_rows": float(sum(1 for s in analysis.statuses if s.physics.count > 0)),
+    }
+    for name, typed in (("ForwardConcurrency", inputs.forward.get("concurrency")),
+                        ("ForwardMaxTokens", inputs.forward.get("max_tokens")),
+                        ("TargetTPS", inputs.inverse.get("target_tps")),
+                        ("TargetMaxTokens", inputs.inverse.get("max_tokens")),
+                        ("MaxLatencyP95", inputs.inverse.get("max_latency"))):
+        extra[name] = _typed(typed)
+    exp.update(summary_sheet.expected_sheet(layout, exp, defined, extra))
+
+
+def _chart_data(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+    included = [(row.model, float(row.max_tokens), float(row.concurrency), s.tps, row.latency_p95_s,
+                 row.ttft_p95_s) for (_, row), s in zip(inputs.rows, analysis.statuses) if s.included]
+    title = layout.title("consistency")
+    consistency = {}
+    for sheet_row, _ in inputs.rows:
+        position = sheet_row - layout.raw_first + 1
+        out_row = layout.cons_first + position - 1
+        consistency[position] = tuple(exp.get((title, f"{layout.cons_col(key)}{out_row}"))
+                                      for key in ("exp_id", "measured", "predicted"))
+    exp.update(summary_sheet.expected_chart_data(layout, inputs.chart_keys, inputs.chart_fit, included,
+                                                 consistency))  # type: ignore[arg-type]
+
+
+def _display(exp: Expected, layout: Layout, inputs: Inputs) -> None:
+    """The raw-data sheet's display cells, wherever they hold their formulas."""
+    title = layout.title("raw")
+    cons = layout.title("consistency")
+    calc = layout.title("calc")
+    for sheet_row in inputs.display_rows:
+        position = sheet_row - layout.raw_header_row
+        values: dict[str, CellValue] = {key: None for key in DISPLAY_KEYS}
+        if 1 <= position <= layout.rows:
+            calc_row = layout.raw_first + position - 1
+            cons_row = layout.cons_first + position - 1
+            unusable = exp.get((calc, f"{layout.raw_col('unusable')}{calc_row}"))
+            note = exp.get((cons, f"{layout.cons_col('note')}{cons_row}")) or ""
+            physics = exp.get((calc, f"{layout.raw_col('physics_text')}{calc_row}")) or ""
+            values["show_tps"] = exp.get((calc, f"{layout.raw_col('tps')}{calc_row}"))
+            if unusable:
+                values["show_role"] = "unusable"
+                values["show_status"] = unusable
+            else:
+                values["show_role"] = exp.get((cons, f"{layout.cons_col('role')}{cons_row}"))
+                values["show_status"] = _text(f"{note}{'; ' if note and physics else ''}{physics}")
+        for key, value in values.items():
+            exp[(title, f"{layout.entry_col(key)}{sheet_row}")] = value
 
 
 def _lsq_calibration(layout: Layout, chain: Calibration, cells: Expected) -> Calibration:
@@ -157,38 +220,49 @@ def _cells(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) ->
 
 
 def _raw(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
-    title = layout.title("raw")
-    by_row = {sheet_row: status for (sheet_row, _), status in zip(inputs.rows, analysis.statuses)}
+    """The per-row workings: row k holds the k-th row under the raw-data header."""
+    title = layout.title("calc")
+    by_row = {sheet_row: (row, status) for (sheet_row, row), status in zip(inputs.rows, analysis.statuses)}
+    unusable = dict(inputs.unusable)
     seen: set[str] = set()
     first_rows: set[int] = set()
-    for sheet_row, row in inputs.rows:
+    seen_models: set[str] = set()
+    first_model_rows: set[int] = set()
+    for (sheet_row, row), status in zip(inputs.rows, analysis.statuses):
         key = cell_key(row.model, row.max_tokens, row.concurrency).casefold()
         if key not in seen:
             seen.add(key)
             first_rows.add(sheet_row)
+        if status.included and row.model.casefold() not in seen_models:
+            seen_models.add(row.model.casefold())
+            first_model_rows.add(sheet_row)
+    blank = {key: None for key in RAW_FORMULA_KEYS}
+    for flag in ("short_output", "superlinear", "over_ceiling", "kv_over", "present", "eligible", "has_input"):
+        blank[flag] = 0.0
     for sheet_row in range(layout.raw_first, layout.raw_last + 1):
-        s = by_row.get(sheet_row)
-        if s is None:
-            values: dict[str, CellValue] = {key: None for key in (
-                "tps", "ln_tps", "fault", "mono", "included", "reason", "c_included", "l_included", "f_known",
-                "cell_key", "cell_first", "lower_max",
-                "model_id", "gpu_id", "short_output", "group_low_c", "superlinear", "ceiling", "over_ceiling",
-                "kv_over", "physics", "physics_text", "short_text", "superlinear_text", "ceiling_text",
-                "kv_text")}
-            values["present"] = 0.0
-            values["eligible"] = 0.0
-            for flag in ("short_output", "superlinear", "over_ceiling", "kv_over"):
-                values[flag] = 0.0
-        else:
-            values = {
+        position = sheet_row - layout.raw_first + 1
+        typed = inputs.entry.get(position, {})
+        values: dict[str, CellValue] = dict(blank)
+        for key in MIRRORED_KEYS:
+            values[key] = _typed(typed.get(key))
+        if any(values[key] is not None for key in MIRRORED_KEYS):
+            values["has_input"] = 1.0
+        pair = by_row.get(sheet_row)
+        if sheet_row in unusable:
+            values["unusable"] = unusable[sheet_row]
+        elif pair is not None:
+            row, s = pair
+            values.update({
                 "present": 1.0, "tps": s.tps, "ln_tps": s.ln_tps, "fault": _num(s.fault),
                 "eligible": _num(s.eligible), "mono": _num(s.monotonic_violation),
                 "cell_key": cell_key(s.model, s.max_tokens, s.concurrency),
-                "cell_first": float(sheet_row - layout.raw_first + 1) if sheet_row in first_rows else None,
+                "cell_first": float(position) if sheet_row in first_rows else None,
                 "lower_max": s.faster_lower_tps,
                 "included": _num(s.included), "reason": _text(s.reason(layout.lang)),
                 "c_included": _num(s.concurrency) if s.included else None,
                 "l_included": _num(s.max_tokens) if s.included else None,
+                "m_included": _model_text(typed.get("model")) if s.included else None,
+                "model_first": float(position) if sheet_row in first_model_rows else None,
                 "f_known": 1.0 if analysis.calibration.f(s.concurrency) is not None else 0.0,
                 "model_id": float(s.physics.model_id), "gpu_id": float(s.physics.gpu_id),
                 "short_output": _num(s.physics.short_output),
@@ -199,9 +273,27 @@ def _raw(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> N
                 **{key: _text(s.physics.text(layout.lang, only=code)) for key, code in (
                     ("short_text", "short_output"), ("superlinear_text", "superlinear"),
                     ("ceiling_text", "over_ceiling"), ("kv_text", "kv_over"))},
-            }
+            })
         for key, value in values.items():
             exp[(title, f"{layout.raw_col(key)}{sheet_row}")] = value
+
+
+def _typed(value: Any) -> CellValue:
+    """What INDEX of a typed cell returns: numbers as floats, text as typed, blank as nothing."""
+    if value is None or (isinstance(value, str) and value == ""):
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    return str(value)
+
+
+def _model_text(value: Any) -> str | None:
+    """`model&""`: a number typed as a model name renders without a trailing .0 when whole."""
+    if value is None:
+        return None
+    return _fmt_key(value)
 
 
 def _calibration(exp: Expected, layout: Layout, analysis: Analysis) -> None:
@@ -247,32 +339,6 @@ def _calibration(exp: Expected, layout: Layout, analysis: Analysis) -> None:
         put(MODEL_TABLE, "tps", row, model.base_point_tps if model else None)
         put(MODEL_TABLE, "c", row, model.c_model if model else None)
         put(MODEL_TABLE, "known", row, 1.0 if model and model.c_model is not None else 0.0)
-
-
-def _chart(exp: Expected, layout: Layout, analysis: Analysis) -> None:
-    title = layout.title("calibration")
-    cal = analysis.calibration
-    included = [s for s in analysis.statuses if s.included and cal.base_model is not None
-                and same_model(s.model, cal.base_model)]
-    levels = [lv.concurrency for lv in cal.concurrency_levels]
-    lengths = [lv.max_tokens for lv in cal.length_levels]
-    level_col = get_column_letter(layout.chart_grid_col)
-    for i in range(layout.c_slots):
-        row = layout.c_table_first + i
-        exp[(title, f"{level_col}{row}")] = _num(levels[i]) if i < len(levels) else None
-    for slot in range(1, CHART_LENGTH_SLOTS + 1):
-        col = get_column_letter(layout.chart_grid_col + slot)
-        length = lengths[slot - 1] if slot - 1 < len(lengths) else None
-        exp[(title, f"{col}{layout.chart_header_row}")] = _num(length)
-        for i in range(layout.c_slots):
-            row = layout.c_table_first + i
-            value: CellValue = NA
-            if length is not None and i < len(levels):
-                logs = [s.ln_tps for s in included if s.concurrency == levels[i] and s.max_tokens == length
-                        and s.ln_tps is not None]
-                if logs:
-                    value = math.exp(sum(logs) / len(logs))
-            exp[(title, f"{col}{row}")] = value
 
 
 def _consistency(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
@@ -370,23 +436,37 @@ def _derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysi
     exp[(title, f"D{inv['model']}")] = _text(_fmt_key(model) if model is not None else None)
     exp[(title, f"C{inv['model']}")] = c
     target = target_in.get("target_tps")
-    table: list[tuple[float | None, float | None]] = []
+    limit = target_in.get("max_latency")
+    limit = float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
+    percentiles = measured_percentiles([row for _, row in inputs.rows])
+    length = coerce_key(target_in.get("max_tokens"))
+    table: list[tuple[float | None, float | None, float | None, float]] = []
     for i in range(layout.c_slots):
         level = cal.concurrency_levels[i] if i < len(cal.concurrency_levels) else None
         pred = None
         if level is not None and k is not None and c is not None and cal.base_tps is not None and level.f is not None:
             pred = cal.base_tps * level.f * k / c
-        table.append((float(level.concurrency) if level else None, pred))
+        latency = None
+        if level is not None and model is not None and isinstance(length, float):
+            cell = percentiles.get((_fmt_key(model).casefold(), level.concurrency, int(length)))
+            latency = cell.latency_p95_s if cell is not None and length.is_integer() else None
+        allowed = 0.0
+        if pred is not None:
+            allowed = 1.0 if limit is None else (1.0 if latency is not None and latency <= limit else 0.0)
+        table.append((float(level.concurrency) if level else None, pred, latency, allowed))
     meets = []
-    for i, (level_value, pred) in enumerate(table):
+    col = {column.key: layout.table_col(INVERSE_TABLE, column.key) for column in INVERSE_TABLE}
+    for i, (level_value, pred, latency, allowed) in enumerate(table):
         row = layout.inverse_table_first + i
         hit = None
-        if pred is not None and _meets(pred, target):
+        if pred is not None and _meets(pred, target) and allowed == 1.0:
             hit = level_value
             meets.append((level_value, pred))
-        exp[(title, f"{layout.table_col(INVERSE_TABLE, 'level')}{row}")] = level_value
-        exp[(title, f"{layout.table_col(INVERSE_TABLE, 'predicted')}{row}")] = pred
-        exp[(title, f"{layout.table_col(INVERSE_TABLE, 'meets')}{row}")] = hit
+        exp[(title, f"{col['level']}{row}")] = level_value
+        exp[(title, f"{col['predicted']}{row}")] = pred
+        exp[(title, f"{col['latency']}{row}")] = latency
+        exp[(title, f"{col['allowed']}{row}")] = allowed
+        exp[(title, f"{col['meets']}{row}")] = hit
     if meets:
         best_meet = min(meets, key=lambda item: item[0])  # type: ignore[arg-type, return-value]
         exp[(title, f"B{inv['concurrency']}")] = best_meet[0]
@@ -394,11 +474,11 @@ def _derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysi
     else:
         exp[(title, f"B{inv['concurrency']}")] = t("unreachable_short")
         exp[(title, f"B{inv['tps']}")] = None
-    known_preds = [(lv, p) for lv, p in table if p is not None]
-    if known_preds:
-        best = max(p for _, p in known_preds)
+    allowed_preds = [(lv, p) for lv, p, _, ok in table if p is not None and ok == 1.0 and p >= 0]
+    if allowed_preds:
+        best = max(p for _, p in allowed_preds)
         exp[(title, f"B{inv['best_tps']}")] = best
-        exp[(title, f"B{inv['best_concurrency']}")] = next(lv for lv, p in known_preds if p == best)
+        exp[(title, f"B{inv['best_concurrency']}")] = min(lv for lv, p in allowed_preds if p == best)  # type: ignore[type-var]
     else:
         exp[(title, f"B{inv['best_tps']}")] = None
         exp[(title, f"B{inv['best_concurrency']}")] = None

@@ -1,25 +1,35 @@
-"""Fill, recalculate and verify: the workbook pipeline behind `fill` and `verify`."""
+"""Fill, recalculate and verify: the workbook pipeline behind `fill` and `verify`.
+
+A filled workbook is written to a uniquely named temporary file beside the output,
+recalculated and verified there, given the engine's values as cached values, and only
+then renamed onto the output: an interrupted or failed run never replaces a good file.
+"""
 
 from __future__ import annotations
 
-import shutil
-from dataclasses import dataclass
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-from openpyxl import Workbook
+from typing import Any
 
 from scm_xl.engines import choose_engine
+from scm_xl.engines.base import Recalculated
 from scm_xl.errors import InputError, UsageError
-from scm_xl.model import Analysis
+from scm_xl.model import Analysis, Settings, analyze
 from scm_xl.results import ResultRow, read_results
 from scm_xl.verify import Verification, compare
+from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.build import build_workbook, own_sheet_titles, remove_own_sheets, save_atomic
 from scm_xl.workbook.expected import expected_cells
 from scm_xl.workbook.io import (
     Inputs, check_model_names, load, read_inputs, read_layout, set_method, set_strict_physics, write_hand_set,
     write_rows,
 )
-from scm_xl.workbook.layout import META_SHEET, Lang, Layout, fitted_layout
+from scm_xl.workbook.layout import DEFAULT_FORWARD, DEFAULT_TARGET, META_SHEET, Lang, Layout, fitted_layout
+
+Progress = Callable[[str], None]
 
 
 @dataclass
@@ -30,7 +40,12 @@ class WorkbookReport:
     analysis: Analysis
     verification: Verification
     warnings: list[str]
-    backup: Path | None = None
+    holdout: Any = None  # lsq hold-out report (leave-one-out of both methods)
+    notes: list[str] = field(default_factory=list)
+
+
+def _quiet(_: str) -> None:
+    return None
 
 
 def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = None) -> Layout:
@@ -47,29 +62,43 @@ def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = Non
     return layout
 
 
-def _rebuild_into(user_wb: Workbook, old_layout: Layout, layout: Layout) -> Workbook:
-    """Rebuild scm-xl's sheets inside a user's workbook, keeping every other sheet as it is."""
-    remove_own_sheets(user_wb, old_layout)
-    return build_workbook(layout, into=user_wb)
+def _read_all(paths: Sequence[Path], rename_duplicates: bool) -> tuple[list[ResultRow], list[str]]:
+    """Rows of one or several results CSVs (each row keeps its source file when there are several)."""
+    from scm_xl import results
+
+    many = getattr(results, "read_results_many", None)
+    if many is not None and len(paths) > 1:
+        table = many(paths, rename_duplicates=rename_duplicates)
+        return list(table.rows), list(table.warnings)
+    if len(paths) > 1:
+        raise UsageError("filling several CSVs into one workbook needs a newer results reader")
+    table = read_results(paths[0])
+    return list(table.rows), list(table.warnings)
 
 
-def fill(results_path: str | Path, *, workbook: str | Path | None = None, output: str | Path | None = None,
-         engine: str = "formulas", lang: Lang = "zh", force: bool = False,
+def fill(results_path: str | Path | Sequence[str | Path], *, workbook: str | Path | None = None,
+         output: str | Path | None = None, engine: str = "auto", lang: Lang = "zh",
          strict_physics: bool | None = None, method: str | None = None,
-         derivation: dict[str, dict[str, object]] | None = None) -> WorkbookReport:
-    """Write a results CSV into a fresh or existing workbook, save it, then verify it.
+         derivation: dict[str, dict[str, object]] | None = None, progress: Progress | None = None,
+         rename_duplicates: bool = False) -> WorkbookReport:
+    """Write results CSVs into a fresh or existing workbook, recalculate and verify it, then
+    put it in place.
 
     strict_physics sets the workbook's switch and method its method cell ("chain" or "lsq");
-    None keeps what the workbook has.
-    derivation sets the forward/inverse input cells: {"forward": {...}, "inverse": {...}}.
+    None keeps what the workbook has. derivation sets the forward/inverse input cells:
+    {"forward": {...}, "inverse": {...}}. The overwrite policy is the caller's: an existing
+    output is replaced (atomically, after verification).
     """
-    table = read_results(results_path)
-    rows = table.rows
-    # Refuse an engine that cannot run here before anything is written.
-    choose_engine(engine, len(rows))[0].require()
-    check_model_names(rows, where=str(results_path))
-    warnings = list(table.warnings)
+    say = progress or _quiet
+    paths = [Path(results_path)] if isinstance(results_path, (str, Path)) else [Path(p) for p in results_path]
+    if not paths:
+        raise UsageError("no results CSV given")
+    rows, warnings = _read_all(paths, rename_duplicates)
+    chosen, note = choose_engine(engine, len(rows))
+    chosen.require()  # refuse an engine that cannot run here before anything is written
+    check_model_names(rows, where=str(paths[0]))
 
+    say("build the workbook")
     if workbook is not None:
         workbook = Path(workbook)
         user_wb = load(workbook)
@@ -77,14 +106,17 @@ def fill(results_path: str | Path, *, workbook: str | Path | None = None, output
         old_inputs = read_inputs(user_wb, old_layout, workbook)
         rows = _keep_manual_cells(rows, old_inputs)
         layout = _layout_for(rows, old_layout.lang, at_least=old_layout)
-        wb = _rebuild_into(user_wb, old_layout, layout)
+        remove_own_sheets(user_wb, old_layout)
+        wb = build_workbook(layout, into=user_wb)
         write_hand_set(wb, layout, old_inputs)
         target = Path(output) if output else workbook
     else:
         layout = _layout_for(rows, lang)
         wb = build_workbook(layout)
-        target = Path(output) if output else Path(Path(results_path).stem + ".xlsx")
+        target = Path(output) if output else Path(paths[0].stem + ".xlsx")
         derivation = derivation or _measured_defaults(rows)
+    if target.is_dir():
+        raise UsageError(f"{target} is a folder; give a file name with -o")
     write_rows(wb, layout, rows)
     if strict_physics is not None:
         set_strict_physics(wb, layout, strict_physics)
@@ -93,26 +125,69 @@ def fill(results_path: str | Path, *, workbook: str | Path | None = None, output
     if derivation:
         write_hand_set(wb, layout, Inputs(forward=derivation.get("forward", {}),
                                           inverse=derivation.get("inverse", {})), settings=False)
+    inputs = read_inputs(wb, layout, target)
+    analysis = analyze([row for _, row in inputs.rows], inputs.settings)
+    points = summary_sheet.chart_points([row for _, row in inputs.rows], analysis.checks)
+    summary_sheet.add_charts(wb, layout, points)
+    inputs.chart_keys = [(m, float(length), float(c)) for m, length, c in points.cells]
+    inputs.chart_fit = [(role, float(position)) for role, position in points.fit]
 
-    backup = None
-    if target.exists():
-        if target.is_dir():
-            raise UsageError(f"{target} is a folder; give a file name with -o")
-        if not force:
-            backup = target.with_name(target.stem + ".bak" + target.suffix)
-            shutil.copy2(target, backup)
-    save_atomic(wb, target)
-    report = verify(target, engine=engine)
+    final = target.resolve() if target.is_symlink() else target
+    tmp = _temporary_beside(final)
+    try:
+        save_atomic(wb, tmp)
+        report = _check(tmp, final, layout, inputs, chosen, note, say, analysis=analysis)
+        _store_values(tmp, report.verification, say)
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    report.path = target
     report.warnings = warnings + report.warnings
-    report.backup = backup
     return report
+
+
+def _temporary_beside(target: Path) -> Path:
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.exists():
+        raise InputError(f"folder does not exist: {directory}", path=str(target))
+    try:
+        fd, name = tempfile.mkstemp(prefix=".scm-xl-", suffix=".xlsx", dir=directory)
+    except OSError as exc:
+        raise InputError(f"cannot write into {directory}: {exc.strerror or exc}", path=str(target)) from exc
+    os.close(fd)
+    return Path(name)
+
+
+def _store_values(path: Path, verification: Verification, say: Progress) -> None:
+    """Give every formula cell the value the verifying engine computed, so readers that do
+    not recalculate (openpyxl data_only, pandas, previews) see the numbers."""
+    try:
+        from scm_xl.workbook import cached_values
+    except ImportError:  # pragma: no cover - the module ships with the package
+        return
+    values = verification.values
+    if not values:
+        return
+    say("store the computed values in the file")
+    by_sheet: dict[str, dict[tuple[int, int], Any]] = {}
+    from openpyxl.utils.cell import coordinate_to_tuple
+
+    for (sheet, cell), value in values.items():
+        by_sheet.setdefault(sheet, {})[coordinate_to_tuple(cell)] = value
+    stored = path.with_name(path.name + ".values")
+    try:
+        cached_values.write_cached_values(path, stored, by_sheet)
+        os.replace(stored, path)
+    finally:
+        if stored.exists():
+            stored.unlink()
 
 
 def _measured_defaults(rows: list[ResultRow]) -> dict[str, dict[str, object]] | None:
     """Forward and inverse inputs for a new workbook: the template's defaults (the article's
     questions) where the data measured them, else the nearest measured levels."""
     from scm_xl.model import PREFERRED_BASE_MAX_TOKENS
-    from scm_xl.workbook.layout import DEFAULT_FORWARD, DEFAULT_TARGET
 
     if not rows:
         return None
@@ -132,8 +207,6 @@ def _measured_defaults(rows: list[ResultRow]) -> dict[str, dict[str, object]] | 
 
 def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
     """An override or note typed into the workbook survives when the CSV has none for that exp_id."""
-    from dataclasses import replace
-
     by_id = {row.exp_id: row for _, row in old.rows}
     kept = []
     for row in rows:
@@ -147,22 +220,41 @@ def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
     return kept
 
 
-def verify(path: str | Path, *, engine: str = "formulas") -> WorkbookReport:
+def _holdout(analysis: Analysis) -> Any:
+    from scm_xl import lsq
+
+    run = getattr(lsq, "least_squares_analysis", None) or getattr(lsq, "analyze")
+    return run(analysis.statuses, analysis.settings).report()
+
+
+def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: Any, note: str | None,
+           say: Progress, analysis: Analysis | None = None) -> WorkbookReport:
+    """Recalculate `path` with `engine` and compare every formula cell with the reference."""
+    say(f"recalculate with {engine.name}")
+    recalculated: Recalculated = engine.recalculate(path)
+    analysis, expected = expected_cells(layout, inputs, analysis=analysis)
+    say(f"compare {len(recalculated.values):,} formula cells with the reference")
+    verification = compare(expected, recalculated, set(own_sheet_titles(layout)) - {META_SHEET})
+    verification.note = note
+    verification.uncovered = [f"row {row} ({exp_id or 'no exp_id'})" for row, exp_id in inputs.uncovered]
+    verification.rows_covered = inputs.covered
+    warnings = [note] if note else []
+    if verification.cells_compared == 0:
+        raise InputError("the engine returned no formula cells to compare", path=str(shown_as))
+    notes = list(inputs.notes) + [f"row {row}: {reason}" for row, reason in inputs.unusable]
+    return WorkbookReport(path=shown_as, layout=layout, inputs=inputs, analysis=analysis,
+                          verification=verification, warnings=warnings, holdout=_holdout(analysis), notes=notes)
+
+
+def verify(path: str | Path, *, engine: str = "auto", progress: Progress | None = None) -> WorkbookReport:
     """Recalculate a workbook as it stands and compare every formula cell with the reference."""
+    say = progress or _quiet
     path = Path(path)
     wb = load(path)
     layout = read_layout(wb, path)
     inputs = read_inputs(wb, layout, path)
     chosen, note = choose_engine(engine, len(inputs.rows))
-    recalculated = chosen.recalculate(path)
-    analysis, expected = expected_cells(layout, inputs)
-    verification = compare(expected, recalculated, set(own_sheet_titles(layout)) - {META_SHEET})
-    verification.note = note
-    warnings = [note] if note else []
-    if verification.cells_compared == 0:
-        raise InputError("the engine returned no formula cells to compare", path=str(path))
-    return WorkbookReport(path=path, layout=layout, inputs=inputs, analysis=analysis,
-                          verification=verification, warnings=warnings)
+    return _check(path, path, layout, inputs, chosen, note, say)
 
 
 def analysis_from_source(source: str | Path, *,
@@ -171,10 +263,6 @@ def analysis_from_source(source: str | Path, *,
 
     strict_physics overrides the workbook's switch (None keeps it; a CSV defaults to warnings only).
     """
-    from dataclasses import replace
-
-    from scm_xl.model import Settings, analyze
-
     source = Path(source)
     if source.suffix.lower() in (".xlsx", ".xlsm"):
         wb = load(source)
@@ -188,3 +276,6 @@ def analysis_from_source(source: str | Path, *,
     table = read_results(source)
     check_model_names(table.rows, where=str(source))
     return analyze(table.rows, Settings(strict_physics=bool(strict_physics))), table.rows
+
+
+__all__ = ["WorkbookReport", "analysis_from_source", "fill", "verify"]

@@ -1,11 +1,12 @@
 """The workbook's formulas, written from the layout.
 
-Per-row quantities are CSE array formulas over whole (bounded) columns: one
-formula per column instead of one per cell. Every engine computes them as a
-vector, which keeps recalculation fast, and a person typing a new row inside
-the table sees it flow through. Only functions that the embedded engine
-(`formulas`) and LibreOffice compute identically are used: no TRIM (they
-differ on inner spaces), no number-to-text of non-integers, MINIFS/MAXIFS
+Every per-row quantity is an ordinary formula in its own row (no multi-cell array
+formula anywhere a person edits): row k of the workings sheet copies the k-th row
+under the raw-data sheet's header by position (INDEX), and computes from its own
+cells. Aggregates (COUNTIFS, SUMIFS, AVERAGEIFS, MINIFS/MAXIFS with scalar criteria,
+SMALL, MATCH on a scalar) read whole bounded columns of the workings sheet. Only
+functions that every supported engine computes identically are used: no TRIM
+(engines differ on inner spaces), no number-to-text of non-integers, MINIFS/MAXIFS
 written with their `_xlfn.` prefix.
 """
 
@@ -15,9 +16,12 @@ from scm_xl.model import MONOTONIC_EPSILON, PREFERRED_BASE_MAX_TOKENS
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.lsq_sheet import LsqLayout
 from scm_xl.workbook.layout import (
-    CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, EXCELLENT_MAPE, EXCELLENT_MAX,
-    GOOD_MAPE, GOOD_MAX, LENGTH_TABLE, MODEL_TABLE, SUPERLINEAR_TOLERANCE, Layout,
+    CELLS_TABLE as CELLS_TABLE_REF, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, ENTRY_COLUMNS, EXCELLENT_MAPE,
+    EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, NUMERIC_INPUT_KEYS, RAW_COLUMNS,
+    REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout,
 )
+
+MIRRORED_KEYS = tuple(c.key for c in RAW_COLUMNS if c.key in {e.key for e in ENTRY_COLUMNS})
 
 
 def q(text: str) -> str:
@@ -49,10 +53,8 @@ class Formulas:
 
     # -- references --------------------------------------------------------
     def raw(self, key: str) -> str:
+        """A whole workings column, with its sheet."""
         return self.lo.raw_range(key)
-
-    def raw_local(self, key: str) -> str:
-        return self.lo.raw_range(key, sheet=False)
 
     def name(self, name: str) -> str:
         return self.lo.name_ref(name)
@@ -70,111 +72,137 @@ class Formulas:
         """COUNTIFS/AVERAGEIFS criteria: base model, included."""
         return f"{self.raw('model')},{self.name('BaseModel')},{self.raw('included')},1"
 
-    # -- raw-data sheet: one array formula per helper column -----------------
-    def raw_columns(self) -> dict[str, str]:
-        r = self.raw_local
+    # -- workings sheet: one row per raw-data row ------------------------------
+    def raw_row(self, row: int) -> dict[str, str]:
+        """Every formula of workings row `row` (raw_first..raw_last)."""
         lo = self.lo
         t = lo.text
-        present = r("present")
+        position = row - lo.raw_first + 1  # the k-th row under the raw-data header
+
+        def me(key: str) -> str:
+            return f"${lo.raw_col(key)}{row}"
+
+        def col(key: str) -> str:
+            return lo.raw_range(key, sheet=False)
+
+        present = me("present")
         tol = self.name("MonotonicTolerancePct")
-        mono_text = q(t("mono"))
         strict = self.name("StrictPhysics")
-        rowidx = f"(ROW({r('present')})-{self.lo.raw_first - 1})"
-
-        def count(key: str) -> str:
-            return f"IF(ISNUMBER({r(key)}),{r(key)},0)"
-
-        return {
-            "present": (
-                f"=ISNUMBER({r('concurrency')})*ISNUMBER({r('max_tokens')})*ISNUMBER({r('total_time_s')})"
-                f"*ISNUMBER({r('total_output_tokens')})*({r('total_time_s')}>0)"
-            ),
-            "tps": f"=IF({present}=1,{r('total_output_tokens')}/{r('total_time_s')},\"\")",
-            "ln_tps": f"=IF({present}=1,IF({r('tps')}>0,LN({r('tps')}),\"\"),\"\")",
-            "fault": f"=IF({present}=1,(({count('failed_requests')}+{count('rate_limited_requests')})>0)*1,\"\")",
-            "eligible": (
-                f"=IF({present}=1,({r('fault')}=0)*({r('tps')}>0)*({r('override')}<>\"exclude\"),0)"
-            ),
-            "cell_key": f"=IF({present}=1,{r('model')}&\"|\"&{r('max_tokens')}&\"|\"&{r('concurrency')},\"\")",
-            "cell_first": (
-                f"=IF({present}=1,IF(MATCH({r('cell_key')},{r('cell_key')},0)={rowidx},{rowidx},\"\"),\"\")"
-            ),
-            "lower_max": f"=IF({present}=1,{self.cell_lookup('lower_max')},\"\")",
-            "mono": (
-                f"=IF({present}=1,({r('lower_max')}>{r('tps')}*(1+{tol}/100+{MONOTONIC_EPSILON!r}))*1,\"\")"
-            ),
+        out: dict[str, str] = {}
+        for key in MIRRORED_KEYS:
+            entry = lo.entry_range(key)
+            at = position + 1  # the range starts at the header row
+            out[key] = f"=IF(ROWS({entry})<={position},\"\",IF(INDEX({entry},{at})&\"\"=\"\",\"\",INDEX({entry},{at})))"
+        out["has_input"] = "=((" + "&".join(me(key) for key in MIRRORED_KEYS) + ")<>\"\")*1"
+        out["unusable"] = f"=IF({me('has_input')}=1,{self._unusable_chain(me)},\"\")"
+        out.update({
+            "present": f"=IF({me('has_input')}=1,IF({me('unusable')}=\"\",({me('total_time_s')}>0)*1,0),0)",
+            "tps": f"=IF({present}=1,{me('total_output_tokens')}/{me('total_time_s')},\"\")",
+            "ln_tps": f"=IF({present}=1,IF({me('tps')}>0,LN({me('tps')}),\"\"),\"\")",
+            "fault": (f"=IF({present}=1,((IF(ISNUMBER({me('failed_requests')}),{me('failed_requests')},0)"
+                      f"+IF(ISNUMBER({me('rate_limited_requests')}),{me('rate_limited_requests')},0))>0)*1,\"\")"),
+            "eligible": (f"=IF({present}=1,({me('fault')}=0)*({me('tps')}>0)*({me('override')}<>\"exclude\"),0)"),
+            "cell_key": (f"=IF({present}=1,{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')},"
+                         f"\"\")"),
+            "cell_first": (f"=IF({present}=1,IF(MATCH({me('cell_key')},{col('cell_key')},0)={position},"
+                           f"{position},\"\"),\"\")"),
+            "lower_max": f"=IF({present}=1,{self.cell_lookup('lower_max', me('cell_key'))},\"\")",
+            "mono": (f"=IF({present}=1,({me('lower_max')}>{me('tps')}*(1+{tol}/100+{MONOTONIC_EPSILON!r}))*1,"
+                     f"\"\")"),
             "included": (
-                f"=IF({present}=1,({r('tps')}>0)*IF({r('override')}=\"include\",1,"
-                f"IF({r('override')}=\"exclude\",0,({r('fault')}=0)*({r('mono')}=0)"
-                f"*IF({strict}=1,({r('physics')}=0)*1,1))),\"\")"
+                f"=IF({present}=1,({me('tps')}>0)*IF({me('override')}=\"include\",1,"
+                f"IF({me('override')}=\"exclude\",0,({me('fault')}=0)*({me('mono')}=0)"
+                f"*IF({strict}=1,({me('physics')}=0)*1,1))),\"\")"
             ),
             "reason": (
-                f"=IF({present}=1,IF({r('tps')}<=0,{q(t('no_output'))},"
-                f"IF({r('override')}=\"exclude\",{q(t('manual_exclude'))},"
-                f"IF({r('override')}=\"include\",{q(t('manual_include'))},"
-                f"IF({r('fault')}=1,{q(t('fault'))},"
-                f"IF({r('mono')}=1,{mono_text},"
-                f"IF(({strict}=1)*({r('physics')}>0)=1,{q(t('physics'))},\"\")))))),\"\")"
+                f"=IF({present}=1,IF({me('tps')}<=0,{q(t('no_output'))},"
+                f"IF({me('override')}=\"exclude\",{q(t('manual_exclude'))},"
+                f"IF({me('override')}=\"include\",{q(t('manual_include'))},"
+                f"IF({me('fault')}=1,{q(t('fault'))},"
+                f"IF({me('mono')}=1,{q(t('mono'))},"
+                f"IF(({strict}=1)*({me('physics')}>0)=1,{q(t('physics'))},\"\")))))),\"\")"
             ),
-            "c_included": f"=IF({r('included')}=1,{r('concurrency')},\"\")",
-            "l_included": f"=IF({r('included')}=1,{r('max_tokens')},\"\")",
-            "f_known": (
-                f"=IF({present}=1,SUMIFS({self.ctab('known')},{self.ctab('level')},{r('concurrency')}),\"\")"
-            ),
-            **self.physics_columns(),
-        }
+            "c_included": f"=IF({me('included')}=1,{me('concurrency')},\"\")",
+            "l_included": f"=IF({me('included')}=1,{me('max_tokens')},\"\")",
+            "m_included": f"=IF({me('included')}=1,{me('model')}&\"\",\"\")",
+            "model_first": (f"=IF({me('included')}=1,IF(MATCH({me('m_included')},{col('m_included')},0)={position},"
+                            f"{position},\"\"),\"\")"),
+            "f_known": (f"=IF({present}=1,SUMIFS({self.ctab('known')},{self.ctab('level')},{me('concurrency')}),"
+                        f"\"\")"),
+        })
+        out.update(self._physics_row(me))
+        return out
 
-    def physics_columns(self) -> dict[str, str]:
-        r = self.raw_local
+    def _unusable_chain(self, me) -> str:  # type: ignore[no-untyped-def]
+        """The first input of a typed row that cannot be used, in words (nested IFs)."""
+        t = self.lo.text
+        lang = self.lo.lang
+        tests: list[tuple[str, str]] = []
+        for column in ENTRY_COLUMNS:
+            key = column.key
+            if key not in MIRRORED_KEYS:
+                continue
+            header = column.header(lang)
+            cell = me(key)
+            if key in REQUIRED_INPUT_KEYS:
+                tests.append((f"{cell}&\"\"=\"\"", t("unusable_blank").format(column=header)))
+            if key in NUMERIC_INPUT_KEYS:
+                tests.append((f"AND({cell}&\"\"<>\"\",NOT(ISNUMBER({cell})))",
+                              t("unusable_text").format(column=header)))
+        chain = "\"\""
+        for condition, text in reversed(tests):
+            chain = f"IF({condition},{q(text)},{chain})"
+        return chain
+
+    def _physics_row(self, me) -> dict[str, str]:  # type: ignore[no-untyped-def]
         t = self.lo.text
         cat = self.cat
-        present = r("present")
+        present = me("present")
         eps = repr(MONOTONIC_EPSILON)
-        conc, length, model = r("concurrency"), r("max_tokens"), r("model")
+        conc, length, model = me("concurrency"), me("max_tokens"), me("model")
 
         def mfield(name: str) -> str:
-            return f"SUMIFS({cat.model(name)},{cat.model('id')},{r('model_id')})"
+            return f"SUMIFS({cat.model(name)},{cat.model('id')},{me('model_id')})"
 
         def gfield(name: str) -> str:
-            return f"SUMIFS({cat.gpu(name)},{cat.gpu('id')},{r('gpu_id')})"
+            return f"SUMIFS({cat.gpu(name)},{cat.gpu('id')},{me('gpu_id')})"
 
-        both = f"({r('model_id')}>0)*({r('gpu_id')}>0)"
-        prompt = f"IF(ISNUMBER({r('prompt_tokens')}),{r('prompt_tokens')},0)"
-        flags = [r("short_output"), r("superlinear"), r("over_ceiling"), r("kv_over")]
+        both = f"({me('model_id')}>0)*({me('gpu_id')}>0)"
+        prompt = f"IF(ISNUMBER({me('prompt_tokens')}),{me('prompt_tokens')},0)"
+        flags = [me("short_output"), me("superlinear"), me("over_ceiling"), me("kv_over")]
         pieces = [
-            text_with(t("short_output"), tokens=r("total_output_tokens"),
-                      expected=f"({length}*{r('total_requests')})"),
-            text_with(t("superlinear"), c0=r("group_low_c")),
-            text_with(t("over_ceiling"), ceiling=f"ROUND(IF(ISNUMBER({r('ceiling')}),{r('ceiling')},0),0)"),
+            text_with(t("short_output"), tokens=me("total_output_tokens"),
+                      expected=f"({length}*{me('total_requests')})"),
+            text_with(t("superlinear"), c0=me("group_low_c")),
+            text_with(t("over_ceiling"), ceiling=f"ROUND(IF(ISNUMBER({me('ceiling')}),{me('ceiling')},0),0)"),
             text_with(t("kv_over"), c=conc),
         ]
-        # Each warning's text is its own column, joined below by plain references: LibreOffice
-        # returns #VALUE! when array IFs that build text are concatenated in one formula.
         text_keys = ["short_text", "superlinear_text", "ceiling_text", "kv_text"]
         text = []
         for i, (flag, key) in enumerate(zip(flags, text_keys)):
             if i:
                 earlier = "+".join(flags[:i])
                 text.append(f"IF(({earlier})*{flag}>0,\"; \",\"\")")
-            text.append(r(key))
+            text.append(me(key))
         piece_columns = {
             key: f"=IF({present}=1,IF({flag}=1,{piece},\"\"),\"\")"
             for key, flag, piece in zip(text_keys, flags, pieces)
         }
         return {
-            "model_id": f"=IF({present}=1,SUMIFS({cat.model_alias('id')},{cat.model_alias('alias')},{model}),\"\")",
+            "model_id": (f"=IF({present}=1,SUMIFS({cat.model_alias('id')},{cat.model_alias('alias')},{model}),"
+                         f"\"\")"),
             "gpu_id": (
-                f"=IF({present}=1,IF({r('gpu')}=\"\",0,SUMIFS({cat.gpu_alias('id')},{cat.gpu_alias('alias')},"
-                f"{r('gpu')})),\"\")"
+                f"=IF({present}=1,IF({me('gpu')}=\"\",0,SUMIFS({cat.gpu_alias('id')},{cat.gpu_alias('alias')},"
+                f"{me('gpu')})),\"\")"
             ),
             "short_output": (
-                f"=IF({present}=1,({r('total_output_tokens')}<{self.name('ShortOutputRatio')}*{length}"
-                f"*{r('total_requests')})*1,0)"
+                f"=IF({present}=1,({me('total_output_tokens')}<{self.name('ShortOutputRatio')}*{length}"
+                f"*{me('total_requests')})*1,0)"
             ),
-            "group_low_c": f"=IF({present}=1,{self.cell_lookup('group_low_c')},\"\")",
+            "group_low_c": f"=IF({present}=1,{self.cell_lookup('group_low_c', me('cell_key'))},\"\")",
             "superlinear": (
-                f"=IF({present}=1,IF({r('group_low_c')}>0,IF({conc}>{r('group_low_c')},"
-                f"({r('tps')}/{self.cell_lookup('group_base')}>{conc}/{r('group_low_c')}"
+                f"=IF({present}=1,IF({me('group_low_c')}>0,IF({conc}>{me('group_low_c')},"
+                f"({me('tps')}/{self.cell_lookup('group_base', me('cell_key'))}>{conc}/{me('group_low_c')}"
                 f"*(1+{SUPERLINEAR_TOLERANCE!r}))*1,0),0),0)"
             ),
             "ceiling": (
@@ -182,52 +210,76 @@ class Formulas:
                 f"\"\"),\"\")"
             ),
             "over_ceiling": (
-                f"=IF({present}=1,IF(ISNUMBER({r('ceiling')}),({r('tps')}/{conc}>{r('ceiling')}*(1+{eps}))*1,0),0)"
+                f"=IF({present}=1,IF(ISNUMBER({me('ceiling')}),({me('tps')}/{conc}>{me('ceiling')}*(1+{eps}))*1,0),0)"
             ),
             "kv_over": (
-                f"=IF({present}=1,IF({both}=1,(({mfield('phys_weight_bytes')}+{conc}*{mfield('phys_kv_bytes_per_token')}"
-                f"*({prompt}+{length}))>{gfield('memory_bytes')})*1,0),0)"
+                f"=IF({present}=1,IF({both}=1,(({mfield('phys_weight_bytes')}+{conc}"
+                f"*{mfield('phys_kv_bytes_per_token')}*({prompt}+{length}))>{gfield('memory_bytes')})*1,0),0)"
             ),
             "physics": f"=IF({present}=1,{'+'.join(flags)},\"\")",
             **piece_columns,
-            # No outer IF(present): the pieces are already "" and the flags 0 on blank rows.
             "physics_text": "=" + "&".join(text),
         }
 
-    def cell_lookup(self, key: str) -> str:
-        """A cells-sheet figure for each raw row's cell (0 when the cell has no slot)."""
-        return f"SUMIFS({self.lo.cells_range(key)},{self.lo.cells_range('key')},{self.raw_local('cell_key')})"
+    def cell_lookup(self, key: str, cell_key: str) -> str:
+        """A cells-sheet figure for a row's cell (0 when the cell has no slot)."""
+        return f"SUMIFS({self.lo.cells_range(key)},{self.lo.cells_range('key')},{cell_key})"
 
-    # -- cells sheet -----------------------------------------------------------
-    def cells_columns(self) -> dict[str, str]:
+    # -- the raw-data sheet's display cells ------------------------------------
+    def display(self) -> dict[str, str]:
+        """What became of each typed row, looked up by position (ROW()), so the cells can be
+        moved, sorted or filled down with the row in any spreadsheet program."""
+        lo = self.lo
+        at = f"ROW()-{lo.raw_header_row}"
+        calc = lo.raw_range
+
+        def pick(rng: str) -> str:
+            return f"INDEX({rng},{at})"
+
+        guard = f"{at}>ROWS({calc('present')})"
+        role = lo.cons_range("role", sheet=True)
+        note = lo.cons_range("note", sheet=True)
+        unusable = pick(calc("unusable"))
+        physics = pick(calc("physics_text"))
+        return {
+            "show_tps": f"=IF({guard},\"\",{pick(calc('tps'))})",
+            "show_role": f"=IF({guard},\"\",IF({unusable}<>\"\",\"unusable\",{pick(role)}))",
+            "show_status": (f"=IF({guard},\"\",IF({unusable}<>\"\",{unusable},"
+                            f"{pick(note)}&IF(AND({pick(note)}<>\"\",{physics}<>\"\"),\"; \",\"\")&{physics}))"),
+        }
+
+    # -- cells sheet: one row per (model, max_tokens, concurrency) slot ---------
+    def cells_row(self, row: int) -> dict[str, str]:
         lo = self.lo
         raw = self.raw
+
+        def me(key: str) -> str:
+            return f"${lo.table_col(CELLS_TABLE_REF, key)}{row}"
 
         def c(key: str) -> str:
             return lo.cells_range(key, sheet=False)
 
-        slot = c("slot")
-        has = f"{c('key')}<>\"\""
-        rowidx = f"(ROW({raw('present')})-{lo.raw_first - 1})"
-        eligible = f"{raw('cell_key')},{c('key')},{raw('eligible')},1"
-        group = f"{c('model')},{c('model')},{c('max_tokens')},{c('max_tokens')},{c('eligible')},\">0\""
+        has = f"{me('key')}<>\"\""
+        first = me("first_row")
+        eligible = f"{raw('cell_key')},{me('key')},{raw('eligible')},1"
+        group = (f"{c('model')},{me('model')},{c('max_tokens')},{me('max_tokens')},{c('eligible')},\">0\"")
         return {
-            "first_row": f"=IFERROR(SMALL({raw('cell_first')},{slot}),\"\")",
-            "key": f"=IF(ISNUMBER({c('first_row')}),LOOKUP({c('first_row')},{rowidx},{raw('cell_key')}),\"\")",
-            "model": f"=IF(ISNUMBER({c('first_row')}),LOOKUP({c('first_row')},{rowidx},{raw('model')})&\"\",\"\")",
-            "max_tokens": f"=IF(ISNUMBER({c('first_row')}),LOOKUP({c('first_row')},{rowidx},{raw('max_tokens')}),\"\")",
-            "concurrency": f"=IF(ISNUMBER({c('first_row')}),LOOKUP({c('first_row')},{rowidx},{raw('concurrency')}),\"\")",
-            "rows": f"=IF({has},COUNTIF({raw('cell_key')},{c('key')}),\"\")",
+            "first_row": f"=IFERROR(SMALL({raw('cell_first')},{me('slot')}),\"\")",
+            "key": f"=IF(ISNUMBER({first}),INDEX({raw('cell_key')},{first}),\"\")",
+            "model": f"=IF(ISNUMBER({first}),INDEX({raw('model')},{first})&\"\",\"\")",
+            "max_tokens": f"=IF(ISNUMBER({first}),INDEX({raw('max_tokens')},{first}),\"\")",
+            "concurrency": f"=IF(ISNUMBER({first}),INDEX({raw('concurrency')},{first}),\"\")",
+            "rows": f"=IF({has},COUNTIF({raw('cell_key')},{me('key')}),\"\")",
             "eligible": f"=IF({has},COUNTIFS({eligible}),\"\")",
             "max_tps": f"=IF({has},_xlfn.MAXIFS({raw('tps')},{eligible}),\"\")",
-            "mean_ln": f"=IF({has},IF({c('eligible')}>0,AVERAGEIFS({raw('ln_tps')},{eligible}),\"\"),\"\")",
+            "mean_ln": f"=IF({has},IF({me('eligible')}>0,AVERAGEIFS({raw('ln_tps')},{eligible}),\"\"),\"\")",
             "lower_max": (
-                f"=IF({has},_xlfn.MAXIFS({c('max_tps')},{group},{c('concurrency')},\"<\"&{c('concurrency')}),\"\")"
+                f"=IF({has},_xlfn.MAXIFS({c('max_tps')},{group},{c('concurrency')},\"<\"&{me('concurrency')}),\"\")"
             ),
             "group_low_c": f"=IF({has},_xlfn.MINIFS({c('concurrency')},{group}),\"\")",
             "group_base": (
-                f"=IF({has},IF({c('group_low_c')}>0,EXP(SUMIFS({c('mean_ln')},{c('model')},{c('model')},"
-                f"{c('max_tokens')},{c('max_tokens')},{c('concurrency')},{c('group_low_c')})),\"\"),\"\")"
+                f"=IF({has},IF({me('group_low_c')}>0,EXP(SUMIFS({c('mean_ln')},{c('model')},{me('model')},"
+                f"{c('max_tokens')},{me('max_tokens')},{c('concurrency')},{me('group_low_c')})),\"\"),\"\")"
             ),
         }
 
@@ -340,25 +392,17 @@ class Formulas:
             "known": f"=IF(ISNUMBER(${col['k']}{row}),1,0)",
         }
 
-    def model_row(self, row: int) -> tuple[dict[str, str], bool]:
-        """Formulas of one model slot; the bool says the name cell is an array formula."""
+    def model_row(self, row: int) -> dict[str, str]:
+        """Formulas of one model slot: the j-th model in order of its first included row."""
         lo = self.lo
         col = {c.key: lo.table_col(MODEL_TABLE, c.key) for c in MODEL_TABLE}
         name = f"${col['name']}{row}"
         raw = self.raw
         base = self.name("BaseTPS")
-        first = lo.m_table_first
-        if row == first:
-            name_formula = f"=IFERROR(INDEX({raw('model')},MATCH(1,{raw('included')},0)),\"\")"
-        else:
-            previous = f"${col['name']}${first}:${col['name']}${row - 1}"
-            name_formula = (
-                f"=IFERROR(INDEX({raw('model')},MATCH(1,({raw('included')}=1)"
-                f"*(COUNTIF({previous},{raw('model')})=0),0)),\"\")"
-            )
+        slot = row - lo.m_table_first + 1
         crit = self._at_base_point(self.name("BaseConcurrency"), model=name)
         return {
-            "name": name_formula,
+            "name": f"=IFERROR(INDEX({raw('model')},SMALL({raw('model_first')},{slot}))&\"\",\"\")",
             "rows": f"=IF({name}<>\"\",COUNTIFS({crit}),\"\")",
             "tps": (
                 f"=IF({name}<>\"\",IF(${col['rows']}{row}>0,"
@@ -368,33 +412,20 @@ class Formulas:
                 f"=IF(AND(ISNUMBER(${col['tps']}{row}),ISNUMBER({base})),{base}/${col['tps']}{row},\"\")"
             ),
             "known": f"=IF(ISNUMBER(${col['c']}{row}),1,0)",
-        }, row != first
+        }
 
-    def chart_column(self, slot: int) -> tuple[str, str]:
-        """Header (a max_tokens level) and the array formula of TPS by concurrency level for it."""
-        lo = self.lo
-        header_cell = f"{self._chart_col(slot)}${lo.chart_header_row}"
-        header = f"=IF(ROWS({self.ltab('level')})>={slot},INDEX({self.ltab('level')},{slot}),\"\")"
-        raw = self.raw
-        levels = self.ctab("level")
-        crit = (f"{raw('concurrency')},{levels},{raw('max_tokens')},{header_cell},"
-                f"{self._base_criteria()}")
-        body = (
-            f"=IF(ISNUMBER({levels})*ISNUMBER({header_cell}),"
-            f"IF(COUNTIFS({crit})>0,EXP(AVERAGEIFS({raw('ln_tps')},{crit})),NA()),NA())"
-        )
-        return header, body
-
-    def _chart_col(self, slot: int) -> str:
-        from openpyxl.utils import get_column_letter
-        return "$" + get_column_letter(self.lo.chart_grid_col + slot)
-
-    # -- consistency sheet ---------------------------------------------------
-    def consistency_columns(self) -> dict[str, str]:
+    # -- consistency sheet: one row per raw-data row ----------------------------
+    def consistency_row(self, row: int) -> dict[str, str]:
         lo = self.lo
         t = lo.text
-        raw = self.raw
-        c = lo.cons_range
+        calc_row = row - lo.cons_first + lo.raw_first
+
+        def raw(key: str) -> str:
+            return lo.raw_cell(key, calc_row)
+
+        def c(key: str) -> str:
+            return f"${lo.cons_col(key)}{row}"
+
         present = raw("present")
         inc = raw("included")
         bm, bl, bc = self.name("BaseModel"), self.name("BaseMaxTokens"), self.name("BaseConcurrency")
@@ -522,32 +553,67 @@ class Formulas:
         }
 
     def inverse(self) -> dict[str, str]:
+        """The inverse's single cells (the table's rows are `inverse_row`)."""
         lo = self.lo
         rows = lo.inverse_rows
-        k, cm = f"$C${rows['max_tokens']}", f"$C${rows['model']}"
         level = lo.inverse_range("level")
         pred = lo.inverse_range("predicted")
         meets = lo.inverse_range("meets")
+        allowed = lo.inverse_range("allowed")
         rc = f"$B${rows['concurrency']}"
         best = f"$B${rows['best_tps']}"
-        base = self.base()
-        lsq_f = self.lsq_block("f", "value")
-        f_values = f"IF({self.name('Method')}=\"lsq\",{lsq_f},{self.ctab('f')})"
         return {
             "k": self.coefficient_lookup("k", f"$B${rows['max_tokens']}"),
             "model": self.effective_model(f"$B${rows['model']}"),
             "c": self.coefficient_lookup("c", f"$D${rows['model']}"),
-            "level": f"={self.ctab('level')}",
-            "predicted": (
-                f"=IF(ISNUMBER({level})*ISNUMBER({k})*ISNUMBER({cm})*ISNUMBER({base}),"
-                f"IF(ISNUMBER({f_values}),{base}*{f_values}*{k}/{cm},\"\"),\"\")"
-            ),
-            "meets": f"=IF(ISNUMBER({pred}),IF({pred}>=$B${rows['target_tps']},{level},\"\"),\"\")",
             "concurrency": f"=IF(COUNT({meets})=0,{q(lo.text('unreachable_short'))},MIN({meets}))",
             "tps": f"=IF(ISNUMBER({rc}),SUMIFS({pred},{level},{rc}),\"\")",
-            "best_tps": f"=IF(COUNT({pred})=0,\"\",MAX({pred}))",
-            "best_concurrency": f"=IF(ISNUMBER({best}),INDEX({level},MATCH({best},{pred},0)),\"\")",
+            "best_tps": (f"=IF(COUNTIFS({pred},\">=0\",{allowed},1)=0,\"\","
+                         f"_xlfn.MAXIFS({pred},{allowed},1))"),
+            "best_concurrency": (f"=IF(ISNUMBER({best}),_xlfn.MINIFS({level},{pred},{best},{allowed},1),\"\")"),
         }
+
+    def inverse_row(self, row: int) -> dict[str, str]:
+        """One measured concurrency level of the inverse: its prediction, its measured P95
+        latency (median over fault-free runs, as `solve` takes it) and whether it meets both
+        the target and the latency limit."""
+        lo = self.lo
+        rows = lo.inverse_rows
+        slot = row - lo.inverse_table_first
+        k, cm = f"$C${rows['max_tokens']}", f"$C${rows['model']}"
+        length, model = f"$B${rows['max_tokens']}", f"$D${rows['model']}"
+        limit = f"$B${rows['max_latency']}"
+        col = {c.key: lo.table_col(INVERSE_TABLE, c.key) for c in INVERSE_TABLE}
+        level, pred, latency = (f"${col['level']}{row}", f"${col['predicted']}{row}", f"${col['latency']}{row}")
+        base = self.base()
+        c_level = f"{self.lo.qtitle('calibration')}!${lo.table_col(CONCURRENCY_TABLE, 'level')}${lo.c_table_first + slot}"
+        c_f = f"{self.lo.qtitle('calibration')}!${lo.table_col(CONCURRENCY_TABLE, 'f')}${lo.c_table_first + slot}"
+        ll = LsqLayout(lo)
+        first, _ = ll.blocks["f"]
+        lsq_f = f"'{ll.title}'!${ll_col(ll, 'value')}${ll.coef_first + first + slot}"
+        f_value = f"IF({self.name('Method')}=\"lsq\",{lsq_f},{c_f})"
+        raw = self.raw
+        members = (f"({raw('model')}={model})*({raw('max_tokens')}={length})*({raw('concurrency')}={level})"
+                   f"*({raw('present')}=1)*({raw('fault')}=0)*({raw('total_output_tokens')}>0)"
+                   f"*ISNUMBER({raw('latency_p95_s')})")
+        return {
+            "level": f"=IF(ISNUMBER({c_level}),{c_level},\"\")",
+            "predicted": (
+                f"=IF(ISNUMBER({level})*ISNUMBER({k})*ISNUMBER({cm})*ISNUMBER({base}),"
+                f"IF(ISNUMBER({f_value}),{base}*{f_value}*{k}/{cm},\"\"),\"\")"
+            ),
+            "latency": (f"=IF(ISNUMBER({level}),IFERROR(MEDIAN(IF({members}=1,{raw('latency_p95_s')},\"\")),"
+                        f"\"\"),\"\")"),
+            "allowed": f"=IF(ISNUMBER({pred}),IF(ISNUMBER({limit}),IF(ISNUMBER({latency}),({latency}<={limit})*1,0),1),0)",
+            "meets": (f"=IF(ISNUMBER({pred}),IF(AND({pred}>=$B${rows['target_tps']},${col['allowed']}{row}=1),"
+                      f"{level},\"\"),\"\")"),
+        }
+
+
+def ll_col(ll: LsqLayout, key: str) -> str:
+    from scm_xl.workbook.lsq_sheet import COEF_COLS
+
+    return COEF_COLS[key]
 
 
 __all__ = ["Formulas", "q", "text_with"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import zipfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -13,19 +14,23 @@ from openpyxl import Workbook
 from scm_xl.errors import InputError
 from scm_xl.model import Settings
 from scm_xl.results import ResultRow, normalise_override
-from scm_xl.workbook.build import write_text
+from scm_xl.workbook.styles import write_text
 from scm_xl.workbook import replicates_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
 from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshold
 from scm_xl.workbook.layout import (
     DEFAULT_CELL_SLOTS, DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
-    META_SHEET, RAW_INPUT_KEYS, SHEET_KEYS, Layout,
+    DISPLAY_KEYS, ENTRY_COLUMNS, META_SHEET, NUMERIC_INPUT_KEYS, RAW_INPUT_KEYS, REQUIRED_INPUT_KEYS, SHEET_KEYS,
+    TEXTS, Layout,
 )
 
 _RESULT_FIELDS = {f.name for f in fields(ResultRow)}
-_NUMERIC_INPUTS = {"concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_time_s",
-                   "total_output_tokens", "ok_requests", "failed_requests", "rate_limited_requests", "repeat",
-                   "prompt_tokens"}
+_NUMERIC_INPUTS = set(NUMERIC_INPUT_KEYS)
+_FLOAT_INPUTS = {"total_time_s", "latency_p50_s", "latency_p95_s", "latency_p99_s", "ttft_p50_s", "ttft_p95_s",
+                 "ttft_p99_s", "mean_itl_s"}
+# Inputs the per-row workings copy (the rest, notes and source, are for people only).
+_COMPUTED_INPUTS = tuple(c.key for c in ENTRY_COLUMNS if c.kind == "input" and c.key not in ("notes", "source"))
+_RANGE_END = re.compile(r"ROWS\([^)]*?\$[A-Z]+\$(\d+):\$[A-Z]+\$(\d+)\)")
 
 
 @dataclass
@@ -39,6 +44,15 @@ class Inputs:
     inverse: dict[str, Any] = field(default_factory=dict)  # target_tps, max_tokens, model
     first_principles: dict[str, Any] = field(default_factory=dict)  # the calculator's hand-set cells
     cv_threshold: Any = DEFAULT_CV_THRESHOLD  # the replicates sheet's hand-set CV threshold, as typed
+    # What the raw-data sheet holds, by position (1 = the first row under the header).
+    entry: dict[int, dict[str, Any]] = field(default_factory=dict)
+    unusable: list[tuple[int, str]] = field(default_factory=list)  # (sheet row, reason in words)
+    uncovered: list[tuple[int, str]] = field(default_factory=list)  # (sheet row, exp_id) beyond the formulas
+    display_rows: list[int] = field(default_factory=list)  # sheet rows whose display cells hold formulas
+    notes: list[str] = field(default_factory=list)  # things a person should know (not errors)
+    covered: int = 0  # raw-data rows the formulas cover
+    chart_keys: list[tuple[Any, Any, Any]] = field(default_factory=list)
+    chart_fit: list[tuple[Any, Any]] = field(default_factory=list)
 
 
 def load(path: str | Path, *, data_only: bool = False) -> Workbook:
@@ -82,21 +96,84 @@ def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
+def covered_rows(wb: Workbook, layout: Layout) -> int:
+    """Raw-data rows the formulas cover: the workings' capacity, or fewer when rows were
+    deleted from the raw-data sheet (its referenced range shrinks with them)."""
+    calc = wb[layout.title("calc")]
+    text = calc[f"{layout.raw_col('exp_id')}{layout.raw_first}"].value
+    match = _RANGE_END.search(text) if isinstance(text, str) else None
+    if match is None:
+        return layout.rows
+    return max(0, min(layout.rows, int(match.group(2)) - int(match.group(1))))
+
+
+def _entry_blank(value: Any) -> bool:
+    """Blank as the workings see it: `cell&""=""`."""
+    return value is None or (isinstance(value, str) and value == "")
+
+
+def unusable_reason(values: dict[str, Any], lang: str) -> str | None:
+    """Why a typed row cannot be used, as the workings' formula words it (None: usable)."""
+    texts = TEXTS[lang]  # type: ignore[index]
+    for column in ENTRY_COLUMNS:
+        key = column.key
+        if key not in _COMPUTED_INPUTS:
+            continue
+        value = values.get(key)
+        header = column.header(lang)  # type: ignore[arg-type]
+        if key in REQUIRED_INPUT_KEYS and _entry_blank(value):
+            return texts["unusable_blank"].format(column=header)
+        if key in _NUMERIC_INPUTS and not _entry_blank(value) and (
+                isinstance(value, bool) or not isinstance(value, (int, float))):
+            return texts["unusable_text"].format(column=header)
+    return None
+
+
 def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
-    """Read raw rows and hand-set cells, validating them as the CSV reader would."""
+    """Read raw rows and hand-set cells, validating them as the CSV reader would.
+
+    A row with a blank required cell or text in a number column is not an error: the
+    workbook shows why it cannot be used, and so does the reference (`unusable`)."""
     raw = wb[layout.title("raw")]
     rows: list[tuple[int, ResultRow]] = []
     seen: dict[str, int] = {}
-    for sheet_row in range(layout.raw_first, layout.raw_last + 1):
-        values = {key: raw[f"{layout.raw_col(key)}{sheet_row}"].value for key in RAW_INPUT_KEYS}
-        if all(_blank(v) for v in values.values()):
+    entry: dict[int, dict[str, Any]] = {}
+    unusable: list[tuple[int, str]] = []
+    uncovered: list[tuple[int, str]] = []
+    notes: list[str] = []
+    covered = covered_rows(wb, layout)
+    letters = {key: layout.entry_col(key) for key in RAW_INPUT_KEYS}
+    display_col = layout.entry_col(DISPLAY_KEYS[0])
+    display_rows = []
+    last = max(raw.max_row, layout.raw_last)
+    for sheet_row in range(layout.raw_first, last + 1):
+        shown = raw[f"{display_col}{sheet_row}"].value
+        if isinstance(shown, str) and shown.startswith("="):
+            display_rows.append(sheet_row)
+        values = {key: raw[f"{letters[key]}{sheet_row}"].value for key in RAW_INPUT_KEYS}
+        position = sheet_row - layout.raw_header_row
+        if all(_entry_blank(values[key]) for key in _COMPUTED_INPUTS):
+            if any(not _blank(values[key]) for key in RAW_INPUT_KEYS):
+                notes.append(f"row {sheet_row} holds only notes or a source and no experiment: it is not used")
+            continue
+        if position > covered:
+            uncovered.append((sheet_row, str(values.get("exp_id") or "")))
+            continue
+        entry[position] = values
+        reason = unusable_reason(values, layout.lang)
+        if reason is not None:
+            unusable.append((sheet_row, reason))
             continue
         row = _row_from_cells(values, layout, path, sheet_row)
         if row.exp_id in seen:
             raise InputError(f"duplicate exp_id {row.exp_id!r} (first on row {seen[row.exp_id]})",
-                             path=_where(path, layout, "raw", f"{layout.raw_col('exp_id')}{sheet_row}"))
+                             path=_where(path, layout, "raw", f"{layout.entry_col('exp_id')}{sheet_row}"))
         seen[row.exp_id] = sheet_row
         rows.append((sheet_row, row))
+    for sheet_row in range(layout.raw_first, min(last, layout.raw_header_row + layout.rows) + 1):
+        if sheet_row not in display_rows and (sheet_row - layout.raw_header_row) in entry:
+            notes.append(f"row {sheet_row}'s TPS/role/status cells hold no formula (an inserted row?): they stay "
+                         "blank until `scm-xl fill --workbook` rebuilds them; the calculation is not affected")
     check_model_names([r for _, r in rows], where=str(path))
 
     cal = wb[layout.title("calibration")]
@@ -117,10 +194,20 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
     )
     der = wb[layout.title("derivation")]
     fw, inv = layout.forward_rows, layout.inverse_rows
+    chart = wb[layout.title("chart_data")]
+    chart_keys, chart_fit = [], []
+    for r in range(2, chart.max_row + 1):
+        if chart[f"A{r}"].value is not None:
+            chart_keys.append((chart[f"A{r}"].value, _number_or_none(chart[f"B{r}"].value),
+                               _number_or_none(chart[f"C{r}"].value)))
+        if chart[f"H{r}"].value is not None:
+            chart_fit.append((chart[f"H{r}"].value, _number_or_none(chart[f"I{r}"].value)))
     return Inputs(
         rows=rows, settings=settings, base_model_input=base_model,
         forward={k: der[f"B{fw[k]}"].value for k in ("concurrency", "max_tokens", "model")},
-        inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model")},
+        inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model", "max_latency")},
+        entry=entry, unusable=unusable, uncovered=uncovered, display_rows=display_rows, notes=notes,
+        covered=covered, chart_keys=chart_keys, chart_fit=chart_fit,
         first_principles=read_calculator_inputs(wb[layout.title("first_principles")]),
         cv_threshold=read_threshold(wb[replicates_sheet.SHEET_TITLES[layout.lang]])
         if replicates_sheet.SHEET_TITLES[layout.lang] in wb.sheetnames else DEFAULT_CV_THRESHOLD,
@@ -144,7 +231,7 @@ def _number_or_none(value: Any) -> float | int | None:
 def _row_from_cells(values: dict[str, Any], layout: Layout, path: str | Path, sheet_row: int) -> ResultRow:
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
-        address = f"{layout.raw_col(key)}{sheet_row}"
+        address = f"{layout.entry_col(key)}{sheet_row}"
         where = _where(path, layout, "raw", address)
         if _blank(value):
             if key in ("exp_id", "model", "concurrency", "requests_per_slot", "total_requests", "max_tokens",
@@ -155,7 +242,7 @@ def _row_from_cells(values: dict[str, Any], layout: Layout, path: str | Path, sh
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InputError(f"{str(value)[:40]!r} is not a number (type a number, not text)",
                                  path=where, column=key)
-            if key != "total_time_s":
+            if key not in _FLOAT_INPUTS:
                 if not float(value).is_integer():
                     raise InputError(f"{value!r} is not a whole number", path=where, column=key)
                 value = int(value)
@@ -174,7 +261,7 @@ def _row_from_cells(values: dict[str, Any], layout: Layout, path: str | Path, sh
         return ResultRow(**kwargs)
     except InputError as exc:
         column = exc.column or ""
-        address = f"{layout.raw_col(column)}{sheet_row}" if column in RAW_INPUT_KEYS else f"row {sheet_row}"
+        address = f"{layout.entry_col(column)}{sheet_row}" if column in RAW_INPUT_KEYS else f"row {sheet_row}"
         raise InputError(exc.problem, path=_where(path, layout, "raw", address), column=exc.column) from None
 
 
@@ -193,16 +280,17 @@ def check_model_names(rows: list[ResultRow], *, where: str) -> None:
 def write_rows(wb: Workbook, layout: Layout, rows: list[ResultRow]) -> None:
     """Clear the raw input cells and write the rows; text that looks like a formula stays text."""
     ws = wb[layout.title("raw")]
-    for sheet_row in range(layout.raw_first, layout.raw_last + 1):
+    letters = {key: layout.entry_col(key) for key in RAW_INPUT_KEYS}
+    for sheet_row in range(layout.raw_first, max(ws.max_row, layout.raw_last) + 1):
         for key in RAW_INPUT_KEYS:
-            ws[f"{layout.raw_col(key)}{sheet_row}"].value = None
+            ws[f"{letters[key]}{sheet_row}"].value = None
     for i, row in enumerate(rows):
         sheet_row = layout.raw_first + i
         for key in RAW_INPUT_KEYS:
             value = getattr(row, key, None)
             if value is None:
                 continue
-            cell = ws[f"{layout.raw_col(key)}{sheet_row}"]
+            cell = ws[f"{letters[key]}{sheet_row}"]
             if isinstance(value, str):
                 write_text(cell, value)
             else:

@@ -16,10 +16,12 @@ from typing import Literal
 
 from openpyxl.utils import get_column_letter
 
-Lang = Literal["zh", "en"]
+from scm_xl.rules import Lang
 
-LAYOUT_VERSION = 1
-DEFAULT_ROWS = 200
+LAYOUT_VERSION = 2
+DEFAULT_ROWS = 200  # capacity of a template; a filled workbook is sized to its data
+ROW_HEADROOM = 50  # rows a person can type under the data of a filled workbook
+MIN_FILLED_ROWS = 30
 DEFAULT_CONCURRENCY_SLOTS = 16
 DEFAULT_LENGTH_SLOTS = 12
 DEFAULT_MODEL_SLOTS = 6
@@ -28,25 +30,35 @@ CHART_LENGTH_SLOTS = 6  # series in the TPS-vs-concurrency chart
 
 META_SHEET = "_scm_meta"
 
-SHEET_KEYS = ("readme", "raw", "calibration", "consistency", "derivation", "first_principles", "cells")
+# Visible sheets in tab order, then the workings (hidden, at the end). The replicates and
+# least-squares sheets are placed by their own modules after "derivation".
+SHEET_KEYS = ("summary", "raw", "calibration", "consistency", "derivation", "first_principles", "readme",
+              "calc", "cells", "chart_data")
+WORKING_SHEETS = ("calc", "cells", "chart_data")
 SHEET_TITLES: dict[Lang, dict[str, str]] = {
     "zh": {
+        "summary": "总览",
         "readme": "说明",
         "raw": "原始数据",
         "calibration": "系数标定",
         "consistency": "自洽检验",
         "derivation": "双向推导",
         "first_principles": "第一性原理",
-        "cells": "单元汇总",
+        "calc": "计算_逐行",
+        "cells": "计算_单元",
+        "chart_data": "计算_图表",
     },
     "en": {
+        "summary": "Summary",
         "readme": "README",
         "raw": "RawData",
         "calibration": "Calibration",
         "consistency": "Consistency",
         "derivation": "Derivation",
         "first_principles": "FirstPrinciples",
-        "cells": "Cells",
+        "calc": "Work_Rows",
+        "cells": "Work_Cells",
+        "chart_data": "Work_Charts",
     },
 }
 
@@ -63,28 +75,63 @@ class Column:
         return self.zh if lang == "zh" else self.en
 
 
-# Raw-data sheet. Input columns first (the results-CSV fields a person types),
-# then the per-row helper columns, each one array formula over the whole column.
-RAW_COLUMNS: tuple[Column, ...] = (
+# The raw-data sheet a person types into: the results-CSV columns (required ones first, in the
+# CSV's order, so a pasted block lands right), then three columns that show what became of each
+# row, then the optional inputs. It holds no computing formula: the display cells only look up
+# their row's figures on the workings sheet by position, so rows can be inserted, deleted,
+# sorted and typed below the data in any spreadsheet program.
+ENTRY_COLUMNS: tuple[Column, ...] = (
     Column("exp_id", "实验编号", "exp_id", "input", 10),
+    Column("model", "模型", "model", "input", 22),
     Column("concurrency", "并发数", "concurrency", "input", 9),
     Column("requests_per_slot", "请求数/并发", "requests_per_slot", "input", 10),
     Column("total_requests", "总请求数", "total_requests", "input", 9),
     Column("max_tokens", "max_tokens", "max_tokens", "input", 10),
-    Column("model", "模型", "model", "input", 24),
     Column("total_time_s", "总耗时(s)", "total_time_s", "input", 10),
     Column("total_output_tokens", "总输出Token", "total_output_tokens", "input", 11),
+    Column("show_tps", "TPS", "TPS", "formula", 9),
+    Column("show_role", "角色", "role", "formula", 11),
+    Column("show_status", "状态说明", "status", "formula", 46),
+    Column("repeat", "重复序号", "repeat", "input", 8),
     Column("ok_requests", "成功请求", "ok_requests", "input", 9),
     Column("failed_requests", "失败请求", "failed_requests", "input", 9),
     Column("rate_limited_requests", "限流请求(429)", "rate_limited_requests", "input", 11),
-    Column("repeat", "重复序号", "repeat", "input", 8),
-    Column("gpu", "GPU", "gpu", "input", 12),
+    Column("latency_p50_s", "延迟P50(s)", "latency_p50_s", "input", 10),
+    Column("latency_p95_s", "延迟P95(s)", "latency_p95_s", "input", 10),
+    Column("latency_p99_s", "延迟P99(s)", "latency_p99_s", "input", 10),
+    Column("ttft_p50_s", "首字P50(s)", "ttft_p50_s", "input", 10),
+    Column("ttft_p95_s", "首字P95(s)", "ttft_p95_s", "input", 10),
+    Column("ttft_p99_s", "首字P99(s)", "ttft_p99_s", "input", 10),
+    Column("mean_itl_s", "平均字间隔(s)", "mean_itl_s", "input", 10),
     Column("prompt_tokens", "平均输入Token", "prompt_tokens", "input", 10),
+    Column("gpu", "GPU", "gpu", "input", 12),
     Column("override", "人工纳入/剔除", "override", "input", 12),
     Column("notes", "备注", "notes", "input", 24),
+    Column("source", "来源文件", "source", "input", 18),
+)
+RAW_INPUT_KEYS = tuple(c.key for c in ENTRY_COLUMNS if c.kind == "input")
+DISPLAY_KEYS = tuple(c.key for c in ENTRY_COLUMNS if c.kind == "formula")
+# Inputs that must hold a number when given (the rest are text).
+NUMERIC_INPUT_KEYS = (
+    "concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_time_s", "total_output_tokens",
+    "repeat", "ok_requests", "failed_requests", "rate_limited_requests", "latency_p50_s", "latency_p95_s",
+    "latency_p99_s", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "mean_itl_s", "prompt_tokens",
+)
+REQUIRED_INPUT_KEYS = (
+    "exp_id", "model", "concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_time_s",
+    "total_output_tokens",
+)
+
+# The per-row workings sheet: row k+1 holds the k-th row under the raw-data header. Its first
+# columns copy that row's inputs (by position, so edits on the raw-data sheet never break a
+# formula), then every per-row quantity is one ordinary formula per row and column.
+_MIRRORED = tuple(c for c in ENTRY_COLUMNS if c.kind == "input" and c.key not in ("notes", "source"))
+RAW_COLUMNS: tuple[Column, ...] = tuple(Column(c.key, c.zh, c.en, "formula", c.width) for c in _MIRRORED) + (
+    Column("has_input", "有输入", "has_input", "formula", 7),
+    Column("unusable", "无法使用原因", "unusable_reason", "formula", 30),
+    Column("present", "有效行", "present", "formula", 7),
     Column("tps", "TPS", "tps", "formula", 10),
     Column("ln_tps", "ln(TPS)", "ln_tps", "formula", 9),
-    Column("present", "有效行", "present", "formula", 7),
     Column("fault", "失败/限流", "fault", "formula", 8),
     Column("eligible", "可比较", "eligible", "formula", 8),
     Column("cell_key", "单元键", "cell_key", "formula", 22),
@@ -95,6 +142,8 @@ RAW_COLUMNS: tuple[Column, ...] = (
     Column("reason", "剔除原因", "reason", "formula", 40),
     Column("c_included", "纳入并发", "concurrency_included", "formula", 9),
     Column("l_included", "纳入长度", "max_tokens_included", "formula", 9),
+    Column("m_included", "纳入模型", "model_included", "formula", 14),
+    Column("model_first", "模型首个纳入行", "model_first_row", "formula", 9),
     Column("f_known", "f已标定", "f_known", "formula", 8),
     # Physics checks (the first-principles seed): warnings unless strict physics is on.
     Column("model_id", "目录模型ID", "catalog_model_id", "formula", 8),
@@ -112,8 +161,7 @@ RAW_COLUMNS: tuple[Column, ...] = (
     Column("kv_text", "KV说明", "kv_text", "formula", 12),
     Column("physics_text", "物理检查", "physics_checks", "formula", 50),
 )
-RAW_INPUT_KEYS = tuple(c.key for c in RAW_COLUMNS if c.kind == "input")
-RAW_FORMULA_KEYS = tuple(c.key for c in RAW_COLUMNS if c.kind == "formula")
+RAW_FORMULA_KEYS = tuple(c.key for c in RAW_COLUMNS)
 
 # Consistency sheet: one row per raw row, array formulas aligned with the raw rows.
 CONSISTENCY_COLUMNS: tuple[Column, ...] = (
@@ -181,65 +229,27 @@ CELLS_TABLE = (
 INVERSE_TABLE = (
     Column("level", "并发档位", "concurrency", "formula", 10),
     Column("predicted", "预测TPS", "predicted_tps", "formula", 12),
+    Column("latency", "实测P95延迟(s)", "measured_latency_p95_s", "formula", 12),
+    Column("allowed", "满足延迟上限", "within_latency_limit", "formula", 10),
     Column("meets", "达标并发", "meets_target", "formula", 10),
 )
 
-# Text that formulas emit. The reference renders the same templates, so the
-# workbook and Python agree to the character. "{x}" marks a value spliced in.
-TEXTS: dict[Lang, dict[str, str]] = {
-    "en": {
-        "no_output": "excluded: no output tokens",
-        "manual_exclude": "excluded: manual override",
-        "manual_include": "included: manual override",
-        "fault": "excluded: failed or rate-limited requests",
-        "physics": "excluded: strict physics",
-        "short_output": "short output: {tokens} of {expected} requested tokens",
-        "superlinear": "superlinear gain from c={c0} (f(c) > c: batching cannot do that; suspect caching, rate limits or noise)",
-        "over_ceiling": "per-stream TPS above the roofline ceiling of {ceiling} tok/s",
-        "kv_over": "KV cache of {c} sequences exceeds GPU memory",
-        "mono": "excluded: TPS falls as concurrency rises (a lower-concurrency row of the same model and max_tokens is faster)",
-        "identifies": "identifies",
-        "missing": "missing",
-        "unidentified": "unidentified",
-        "unreachable": "unreachable with the measured levels",
-        "unreachable_short": "unreachable",
-    },
-    "zh": {
-        "no_output": "剔除：无输出Token",
-        "manual_exclude": "剔除：人工指定",
-        "manual_include": "纳入：人工指定",
-        "fault": "剔除：存在失败或限流请求",
-        "physics": "剔除：严格物理检查",
-        "short_output": "输出过短：{tokens} / 请求的 {expected} Token",
-        "superlinear": "相对 c={c0} 超线性增益（f(c) > c：批处理做不到，疑为缓存、限流或噪声）",
-        "over_ceiling": "单流TPS超过屋顶线上限 {ceiling} tok/s",
-        "kv_over": "{c} 个序列的KV缓存超出显存",
-        "mono": "剔除：并发升高而TPS下降（同模型同max_tokens下有更低并发的行更快）",
-        "identifies": "标定",
-        "missing": "缺少",
-        "unidentified": "无法预测",
-        "unreachable": "在已测并发档位内无法达到",
-        "unreachable_short": "unreachable",
-    },
-}
+# The rules (texts, roles, verdict bands, thresholds, defaults) live in scm_xl/rules.py; the
+# sheets read them from there.
+from scm_xl.rules import (  # noqa: E402  (re-exported for the sheet modules)
+    DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, EXCELLENT_MAPE,
+    EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, METHODS, OVERRIDE_VALUES, ROLES, SUPERLINEAR_TOLERANCE, TEXTS, VERDICTS,
+)
 
-ROLES = ("identify", "check", "unidentified", "excluded")
-VERDICTS = ("excellent", "good", "fail", "insufficient")
-OVERRIDE_VALUES = ("include", "exclude")
+_LETTERS: dict[tuple[int, int], dict[str, str]] = {}
 
-# Verdict thresholds (percent): MAPE and max absolute deviation of check rows.
-EXCELLENT_MAPE, EXCELLENT_MAX = 5.0, 10.0
-GOOD_MAPE, GOOD_MAX = 10.0, 20.0
 
-# Defaults of the hand-set cells.
-DEFAULT_FORWARD = {"concurrency": 2, "max_tokens": 100}
-DEFAULT_TARGET = {"tps": 100, "max_tokens": 50}
-DEFAULT_SHORT_OUTPUT_RATIO = 0.5
-# A gain above c/c0 by more than this is superlinear; within it, timing noise on a
-# nearly linear deployment would raise false alarms.
-SUPERLINEAR_TOLERANCE = 0.05
-DEFAULT_PHYSICS_PRECISION = "bf16"
-METHODS = ("chain", "lsq")  # the method cell: which coefficients the forward and inverse answers use
+def _letters(table: tuple[Column, ...], start_col: int) -> dict[str, str]:
+    """Column letters of a table's keys (cached: formula writers ask millions of times)."""
+    key = (id(table), start_col)
+    if key not in _LETTERS:
+        _LETTERS[key] = {col.key: get_column_letter(start_col + i) for i, col in enumerate(table)}
+    return _LETTERS[key]
 
 
 @dataclass(frozen=True)
@@ -264,7 +274,8 @@ class Layout:
     def text(self, key: str) -> str:
         return TEXTS[self.lang][key]
 
-    # ---- raw-data sheet ----------------------------------------------
+    # ---- per-row workings ("raw" quantities, one row per raw-data row) ----
+    # Row k+1 of the workings sheet holds the k-th row under the raw-data sheet's header.
     raw_header_row = 1
     raw_first = 2
 
@@ -273,19 +284,31 @@ class Layout:
         return self.raw_first + self.rows - 1
 
     def raw_col(self, key: str) -> str:
-        for i, col in enumerate(RAW_COLUMNS, start=1):
-            if col.key == key:
-                return get_column_letter(i)
-        raise KeyError(key)
+        return _letters(RAW_COLUMNS, 1)[key]
 
     def raw_range(self, key: str, *, sheet: bool = True, absolute: bool = True) -> str:
         col = self.raw_col(key)
         d = "$" if absolute else ""
         ref = f"{d}{col}{d}{self.raw_first}:{d}{col}{d}{self.raw_last}"
-        return f"{self.qtitle('raw')}!{ref}" if sheet else ref
+        return f"{self.qtitle('calc')}!{ref}" if sheet else ref
+
+    def raw_cell(self, key: str, row: int, *, sheet: bool = True) -> str:
+        """One workings cell (row = the workings row, raw_first.. raw_last)."""
+        ref = f"${self.raw_col(key)}{row}"
+        return f"{self.qtitle('calc')}!{ref}" if sheet else ref
 
     def qtitle(self, key: str) -> str:
         return f"'{self.title(key)}'"
+
+    # ---- the raw-data sheet a person edits ------------------------------
+    def entry_col(self, key: str) -> str:
+        return _letters(ENTRY_COLUMNS, 1)[key]
+
+    def entry_range(self, key: str) -> str:
+        """An input column from the header row down to the last covered row. Starting at the
+        header keeps a row inserted right under it inside the range."""
+        col = self.entry_col(key)
+        return f"{self.qtitle('raw')}!${col}${self.raw_header_row}:${col}${self.raw_last}"
 
     # ---- calibration sheet -------------------------------------------
     # Settings: label in A, hand-set input in B (blank = automatic), effective value in C.
@@ -323,10 +346,6 @@ class Layout:
     def m_table_first(self) -> int:
         return self.m_table_header + 1
 
-    # The chart's data grid sits to the right of the tables: TPS by concurrency (rows)
-    # and max_tokens (columns), base model.
-    chart_grid_col = 8  # H
-    chart_header_row = 16
 
     def c_table_range(self, key: str, *, sheet: bool = True) -> str:
         return self._table_range(CONCURRENCY_TABLE, key, self.c_table_first, self.c_slots, sheet)
@@ -338,10 +357,7 @@ class Layout:
         return self._table_range(MODEL_TABLE, key, self.m_table_first, self.m_slots, sheet)
 
     def table_col(self, table: tuple[Column, ...], key: str, start_col: int = 1) -> str:
-        for i, col in enumerate(table):
-            if col.key == key:
-                return get_column_letter(start_col + i)
-        raise KeyError(key)
+        return _letters(table, start_col)[key]
 
     def _table_range(self, table: tuple[Column, ...], key: str, first: int, n: int, sheet: bool) -> str:
         col = self.table_col(table, key)
@@ -391,9 +407,9 @@ class Layout:
 
     # ---- derivation sheet (forward and inverse) -----------------------
     forward_rows = {"concurrency": 5, "max_tokens": 6, "model": 7, "tps": 9, "missing": 10}
-    inverse_rows = {"target_tps": 14, "max_tokens": 15, "model": 16,
-                    "concurrency": 18, "tps": 19, "best_tps": 20, "best_concurrency": 21}
-    inverse_table_header = 24
+    inverse_rows = {"target_tps": 14, "max_tokens": 15, "model": 16, "max_latency": 17,
+                    "concurrency": 19, "tps": 20, "best_tps": 21, "best_concurrency": 22}
+    inverse_table_header = 25
 
     @property
     def inverse_table_first(self) -> int:
@@ -434,6 +450,7 @@ class Layout:
             "TargetTPS": Cell("derivation", f"B{inv['target_tps']}"),
             "TargetMaxTokens": Cell("derivation", f"B{inv['max_tokens']}"),
             "TargetModel": Cell("derivation", f"B{inv['model']}"),
+            "MaxLatencyP95": Cell("derivation", f"B{inv['max_latency']}"),
             "RecommendedConcurrency": Cell("derivation", f"B{inv['concurrency']}"),
             "RecommendedTPS": Cell("derivation", f"B{inv['tps']}"),
             "BestTPS": Cell("derivation", f"B{inv['best_tps']}"),
@@ -460,12 +477,11 @@ class Layout:
 
 
 def fitted_layout(lang: Lang, n_rows: int, n_concurrency: int, n_lengths: int, n_models: int,
-                  n_cells: int = 0, min_rows: int = DEFAULT_ROWS) -> Layout:
-    """The default layout, grown where the data needs more rows or slots (with room for
-    a few cells typed in later)."""
+                  n_cells: int = 0, min_rows: int = MIN_FILLED_ROWS) -> Layout:
+    """A layout sized to the data, with headroom for rows, levels and cells typed in later."""
     return Layout(
         lang=lang,
-        rows=max(min_rows, n_rows),
+        rows=max(min_rows, n_rows + max(ROW_HEADROOM, n_rows // 10)),
         c_slots=max(DEFAULT_CONCURRENCY_SLOTS, n_concurrency),
         l_slots=max(DEFAULT_LENGTH_SLOTS, n_lengths),
         m_slots=max(DEFAULT_MODEL_SLOTS, n_models),

@@ -390,7 +390,7 @@ def _array_block(ws: Worksheet, ref: str, formula: str) -> None:
 
 def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     """Write the least-squares sheet into `ws`; return defined name -> "A1" on it."""
-    from scm_xl.workbook.build import (  # build may import this module
+    from scm_xl.workbook.styles import (
         BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, TITLE_FONT, _array, _formula,
     )
 
