@@ -409,3 +409,16 @@ def test_closed_form_chain_holdout_equals_recalibrating_without_each_row(seed: i
     slow = _brute_chain_holdout(statuses, settings)
     assert [p is None for p in fast] == [p is None for p in slow]
     assert [p for p in fast if p is not None] == pytest.approx([p for p in slow if p is not None], rel=1e-12)
+
+
+def test_chain_holdout_does_not_recalibrate_per_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI must stay linear in rows: leave-one-out may not recalibrate once per row."""
+    calls = []
+    real = lsq.calibrate
+    monkeypatch.setattr(lsq, "calibrate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    rng = np.random.default_rng(3)
+    rows = simulate(full(models=("Alpha", "Beta")), repeats=3, sigma=0.05, rng=rng)
+    statuses = filter_rows(rows)
+    holdout = lsq.chain_holdout(statuses)
+    assert holdout.predicted_rows > 50
+    assert len(calls) <= 1

@@ -198,8 +198,9 @@ def _html_writer() -> Any:
 
 
 def _write_html(path: str, report: Any) -> None:
-    writer = _html_writer()
-    call_supported(writer, report, path)
+    from scm_xl.outputs import write_target
+
+    call_supported(_html_writer(), report, write_target(path))
 
 
 @click.command()

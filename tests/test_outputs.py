@@ -1,0 +1,170 @@
+"""One overwrite policy for every command that writes (scm_xl/outputs.py), through the library and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from scm_xl.cli import main
+from scm_xl.errors import InputError, UsageError
+from scm_xl.outputs import (
+    JSON_SUFFIXES, WORKBOOK_SUFFIXES, Output, atomic_write_text, check_outputs, replacing,
+)
+
+ARTICLE = Path(__file__).parent.parent / "examples" / "article_qwen2.5-7b.csv"
+
+
+def run(*args: object) -> Result:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def refused(result: Result, message: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert message in result.stderr, result.stderr
+
+
+# --- the library ----------------------------------------------------------------------------
+
+def test_existing_output_needs_force(tmp_path: Path) -> None:
+    target = tmp_path / "out.xlsx"
+    target.write_bytes(b"mine")
+    with pytest.raises(UsageError, match=f"{target} already exists: pass --force to replace it"):
+        check_outputs([Output("-o", target, WORKBOOK_SUFFIXES)])
+    check_outputs([Output("-o", target, WORKBOOK_SUFFIXES)], force=True)
+
+
+def test_output_equal_to_an_input_through_a_symlink_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "r.csv"
+    data.write_text("x", encoding="utf-8")
+    link = tmp_path / "link.json"
+    link.symlink_to(data)
+    with pytest.raises(UsageError, match="is the input"):
+        check_outputs([Output("--json", link)], inputs=[data], force=True)
+
+
+def test_two_outputs_on_one_file_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="are the same file"):
+        check_outputs([Output("-o", tmp_path / "o.xlsx"), Output("--json", tmp_path / "sub" / ".." / "o.xlsx")])
+
+
+@pytest.mark.parametrize("name", ["out.txt", "out", "out.xlsx.json"])
+def test_wrong_suffix_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(UsageError, match="a workbook file name must end in .xlsx"):
+        check_outputs([Output("-o", tmp_path / name, WORKBOOK_SUFFIXES, "workbook")])
+
+
+def test_missing_folder_and_folder_as_output(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="folder does not exist"):
+        check_outputs([Output("--json", tmp_path / "nope" / "r.json", JSON_SUFFIXES)])
+    (tmp_path / "d.json").mkdir()
+    with pytest.raises(UsageError, match="is a folder"):
+        check_outputs([Output("--json", tmp_path / "d.json", JSON_SUFFIXES)], force=True)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into any folder")
+def test_unwritable_folder(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    with pytest.raises(InputError, match="permission denied"):
+        check_outputs([Output("--json", locked / "r.json", JSON_SUFFIXES)])
+
+
+def test_new_files_follow_the_umask_and_replaced_files_keep_their_mode(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        atomic_write_text(tmp_path / "new.json", "{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640
+    kept = tmp_path / "kept.json"
+    kept.write_text("old", encoding="utf-8")
+    kept.chmod(0o604)
+    atomic_write_text(kept, "new")
+    assert (kept.read_text(encoding="utf-8"), stat.S_IMODE(kept.stat().st_mode)) == ("new", 0o604)
+
+
+def test_a_symlink_is_written_through(tmp_path: Path) -> None:
+    target = tmp_path / "real.json"
+    target.write_text("old", encoding="utf-8")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and target.read_text(encoding="utf-8") == "new"
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "r.json"
+    target.write_text("old", encoding="utf-8")
+    with pytest.raises(RuntimeError):
+        with replacing(target) as temp:
+            temp.write_text("half", encoding="utf-8")
+            raise RuntimeError("killed")
+    assert target.read_text(encoding="utf-8") == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+# --- the CLI: refused before any work, nothing written --------------------------------------
+
+def test_verify_json_onto_the_workbook_is_refused(tmp_path: Path) -> None:
+    book = tmp_path / "w.xlsx"
+    book.write_bytes(b"PK\x03\x04 pretend")
+    refused(run("verify", book, "--json", book), f"--json {book} is the input {book}")
+    assert book.read_bytes() == b"PK\x03\x04 pretend"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-o", "{csv}"], "-o {csv} is the input {csv}"),
+    (["--json", "{csv}"], "is the input {csv}"),
+    (["-o", "{dir}/o.xlsx", "--json", "{dir}/o.xlsx"], "-o {dir}/o.xlsx and --json {dir}/o.xlsx are the same file"),
+    (["-o", "{dir}/out.txt"], "-o {dir}/out.txt: a workbook file name must end in .xlsx"),
+    (["-o", "{dir}/out"], "-o {dir}/out: a workbook file name must end in .xlsx"),
+    (["-o", "{dir}/missing/o.xlsx"], "folder does not exist"),
+    (["-o", "{dir}/o.xlsx", "--json", "{dir}/missing/r.json"], "folder does not exist"),
+    (["-o", "{dir}/o.xlsx", "--json", "{dir}/report"], "--json {dir}/report: a JSON report file name must end in .json"),
+])
+def test_fill_refuses_bad_outputs_before_any_work(tmp_path: Path, args: list[str], message: str) -> None:
+    csv = tmp_path / "r.csv"
+    csv.write_bytes(ARTICLE.read_bytes())
+    values = {"csv": csv, "dir": tmp_path}
+    refused(run("fill", csv, *[a.format(**values) for a in args]), message.format(**values))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]
+    assert csv.read_bytes() == ARTICLE.read_bytes()
+
+
+def test_build_template_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "t.xlsx"
+    out.write_bytes(b"mine")
+    refused(run("build", "template", "-o", out), f"{out} already exists: pass --force to replace it")
+    assert out.read_bytes() == b"mine"
+    result = run("build", "template", "-o", out, "--force", "--rows", "20")
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:2] == b"PK"
+
+
+@pytest.mark.slow
+def test_fill_writes_through_links_and_the_json_follows_the_umask(tmp_path: Path) -> None:
+    real = tmp_path / "real.xlsx"
+    real.write_bytes(b"old")
+    link = tmp_path / "link.xlsx"
+    link.symlink_to(real)
+    report = tmp_path / "r.json"
+    old = os.umask(0o002)
+    try:
+        result = run("fill", ARTICLE, "-o", link, "--json", report, "--force", "--engine", "formulas")
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and real.read_bytes()[:2] == b"PK"
+    assert stat.S_IMODE(report.stat().st_mode) == 0o664  # the user's umask, not 600
+    json.loads(report.read_text(encoding="utf-8"))
+    # A second fill onto the same output without --force is refused and changes nothing.
+    before = real.read_bytes()
+    refused(run("fill", ARTICLE, "-o", link), f"{link} already exists: pass --force to replace it")
+    assert real.read_bytes() == before
