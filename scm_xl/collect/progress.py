@@ -117,7 +117,7 @@ def summary_table(report: CollectionReport) -> Any:
     else:
         caption = [f"m{i} = {name}" for i, name in enumerate(models, start=1)] + caption
     table = Table(title=title, caption="\n".join(caption), box=box.SIMPLE_HEAD, pad_edge=False,
-                  caption_justify="left")
+                  padding=0, caption_justify="left")  # the box puts one space between columns
     names = list(_COLUMNS)
     if len(models) > 1:
         names.insert(1, ("model", "left"))
@@ -125,16 +125,21 @@ def summary_table(report: CollectionReport) -> Any:
         table.add_column(header, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for row in report.rows:
         cells = [row.exp_id] + ([f"m{models.index(row.model) + 1}"] if len(models) > 1 else []) + [
-            str(row.concurrency), str(row.max_tokens), f"{row.tps:,.1f}",
-            f"{_pair(row.latency_p50_s, row.latency_p99_s, 1.0, 2)}",
-            f"{_pair(row.ttft_p50_s, row.ttft_p99_s, 1000.0, 1)}",
-            "-" if row.mean_itl_s is None else f"{row.mean_itl_s * 1000:,.1f}",
+            str(row.concurrency), str(row.max_tokens), figure(row.tps),
+            f"{figure(row.latency_p50_s)}/{figure(row.latency_p99_s)}",
+            f"{figure(row.ttft_p50_s, 1000.0)}/{figure(row.ttft_p99_s, 1000.0)}",
+            figure(row.mean_itl_s, 1000.0),
             f"{row.ok_requests}/{row.failed_requests}/{row.rate_limited_requests}"]
         table.add_row(*cells)
     return table
 
 
-def _pair(p50: float | None, p99: float | None, scale: float, digits: int) -> str:
-    """Two percentiles as "p50/p99" in the column's unit ("-" where none succeeded)."""
-    shown = ["-" if value is None else f"{value * scale:,.{digits}f}" for value in (p50, p99)]
-    return "/".join(shown)
+def figure(value: float | None, scale: float = 1.0) -> str:
+    """A measured figure in its column's unit, to about three significant digits ("-" for none):
+    6,388 / 74.5 / 7.45. The CSVs keep every digit."""
+    if value is None:
+        return "-"
+    value *= scale
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
