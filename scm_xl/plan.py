@@ -67,6 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from scm_xl.collect.matrix import EXPERIMENT_KEYS, check_model_names, experiment_id
 from scm_xl.errors import InputError, UsageError
 
 DESIGNS: tuple[str, ...] = ("ofat", "full", "orthogonal")
@@ -159,9 +160,10 @@ class Plan:
             f"estimated_seconds = {float(round(self.estimated_seconds(tps), 3))!r}",
         ]
         for e in self.experiments:
-            lines += ["", "[[experiments]]", f"order = {e.order}", f"exp_id = {_toml_str(e.exp_id)}",
-                      f"model = {_toml_str(e.model)}", f"concurrency = {e.concurrency}",
-                      f"max_tokens = {e.max_tokens}", f"repeat = {e.repeat}"]
+            lines += ["", "[[experiments]]"]
+            for key in EXPERIMENT_KEYS:  # the keys `collect --matrix` reads back
+                value = getattr(e, key)
+                lines.append(f"{key} = {_toml_str(value) if isinstance(value, str) else value}")
         return "\n".join(lines) + "\n"
 
 
@@ -202,9 +204,9 @@ def _check_models(models: Sequence[str]) -> tuple[str, ...]:
     cleaned = tuple(m.strip() for m in models)
     if not cleaned or any(not m for m in cleaned):
         raise UsageError("models must be one or more non-empty names")
-    folded = [m.casefold() for m in cleaned]
-    if len(set(folded)) != len(folded):
-        raise UsageError(f"models repeat (names are compared case-insensitively): {', '.join(cleaned)}")
+    if len(set(cleaned)) != len(cleaned):
+        raise UsageError(f"models repeat: {', '.join(cleaned)}")
+    check_model_names(cleaned)  # the names the workbook accepts, as `collect` checks them
     return cleaned
 
 
@@ -368,7 +370,7 @@ def make_plan(*, models: Sequence[str], concurrency: Sequence[int], max_tokens: 
         for index in block:
             model, c, length = distinct[index]
             done[index] += 1
-            exp_id = f"E{index + 1:03d}" if numbered_repeats == 1 else f"E{index + 1:03d}-R{done[index]}"
+            exp_id = experiment_id(index + 1, done[index], numbered=numbered_repeats > 1)
             experiments.append(Experiment(order=len(experiments) + 1, exp_id=exp_id, model=model,
                                           concurrency=c, max_tokens=length, repeat=done[index], cell=index + 1))
     return Plan(design=design, array=array, models=models_, concurrency=concurrency_, max_tokens=lengths,
