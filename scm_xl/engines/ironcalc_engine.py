@@ -10,7 +10,10 @@ SUMPRODUCT, MMULT, MINVERSE, TRANSPOSE and scalar MINIFS/MAXIFS it computes righ
 from __future__ import annotations
 
 import importlib.util
+import re
+import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +52,27 @@ class IronCalcEngine(Engine):
         return Recalculated(self.name, values, time.perf_counter() - start)
 
 
+# An empty cell that only carries a style (<c r="B4" s="11"/>, every yellow input cell a
+# person has not typed into): IronCalc 0.9.1 reads it as the number 0, so `=B4<>""` is TRUE
+# there and FALSE in Excel and LibreOffice. IronCalc gets a copy without them.
+_STYLED_EMPTY = re.compile(rb'<c r="[A-Z]+[0-9]+"(?: s="[0-9]+")?(?: t="n")?\s*/>')
+
+
+def _without_styled_empty_cells(path: Path, into: Path) -> Path:
+    copy = into / path.name
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(copy, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename.startswith("xl/worksheets/sheet") and info.filename.endswith(".xml"):
+                data = _STYLED_EMPTY.sub(b"", data)
+            target.writestr(info, data)
+    return copy
+
+
 def _evaluated(ironcalc: Any, path: Path) -> Any:
     try:
-        model = ironcalc.load_from_xlsx(str(path), "en", "UTC")
+        with tempfile.TemporaryDirectory(prefix="scm-xl-ironcalc-") as folder:
+            model = ironcalc.load_from_xlsx(str(_without_styled_empty_cells(path, Path(folder))), "en", "UTC")
         model.evaluate()
     except Exception as exc:
         raise EngineError(f"ironcalc failed on {path}: {exc}") from exc

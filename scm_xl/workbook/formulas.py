@@ -292,7 +292,7 @@ class Formulas:
         inp = {k: f"$B${row}" for k, row in s.items()}
         return {
             "base_model": (
-                f"=IF({inp['base_model']}<>\"\",{inp['base_model']},"
+                f"=IF({inp['base_model']}&\"\"<>\"\",{inp['base_model']},"
                 f"IFERROR(INDEX({raw('model')},MATCH(1,{raw('included')},0)),\"\"))"
             ),
             "base_max_tokens": (
@@ -318,7 +318,7 @@ class Formulas:
                 f"{DEFAULT_SHORT_OUTPUT_RATIO!r})"
             ),
             "physics_precision": (
-                f"=IF({inp['physics_precision']}<>\"\",{inp['physics_precision']}&\"\",{q(DEFAULT_PHYSICS_PRECISION)})"
+                f"=IF({inp['physics_precision']}&\"\"<>\"\",{inp['physics_precision']}&\"\",{q(DEFAULT_PHYSICS_PRECISION)})"
             ),
             "method": f"=IF({inp['method']}=\"lsq\",\"lsq\",\"chain\")",
             "physics_bytes": (
@@ -528,7 +528,8 @@ class Formulas:
         return f"=IF({self.name('Method')}=\"lsq\",{lsq},{chain})"
 
     def effective_model(self, input_cell: str) -> str:
-        return f"=IF({input_cell}<>\"\",{input_cell},{self.name('BaseModel')})"
+        # `cell&""` and not `cell<>""`: IronCalc takes an empty cell as unequal to "".
+        return f"=IF({input_cell}&\"\"<>\"\",{input_cell},{self.name('BaseModel')})"
 
     def forward(self) -> dict[str, str]:
         rows = self.lo.forward_rows
