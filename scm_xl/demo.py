@@ -5,9 +5,14 @@
 2. A small full-factorial matrix collected from each over real loopback HTTP.
 3. The results filled into the calibration workbook, recalculated by the embedded
    engine and verified cell by cell against the Python reference.
-4. The coefficients, the consistency verdict, the inverse answer for a target TPS,
-   the roofline ceiling beside the measured TPS, and C_model from first principles
-   beside the calibrated one.
+4. The coefficients, the consistency verdict, the inverse answer for a target TPS the
+   deployment can reach (an unreachable one only when asked), the roofline ceiling and
+   the simulator's own expectation beside the measured TPS, and C_model from first
+   principles beside the calibrated one.
+
+Everything is built in a temporary folder beside the output folder and moved into place
+at the end: an existing output folder is refused unless `force`, and a failed run leaves
+it as it was.
 """
 
 from __future__ import annotations
@@ -15,17 +20,20 @@ from __future__ import annotations
 import asyncio
 import csv
 import dataclasses
+import math
+import os
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from scm_xl.collect import CollectConfig, run_collection
+from scm_xl.collector import DEFAULT_PROMPT, CollectConfig, run_collection
+from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Solution, solve
 from scm_xl.results import ResultRow, read_results, write_results
-from scm_xl.roofline import Deployment, c_model_from_first_principles, load_catalog, simulator_params
+from scm_xl.roofline import Deployment, analyze, c_model_from_first_principles, load_catalog
 from scm_xl.simulator import SimConfig, roofline_timing, running_simulator
 from scm_xl.workbook.fill import WorkbookReport, fill
 
@@ -37,7 +45,36 @@ DEMO_CONCURRENCY = (1, 2, 4, 8)
 DEMO_MAX_TOKENS = (16, 32, 64)
 DEMO_REQUESTS_PER_SLOT = 2
 DEMO_CONTEXT = 256
-DEFAULT_TARGET_TPS = 500.0
+DEMO_FILES = ("results.csv", "requests.csv", "workbook.xlsx")
+
+Say = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def sim_config_for(model_key: str, gpu_key: str, *, efficiency: float, served_name: str, seed: int | None = None,
+                   context: int = DEMO_CONTEXT) -> SimConfig:
+    """A simulator whose step times come from the roofline of model x GPU at an efficiency."""
+    return SimConfig(model_name=served_name, seed=seed,
+                     **roofline_timing(model_key, gpu_key, efficiency=efficiency, context=context))
+
+
+def ceiling_tps(model_key: str, gpu_key: str = DEMO_GPU) -> float:
+    """Per-stream roofline ceiling (batch 1, 100% efficiency) at the demo's context, tok/s."""
+    catalog = load_catalog()
+    deployment = Deployment(model=catalog.find_model(model_key), gpu=catalog.find_gpu(gpu_key),
+                            context=DEMO_CONTEXT)
+    return analyze(deployment).ceiling_tps
+
+
+def default_target_tps() -> float:
+    """A target the simulated deployment reaches: three streams' worth of the first model's
+    ceiling at the demo's efficiency, rounded down to 10 (about 250 tok/s), which sits between
+    what concurrency 2 and 4 give, so the answer is a recommendation (concurrency 4)."""
+    per_stream = DEMO_EFFICIENCY * ceiling_tps(DEMO_MODELS[0][1])
+    return float(math.floor(3 * per_stream / 10) * 10)
 
 
 @dataclass
@@ -50,39 +87,74 @@ class DemoReport:
     solution: Solution
     target_tps: float
     target_max_tokens: int
+    lang: str
     ceilings: dict[str, float]  # model served -> per-stream roofline ceiling, tok/s (100% efficiency)
-    c_model_first_principles: dict[str, float]  # model served -> weight-bytes ratio to the base model
+    expected_stream_tps: dict[str, float]  # model served -> the simulator's own per-stream TPS at c=1, max length
+    c_model_first_principles: dict[str, float]  # model served -> weight-bytes-read ratio to the base model
     collect_seconds: float
     total_seconds: float
+    unreachable: tuple[float, Solution] | None = None  # (target, answer) when asked
     notes: list[str] = field(default_factory=list)
 
 
-def sim_config_for(model_key: str, gpu_key: str, *, efficiency: float, served_name: str, seed: int | None = None,
-                   context: int = DEMO_CONTEXT) -> SimConfig:
-    """A simulator whose step times come from the roofline of model x GPU at an efficiency."""
-    return SimConfig(model_name=served_name, seed=seed,
-                     **roofline_timing(model_key, gpu_key, efficiency=efficiency, context=context))
-
-
-def _ceiling(model_key: str, gpu_key: str) -> float:
-    catalog = load_catalog()
-    deployment = Deployment(model=catalog.find_model(model_key), gpu=catalog.find_gpu(gpu_key),
-                            context=DEMO_CONTEXT)
-    return 1.0 / float(simulator_params(deployment)["base_step_seconds"])
-
-
-def run_demo(out_dir: str | Path = "scm-demo", *, target_tps: float = DEFAULT_TARGET_TPS,
-             target_max_tokens: int | None = None, engine: str = "formulas", quiet: bool = True) -> DemoReport:
-    start = time.perf_counter()
+def check_out_dir(out_dir: str | Path, *, force: bool) -> Path:
+    """Refuse an existing, non-empty output folder unless force (UsageError, exit 2, nothing done)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    results_csv, requests_csv, workbook = out / "results.csv", out / "requests.csv", out / "workbook.xlsx"
+    if out.exists() and not out.is_dir():
+        raise InputError("exists and is not a folder", path=str(out))
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise UsageError(f"the output folder {out} already exists: pass --force to replace its "
+                         f"{', '.join(DEMO_FILES)}, or choose another with --out")
+    return out
+
+
+def run_demo(out_dir: str | Path = "scm-demo", *, target_tps: float | None = None,
+             target_max_tokens: int | None = None, engine: str = "formulas", lang: str = "en",
+             force: bool = False, show_unreachable: bool = False, quiet: bool = True,
+             say: Say | None = None) -> DemoReport:
+    """Run the demo into `out_dir`. `target_tps` None: `default_target_tps()`; `show_unreachable`
+    adds the inverse answer for a target above what the measured levels reach."""
+    if lang not in ("zh", "en"):
+        raise UsageError(f"unknown language {lang!r}: zh or en")
+    tell = say or _quiet
+    start = time.perf_counter()
+    out = check_out_dir(out_dir, force=force)
+    parent = out.parent if str(out.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=parent))
+    try:
+        demo = _run_in(staging, start, target_tps=default_target_tps() if target_tps is None else target_tps,
+                       target_max_tokens=target_max_tokens, engine=engine, lang=lang,
+                       show_unreachable=show_unreachable, quiet=quiet, tell=tell)
+        _put_in_place(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dataclasses.replace(demo, out_dir=out, results_csv=out / DEMO_FILES[0], requests_csv=out / DEMO_FILES[1],
+                               workbook=out / DEMO_FILES[2], total_seconds=time.perf_counter() - start)
+
+
+def _put_in_place(staging: Path, out: Path) -> None:
+    if not out.exists():
+        os.replace(staging, out)
+        staging.mkdir()  # for the caller's cleanup
+        return
+    for name in DEMO_FILES:  # --force: replace the demo's own files, leave anything else alone
+        os.replace(staging / name, out / name)
+
+
+def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens: int | None, engine: str,
+            lang: str, show_unreachable: bool, quiet: bool, tell: Say) -> DemoReport:
+    results_csv, requests_csv, workbook = (folder / name for name in DEMO_FILES)
     rows: list[ResultRow] = []
     request_rows: list[dict[str, str]] = []
     request_fields: list[str] = []
+    expected: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="scm-demo-") as tmp:
         for i, (served, key) in enumerate(DEMO_MODELS):
+            tell(f"collect from the simulated {served} ({len(DEMO_CONCURRENCY) * len(DEMO_MAX_TOKENS)} experiments)")
             config = sim_config_for(key, DEMO_GPU, efficiency=DEMO_EFFICIENCY, served_name=served, seed=i)
+            expected[served] = config.expected_stream(config.prompt_tokens_for(DEFAULT_PROMPT),
+                                                      max(DEMO_MAX_TOKENS))["tps"]
             part = Path(tmp) / f"results-{i}.csv"
             with running_simulator(config) as base_url:
                 collect = CollectConfig(
@@ -111,15 +183,23 @@ def run_demo(out_dir: str | Path = "scm-demo", *, target_tps: float = DEFAULT_TA
         "forward": {"concurrency": DEMO_CONCURRENCY[1], "max_tokens": DEMO_MAX_TOKENS[1], "model": None},
         "inverse": {"target_tps": target_tps, "max_tokens": length, "model": None},
     }
-    report = fill(results_csv, output=workbook, engine=engine, lang="en", force=True, derivation=derivation)
-    solution = solve(report.analysis.calibration, target_tps, length)
+    report = fill(results_csv, output=workbook, engine=engine, lang=lang,  # type: ignore[arg-type]
+                  derivation=derivation, progress=tell)
+    cal = report.analysis.calibration
+    solution = solve(cal, target_tps, length)
+    unreachable = None
+    if show_unreachable:
+        best = solution.best_tps or max((s.tps for s in report.analysis.statuses), default=target_tps)
+        beyond = float(math.ceil(1.5 * best / 100) * 100)
+        unreachable = (beyond, solve(cal, beyond, length))
     base_key = DEMO_MODELS[0][1]
     return DemoReport(
-        out_dir=out, results_csv=results_csv, requests_csv=requests_csv, workbook=workbook, report=report,
-        solution=solution, target_tps=target_tps, target_max_tokens=length,
-        ceilings={served: _ceiling(key, DEMO_GPU) for served, key in DEMO_MODELS},
+        out_dir=folder, results_csv=results_csv, requests_csv=requests_csv, workbook=workbook, report=report,
+        solution=solution, target_tps=target_tps, target_max_tokens=length, lang=lang,
+        ceilings={served: ceiling_tps(key) for served, key in DEMO_MODELS},
+        expected_stream_tps=expected,
         c_model_first_principles={served: c_model_from_first_principles(base_key, key) for served, key in DEMO_MODELS},
-        collect_seconds=collect_seconds, total_seconds=time.perf_counter() - start,
+        collect_seconds=collect_seconds, total_seconds=time.perf_counter() - start, unreachable=unreachable,
     )
 
 
@@ -129,18 +209,60 @@ def _write_requests(path: Path, fields: list[str], rows: list[dict[str, Any]]) -
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
-    shutil.move(str(tmp), path)
+    os.replace(tmp, path)
+
+
+TEXTS = {
+    "en": {
+        "deployments": "Simulated deployments on 127.0.0.1: {models} on {gpu}, step times from the roofline at "
+                       "{eff} efficiency.",
+        "collected": "Collected {n} experiments in {s:.1f} s.",
+        "headers": ["model", "ceiling", "expected", "best", "of ceiling", "C_model physics", "C_model fit"],
+        "legend": "Per stream, tok/s: ceiling = roofline at 100% efficiency; expected = the simulator's own at "
+                  "concurrency 1, {mt} tokens; best = best measured. C_model: first principles (weight bytes "
+                  "read per token) and calibrated.",
+        "warnings": "physics warnings: {w} of {n} rows",
+        "reachable": "Inverse: {t:g} TPS at max_tokens {mt} needs concurrency {c} (predicted {p:.1f} TPS).",
+        "unreachable": "Inverse: {t:g} TPS at max_tokens {mt} is unreachable with the measured levels{best}.",
+        "best": "; best reachable {p:.1f} TPS at concurrency {c}",
+        "wrote": "Wrote {files} ({s:.1f} s in all).",
+    },
+    "zh": {
+        "deployments": "127.0.0.1 上的模拟部署：{models}，GPU {gpu}，每步时间取自 roofline，效率 {eff}。",
+        "collected": "已采集 {n} 个实验，用时 {s:.1f} 秒。",
+        "headers": ["模型", "上限", "预期", "实测最佳", "占上限", "C_model 物理", "C_model 标定"],
+        "legend": "单流 tok/s：上限 = 效率 100% 的 roofline；预期 = 模拟器自身在并发 1、{mt} token 下的值；"
+                  "实测最佳 = 实测最高值。C_model：第一性原理（每 token 读取的权重字节）与标定值。",
+        "warnings": "物理检查警告：{n} 行中 {w} 行",
+        "reachable": "反推：max_tokens {mt} 下要达到 {t:g} TPS，需要并发 {c}（预测 {p:.1f} TPS）。",
+        "unreachable": "反推：max_tokens {mt} 下 {t:g} TPS 在已测并发水平内无法达到{best}。",
+        "best": "；可达最高 {p:.1f} TPS（并发 {c}）",
+        "wrote": "已写入 {files}（共 {s:.1f} 秒）。",
+    },
+}
+
+
+def _catalog_key(served: str) -> str:
+    return dict(DEMO_MODELS).get(served, served)
+
+
+def _inverse_line(t: dict[str, Any], target: float, length: int, sol: Solution) -> str:
+    if sol.reachable:
+        return t["reachable"].format(t=target, mt=length, c=sol.concurrency, p=sol.tps)
+    best = t["best"].format(p=sol.best_tps, c=sol.best_concurrency) if sol.best_tps else ""
+    return t["unreachable"].format(t=target, mt=length, best=best)
 
 
 def render(demo: DemoReport) -> str:
     from scm_xl.report import _fmt, render_coefficients, render_consistency, render_verification, table
 
+    t = TEXTS.get(demo.lang, TEXTS["en"])
     analysis = demo.report.analysis
     cal = analysis.calibration
     lines = [
-        f"Simulated deployments on 127.0.0.1: {', '.join(m for m, _ in DEMO_MODELS)} on {DEMO_GPU}, "
-        f"step times from the roofline at {DEMO_EFFICIENCY:.0%} efficiency.",
-        f"Collected {len(analysis.statuses)} experiments in {demo.collect_seconds:.1f} s.",
+        t["deployments"].format(models=", ".join(m for m, _ in DEMO_MODELS), gpu=DEMO_GPU,
+                                eff=f"{DEMO_EFFICIENCY:.0%}"),
+        t["collected"].format(n=len(analysis.statuses), s=demo.collect_seconds),
         "",
         render_coefficients(analysis),
         "",
@@ -152,24 +274,20 @@ def render(demo: DemoReport) -> str:
         statuses = [s for s in analysis.statuses if s.model == served]
         best = max((s.tps / s.concurrency for s in statuses), default=None)
         calibrated = cal.c_model(served)
-        physics_rows.append([served, _fmt(ceiling, 1), _fmt(best, 1),
+        physics_rows.append([_catalog_key(served), _fmt(ceiling, 1), _fmt(demo.expected_stream_tps.get(served), 1), _fmt(best, 1),
                              f"{best / ceiling:.0%}" if best else "-",
                              _fmt(demo.c_model_first_principles[served], 3), _fmt(calibrated, 3)])
-    lines.append(table(["model", "roofline ceiling tok/s/stream", "best measured tok/s/stream", "of ceiling",
-                        "C_model first principles", "C_model calibrated"], physics_rows))
+    lines.append(table(t["headers"], physics_rows))
+    lines.append(t["legend"].format(mt=max(DEMO_MAX_TOKENS)))
     warned = sum(1 for s in analysis.statuses if s.physics.count)
-    lines.append(f"physics warnings: {warned} of {len(analysis.statuses)} rows")
+    lines.append(t["warnings"].format(w=warned, n=len(analysis.statuses)))
     lines.append("")
-    sol = demo.solution
-    if sol.reachable:
-        lines.append(f"Inverse: {demo.target_tps:g} TPS at max_tokens {demo.target_max_tokens} needs concurrency "
-                     f"{sol.concurrency} (predicted {sol.tps:.1f} TPS).")
-    else:
-        best = f"; best reachable {sol.best_tps:.1f} TPS at concurrency {sol.best_concurrency}" if sol.best_tps else ""
-        lines.append(f"Inverse: {demo.target_tps:g} TPS at max_tokens {demo.target_max_tokens} is unreachable "
-                     f"with the measured levels{best}.")
+    lines.append(_inverse_line(t, demo.target_tps, demo.target_max_tokens, demo.solution))
+    if demo.unreachable is not None:
+        lines.append(_inverse_line(t, demo.unreachable[0], demo.target_max_tokens, demo.unreachable[1]))
     lines.append(render_verification(demo.report.verification))
     lines.append("")
-    lines.append(f"Wrote {demo.results_csv}, {demo.requests_csv} and {demo.workbook} "
-                 f"({demo.total_seconds:.1f} s in all).")
+    lines.append(t["wrote"].format(files=", ".join(str(p) for p in (demo.results_csv, demo.requests_csv,
+                                                                     demo.workbook)),
+                                   s=demo.total_seconds))
     return "\n".join(lines)

@@ -128,6 +128,25 @@ class SimConfig:
     def fixed_delay(self) -> bool:
         return self.ttft_s is not None or self.itl_s is not None
 
+    def expected_stream(self, prompt_tokens: int, max_tokens: int) -> dict[str, float]:
+        """What one stream alone (concurrency 1) should see, in seconds, from the step costs:
+        the first token ends the step the request joins in (one decode step plus its
+        prefill), every further token one step later. `tps` = max_tokens / total, the
+        per-stream TPS net of network and client time; `ttft_share` = ttft / total."""
+        if self.fixed_delay:
+            ttft, itl = self.ttft_s or 0.0, self.itl_s or 0.0
+        else:
+            itl = self.step_base_s + self.step_per_seq_s
+            ttft = itl + self.prefill_s_per_token * prompt_tokens
+        total = ttft + (max_tokens - 1) * itl
+        return {"ttft_s": ttft, "itl_s": itl, "total_s": total,
+                "tps": max_tokens / total if total > 0 else math.inf,
+                "ttft_share": ttft / total if total > 0 else 0.0}
+
+    def prompt_tokens_for(self, text: str) -> int:
+        """The prompt tokens the simulator counts for a one-message prompt."""
+        return max(1, math.ceil(len(text) / self.chars_per_token))
+
 
 @dataclass
 class SimStats:
@@ -485,8 +504,14 @@ class SimServer:
             if joining and config.prefill_s_per_token:
                 step += config.prefill_s_per_token * sum(seq.prompt_tokens for seq in joining)
             if step > 0:
-                deadline = max(deadline, clock()) + step
-                await asyncio.sleep(max(0.0, deadline - clock()))
+                # Absolute deadlines: a step that woke late (event-loop timers fire up to about
+                # a millisecond off) shortens the next sleep instead of adding its lateness to
+                # every step, which would act as a fixed per-token cost and flatten the
+                # difference between models. Only a loop more than a whole step behind (a
+                # stalled process) restarts the schedule from now.
+                deadline = next_deadline(deadline, clock(), step)
+                delay = deadline - clock()
+                await asyncio.sleep(delay if delay > 0 else 0)
             else:
                 await asyncio.sleep(0)
             now = perf()
@@ -627,6 +652,14 @@ class SimServer:
 
 
 # -- helpers ---------------------------------------------------------------
+
+
+def next_deadline(deadline: float, now: float, step: float) -> float:
+    """When the decode step that starts now should end: one step after the last deadline,
+    so lateness does not accumulate; from now when more than a whole step behind."""
+    if now - deadline > step:
+        deadline = now
+    return deadline + step
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 411: "Length Required",
             413: "Payload Too Large", 429: "Too Many Requests", 431: "Request Header Fields Too Large",

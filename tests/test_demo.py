@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from scm_xl.cli import main
+from scm_xl.demo import DEMO_EFFICIENCY, ceiling_tps, default_target_tps
 from scm_xl.results import read_results
 
 
@@ -39,3 +40,44 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert "check rows: 17" in text
     assert "verdict: insufficient" not in text
     assert "Inverse: 200 TPS at max_tokens 64 needs concurrency 4" in text
+    assert "unreachable" not in text  # only when asked
+
+
+def test_the_default_target_is_one_the_deployment_reaches() -> None:
+    # Qwen2.5-7B on the A100 80GB at context 256: 2,039e9 B/s over 14,141,238,272 B read per token plus
+    # 14.7 MB of KV = 143.99 tok/s; x 0.6 = 86.4 per stream; 3 streams = 259 -> 250 (concurrency 4 gives ~320)
+    assert ceiling_tps("qwen2.5-7b") == pytest.approx(2039e9 / (2 * 7070619136 + 2 * 28 * 4 * 128 * 2 * 256))
+    assert default_target_tps() == 250.0
+    assert 2 * DEMO_EFFICIENCY * ceiling_tps("qwen2.5-7b") < default_target_tps() \
+        < 4 * DEMO_EFFICIENCY * ceiling_tps("qwen2.5-7b")
+
+
+def test_an_existing_output_folder_is_refused_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "results.csv").write_text("mine\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["demo", "--out", str(out)])
+    assert result.exit_code == 2
+    assert "already exists" in result.output and "--force" in result.output
+    assert (out / "results.csv").read_text(encoding="utf-8") == "mine\n"  # nothing touched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]  # no staging folder left behind
+    result = CliRunner().invoke(main, ["demo", "--out", str(out / "results.csv")])
+    assert result.exit_code == 2 and "is a file" in result.output
+
+
+@pytest.mark.slow
+def test_demo_in_chinese_with_force_and_the_unreachable_case(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "keep.txt").write_text("not the demo's\n", encoding="utf-8")
+    (out / "workbook.xlsx").write_bytes(b"old")
+    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--force", "--lang", "zh", "--show-unreachable"])
+    assert result.exit_code == 0, result.output
+    text = result.output
+    # the default target is reachable: the headline is a recommendation
+    assert "反推：max_tokens 64 下要达到 250 TPS，需要并发" in text
+    assert "无法达到" in text  # the unreachable case, asked for
+    assert (out / "keep.txt").read_text(encoding="utf-8") == "not the demo's\n"
+    wb = openpyxl.load_workbook(out / "workbook.xlsx")
+    assert "第一性原理" in wb.sheetnames
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]

@@ -301,3 +301,40 @@ def test_serve_sim_rejects_conflicting_options():
     result = CliRunner().invoke(main, ["serve-sim", "--zero-delay", "--ttft-s", "0.05"])
     assert result.exit_code == 2
     assert "Error: --zero-delay excludes --ttft-s and --itl-s" in result.output
+
+
+# --- Step scheduling (issue 10): the timing the roofline gives, not the timer's ----------------
+
+
+def test_a_late_step_shortens_the_next_one_instead_of_adding_up():
+    from scm_xl.simulator import next_deadline
+
+    # a 12 ms step whose timer fired 0.8 ms late: the next step ends at 24 ms, not 12.8 + 12
+    assert next_deadline(0.012, now=0.0128, step=0.012) == pytest.approx(0.024)
+    # on time: one step after the last deadline
+    assert next_deadline(0.012, now=0.012, step=0.012) == pytest.approx(0.024)
+    # more than a whole step behind (a stalled process): restart from now, no burst of catch-up steps
+    assert next_deadline(0.012, now=0.030, step=0.012) == pytest.approx(0.042)
+
+
+def test_expected_stream_states_the_ttft_share():
+    config = SimConfig(step_base_s=0.010, step_per_seq_s=0.0005, prefill_s_per_token=0.0001)
+    # one stream, 20 prompt tokens, 64 tokens: TTFT = 10.5 ms + 20 x 0.1 ms = 12.5 ms,
+    # then 63 x 10.5 ms = 661.5 ms; total 674 ms; 64 / 0.674 = 94.96 tok/s; TTFT share 12.5 / 674
+    expected = config.expected_stream(20, 64)
+    assert expected["ttft_s"] == pytest.approx(0.0125)
+    assert expected["total_s"] == pytest.approx(0.674)
+    assert expected["tps"] == pytest.approx(64 / 0.674)
+    assert expected["ttft_share"] == pytest.approx(0.0125 / 0.674)
+    # "Write a short story ..." is 79 characters: ceil(79 / 4) = 20 prompt tokens
+    assert config.prompt_tokens_for("x" * 79) == 20
+
+
+def test_roofline_timing_keeps_the_models_apart():
+    from scm_xl.simulator import roofline_timing
+
+    qwen = roofline_timing("qwen2.5-7b", "a100-80gb", efficiency=0.6, context=256)
+    llama = roofline_timing("llama-3.1-8b", "a100-80gb", efficiency=0.6, context=256)
+    # weight bytes read per token: 2 x 7,070,619,136 and 2 x 7,504,924,672 at 0.6 x 2,039e9 B/s
+    assert qwen["step_base_s"] == pytest.approx(2 * 7070619136 / (0.6 * 2039e9))
+    assert llama["step_base_s"] / qwen["step_base_s"] == pytest.approx(7504924672 / 7070619136)

@@ -6,24 +6,37 @@ import sys
 
 import click
 
-from scm_xl.cli._common import handle_errors
+from scm_xl.cli._common import FiniteFloat, handle_errors, progress_display
 
 
 @click.command()
 @click.option("--out", "out_dir", default="scm-demo", show_default=True, type=click.Path(file_okay=False),
-              help="Folder for results.csv, requests.csv and workbook.xlsx.")
-@click.option("--target-tps", default=500.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Target TPS for the inverse answer.")
-@click.option("--progress/--no-progress", default=False, help="Show the collector's progress bar.")
+              help="Folder for results.csv, requests.csv and workbook.xlsx; an existing one is refused "
+                   "unless --force.")
+@click.option("--force", is_flag=True, help="Replace the demo's files in an existing --out folder.")
+@click.option("--lang", type=click.Choice(["zh", "en"]), default="en", show_default=True,
+              help="Language of the workbook and of the summary printed.")
+@click.option("--target-tps", type=FiniteFloat(0), default=None,
+              help="Target TPS for the inverse answer [default: one the simulated deployment reaches, "
+                   "about 250: three streams' worth of its ceiling at 60% efficiency].")
+@click.option("--show-unreachable", is_flag=True,
+              help="Also answer for a target above what the measured levels reach (the unreachable case).")
+@click.option("--no-progress", is_flag=True,
+              help="No progress on stderr (shown by default when stderr is a terminal).")
 @handle_errors
-def demo(out_dir: str, target_tps: float, progress: bool) -> None:
+def demo(out_dir: str, force: bool, lang: str, target_tps: float | None, show_unreachable: bool,
+         no_progress: bool) -> None:
     """Run the whole pipeline on the built-in simulated endpoint (127.0.0.1, no API key):
     collect a small matrix, fill the workbook, recalculate it with the embedded engine,
     verify every formula cell, and print the coefficients, the verdict and the inverse answer."""
-    from scm_xl.demo import render, run_demo
+    from scm_xl.demo import check_out_dir, render, run_demo
 
+    check_out_dir(out_dir, force=force)  # refuse before saying anything else
     click.echo("Running the demo on the built-in simulator (127.0.0.1 only, no API key) ...", err=True)
-    result = run_demo(out_dir, target_tps=target_tps, quiet=not progress)
+    show = not no_progress and sys.stderr.isatty()
+    with progress_display(show) as progress:
+        result = run_demo(out_dir, target_tps=target_tps, lang=lang, force=force,
+                          show_unreachable=show_unreachable, quiet=not show, say=progress)
     click.echo(render(result))
     if not result.report.verification.ok:
         sys.exit(1)
