@@ -47,7 +47,7 @@ async def preflight(collector: _Collector, points: Sequence[MatrixPoint]) -> lis
         problem = diagnose(record, url=collector.url, model=model, key_source=collector.config.api_key_source,
                            key_sent=collector.config.api_key is not None)
         if problem is not None:
-            raise PreflightFailed(f"pre-flight request failed: {problem}; nothing was written")
+            raise PreflightFailed(f"pre-flight request failed: {problem} Nothing was written.")
     return records
 
 
@@ -55,23 +55,27 @@ def diagnose(record: RequestRecord, *, url: str, model: str, key_source: str | N
     """What is wrong, in words, or None when the matrix may run."""
     status, error_class, said = record.http_status, record.error_class, record.error
     if error_class == "connect_error" or error_class == "timeout" and "Connect" in said:
-        return (f"cannot reach {url} ({error_class}: {said}); is the server running and --base-url right?")
+        return f"cannot reach {url} ({error_class}: {said}). Is the server running, and --base-url right?"
     if status in (401, 403):
         if not key_sent:
             where = f"no API key was sent (set {' or '.join(API_KEY_ENV_VARS)}, or pass --api-key-file)"
         else:
             where = f"the API key came from {_source(key_source)}"
-        return f"HTTP {status}: the server refused the API key; {where}. Server said: {said}"
+        return f"HTTP {status}: the server refused the API key; {where}. Server said: {_end(said)}"
     if status == 404 or (status is not None and 400 <= status < 500 and "model" in said.lower()
                          and status not in (408, 409, 429)):
         return (f"HTTP {status} for model {model!r} at {url}: the model is unknown to this server, or the "
-                f"base URL path is wrong (it usually ends in /v1). Server said: {said}")
+                f"base URL path is wrong (it usually ends in /v1). Server said: {_end(said)}")
     if status is not None and 400 <= status < 500 and status not in (408, 409, 429):
-        return f"HTTP {status}: the server refused the request. Server said: {said}"
+        return f"HTTP {status}: the server refused the request. Server said: {_end(said)}"
     if error_class == "not_streamed":
         return (f"the server does not stream: it answered a streaming request (stream=true) with one JSON "
-                f"body. The collector needs server-sent events to time tokens. ({said})")
+                f"body; the collector needs server-sent events to time tokens.")
     return None
+
+
+def _end(text: str) -> str:
+    return text if text.endswith((".", "?", "!")) else text + "."
 
 
 def _source(key_source: str | None) -> str:
