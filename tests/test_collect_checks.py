@@ -309,3 +309,41 @@ def test_library_run_reports_failed_experiments(tmp_path):
             results_path=tmp_path / "results.csv")))
     assert dict(report.failed_experiments) == {"E001": {"http_5xx": 3}}
     assert report.problems()[0] == "E001: all 3 requests failed (http_5xx 3)."
+
+
+# -- interrupted runs ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name, code", [("SIGTERM", 143), ("SIGKILL", -9)])
+def test_sigterm_and_kill_9_leave_files_that_resume_finishes(tmp_path, signal_name, code):
+    """A real signal to `scm-xl collect` in a subprocess, then --resume: every experiment once,
+    every request row of it, none of the cut one."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    results = tmp_path / "results.csv"
+    with running_simulator(SimConfig(ttft_s=0.01, itl_s=0.01)) as base_url:
+        args = [sys.executable, "-c", "import sys; from scm_xl.cli import main; sys.exit(main())", "collect",
+                "--base-url", base_url, "-c", "1,2,3,4", "--max-tokens", "10,20", "-n", "2", "-q",
+                "--out", str(results)]
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 30
+        while not (results.exists() and results.read_text().count("\n") >= 3) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        process.send_signal(getattr(signal, signal_name))
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == code, err
+        if signal_name == "SIGTERM":
+            assert "run again with --resume" in err
+        first = read_results(results)
+        assert 2 <= len(first.rows) < 8
+        resumed = subprocess.run([*args, "--resume"], capture_output=True, text=True, env=env, timeout=60)
+        assert resumed.returncode == 0, resumed.stderr
+    final = read_results(results)
+    assert sorted(row.exp_id for row in final.rows) == [f"E{i:03d}" for i in range(1, 9)]
+    assert len(requests_of(tmp_path)) == sum(row.total_requests for row in final.rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from pathlib import Path
 
@@ -14,6 +15,32 @@ from scm_xl.collect.config import (
     DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, CollectConfig,
 )
 from scm_xl.errors import CheckFailed, UsageError
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived; the run was cancelled like Ctrl-C cancels it."""
+
+
+async def _cancel_on_sigterm(coroutine):
+    """Run `coroutine`; SIGTERM cancels it as Ctrl-C does, so finished experiments stay saved."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    terminated = []
+
+    def on_sigterm() -> None:
+        terminated.append(True)
+        if task is not None:
+            task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    try:
+        return await coroutine
+    except asyncio.CancelledError:
+        if terminated:
+            raise _Terminated() from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def _run(coroutine):
@@ -125,11 +152,12 @@ def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, ap
                            shard=parse_shard(shard) if shard is not None else None)
     console = None if quiet else Console()
     try:
-        report = _run(run_collection(config, console=console, progress=False if quiet else progress))
-    except KeyboardInterrupt:
+        report = _run(_cancel_on_sigterm(run_collection(config, console=console,
+                                                        progress=False if quiet else progress)))
+    except (KeyboardInterrupt, _Terminated) as exc:
         click.echo(f"Interrupted: finished experiments are saved in {config.results_path}; "
                    "run again with --resume to continue.", err=True)
-        sys.exit(130)
+        sys.exit(143 if isinstance(exc, _Terminated) else 130)
     if report.failed_experiments:
         raise CheckFailed(f"{len(report.failed_experiments)} of {len(report.rows)} experiment(s) had no "
                           f"successful request ({_classes(report)}); see {config.requests_csv}")
