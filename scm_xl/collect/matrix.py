@@ -116,7 +116,8 @@ def load_matrix_file(path: str | Path) -> dict[str, Any]:
         raise InputError("not a UTF-8 text file", path=where) from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"bad TOML: {exc}", path=where) from None
-    data = data.get("matrix", data) if isinstance(data.get("matrix"), dict) else data
+    if isinstance(data.get("matrix"), dict):
+        data = data["matrix"]
     data = dict(data)
     data.pop("plan", None)  # written by `scm-xl plan` for people: information only
     values: dict[str, Any] = {}
@@ -128,10 +129,11 @@ def load_matrix_file(path: str | Path) -> dict[str, Any]:
             raise InputError(f"unknown key {key!r} (known: {', '.join(sorted(_MATRIX_KEYS))})", path=where)
         if isinstance(value, bool) and expected is not bool or not isinstance(value, expected):
             raise InputError(f"{key!r} has the wrong type ({type(value).__name__})", path=where)
+        items: list[Any] = value if isinstance(value, list) else []
         if key in ("concurrency", "max_tokens") and not all(
-                isinstance(v, int) and not isinstance(v, bool) for v in value):
+                isinstance(v, int) and not isinstance(v, bool) for v in items):
             raise InputError(f"{key!r} must be a list of integers", path=where)
-        if key == "models" and not all(isinstance(v, str) for v in value):
+        if key == "models" and not all(isinstance(v, str) for v in items):
             raise InputError("'models' must be a list of strings", path=where)
         if key == "model":
             key, value = "models", [value]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from scm_xl.collect.matrix import MatrixPoint
 from scm_xl.results import ResultRow
@@ -95,7 +95,7 @@ class ProgressBar:
 
 
 # Header (units on the second line), and how a row fills it.
-_COLUMNS: tuple[tuple[str, str], ...] = (
+_COLUMNS: tuple[tuple[str, Literal["left", "right"]], ...] = (
     ("exp", "left"), ("c", "right"), ("max\ntokens", "right"), ("TPS\ntok/s", "right"),
     ("latency\np50/p99 s", "right"), ("TTFT\np50/p99 ms", "right"), ("ITL\nms", "right"),
     ("requests\nok/fail/429", "right"),
@@ -122,7 +122,7 @@ def summary_table(report: CollectionReport) -> Any:
     if len(models) > 1:
         names.insert(1, ("model", "left"))
     for header, justify in names:
-        table.add_column(header, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        table.add_column(header, justify=justify, overflow="fold")
     for row in report.rows:
         cells = [row.exp_id] + ([f"m{models.index(row.model) + 1}"] if len(models) > 1 else []) + [
             str(row.concurrency), str(row.max_tokens), figure(row.tps),

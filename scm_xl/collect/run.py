@@ -43,7 +43,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterable, cast
 
 import httpx
 
@@ -272,7 +272,8 @@ class _Collector:
         usage: Any = None
         pending = b""
         # The raw stream skips httpx's per-chunk bookkeeping; decode only when the body is encoded.
-        iterator = response.aiter_bytes() if "content-encoding" in response.headers else response.stream
+        iterator: AsyncIterable[bytes] = (response.aiter_bytes() if "content-encoding" in response.headers
+                                          else cast(httpx.AsyncByteStream, response.stream))
         clock = response.extensions.get("arrival_clock")  # FastTransport: when bytes left the socket
         try:
             if "json" in response.headers.get("content-type", ""):
