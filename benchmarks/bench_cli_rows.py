@@ -112,7 +112,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="scm-xl-bench-") as folder:
         for count in sizes:
             wall, cpu, code, verified = time_fill(count, args.engine, Path(folder))
-            lines.append(f"| {count:,} | {wall:.1f} | {cpu:.1f} | {code} | {verified[:90]} |")
+            load = os.getloadavg()[0]
+            lines.append(f"| {count:,} | {wall:.1f} | {cpu:.1f} | {code} | {verified[:90]} (load {load:.1f}) |")
             print(lines[-1], flush=True)
     out = ROOT / "benchmarks" / "results" / "cli_rows.md"
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from scm_xl.lsq import Forecast, LsqFit, concurrency_blend
 from scm_xl.model import Calibration, c_label, f_label, k_label, same_model
+from scm_xl.results import has_fault
 
 SEARCH_FACTOR = 4
 
@@ -141,15 +142,11 @@ class CellPercentiles:
     runs: int
 
 
-def _faulty(row: Any) -> bool:
-    return ((getattr(row, "failed_requests", None) or 0) + (getattr(row, "rate_limited_requests", None) or 0)) > 0
-
-
 def measured_percentiles(rows: Iterable[Any]) -> dict[tuple[str, int, int], CellPercentiles]:
     """Median over fault-free runs of each cell's measured P95 latency and TTFT."""
     cells: dict[tuple[str, int, int], list[Any]] = {}
     for row in rows:
-        if row.total_output_tokens > 0 and not _faulty(row):
+        if row.total_output_tokens > 0 and not has_fault(row):
             cells.setdefault((row.model.casefold(), row.concurrency, row.max_tokens), []).append(row)
     result = {}
     for key, members in cells.items():

@@ -94,6 +94,15 @@ _CRITERIA_OPERATORS = "=<>"
 _MAX_QUOTED = 40
 
 
+def has_fault(row: object) -> bool:
+    """The fault rule, its one home: a row with failed or rate-limited requests.
+
+    The physical filter excludes such rows and the solver leaves them out of its measured
+    percentiles. Works on anything with the two count attributes (blank counts as 0).
+    """
+    return ((getattr(row, "failed_requests", None) or 0) + (getattr(row, "rate_limited_requests", None) or 0)) > 0
+
+
 def normalise_override(value: str | None) -> str | None:
     """Map an override cell to "include", "exclude" or None (blank)."""
     if value is None or not value.strip():

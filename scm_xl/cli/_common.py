@@ -82,10 +82,16 @@ def progress_display(enabled: bool = True) -> Iterator[Progress | None]:
         yield None
         return
     from rich.console import Console
+    from rich.live import Live
+    from rich.spinner import Spinner
 
-    console = Console(stderr=True)
-    with console.status("starting") as status:
-        yield lambda step: status.update(step)
+    spinner = Spinner("dots", text="starting")
+    with Live(spinner, console=Console(stderr=True), transient=True, refresh_per_second=8) as live:
+        def show(step: str) -> None:
+            spinner.update(text=step)
+            live.refresh()  # each step is on screen at once, not at the next tick
+
+        yield show
 
 
 def call_supported(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -70,7 +70,7 @@ def _holdout_of(report: Any) -> dict[str, Any]:
     return holdout.report() if hasattr(holdout, "report") else holdout
 
 
-def _print_report(report: Any, json_path: str | None) -> None:
+def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None) -> None:
     from scm_xl.errors import CheckFailed
     from scm_xl.report import (
         analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_physics,
@@ -79,7 +79,6 @@ def _print_report(report: Any, json_path: str | None) -> None:
 
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
-    holdout = _holdout_of(report)
     click.echo(render_coefficients(report.analysis))
     click.echo()
     click.echo(render_consistency(report.analysis))
@@ -166,12 +165,12 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
             report = call_supported(run_fill, results[0], **options)
         if progress is not None and getattr(report, "holdout", None) is None:
             progress("hold-out (leave-one-out)")
-        _holdout_of(report)  # computed once here, inside the status line
+        holdout = _holdout_of(report)  # computed once, inside the status line
     click.echo(f"wrote {target}")
     if html_path is not None:
         _write_html(html_path, report)
         click.echo(f"wrote {html_path}")
-    _print_report(report, json_path)
+    _print_report(report, holdout, json_path)
 
 
 def _fill_merged(run_fill: Any, results: tuple[str, ...], rename_duplicates: bool, options: dict[str, Any]) -> Any:
@@ -222,8 +221,8 @@ def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_pr
         report = call_supported(run_verify, workbook, engine=engine, progress=progress)
         if progress is not None and getattr(report, "holdout", None) is None:
             progress("hold-out (leave-one-out)")
-        _holdout_of(report)
-    _print_report(report, json_path)
+        holdout = _holdout_of(report)
+    _print_report(report, holdout, json_path)
 
 
 METHOD_CHOICE = click.Choice(["chain", "lsq"])
