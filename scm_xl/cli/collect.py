@@ -90,7 +90,8 @@ _MATRIX_OPTIONS = {
 @click.option("--requests-out", "requests_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Per-request CSV [default: requests.csv beside results.csv, NAME.requests.csv beside NAME.csv].")
 @click.option("--resume", is_flag=True, help="Skip experiments already in --out and append the rest.")
-@click.option("--overwrite", is_flag=True, help="Replace existing output files.")
+@click.option("--force", "--overwrite", "overwrite", is_flag=True,
+              help="Replace existing output files (otherwise refused; --overwrite is the old name).")
 @click.option("--api-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File holding the API key [default: $SCM_XL_API_KEY, $SILICONFLOW_API_KEY, $OPENAI_API_KEY].")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,

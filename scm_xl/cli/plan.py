@@ -49,7 +49,8 @@ def _models(ctx, param, value):
               help="Assumed output tokens per second, for the time estimate.")
 @click.option("--out", "-o", "path", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("matrix.toml"), show_default=True, help="Matrix file to write.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing matrix file.")
+@click.option("--force", "--overwrite", "overwrite", is_flag=True,
+              help="Replace an existing matrix file (otherwise refused; --overwrite is the old name).")
 @handle_errors
 def plan(models, concurrency, max_tokens, design, repeats, requests_per_slot, seed, tps, path, overwrite):
     """Plan the experiments: which models x concurrency x max_tokens cells to
