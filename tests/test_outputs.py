@@ -168,3 +168,7 @@ def test_fill_writes_through_links_and_the_json_follows_the_umask(tmp_path: Path
     before = real.read_bytes()
     refused(run("fill", ARTICLE, "-o", link), f"{link} already exists: pass --force to replace it")
     assert real.read_bytes() == before
+    # --workbook through a link, updated in place: the link stays a link.
+    result = run("fill", ARTICLE, "--workbook", link, "--force", "--engine", "formulas")
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and link.resolve() == real.resolve()
