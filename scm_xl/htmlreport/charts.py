@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from statistics import median
+from typing import Any, Iterable, Sequence
 
 import altair as alt
 import vl_convert
@@ -15,6 +16,9 @@ from scm_xl.model import Analysis
 
 # A grid of concurrency values between measured levels for the fitted curves.
 CURVE_POINTS = 24
+# Above this many rows a chart shows each cell's median instead of every row: the points
+# would overlap anyway, and the page stays small and quick to make.
+POINT_LIMIT = 300
 WIDTH, HEIGHT = 300, 220
 FONT = "system-ui, -apple-system, 'Segoe UI', 'Noto Sans CJK SC', 'PingFang SC', 'Microsoft YaHei', sans-serif"
 ROLE_ORDER = ["check", "identify", "unidentified", "excluded"]
@@ -39,16 +43,38 @@ def _concurrency_axis(levels: Sequence[float], title: str) -> alt.X:
     return alt.X("c:Q", title=title, scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=ticks, format="d"))
 
 
-def render_svg(chart: alt.TopLevelMixin) -> str:
-    return vl_convert.vegalite_to_svg(_config(chart).to_dict())
+def render_svg(chart: alt.TopLevelMixin, *, validate: bool = False) -> str:
+    """The chart as SVG text. The specs are validated against the Vega-Lite schema by the
+    tests (validate=True); at run time that costs more than drawing."""
+    # The data is inline; no URL may be fetched while drawing.
+    return vl_convert.vegalite_to_svg(_config(chart).to_dict(validate=validate), allowed_base_urls=[])
 
 
-def measured_vs_predicted(analysis: Analysis, texts: dict[str, Any]) -> str | None:
-    points = [{"measured": ch.status.tps, "predicted": ch.predicted_tps, "role": texts["roles"][ch.role],
-               "exp_id": ch.status.exp_id}
-              for ch in analysis.checks if ch.predicted_tps is not None and ch.status.tps > 0]
-    if not points:
-        return None
+def summarise(records: list[dict[str, Any]], keys: Sequence[str], values: Sequence[str], *,
+              always: bool = False) -> list[dict[str, Any]]:
+    """Records as they are, or (beyond POINT_LIMIT, or `always`) one per `keys` group with the
+    median of each of `values` and the group's size as "n"."""
+    if not always and len(records) <= POINT_LIMIT:
+        return records
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for record in records:
+        groups.setdefault(tuple(record[k] for k in keys), []).append(record)
+    return [{**{k: members[0][k] for k in keys}, **{v: median(m[v] for m in members) for v in values},
+             "n": len(members)} for members in groups.values()]
+
+
+def _note(texts: dict[str, Any], rows: int, points: Iterable[Any]) -> str | None:
+    shown = len(list(points))
+    return texts["aggregated"].format(rows=rows, points=shown) if shown < rows else None
+
+
+def measured_vs_predicted(analysis: Analysis, texts: dict[str, Any]) -> tuple[str | None, str | None]:
+    rows = [{"measured": ch.status.tps, "predicted": ch.predicted_tps, "role": texts["roles"][ch.role],
+             "model": ch.status.model, "c": ch.status.concurrency, "L": ch.status.max_tokens}
+            for ch in analysis.checks if ch.predicted_tps is not None and ch.status.tps > 0]
+    if not rows:
+        return None, None
+    points = summarise(rows, ("model", "c", "L", "role"), ("measured", "predicted"))
     top = max(max(p["measured"], p["predicted"]) for p in points) * 1.05
     role_domain = [texts["roles"][r] for r in ROLE_ORDER]
     scatter = alt.Chart(alt.Data(values=points)).mark_point(filled=True, size=60, opacity=0.85).encode(
@@ -59,7 +85,8 @@ def measured_vs_predicted(analysis: Analysis, texts: dict[str, Any]) -> str | No
     )
     diagonal = alt.Chart(alt.Data(values=[{"v": 0.0}, {"v": top}])).mark_line(
         color="#888", strokeDash=[4, 4]).encode(x="v:Q", y="v:Q")
-    return render_svg((diagonal + scatter).properties(width=WIDTH + 60, height=HEIGHT + 60))
+    return (render_svg((diagonal + scatter).properties(width=WIDTH + 60, height=HEIGHT + 60)),
+            _note(texts, len(rows), points))
 
 
 def _curve_grid(levels: Sequence[int]) -> list[float]:
@@ -72,14 +99,13 @@ def _curve_grid(levels: Sequence[int]) -> list[float]:
     return sorted(grid)
 
 
-def tps_against_concurrency(analysis: Analysis, fit: LsqFit, texts: dict[str, Any]) -> str | None:
-    records: list[dict[str, Any]] = []
-    for s in analysis.statuses:
-        if s.tps > 0:
-            records.append({"model": s.model, "c": s.concurrency, "L": str(s.max_tokens), "tps": s.tps,
-                            "kind": "measured", "role": "included" if s.included else "excluded"})
-    if not records:
-        return None
+def tps_against_concurrency(analysis: Analysis, fit: LsqFit, texts: dict[str, Any]) -> tuple[str | None, str | None]:
+    measured = [{"model": s.model, "c": s.concurrency, "L": str(s.max_tokens), "tps": s.tps, "kind": "measured",
+                 "role": "included" if s.included else "excluded"} for s in analysis.statuses if s.tps > 0]
+    if not measured:
+        return None, None
+    records = summarise(measured, ("model", "c", "L", "kind", "role"), ("tps",))
+    note = _note(texts, len(measured), records)
     levels = fit.measured_concurrency_levels()
     if levels:
         grid = _curve_grid(levels)
@@ -104,7 +130,7 @@ def tps_against_concurrency(analysis: Analysis, fit: LsqFit, texts: dict[str, An
     ).transform_filter(alt.datum.kind == "measured")
     chart = alt.layer(line, dots, data=alt.Data(values=records)).properties(width=WIDTH, height=HEIGHT).facet(
         column=alt.Column("model:N", title=texts["model"]))
-    return render_svg(chart)
+    return render_svg(chart), note
 
 
 def latency_against_concurrency(rows: Sequence[Any], texts: dict[str, Any]) -> str | None:
@@ -117,6 +143,8 @@ def latency_against_concurrency(rows: Sequence[Any], texts: dict[str, Any]) -> s
                                 "seconds": value, "metric": metric})
     if not records:
         return None
+    # The median of each cell's runs: the figure the inverse's latency limit is judged on.
+    records = summarise(records, ("model", "c", "L", "metric"), ("seconds",), always=True)
     lengths = sorted({r["L"] for r in records}, key=int)
     chart = alt.Chart(alt.Data(values=records)).mark_line(point=True).encode(
         x=_concurrency_axis([r["c"] for r in records], texts["axis_concurrency"]),
@@ -132,10 +160,11 @@ def roofline(analysis: Analysis, texts: dict[str, Any]) -> tuple[str | None, boo
     """Per-stream TPS against concurrency, with each model's ceiling where the catalog knows it.
 
     Returns the SVG and whether any ceiling was drawn."""
-    points = [{"model": s.model, "c": s.concurrency, "per_stream": s.tps / s.concurrency, "L": str(s.max_tokens)}
-              for s in analysis.statuses if s.tps > 0]
-    if not points:
+    rows = [{"model": s.model, "c": s.concurrency, "per_stream": s.tps / s.concurrency, "L": str(s.max_tokens)}
+            for s in analysis.statuses if s.tps > 0]
+    if not rows:
         return None, False
+    points = summarise(rows, ("model", "c", "L"), ("per_stream",))
     ceilings: dict[str, float] = {}
     for s in analysis.statuses:
         if s.physics.ceiling_tps is not None:
@@ -157,12 +186,16 @@ def roofline(analysis: Analysis, texts: dict[str, Any]) -> tuple[str | None, boo
 
 
 def all_charts(analysis: Analysis, fit: LsqFit, rows: Sequence[Any], texts: dict[str, Any]) -> list[Chart]:
+    aggregated = len(analysis.statuses) > POINT_LIMIT
     charts = [
-        Chart("measured-predicted", texts["chart_measured_predicted"], measured_vs_predicted(analysis, texts)),
-        Chart("tps-concurrency", texts["chart_tps_concurrency"], tps_against_concurrency(analysis, fit, texts)),
+        Chart("measured-predicted", texts["chart_measured_predicted"], *measured_vs_predicted(analysis, texts)),
+        Chart("tps-concurrency", texts["chart_tps_concurrency"], *tps_against_concurrency(analysis, fit, texts)),
     ]
     latency = latency_against_concurrency(rows, texts)
-    charts.append(Chart("latency", texts["chart_latency"], latency, None if latency else texts["no_latency"]))
+    charts.append(Chart("latency", texts["chart_latency"], latency,
+                        texts["latency_medians"] if latency else texts["no_latency"]))
     svg, has_ceiling = roofline(analysis, texts)
-    charts.append(Chart("roofline", texts["chart_roofline"], svg, None if has_ceiling else texts["no_ceiling"]))
+    notes = [text for text in (None if has_ceiling else texts["no_ceiling"],
+                               texts["aggregated_short"] if aggregated else None) if text]
+    charts.append(Chart("roofline", texts["chart_roofline"], svg, " ".join(notes) or None))
     return charts
