@@ -251,6 +251,10 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
         ws[f"{col}{catalog_layout.model_header}"].font = HEADER_FONT
         ws[f"{col}{catalog_layout.model_header}"].fill = HEADER_FILL
         _array(ws, col, catalog_layout.model_first, catalog_layout.model_last, text)
+    # The printout holds the calculator; the catalog below it is reference data (with its sources).
+    from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW
+
+    ws.print_area = f"A1:H{CALCULATOR_LAST_ROW}"
 
     # -- defined names and meta -------------------------------------------------
     for name, cell in layout.defined_names().items():

@@ -129,7 +129,8 @@ def fill(results_path: str | Path | Sequence[str | Path], *, workbook: str | Pat
     analysis = analyze([row for _, row in inputs.rows], inputs.settings)
     points = summary_sheet.chart_points([row for _, row in inputs.rows], analysis.checks)
     summary_sheet.add_charts(wb, layout, points)
-    inputs.chart_keys = [(m, float(length), float(c)) for m, length, c in points.cells]
+    inputs.chart_keys = [(m, float(length), float(c), (m, length, c) in points.latency)
+                         for m, length, c in points.cells]
     inputs.chart_fit = [(role, float(position)) for role, position in points.fit]
 
     final = target.resolve() if target.is_symlink() else target

@@ -51,7 +51,7 @@ class Inputs:
     display_rows: list[int] = field(default_factory=list)  # sheet rows whose display cells hold formulas
     notes: list[str] = field(default_factory=list)  # things a person should know (not errors)
     covered: int = 0  # raw-data rows the formulas cover
-    chart_keys: list[tuple[Any, Any, Any]] = field(default_factory=list)
+    chart_keys: list[tuple[Any, Any, Any, bool]] = field(default_factory=list)
     chart_fit: list[tuple[Any, Any]] = field(default_factory=list)
 
 
@@ -198,8 +198,10 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
     chart_keys, chart_fit = [], []
     for r in range(2, chart.max_row + 1):
         if chart[f"A{r}"].value is not None:
+            latency = chart[f"E{r}"].value
             chart_keys.append((chart[f"A{r}"].value, _number_or_none(chart[f"B{r}"].value),
-                               _number_or_none(chart[f"C{r}"].value)))
+                               _number_or_none(chart[f"C{r}"].value),
+                               isinstance(latency, str) and latency.startswith("=")))
         if chart[f"H{r}"].value is not None:
             chart_fit.append((chart[f"H{r}"].value, _number_or_none(chart[f"I{r}"].value)))
     return Inputs(

@@ -313,27 +313,26 @@ class ChartPoints:
 
     cells: tuple[tuple[str, int, int], ...]  # (model, max_tokens, concurrency), grouped and sorted
     fit: tuple[tuple[str, int], ...]  # (role, position on the raw-data sheet), grouped by role
-    latency: bool  # the data has P95 latency or TTFT
+    latency: frozenset[tuple[str, int, int]]  # the cells whose included rows measured P95 latency and TTFT
 
 
 def chart_points(rows: Sequence[object], checks: Sequence[object]) -> ChartPoints:
     """The points of the charts: each included (model, max_tokens, concurrency) and each
     check or identify row with a prediction. rows and checks are the reference's, in sheet order
     (positions are 1-based within the rows given)."""
-    cells: set[tuple[str, int, int]] = set()
+    cells: dict[tuple[str, int, int], bool] = {}
     fit: list[tuple[str, int]] = []
-    latency = False
     for position, (row, check) in enumerate(zip(rows, checks), start=1):
         status = check.status  # type: ignore[attr-defined]
         if status.included:
-            cells.add((row.model, row.max_tokens, row.concurrency))  # type: ignore[attr-defined]
+            key = (row.model, row.max_tokens, row.concurrency)  # type: ignore[attr-defined]
+            measured = all(getattr(row, name, None) is not None for name in ("latency_p95_s", "ttft_p95_s"))
+            cells[key] = cells.get(key, True) and measured
         if check.role in ROLE_COLOURS and check.predicted_tps is not None:  # type: ignore[attr-defined]
             fit.append((check.role, position))  # type: ignore[attr-defined]
-        if getattr(row, "latency_p95_s", None) is not None or getattr(row, "ttft_p95_s", None) is not None:
-            latency = True
     ordered = tuple(sorted(cells, key=lambda c: (c[0].casefold(), c[1], c[2])))
     fit.sort(key=lambda item: (list(ROLE_COLOURS).index(item[0]), item[1]))
-    return ChartPoints(cells=ordered, fit=tuple(fit), latency=latency)
+    return ChartPoints(cells=ordered, fit=tuple(fit), latency=frozenset(k for k, v in cells.items() if v))
 
 
 def _cell_formulas(layout: Layout, row: int) -> dict[str, str]:
@@ -375,7 +374,8 @@ def add_charts(wb, layout: Layout, points: ChartPoints) -> None:  # type: ignore
         data[f"B{row}"] = length
         data[f"C{row}"] = concurrency
         for col, text in _cell_formulas(layout, row).items():
-            data[f"{col}{row}"] = text
+            if col == "D" or (model, length, concurrency) in points.latency:
+                data[f"{col}{row}"] = text
     for i, (role, position) in enumerate(points.fit):
         row = 2 + i
         data[f"H{row}"] = role
@@ -390,7 +390,10 @@ def add_charts(wb, layout: Layout, points: ChartPoints) -> None:  # type: ignore
     if points.fit:
         summary.add_chart(_fit_chart(data, points, t["chart_fit"]), f"{CHART_ANCHOR_COL}24")
     if points.latency:
-        summary.add_chart(_latency_chart(data, groups, t["chart_latency"]), f"{CHART_ANCHOR_COL}44")
+        measured = [(model, length, first, last) for model, length, first, last in groups
+                    if all(points.cells[r - 2] in points.latency for r in range(first, last + 1))]
+        if measured:
+            summary.add_chart(_latency_chart(data, measured, t["chart_latency"]), f"{CHART_ANCHOR_COL}44")
 
 
 def _groups(cells: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int, int]]:
@@ -465,7 +468,7 @@ def _fit_chart(data: Worksheet, points: ChartPoints, title: str) -> ScatterChart
     return chart
 
 
-def expected_chart_data(layout: Layout, keys: Sequence[tuple[object, object, object]],
+def expected_chart_data(layout: Layout, keys: Sequence[tuple[object, object, object, bool]],
                         fit: Sequence[tuple[object, object]], included: Sequence[tuple[object, ...]],
                         consistency: Mapping[int, tuple[CellValue, CellValue, CellValue]]) -> Expected:
     """The chart-data sheet's expected values, from the keys and positions found on it.
@@ -474,13 +477,13 @@ def expected_chart_data(layout: Layout, keys: Sequence[tuple[object, object, obj
     consistency: position -> (exp_id, measured, predicted) as the consistency sheet shows them."""
     title = layout.title("chart_data")
     out: Expected = {}
-    for i, (model, length, concurrency) in enumerate(keys):
+    for i, (model, length, concurrency, with_latency) in enumerate(keys):
         row = 2 + i
         members = [r for r in included if _same_key(r, model, length, concurrency)]
         tps = [r[3] for r in members if isinstance(r[3], float) and r[3] > 0]
         out[(title, f"D{row}")] = math.exp(sum(math.log(v) for v in tps) / len(tps)) if tps and len(tps) == len(
             members) else NA
-        for col, index in (("E", 4), ("F", 5)):
+        for col, index in (("E", 4), ("F", 5)) if with_latency else ():
             values = [r[index] for r in members if isinstance(r[index], float)]
             out[(title, f"{col}{row}")] = sum(values) / len(values) if values else NA
     measured_values: list[float] = []

@@ -1,0 +1,122 @@
+"""The workbook as a person meets it: values any reader sees without recalculating, the answer
+on the first sheet, charts, a printout that fits, and no helper columns in the way."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import openpyxl
+import pandas as pd
+import pytest
+
+from scm_xl.model import analyze
+from scm_xl.results import read_results
+from scm_xl.workbook import summary_sheet
+from scm_xl.workbook.fill import fill
+from scm_xl.workbook.layout import WORKING_SHEETS, Layout
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
+ERROR_STRINGS = ("#N/A", "#VALUE!", "###", "Err:", "#REF!", "#DIV/0!", "#NAME?", "#NUM!")
+
+
+@pytest.fixture(scope="module", params=["en", "zh"])
+def article(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Layout]:
+    out = tmp_path_factory.mktemp(f"article-{request.param}") / "article.xlsx"
+    report = fill(ARTICLE, output=out, engine="formulas", lang=request.param)
+    assert report.verification.ok
+    return out, report.layout
+
+
+def test_values_are_stored_for_readers_that_do_not_recalculate(article: tuple[Path, Layout]) -> None:
+    path, layout = article
+    rows = read_results(ARTICLE).rows
+    reference = analyze(rows)
+    wb = openpyxl.load_workbook(path, data_only=True)
+    names = layout.defined_names()
+    base = names["BaseTPS"]
+    verdict = names["Verdict"]
+    assert math.isclose(wb[layout.title(base.sheet)][base.address].value, reference.calibration.base_tps,
+                        rel_tol=1e-9)
+    assert wb[layout.title(verdict.sheet)][verdict.address].value == reference.consistency.verdict
+    raw = wb[layout.title("raw")]
+    shown = [raw[f"{layout.entry_col('show_tps')}{layout.raw_first + i}"].value for i in range(len(rows))]
+    assert shown == pytest.approx([s.tps for s in reference.statuses], rel=1e-9)
+    # pandas reads the same numbers
+    frame = pd.read_excel(path, sheet_name=layout.title("raw"))
+    assert list(frame.iloc[: len(rows), 8]) == pytest.approx([s.tps for s in reference.statuses], rel=1e-9)
+
+
+def test_formulas_are_kept_beside_the_values(article: tuple[Path, Layout]) -> None:
+    path, layout = article
+    wb = openpyxl.load_workbook(path)
+    base = layout.defined_names()["BaseTPS"]
+    assert str(wb[layout.title(base.sheet)][base.address].value).startswith("=")
+
+
+def test_the_workbook_opens_on_the_summary_with_the_verdict(article: tuple[Path, Layout]) -> None:
+    path, layout = article
+    wb = openpyxl.load_workbook(path, data_only=True)
+    assert wb.active.title == layout.title("summary")
+    assert wb.sheetnames[0] == layout.title("summary")
+    summary = wb[layout.title("summary")]
+    assert summary[f"B{summary_sheet.ROWS['verdict']}"].value == "insufficient"
+    assert summary[f"B{summary_sheet.ROWS['mape']}"].value == "n/a"
+    # the verdict is coloured by value
+    rules = [rule for rng in summary.conditional_formatting for rule in rng.rules]
+    assert {rule.formula[0] for rule in rules} >= {'"excellent"', '"good"', '"fail"', '"insufficient"'}
+
+
+def test_charts_have_no_phantom_series_and_no_error_cells(article: tuple[Path, Layout]) -> None:
+    path, layout = article
+    wb = openpyxl.load_workbook(path)
+    charts = wb[layout.title("summary")]._charts
+    assert len(charts) >= 2
+    data = openpyxl.load_workbook(path, data_only=True)[layout.title("chart_data")]
+    for row in data.iter_rows(min_row=2):
+        for cell in row:
+            assert not (isinstance(cell.value, str) and cell.value.startswith("#")), cell.coordinate
+    for chart in charts:
+        for series in chart.series:
+            assert series.tx is not None  # every series is named: no "Column L"
+
+
+def test_workings_are_hidden_and_at_the_end(article: tuple[Path, Layout]) -> None:
+    path, layout = article
+    wb = openpyxl.load_workbook(path)
+    working = [layout.title(key) for key in WORKING_SHEETS]
+    for title in working:
+        assert wb[title].sheet_state == "hidden"
+    visible = [ws.title for ws in wb.worksheets if ws.sheet_state == "visible"]
+    assert all(wb.sheetnames.index(t) > wb.sheetnames.index(visible[-1]) for t in working)
+    readme = "\n".join(str(c.value) for c in wb[layout.title("readme")]["A"] if c.value)
+    for title in visible:
+        assert title in readme, f"the README does not explain {title}"
+    # the raw-data sheet holds inputs and three display columns: no column of helper zeros
+    raw = wb[layout.title("raw")]
+    formula_columns = {cell.column_letter for row in raw.iter_rows(min_row=2, max_row=3) for cell in row
+                       if isinstance(cell.value, str) and cell.value.startswith("=")}
+    assert formula_columns == {layout.entry_col(k) for k in ("show_tps", "show_role", "show_status")}
+
+
+@pytest.mark.libreoffice
+def test_the_article_prints_in_at_most_20_pages_with_no_error_strings(article: tuple[Path, Layout],
+                                                                      tmp_path: Path) -> None:
+    if not shutil.which("pdftotext"):
+        pytest.skip("pdftotext (poppler-utils) not installed")
+    path, _ = article
+    profile = (tmp_path / "profile").as_uri()
+    subprocess.run(["soffice", f"-env:UserInstallation={profile}", "--headless", "--norestore",
+                    "--convert-to", "pdf", "--outdir", str(tmp_path), str(path)],
+                   check=True, capture_output=True, timeout=180)
+    pdf = tmp_path / "article.pdf"
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
+    pages = int(next(line.split()[-1] for line in info.splitlines() if line.startswith("Pages:")))
+    assert pages <= 20
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    found = [s for s in ERROR_STRINGS if s in text]
+    assert not found, found
