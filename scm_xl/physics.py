@@ -18,14 +18,15 @@ catalog_tables) and the Python reference (scm_xl.model) both import from here.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
 from scm_xl.errors import InputError
 from scm_xl.roofline import (
-    Catalog, Gpu, ModelSpec, alias_key, kv_bytes_per_token, load_catalog, precision_bytes, weight_bytes,
+    Catalog, Gpu, ModelSpec, alias_key, c_model_from_first_principles, kv_bytes_per_token, load_catalog,
+    precision_bytes,
 )
 
 # ---------------------------------------------------------------------------
@@ -41,12 +42,19 @@ class PhysicsCatalog:
     models: tuple[tuple[str, ModelSpec], ...]
     gpu_aliases: tuple[tuple[str, int], ...]
     model_aliases: tuple[tuple[str, int], ...]
+    # alias_key(alias) -> id, built once: a fill looks a name up for every row
+    _model_ids: dict[str, int] = field(init=False, repr=False, compare=False)
+    _gpu_ids: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_model_ids", _id_map(self.model_aliases))
+        object.__setattr__(self, "_gpu_ids", _id_map(self.gpu_aliases))
 
     def model_id(self, name: str | None) -> int:
-        return resolve_id(name, self.model_aliases)
+        return 0 if not name or not name.strip() else self._model_ids.get(alias_key(name), 0)
 
     def gpu_id(self, name: str | None) -> int:
-        return resolve_id(name, self.gpu_aliases)
+        return 0 if not name or not name.strip() else self._gpu_ids.get(alias_key(name), 0)
 
     def model(self, name: str | None) -> ModelSpec | None:
         i = self.model_id(name)
@@ -66,6 +74,13 @@ def resolve_id(name: str | None, aliases: tuple[tuple[str, int], ...]) -> int:
         if alias_key(alias) == key:
             return i
     return 0
+
+
+def _id_map(aliases: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for alias, i in aliases:
+        out.setdefault(alias_key(alias), i)  # the first listing wins, as resolve_id's scan does
+    return out
 
 
 def _literal(alias: str) -> bool:
@@ -119,7 +134,7 @@ def single_stream_ceiling(gpu: Gpu, spec: ModelSpec, nbytes: float) -> float:
 def c_model_first_principles(base: ModelSpec, model: ModelSpec, precision: str = "bf16") -> float:
     """C_model of `model` relative to `base` from first principles: the ratio of weight
     bytes read per token (a bandwidth-bound server's speed scales with 1 / C_model)."""
-    return weight_bytes(model.read_params, precision) / weight_bytes(base.read_params, precision)
+    return c_model_from_first_principles(base, model, precision)
 
 
 def c_model_table(base_name: str | None, names: list[str], catalog: PhysicsCatalog | None = None) -> dict[str, float]:

@@ -88,3 +88,74 @@ def test_workbook_physics_matches_the_reference(engine: str, tmp_path: Path) -> 
     assert report.verification.ok, report.verification.mismatches[:5]
     included = {s.exp_id for s in report.analysis.statuses if s.included}
     assert "A2" not in included and "A4" not in included and "A1" in included
+
+
+# --- scm_xl.physics: one home for the physics catalog and its names ---------------------------
+
+
+def test_one_rule_resolves_names_for_the_cli_and_the_workbook() -> None:
+    from scm_xl import roofline
+    from scm_xl.physics import physics_catalog
+
+    catalog = roofline.load_catalog()
+    pc = physics_catalog(catalog)
+    keys = [key for key, _ in pc.models]
+    # every alias the sheet's alias table lists resolves to the same model on both sides
+    for alias, model_id in pc.model_aliases:
+        assert catalog.find_model(alias).key == keys[model_id - 1], alias
+        assert pc.model_id(f"  {alias.upper()} ") == model_id
+    assert pc.model_id("qwen*") == 0 and pc.model_id("") == 0 and pc.model_id(None) == 0
+    assert pc.gpu(" NVIDIA H100 80GB HBM3").key == "h100-sxm"  # type: ignore[union-attr]
+
+
+def test_nothing_outside_the_workbook_reaches_into_it_for_physics() -> None:
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parent.parent / "scm_xl"
+    for path in root.rglob("*.py"):
+        if "workbook" in path.relative_to(root).parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "workbook.catalog_tables" not in text, path
+    # the old names stay importable from catalog_tables
+    from scm_xl import physics
+    from scm_xl.workbook import catalog_tables
+
+    assert catalog_tables.PhysicsCatalog is physics.PhysicsCatalog
+    assert catalog_tables.physics_catalog is physics.physics_catalog
+
+
+def test_the_catalog_tables_do_not_overlap() -> None:
+    from openpyxl.utils import column_index_from_string
+
+    from scm_xl.physics import physics_catalog
+    from scm_xl.workbook.catalog_tables import CatalogLayout
+
+    cl = CatalogLayout("en", physics_catalog())
+
+    def columns(ref: str) -> tuple[int, int, int]:
+        cells = ref.split("!", 1)[1].replace("$", "")
+        first, last = cells.split(":")
+        col = column_index_from_string("".join(ch for ch in first if ch.isalpha()))
+        return col, int("".join(ch for ch in first if ch.isdigit())), int("".join(ch for ch in last if ch.isdigit()))
+
+    blocks = [columns(cl.model(f)) for f in ("id", "sources", "phys_kv_bytes_per_token")]
+    blocks += [columns(cl.gpu(f)) for f in ("id", "sources")]
+    blocks += [columns(cl.model_alias(f)) for f in ("alias", "id")] + [columns(cl.gpu_alias(f)) for f in ("alias", "id")]
+    blocks += [columns(cl.precision(f)) for f in ("precision", "bytes", "compute_1", "compute_2")]
+    cells = [(col, row) for col, first, last in blocks for row in range(first, last + 1)]
+    assert len(cells) == len(set(cells))  # the alias table used to share column Q with a physics column
+
+
+def test_per_token_figures_by_hand() -> None:
+    from scm_xl.physics import c_model_first_principles, per_token_figures
+    from scm_xl.roofline import find_model
+
+    llama, qwen = find_model("llama-3.1-8b"), find_model("qwen2.5-7b")
+    figures = per_token_figures(llama, 2.0)
+    # 8,030,261,248 x 2 resident; (8,030,261,248 - 128,256 x 4,096) x 2 = 15,009,849,344 read;
+    # KV 2 x 32 layers x 8 heads x 128 x 2 B = 131,072 per token
+    assert figures == {"phys_weight_bytes": 16060522496.0, "phys_read_bytes": 15009849344.0,
+                       "phys_kv_bytes_per_token": 131072.0}
+    # C_model(Llama / Qwen) = 7,504,924,672 / 7,070,619,136 = 1.0614 (active-parameter ratio: 1.0544)
+    assert c_model_first_principles(qwen, llama) == pytest.approx(7504924672 / 7070619136)
