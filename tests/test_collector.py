@@ -1,7 +1,8 @@
 """The collector: matrix, CSVs, measurement, faults, resume and the API key.
 
-Everything runs against the built-in simulator or tiny misbehaving servers on
-127.0.0.1, or against httpx.MockTransport; nothing leaves loopback.
+Everything runs over real HTTP against the built-in simulator or tiny misbehaving
+servers on 127.0.0.1, through the production send path (collect/send.py); nothing
+leaves loopback.
 """
 
 from __future__ import annotations
