@@ -39,6 +39,7 @@ class ProgressBar:
 
         self.counters = counters
         self.experiments = len(points)
+        self.several_models = len({point.model for point in points}) > 1
         self.done = 0
         self.label = ""
         self.started_at = time.perf_counter()
@@ -59,7 +60,8 @@ class ProgressBar:
 
     def begin(self, point: MatrixPoint) -> None:
         """An experiment starts: its label, and the counters its rate is taken from."""
-        self.label = f"[{self.done + 1}/{self.experiments}] {point.exp_id} c={point.concurrency} " \
+        model = f" {point.model}" if self.several_models else ""
+        self.label = f"[{self.done + 1}/{self.experiments}] {point.exp_id}{model} c={point.concurrency} " \
                      f"max_tokens={point.max_tokens}"
         self.started_at = time.perf_counter()
         self.requests_at_start = self.counters.requests
