@@ -269,9 +269,26 @@ def test_progress_is_off_when_stderr_is_not_a_terminal_and_on_when_asked(tmp_pat
         silenced = CliRunner().invoke(main, ["collect", *args, "--out", str(tmp_path / "c.csv"),
                                                              "--no-progress"], env=NO_KEYS)
     assert quiet.exit_code == shown.exit_code == silenced.exit_code == 0
-    assert "done: 2/2 experiments" in shown.stderr
+    assert "done: 2/2 experiments" in shown.stderr and shown.stderr.count("done:") == 1  # one bar for the run
     assert "experiments" not in quiet.stderr and "experiments" not in silenced.stderr
     assert "scm-xl collect: 2 experiment(s)" in quiet.stdout
+
+
+def test_the_rate_is_the_experiments_so_far_never_a_flicker_to_zero():
+    from scm_xl.collect.matrix import MatrixPoint
+    from scm_xl.collect.progress import ProgressBar, RunCounters
+
+    counters = RunCounters()
+    points = [MatrixPoint("E001", "m", 2, 8, 1), MatrixPoint("E002", "m", 4, 8, 1)]
+    bar = ProgressBar(points, 3, counters)
+    bar.begin(points[0])
+    assert bar.rate() == ""  # no request has ended yet: no figure rather than "0 tok/s"
+    counters.requests, counters.tokens = 2, 16
+    first = bar.rate()
+    assert first.endswith(" tok/s") and first != "0 tok/s"
+    bar.finished(None)
+    bar.begin(points[1])  # a new experiment starts from its own counts
+    assert bar.rate() == "" and bar.label.startswith("[2/2] E002 c=4")
 
 
 def _row(exp_id: str, model: str, **values) -> ResultRow:
