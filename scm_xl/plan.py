@@ -382,7 +382,7 @@ def write_plan(plan: Plan, path: str | Path, *, tps: float = DEFAULT_TPS, overwr
     """Write the plan's TOML matrix file; refuse to replace an existing file unless `overwrite`."""
     target = Path(path)
     if target.exists() and not overwrite:
-        raise InputError("already exists (use --overwrite to replace it)", path=str(target))
+        raise InputError("already exists (use --force to replace it)", path=str(target))
     try:
         target.write_text(plan.to_toml(tps), encoding="utf-8")
     except OSError as exc:

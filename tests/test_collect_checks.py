@@ -123,7 +123,7 @@ def test_a_failed_pre_flight_leaves_existing_files_as_they_were(tmp_path, ):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    result = run_cli(small(f"http://127.0.0.1:{port}/v1", tmp_path, "--overwrite"))
+    result = run_cli(small(f"http://127.0.0.1:{port}/v1", tmp_path, "--force"))
     assert result.exit_code == 2
     assert (tmp_path / "results.csv").read_text() == "precious\n"
     assert (tmp_path / "requests.csv").read_text() == "precious too\n"

@@ -514,7 +514,7 @@ def test_a_bug_in_one_request_does_not_end_the_run(tmp_path, sim):
 
 def test_existing_output_needs_resume_or_overwrite(tmp_path, sim):
     collect(tmp_path, sim, concurrency=(1,))
-    with pytest.raises(UsageError, match="--resume .* --overwrite"):
+    with pytest.raises(UsageError, match="--resume .* --force"):
         collect(tmp_path, sim, concurrency=(1,))
     collect(tmp_path, sim, concurrency=(2,), overwrite=True)
     assert [row.concurrency for row in read_results(tmp_path / "results.csv").rows] == [2]

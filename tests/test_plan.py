@@ -226,6 +226,6 @@ def test_cli_refuses_to_overwrite(tmp_path):
     out = tmp_path / "m.toml"
     out.write_text("keep", encoding="utf-8")
     result = run_cli("-o", out)
-    assert result.exit_code == 2 and f"Error: {out}: already exists (use --overwrite" in result.output
+    assert result.exit_code == 2 and f"Error: {out}: already exists (use --force" in result.output
     assert out.read_text(encoding="utf-8") == "keep"
-    assert run_cli("-o", out, "--overwrite").exit_code == 0
+    assert run_cli("-o", out, "--force").exit_code == 0

@@ -182,7 +182,7 @@ class CollectConfig:
             if not 1 <= index <= count:
                 raise UsageError(f"shard must be i/n with 1 <= i <= n, got {index}/{count}")
         if self.resume and self.overwrite:
-            raise UsageError("--resume and --overwrite exclude each other")
+            raise UsageError("--resume and --force exclude each other")
 
     @property
     def requests_csv(self) -> Path:

@@ -220,7 +220,7 @@ def check_outputs(config: CollectConfig, points: list[MatrixPoint]) -> OutputPla
     if not config.resume:
         for path in (results, requests):
             if path.exists() and path.stat().st_size > 0:
-                raise UsageError(f"{path} already exists: pass --resume to continue it or --overwrite to replace it")
+                raise UsageError(f"{path} already exists: pass --resume to continue it or --force to replace it")
         return OutputPlan(todo=points)
     if not results_exist:
         if requests.exists() and requests.stat().st_size > 0:
