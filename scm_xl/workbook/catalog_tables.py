@@ -4,7 +4,9 @@ The per-row physics checks on the raw-data sheet and the first-principles
 calculator both look figures up here, by numeric id: a name is first mapped to
 an id through an alias table (case-insensitive, exact), then the id to its
 figures with SUMIFS. The Python reference uses the same alias list
-(`PhysicsCatalog`), so both sides resolve a name identically.
+(`scm_xl.physics.PhysicsCatalog`, re-exported here for older imports), so both
+sides resolve a name identically. The precision table gives each precision name
+its bytes per weight and the chip peaks its math may use (the roofline's modes).
 """
 
 from __future__ import annotations
