@@ -14,6 +14,7 @@ benchmarks/results/engines.md.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -48,8 +49,9 @@ def one_fill(csv_path: Path, out: Path, engine: str) -> dict[str, object]:
     """Child process: one whole `fill` (build, write, recalculate, verify)."""
     from scm_xl.workbook.fill import fill
 
+    options = {"force": True} if "force" in inspect.signature(fill).parameters else {}  # older fill() asked
     start = time.perf_counter()
-    report = fill(csv_path, output=out, engine=engine, lang="en", force=True)
+    report = fill(csv_path, output=out, engine=engine, lang="en", **options)
     seconds = time.perf_counter() - start
     peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
@@ -104,6 +106,60 @@ def cell_by_cell(workbook: Path) -> dict[str, object]:
     }
 
 
+# The smallest formulas of each shape the workbook uses, on A1:A3 = -1, 2, -3 and B1:B3 = x, y, x.
+# "{...}" is an array (CSE) formula over rows 1-3; the others are filled down rows 1-3 ({r} = the row).
+PROBES = [
+    "{=ISNUMBER(A1:A3)}", "{=ISTEXT(B1:B3)*1}", "{=COUNTIF(B1:B3,B1:B3)}", "{=MATCH(B1:B3,B1:B3,0)}",
+    "{=SMALL(A1:A3,{1;2;3})}", "{=ABS(A1:A3)}", "{=IF(A1:A3>0,A1:A3,0)}", "{=IFERROR(1/A1:A3,0)}",
+    '{=(B1:B3&"")="x"}', "=ISNUMBER(A{r})", "=COUNTIF($B$1:$B$3,B{r})", "=MATCH(B{r},$B$1:$B$3,0)",
+    "=SMALL($A$1:$A$3,{r})", '=IF(D{r}<>"",1,0)', '=IF(D{r}&""<>"",1,0)', "=ISBLANK(D{r})",
+]
+
+
+def probe(folder: Path) -> list[dict[str, object]]:
+    """Child process: each probe formula on IronCalc and LibreOffice. Column D is empty but styled,
+    as openpyxl writes an input cell nobody typed into (<c r="D1" s="1" t="n"/>)."""
+    import openpyxl
+    from openpyxl.styles import PatternFill
+    from openpyxl.utils import get_column_letter
+    from openpyxl.worksheet.formula import ArrayFormula
+
+    from scm_xl.engines import get_engine
+
+    book = openpyxl.Workbook()
+    sheet = book.active
+    for row, (number, text) in enumerate([(-1, "x"), (2, "y"), (-3, "x")], start=1):
+        sheet.cell(row, 1, number)
+        sheet.cell(row, 2, text)
+        sheet.cell(row, 4).fill = PatternFill("solid", fgColor="FFFF00")
+    for i, formula in enumerate(PROBES):
+        column = get_column_letter(6 + i)
+        if formula.startswith("{"):
+            sheet[f"{column}1"] = ArrayFormula(f"{column}1:{column}3", formula[1:-1])
+        else:
+            for row in (1, 2, 3):
+                sheet[f"{column}{row}"] = formula.format(r=row)
+    path = folder / "probe.xlsx"
+    book.save(path)
+    # The engine as fill runs it, and IronCalc on the file as openpyxl wrote it (no workaround)
+    ironcalc = get_engine("ironcalc").recalculate(path).values
+    libreoffice = get_engine("libreoffice").recalculate(path).values
+    import ironcalc as raw_ironcalc
+
+    model = raw_ironcalc.load_from_xlsx(str(path), "en", "UTC")
+    model.evaluate()
+    results = []
+    for i, formula in enumerate(PROBES):
+        column = get_column_letter(6 + i)
+        cells = [("Sheet", f"{column}{row}") for row in (1, 2, 3)]
+        lo = [libreoffice[c] for c in cells]
+        ic = [ironcalc[c] for c in cells]
+        bare = [model.get_cell_value(0, row, 6 + i) for row in (1, 2, 3)]
+        results.append({"formula": formula, "libreoffice": repr(lo), "ironcalc": repr(ic), "ironcalc_bare": repr(bare),
+                        "same": all(a == b for a, b in zip(lo, ic))})
+    return results
+
+
 def _child(args: list[str], timeout: float) -> dict[str, object]:
     try:
         done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout)
@@ -134,6 +190,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(HERE / "results" / "engines.md"))
     parser.add_argument("--child-fill", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--child-compare", help=argparse.SUPPRESS)
+    parser.add_argument("--child-probe", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_fill:
         csv_path, out, engine = args.child_fill
@@ -141,6 +198,9 @@ def main() -> None:
         return
     if args.child_compare:
         print(json.dumps(cell_by_cell(Path(args.child_compare))))
+        return
+    if args.child_probe:
+        print(json.dumps({"probes": probe(Path(args.child_probe))}))
         return
 
     machine = _machine()
@@ -168,6 +228,8 @@ def main() -> None:
             if not args.no_compare and workbook.exists():
                 comparison[size] = _child(["--child-compare", str(workbook)], args.timeout)
                 print(size, "compare", {k: v for k, v in comparison[size].items() if k != "columns"}, flush=True)
+
+        probes = {} if args.no_compare else _child(["--child-probe", tmp], args.timeout)
 
     lines = [
         "# Recalculation engines side by side",
@@ -215,6 +277,17 @@ def main() -> None:
                 formula = str(e["formula"]).replace("|", "\\|")
                 lines.append(f"| {column} | {e['cells']} | {e['first']} | `{formula}` | {e['libreoffice']} "
                              f"| {e['ironcalc']} |")
+    if probes.get("probes"):
+        lines += ["", "## The smallest formulas, IronCalc against LibreOffice", "",
+                  "Rows 1-3 of a fresh sheet: A = -1, 2, -3; B = x, y, x; D empty but styled (as openpyxl writes an "
+                  "input cell nobody typed into). `{...}` is an array formula over rows 1-3. \"IronCalc as read\" is "
+                  "IronCalc on the file as openpyxl wrote it, without the engine's styled-empty-cell workaround.", "",
+                  "| formula | same | LibreOffice | IronCalc (engine) | IronCalc as read |", "|---|---|---|---|---|"]
+        for p in probes["probes"]:  # type: ignore[union-attr]
+            lines.append(f"| `{p['formula']}` | {'yes' if p['same'] else '**no**'} | {p['libreoffice']} "
+                         f"| {p['ironcalc']} | {p['ironcalc_bare']} |")
+    elif probes:
+        lines += ["", f"Probe failed: {probes.get('error')}"]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")

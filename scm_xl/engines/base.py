@@ -5,17 +5,17 @@ from __future__ import annotations
 import abc
 import datetime
 import numbers
-import warnings
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from xml.etree.ElementTree import ParseError
 
 import numpy as np
-import openpyxl
 from openpyxl.utils.cell import column_index_from_string, get_column_letter, range_boundaries
 from openpyxl.utils.datetime import to_excel
-from openpyxl.worksheet.formula import ArrayFormula
 
+from scm_xl.engines import xlsx_cells
 from scm_xl.errors import EngineError
 
 
@@ -87,23 +87,12 @@ def normalise(value: object) -> CellValue:
 def formula_refs(path: Path) -> dict[str, list[str]]:
     """Each sheet's formulas: "A1" for a plain formula, the whole range "C2:C12" for an array formula."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # openpyxl warns about extensions it drops
-            book = openpyxl.load_workbook(path, read_only=True)
-    except Exception as exc:
+        with zipfile.ZipFile(path) as book:
+            members = set(book.namelist())
+            return {title: xlsx_cells.formula_refs(book, part)
+                    for title, part in xlsx_cells.sheet_parts(book).items() if part in members}
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, ParseError) as exc:
         raise EngineError(f"cannot read workbook {path}: {exc}") from exc
-    try:
-        refs: dict[str, list[str]] = {}
-        for sheet in book.worksheets:
-            refs[sheet.title] = [
-                cell.value.ref if isinstance(cell.value, ArrayFormula) else cell.coordinate
-                for row in sheet.iter_rows()
-                for cell in row
-                if cell.data_type == "f"
-            ]
-        return refs
-    finally:
-        book.close()
 
 
 def absolute_cells(ref: str) -> Iterator[tuple[int, int, str]]:

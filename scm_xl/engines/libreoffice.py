@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import shutil
@@ -12,12 +13,11 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import openpyxl
-
+from scm_xl.engines import xlsx_cells
 from scm_xl.engines.base import (
     CellError, CellValue, Engine, Recalculated, absolute_cells, formula_refs, normalise,
 )
@@ -207,26 +207,23 @@ def _sigterm_as_exit() -> Iterator[None]:
 
 
 def _read_values(converted: Path, refs: dict[str, list[str]]) -> dict[tuple[str, str], CellValue]:
-    wanted = {sheet: [(row, col, cell) for ref in sheet_refs for row, col, cell in absolute_cells(ref)]
-              for sheet, sheet_refs in refs.items()}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        book = openpyxl.load_workbook(converted, read_only=True, data_only=True)
-    try:
-        values: dict[tuple[str, str], CellValue] = {}
-        for sheet, cells in wanted.items():
+    """The values LibreOffice stored in the formula cells (and array ranges) named by `refs`."""
+    values: dict[tuple[str, str], CellValue] = {}
+    with zipfile.ZipFile(converted) as book:
+        parts = xlsx_cells.sheet_parts(book)
+        shared = functools.cache(lambda: xlsx_cells.shared_strings(book))  # read only if a cell needs it
+        for sheet, sheet_refs in refs.items():
+            cells = [cell for ref in sheet_refs for cell in absolute_cells(ref)]
             if not cells:
                 continue
-            # Keyed by (row, column) numbers: building "A1" strings for every cell of a large
-            # sheet costs more than reading it.
-            found = {
-                (cell.row, cell.column): CellError(cell.value) if cell.data_type == "e" else cell.value
-                for row in book[sheet].iter_rows()
-                for cell in row
-                if cell.value is not None
-            }
-            for row, col, cell in cells:
-                values[(sheet, cell)] = normalise(found.get((row, col)))
-        return values
-    finally:
-        book.close()
+            wanted = {(row, col) for row, col, _ in cells}
+            with book.open(parts[sheet]) as stream:
+                # Keyed by (row, column) numbers: building "A1" strings for every cell of a large
+                # sheet costs more than reading it.
+                found = {(row, col): (attrs, content) for row, col, attrs, content in xlsx_cells.cells(stream)
+                         if (row, col) in wanted}
+            for row, col, name in cells:
+                raw = found.get((row, col))
+                value = None if raw is None else xlsx_cells.stored_value(raw[0], raw[1], shared)
+                values[(sheet, name)] = CellError(value[1]) if isinstance(value, tuple) else normalise(value)
+    return values

@@ -24,7 +24,8 @@ import time
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-_lock = threading.Lock()
+_lock = threading.RLock()  # SIGTERM's handler may run while the main thread is in _shutdown already
+_stopping = threading.Event()
 
 
 def main(argv: list[str]) -> None:
@@ -43,9 +44,15 @@ def main(argv: list[str]) -> None:
         _shutdown(soffice.pid, workdir, 1)
     threading.Thread(target=_until_end_of_input, args=(soffice.pid, workdir), daemon=True).start()
     code = soffice.wait()
-    sys.stdout.write(f"exit {code}\n")
-    sys.stdout.flush()
-    threading.Event().wait()  # the input thread or SIGTERM ends the process
+    if not _stopping.is_set():
+        try:
+            sys.stdout.write(f"exit {code}\n")
+            sys.stdout.flush()
+        except OSError:
+            pass  # the engine is gone: end of input follows
+    # Never return: an interpreter shutting down would freeze the thread that is cleaning up.
+    while True:
+        time.sleep(60)  # the input thread or SIGTERM ends the process, with os._exit
 
 
 def _until_end_of_input(group: int, workdir: str) -> None:
@@ -55,6 +62,7 @@ def _until_end_of_input(group: int, workdir: str) -> None:
 
 
 def _shutdown(group: int, workdir: str, code: int) -> None:
+    _stopping.set()
     with _lock:
         try:
             os.killpg(group, signal.SIGKILL)
