@@ -386,3 +386,29 @@ def test_chart_specs_are_valid_vega_lite(monkeypatch: pytest.MonkeyPatch, repeat
     aggregated = len(rows) > charts.POINT_LIMIT
     assert (drawn[0].note is not None) == aggregated  # "N rows shown as M points"
     assert "屋顶线上限" in (drawn[3].svg or "")  # the catalog knows both: the ceiling is drawn
+
+
+@pytest.mark.slow
+def test_a_filled_workbook_is_a_source_too(tmp_path: Path) -> None:
+    """The same page from the workbook `fill` wrote as from its results CSV (and `fill --html`'s entry point)."""
+    from scm_xl.htmlreport import write_report
+    from scm_xl.workbook.fill import fill
+
+    rows = replicated_factorial(seed=3, repeats=1, sigma=0.03, prefix="E")
+    csv = write_csv(tmp_path / "r.csv", rows)
+    workbook = tmp_path / "r.xlsx"
+    report = fill(csv, output=workbook, engine="formulas", lang="en")
+    pages = {}
+    for name, source in (("csv", csv), ("xlsx", workbook)):
+        pages[name] = tmp_path / f"{name}.html"
+        invoke("report", source, "-o", pages[name], "--lang", "en")
+
+    def payload(page: Path) -> Any:
+        html = page.read_text(encoding="utf-8")
+        start = html.index('id="scm-calibration">') + len('id="scm-calibration">')
+        return json.loads(html[start:html.index("</script>", start)])
+
+    assert payload(pages["csv"]) == payload(pages["xlsx"])
+    from_fill = write_report(report, tmp_path / "fill.html")  # as `fill --html` calls it
+    assert payload(from_fill) == payload(pages["csv"])
+    assert 'lang="en"' in from_fill.read_text(encoding="utf-8")  # the workbook's language

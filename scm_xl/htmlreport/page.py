@@ -16,12 +16,7 @@ from scm_xl.errors import UsageError
 from scm_xl.htmlreport.charts import Chart, all_charts
 from scm_xl.htmlreport.payload import calculator_payload
 from scm_xl.htmlreport.texts import LANGS, PAGE, Lang
-from scm_xl.lsq import LsqAnalysis
-
-try:
-    from scm_xl.lsq import least_squares_analysis as lsq_analyze
-except ImportError:  # the name before the least-squares module's rename
-    from scm_xl.lsq import analyze as lsq_analyze  # type: ignore[attr-defined,no-redef]
+from scm_xl.lsq import LsqAnalysis, least_squares_analysis
 from scm_xl.model import Analysis, c_label, f_label, k_label
 from scm_xl.report import c_model_first_principles
 
@@ -131,7 +126,7 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
     if lang not in LANGS:
         raise UsageError(f"unknown language {lang!r}: use zh or en")
     texts = PAGE[lang]
-    lsq = lsq_analyze(analysis.statuses, analysis.settings)
+    lsq = least_squares_analysis(analysis.statuses, analysis.settings)
     holdout = lsq.report()
     consistency = analysis.consistency
     concurrency, lengths, models = _levels(analysis, lsq)
