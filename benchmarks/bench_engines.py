@@ -125,6 +125,7 @@ def probe(folder: Path) -> list[dict[str, object]]:
     from openpyxl.worksheet.formula import ArrayFormula
 
     from scm_xl.engines import get_engine
+    from scm_xl.verify import same_value
 
     book = openpyxl.Workbook()
     sheet = book.active
@@ -156,7 +157,7 @@ def probe(folder: Path) -> list[dict[str, object]]:
         ic = [ironcalc[c] for c in cells]
         bare = [model.get_cell_value(0, row, 6 + i) for row in (1, 2, 3)]
         results.append({"formula": formula, "libreoffice": repr(lo), "ironcalc": repr(ic), "ironcalc_bare": repr(bare),
-                        "same": all(a == b for a, b in zip(lo, ic))})
+                        "same": all(same_value(a, b) for a, b in zip(lo, ic))})  # LibreOffice keeps 15 digits
     return results
 
 

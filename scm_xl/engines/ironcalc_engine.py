@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import tempfile
 import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
+from scm_xl.engines import xlsx_cells
 from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated, absolute_cells, formula_refs, normalise
 from scm_xl.errors import EngineError
 
@@ -60,12 +62,16 @@ _STYLED_EMPTY = re.compile(rb'<c r="[A-Z]+[0-9]+"(?: s="[0-9]+")?(?: t="n")?\s*/
 
 def _without_styled_empty_cells(path: Path, into: Path) -> Path:
     copy = into / path.name
-    with zipfile.ZipFile(path) as source, zipfile.ZipFile(copy, "w", zipfile.ZIP_DEFLATED) as target:
+    # Stored, not deflated: the copy is read once, and compressing it would cost more than the rest.
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(copy, "w", zipfile.ZIP_STORED) as target:
         for info in source.infolist():
-            data = source.read(info.filename)
-            if info.filename.startswith("xl/worksheets/sheet") and info.filename.endswith(".xml"):
-                data = _STYLED_EMPTY.sub(b"", data)
-            target.writestr(info, data)
+            out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            with source.open(info) as reader, target.open(out, "w", force_zip64=True) as writer:
+                if info.filename.startswith("xl/worksheets/sheet") and info.filename.endswith(".xml"):
+                    for block in xlsx_cells.row_blocks(reader):  # whole rows: no cell split in two
+                        writer.write(_STYLED_EMPTY.sub(b"", block))
+                else:
+                    shutil.copyfileobj(reader, writer)
     return copy
 
 

@@ -55,7 +55,7 @@ def sheet_parts(book: zipfile.ZipFile) -> dict[str, str]:
 
 def cells(stream: IO[bytes]) -> Iterator[Cell]:
     """Every <c> element of a sheet's XML, row by row."""
-    for block in _row_blocks(stream):
+    for block in row_blocks(stream):
         found = list(_CELL_WITH_R.finditer(block))
         if len(found) == block.count(b"<c ") + block.count(b"<c>") + block.count(b"<c/"):
             for match in found:
@@ -80,12 +80,12 @@ def formula_refs(book: zipfile.ZipFile, part: str) -> list[str]:
     """A sheet's formulas: "A1" for a plain formula, the whole range "C2:C12" for an array formula."""
     refs = []
     with book.open(part) as stream:
-        for block in _row_blocks(stream):
+        for block in row_blocks(stream):
             refs.extend(_formula_refs_in(block))
     return refs
 
 
-def _row_blocks(stream: IO[bytes]) -> Iterator[bytes]:
+def row_blocks(stream: IO[bytes]) -> Iterator[bytes]:
     """The sheet XML in pieces that end at a row's end, so no cell is split between two."""
     buffer = b""
     while chunk := stream.read(_CHUNK):
