@@ -24,7 +24,7 @@ from scm_xl.workbook.layout import Layout
 
 ROOT = Path(__file__).parent.parent
 ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
-ENGINES = ["formulas", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]
+ENGINES = ["formulas", "ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]
 NAMES_SHEET = "names"
 
 
@@ -149,3 +149,38 @@ def formula_cells(ws: Worksheet) -> set[str]:
             elif cell.data_type == "f":
                 cells.add(cell.coordinate)
     return cells
+
+
+# ---------------------------------------------------------------------------
+# Through fill and verify, as a person gets the workbook
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["ironcalc", "formulas", pytest.param("libreoffice", marks=pytest.mark.libreoffice)])
+def test_filled_replicated_factorial_agrees_on_every_engine(engine: str, tmp_path: Path) -> None:
+    """A replicated factorial through `fill` (on IronCalc) and `verify` on each engine: the replicates
+    and least-squares sheets equal the reference cell by cell."""
+    from data.gen import write_csv
+
+    from scm_xl.workbook import lsq_sheet as ls
+    from scm_xl.workbook.fill import fill, verify
+
+    csv = write_csv(tmp_path / "r.csv", replicated_factorial(11, 3, 0.06, "P"))
+    out = tmp_path / "r.xlsx"
+    filled = fill(csv, output=out, engine="ironcalc", lang="en")
+    report = filled if engine == "ironcalc" else verify(out, engine=engine)
+    ours = {rs.SHEET_TITLES["en"], ls.SHEET_TITLES["en"]}
+    mine = [m for m in report.verification.mismatches if m.sheet in ours]
+    assert not mine, "\n".join(map(str, mine[:20]))
+    assert not [ref for ref in report.verification.unexpected if ref.split("!")[0].strip("'") in ours]
+    values = report.verification.values
+    layout = report.layout
+    compared = [key for key in values if key[0] in ours]
+    assert len(compared) > 2 * layout.rows  # the per-row cells of both sheets were recalculated
+    rl = rs.ReplicatesLayout(layout, layout.cell_slots)
+    assert values[(rl.title, rl.summary_cell("cells"))] == 24
+    assert values[(rl.title, f"{rs.TABLE_COLS['n']}{rs.TABLE_FIRST_ROW}")] == 3
+    ll = ls.LsqLayout(layout)
+    assert values[(ll.title, ll.summary_cell("status"))] == "ok"
+    assert values[(ll.title, ll.summary_cell("dof"))] == 72 - 7
+    assert values[(ll.title, ll.summary_cell("loo_rows"))] == 72

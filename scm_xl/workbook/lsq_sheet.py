@@ -2,38 +2,50 @@
 
     ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) - ln C_model(m)
 
-is fitted by ordinary least squares on the normal equations, with CSE array formulas
-over fixed-size blocks (MMULT, MINVERSE, TRANSPOSE; LINEST is not needed):
+is fitted by ordinary least squares on the normal equations. The design matrix X (raw
+rows x p, p = 1 + c_slots + l_slots + m_slots) has at most four non-zero entries per
+row: the intercept, +1 in the column of the row's concurrency slot and max_tokens slot,
+and -1 in its model slot's column (ln TPS falls with ln C_model). The sheet therefore
+never writes X out. Every per-row quantity is one ordinary formula in its own row (no
+multi-cell array formula; IronCalc, LibreOffice and `formulas` compute them alike):
 
-  w     per raw row, 1 when the row is fitted: included, and its concurrency,
+  fit   per raw row, 1 when the row is fitted: included, and its concurrency,
         max_tokens and model are levels of the calibration tables (the same rows as
         `lsq.fitted_rows`: levels beyond the table slots are not fitted).
-  X     the design matrix, raw rows x p with p = 1 + c_slots + l_slots + m_slots: the
-        intercept w, one column per concurrency slot, per max_tokens slot (1 at the
-        row's level) and per model slot (-1: ln TPS falls with ln C_model). The base
-        levels (the BaseConcurrency / BaseMaxTokens / BaseModel cells) and empty
-        slots get all-zero columns: the chain's dummy coding.
-  A     X'X + D, where D puts 1 on the diagonal of every all-zero column, so A is
-        invertible whenever the data identify every other column; the coefficient
-        of an all-zero column is then exactly 0 (factor 1), reported as
+  f#, K#, C#   the parameter number (the coefficient table's #) of the row's non-zero
+        column in each block; 0 at a base level (the BaseConcurrency / BaseMaxTokens /
+        BaseModel cells: the chain's dummy coding, an all-zero column).
+  A     X'X + D, p x p ordinary formulas: the diagonal is the number of fitted rows of
+        the column (1 for an all-zero column: D), the intercept row and column are
+        those counts signed, a cross-block entry is COUNTIFS over two # columns, and
+        within a block X's columns never share a row, so those entries are the constant
+        0. A is invertible whenever the data identify every non-zero column; the
+        coefficient of an all-zero column is then exactly 0 (factor 1), reported as
         "base" for a base level and "unidentified" otherwise.
-  M     A^-1 = MINVERSE(A / 2^20) / 2^20. The scaling by a power of two is exact;
-        it keeps `formulas`, which rounds MINVERSE's result to 15 decimals, at full
-        precision when A's entries are large.
-  beta  M X'y; fitted ln TPS X beta; leverage h_i = row sums of (X M) * X;
-        leave-one-out prediction exp(y_i - e_i / (1 - h_i)) where h_i < 1 - 1e-9.
+  X'y   SUMIFS of the fitted rows' ln TPS over a # column.
+  M     A^-1 = MINVERSE(A / 2^20) / 2^20, the one array formula (p x p). The scaling by
+        a power of two is exact; it keeps `formulas`, which rounds MINVERSE's result to
+        15 decimals, at full precision when A's entries are large.
+  beta  SUMPRODUCT of M's column and X'y (M is symmetric); per row the fitted ln TPS is
+        the sum of the row's betas, and its leverage h = x M x' the ten-term sum over its
+        non-zero columns (INDEX into M); leave-one-out prediction exp(y - e / (1 - h))
+        where h < 1 - 1e-9.
+
+Cost: a few cells per raw row, each reading O(1) cells, plus p^2 COUNTIFS (skipped
+where either column has no fitted rows): linear in the number of rows.
 
 Aliased designs. When some level is confounded with others (X has linearly dependent
 non-zero columns, e.g. a model measured only at a max_tokens the base model never
 ran), A is singular. `lsq.fit` still reports the estimable parts through the SVD;
 the sheet does not: its status reads "aliased", and it shows no coefficients, fitted
 values, leverages or LOO figures (LOO verdict "insufficient"). The check is
-max |A M - I| < 1e-6 on the engine's own inverse (or a MINVERSE error): A is an
-integer matrix, so it is either invertible with a small residual or singular with
-one of order 1. `expected_sheet` mirrors this with `fit.rank < fit.parameters`.
+max |A M - I| < 1e-6 on the engine's own inverse (or a MINVERSE error), in one
+single-cell array formula: A is an integer matrix, so it is either invertible with a
+small residual or singular with one of order 1. `expected_sheet` mirrors this with
+`fit.rank < fit.parameters`.
 
 `expected_sheet` takes every figure from `lsq.fit` / `lsq.lsq_holdout` (coefficients,
-sigma, dof, fitted values, leverages, LOO); the working blocks X, D, X'y and A are
+sigma, dof, fitted values, leverages, LOO); the workings (# columns, X'y, A) are
 mirrored from their definitions, and M is numpy's inverse of A.
 """
 
@@ -84,7 +96,10 @@ COEF_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(COEF_KEYS)}
 ROW_KEYS = ("exp_id", "fit", "ln_tps", "fitted_ln", "fitted_tps", "residual", "leverage", "loo_tps", "loo_pct",
             "loo_abs_pct")
 ROW_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(ROW_KEYS)}
-WORK_COL = len(ROW_KEYS) + 2  # the design matrix, A and M start here (column L)
+WORK_COL = len(ROW_KEYS) + 2  # the workings (# columns, A and M) start here (column L)
+# Per raw row: the parameter number of the row's non-zero column in each block (workings).
+PARAM_KEYS = {"f": "f_param", "K_len": "k_param", "C_model": "c_param"}
+SIGNS = {"BaseTPS": 1, "f": 1, "K_len": 1, "C_model": -1}  # the sign of a block's non-zero entries in X
 
 TEXTS: dict[str, dict[str, str]] = {
     "zh": {
@@ -108,7 +123,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "loo_verdict": "LOO 判定",
         "coef_title": "系数（按参数顺序；ln 系数为 0 表示参照水平或无法标定）",
         "rows_title": "逐行：拟合值、杠杆与留一法预测（与原始数据表逐行对齐）",
-        "work_title": "计算过程：设计矩阵 X（列顺序同系数表 #）",
+        "work_title": "计算过程（已折叠）：每行在设计矩阵 X 中非零列的参数编号 #（0 = 基准水平）",
         "a_title": "A = XᵀX + D（D：全零列的对角置 1）",
         "m_title": "M = A⁻¹",
         "index": "#", "kind": "系数", "level": "水平", "rows": "拟合行数", "xty": "Xᵀy", "beta": "ln 系数",
@@ -116,6 +131,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "exp_id": "实验编号", "fit": "参与拟合", "ln_tps": "ln(TPS)", "fitted_ln": "拟合 ln(TPS)",
         "fitted_tps": "拟合TPS", "residual": "残差(ln)", "leverage": "杠杆 h", "loo_tps": "LOO预测TPS",
         "loo_pct": "LOO偏差率%", "loo_abs_pct": "|LOO偏差率|%",
+        "f_param": "f #", "k_param": "K_len #", "c_param": "C_model #",
     },
     "en": {
         "title": "Least squares: ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) − ln C_model(m), OLS in logs on every "
@@ -140,7 +156,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "loo_verdict": "LOO verdict",
         "coef_title": "Coefficients (in parameter order; ln coefficient 0 = reference or unidentified)",
         "rows_title": "Per row: fit, leverage and leave-one-out prediction (aligned with the raw-data rows)",
-        "work_title": "Workings: design matrix X (columns in the order of the coefficient table's #)",
+        "work_title": "Workings (collapsed): each row's parameter number (#) of its non-zero design columns "
+                      "(0 = base level)",
         "a_title": "A = X'X + D (D: 1 on the diagonal of all-zero columns)",
         "m_title": "M = A^-1",
         "index": "#", "kind": "coefficient", "level": "level", "rows": "fitted rows", "xty": "X'y",
@@ -148,6 +165,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "exp_id": "exp_id", "fit": "fitted", "ln_tps": "ln(TPS)", "fitted_ln": "fitted ln(TPS)",
         "fitted_tps": "fitted TPS", "residual": "residual (ln)", "leverage": "leverage h",
         "loo_tps": "LOO predicted TPS", "loo_pct": "LOO error %", "loo_abs_pct": "|LOO error| %",
+        "f_param": "f #", "k_param": "K_len #", "c_param": "C_model #",
     },
 }
 
@@ -174,6 +192,10 @@ class LsqLayout:
         return {"BaseTPS": (0, 1), "f": (1, lo.c_slots), "K_len": (1 + lo.c_slots, lo.l_slots),
                 "C_model": (1 + lo.c_slots + lo.l_slots, lo.m_slots)}
 
+    def kind_of(self, j: int) -> str:
+        """The block of parameter j (0-based)."""
+        return next(kind for kind, (first, size) in self.blocks.items() if first <= j < first + size)
+
     coef_header = SUMMARY_FIRST + len(SUMMARY_KEYS) + 2
 
     @property
@@ -196,6 +218,10 @@ class LsqLayout:
     def row_last(self) -> int:
         return self.row_first + self.layout.rows - 1
 
+    def calc_row(self, row: int) -> int:
+        """The workings-sheet row of the same raw row as sheet row `row` of the per-row table."""
+        return row - self.row_first + self.layout.raw_first
+
     def summary_cell(self, key: str) -> str:
         return f"B{SUMMARY_ROWS[key]}"
 
@@ -213,16 +239,19 @@ class LsqLayout:
         return f"${col}${self.row_first}:${col}${self.row_last}"
 
     def work_col(self, j: int) -> str:
-        """Column letter of design column j (0-based): X, A share these columns."""
+        """Column letter of A's column j (0-based); the # columns of the per-row rows are the first three."""
         return get_column_letter(WORK_COL + j)
 
     def m_col(self, j: int) -> str:
         return get_column_letter(WORK_COL + self.p + 1 + j)
 
-    def x(self, first: int = 0, size: int | None = None) -> str:
-        size = self.p - first if size is None else size
-        return (f"${self.work_col(first)}${self.row_first}:"
-                f"${self.work_col(first + size - 1)}${self.row_last}")
+    def param_col(self, kind: str) -> str:
+        return self.work_col(list(PARAM_KEYS).index(kind))
+
+    def params(self, kind: str) -> str:
+        """The # column of a block, over the per-row rows."""
+        col = self.param_col(kind)
+        return f"${col}${self.row_first}:${col}${self.row_last}"
 
     @property
     def a(self) -> str:
@@ -231,6 +260,15 @@ class LsqLayout:
     @property
     def m(self) -> str:
         return f"${self.m_col(0)}${self.coef_first}:${self.m_col(self.p - 1)}${self.coef_last}"
+
+    def a_is_formula(self, i: int, j: int) -> bool:
+        """Whether A[i, j] is a formula: all but a block's off-diagonal entries, which are the constant 0."""
+        return i == j or i == 0 or j == 0 or self.kind_of(i) != self.kind_of(j)
+
+    @property
+    def print_area(self) -> str:
+        """What a person reads: summary, coefficient table and the per-row table (columns A..J)."""
+        return f"A1:{ROW_COLS[ROW_KEYS[-1]]}{self.row_last}"
 
     def defined_names(self) -> dict[str, str]:
         return {name: self.summary_cell(key) for name, key in DEFINED_NAMES.items()}
@@ -245,17 +283,27 @@ def _q(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
+def _cell_ref(range_ref: str, offset: int) -> str:
+    """Cell `offset` (0-based) of a one-column range such as 'Sheet'!$A$5:$A$20."""
+    sheet, _, cells = range_ref.rpartition("!")
+    first = cells.split(":")[0]
+    col = first.rstrip("0123456789")
+    row = int(first[len(col):])
+    col = col.rstrip("$")
+    return f"{sheet}!{col}${row + offset}" if sheet else f"{col}${row + offset}"
+
+
 class _Refs:
     def __init__(self, ll: LsqLayout) -> None:
         lo = ll.layout
         self.ll = ll
-        self.raw = lo.raw_range
         self.bc = lo.name_ref("BaseConcurrency")
         self.bl = lo.name_ref("BaseMaxTokens")
         self.bm = lo.name_ref("BaseModel")
-        self.c_levels = lo.c_table_range("level")
-        self.l_levels = lo.l_table_range("level")
-        self.m_levels = lo.m_table_range("name")
+        self.levels = {"f": lo.c_table_range("level"), "K_len": lo.l_table_range("level"),
+                       "C_model": lo.m_table_range("name")}
+        self.bases = {"f": self.bc, "K_len": self.bl, "C_model": self.bm}
+        self.raw_keys = {"f": "concurrency", "K_len": "max_tokens", "C_model": "model"}
         self.ok = ll.summary_ref("invertible")
         self.n_fit = ll.summary_ref("observations")
         self.index = ll.coef("index")
@@ -265,102 +313,120 @@ class _Refs:
         return f"AND({self.n_fit}>0,ISNUMBER({self.bc}),ISNUMBER({self.bl}),{self.bm}<>\"\")"
 
 
-def design_formulas(ll: LsqLayout) -> dict[str, str]:
-    """The four blocks of X, keyed by parameter kind (each one CSE array formula).
-
-    One comparison per element (`formulas` spends microseconds on each): a row that is
-    not fitted takes the value 0 and the base level the value -1, which match neither
-    each other, nor any level, nor an empty slot's "".
-    """
+def row_formulas(ll: LsqLayout, row: int) -> dict[str, str]:
+    """Every formula of per-row table row `row` (row_first..row_last): ordinary formulas that
+    read their own raw row (the workings sheet, by position) and fixed cells."""
     r = _Refs(ll)
-    raw = r.raw
-    w = ll.rows("fit")
+    lo = ll.layout
+    calc = ll.calc_row(row)
 
-    def block(values: str, levels: str, base: str) -> str:
-        return f"IF({w}=1,{values},0)=TRANSPOSE(IF({levels}={base},-1,{levels}))"
+    def raw(key: str) -> str:
+        return lo.raw_cell(key, calc)
 
-    return {
-        "BaseTPS": f"={w}*1",
-        "f": f"=({block(raw('concurrency'), r.c_levels, r.bc)})*1",
-        "K_len": f"=({block(raw('max_tokens'), r.l_levels, r.bl)})*1",
-        "C_model": f"=-({block(raw('model'), r.m_levels, r.bm)})",
+    def me(key: str) -> str:
+        col = ROW_COLS[key] if key in ROW_COLS else ll.param_col(next(k for k, v in PARAM_KEYS.items() if v == key))
+        return f"${col}{row}"
+
+    fit = me("fit")
+    out = {
+        "exp_id": f"=IF({raw('present')}=1,{raw('exp_id')}&\"\",\"\")",
+        "fit": (f"=IF({raw('present')}=1,IF({raw('included')}=1,"
+                + "*".join(f"(COUNTIF({r.levels[k]},{raw(r.raw_keys[k])})>0)" for k in PARAM_KEYS)
+                + ",0),\"\")"),
     }
+    for kind, key in PARAM_KEYS.items():
+        first, _ = ll.blocks[kind]
+        value = raw(r.raw_keys[kind])
+        out[key] = (f"=IF({fit}=1,IF({value}={r.bases[kind]},0,MATCH({value},{r.levels[kind]},0)+{first}),"
+                    f"\"\")")
+    pf, pk, pc = (me(PARAM_KEYS[k]) for k in ("f", "K_len", "C_model"))
+    beta = ll.coef("beta")
 
+    def b(p: str) -> str:
+        return f"INDEX({beta},MAX({p},1))*({p}>0)"
 
-def matrix_formulas(ll: LsqLayout) -> dict[str, str]:
-    """A and M (each one CSE array formula over p x p)."""
-    r = _Refs(ll)
-    x = ll.x()
-    return {
-        "a": f"=MMULT(TRANSPOSE({x}),{x})+{r.identity}*({ll.coef('rows')}=0)",
-        "m": f"=IF({r.ok}=1,MINVERSE({ll.a}/{SCALE})/{SCALE},\"\")",
-    }
+    def m(a: str, c: str) -> str:
+        if a == "1":
+            return f"INDEX({ll.m},1,MAX({c},1))*({c}>0)"
+        return f"INDEX({ll.m},MAX({a},1),MAX({c},1))*({a}>0)*({c}>0)"
 
-
-def coefficient_formulas(ll: LsqLayout) -> dict[str, str]:
-    """Coefficient-table columns that are one array formula over all parameters."""
-    r = _Refs(ll)
-    x = ll.x()
-    y = ll.rows("ln_tps")
-    role, beta = ll.coef("role"), ll.coef("beta")
-    return {
-        # a column's non-zero entries share one sign: |column . w| counts them
-        "rows": f"=ABS(MMULT(TRANSPOSE({x}),{ll.x(0, 1)}))",
-        "xty": f"=MMULT(TRANSPOSE({x}),IF(ISNUMBER({y}),{y},0))",
-        "beta": f"=IF({r.ok}=1,MMULT({ll.m},{ll.coef('xty')}),\"\")",
-        "value": f"=IF({role}=\"base\",1,IF({role}=\"identified\",EXP({beta}),\"\"))",
-    }
-
-
-def block_formulas(ll: LsqLayout) -> dict[str, dict[str, str]]:
-    """Level and role of each parameter block: kind -> {"level": ..., "role": ...}."""
-    r = _Refs(ll)
-    out: dict[str, dict[str, str]] = {
-        "BaseTPS": {"role": f"=IF({r.ok}=1,\"identified\",\"unidentified\")"},
-    }
-    for kind, levels, base in (("f", r.c_levels, r.bc), ("K_len", r.l_levels, r.bl), ("C_model", r.m_levels, r.bm)):
-        first, size = ll.blocks[kind]
-        rows = ll.coef("rows", first, size)
-        out[kind] = {
-            "level": f"={levels}",
-            "role": (f"=IF({levels}=\"\",\"\",IF({levels}={base},\"base\","
-                     f"IF(({r.ok}=1)*({rows}>0),\"identified\",\"unidentified\")))"),
-        }
+    intercept = _cell_ref(beta, 0)
+    leverage = (f"INDEX({ll.m},1,1)+2*({m('1', pf)}+{m('1', pk)}-{m('1', pc)})"
+                f"+{m(pf, pf)}+{m(pk, pk)}+{m(pc, pc)}+2*({m(pf, pk)}-{m(pf, pc)}-{m(pk, pc)})")
+    fitted, lev, loo, pct = me("fitted_ln"), me("leverage"), me("loo_tps"), me("loo_pct")
+    out.update({
+        "ln_tps": f"=IF({fit}=1,{raw('ln_tps')},\"\")",
+        "fitted_ln": f"=IF(AND({fit}=1,{r.ok}=1),{intercept}+{b(pf)}+{b(pk)}-{b(pc)},\"\")",
+        "fitted_tps": f"=IF(ISNUMBER({fitted}),EXP({fitted}),\"\")",
+        "residual": f"=IF(ISNUMBER({fitted}),{me('ln_tps')}-{fitted},\"\")",
+        "leverage": f"=IF(ISNUMBER({fitted}),{leverage},\"\")",
+        "loo_tps": (f"=IF(ISNUMBER({lev}),IF({lev}<1-{LEVERAGE_ONE},"
+                    f"EXP({me('ln_tps')}-{me('residual')}/(1-{lev})),\"\"),\"\")"),
+        "loo_pct": f"=IF(ISNUMBER({loo}),({raw('tps')}-{loo})/{raw('tps')}*100,\"\")",
+        "loo_abs_pct": f"=IF(ISNUMBER({pct}),ABS({pct}),\"\")",
+    })
     return out
 
 
-def row_formulas(ll: LsqLayout) -> dict[str, str]:
-    """Per raw row (one array formula per column)."""
+def coefficient_formulas(ll: LsqLayout, j: int) -> dict[str, str]:
+    """The coefficient-table row of parameter j (0-based): ordinary formulas."""
     r = _Refs(ll)
-    raw = r.raw
-    c = ll.rows
-    x = ll.x()
-    ones = f"({r.index}>0)*1"
-    return {
-        "exp_id": f"=IF({raw('present')}=1,{raw('exp_id')}&\"\",\"\")",
-        "fit": (f"=({raw('included')}=1)*(COUNTIF({r.c_levels},{raw('concurrency')})>0)"
-                f"*(COUNTIF({r.l_levels},{raw('max_tokens')})>0)*(COUNTIF({r.m_levels},{raw('model')})>0)"),
-        "ln_tps": f"=IF({c('fit')}=1,{raw('ln_tps')},\"\")",
-        "fitted_ln": f"=IF(({c('fit')}=1)*({r.ok}=1),MMULT({x},{ll.coef('beta')}),\"\")",
-        "fitted_tps": f"=IF(ISNUMBER({c('fitted_ln')}),EXP({c('fitted_ln')}),\"\")",
-        "residual": f"=IF(ISNUMBER({c('fitted_ln')}),{c('ln_tps')}-{c('fitted_ln')},\"\")",
-        "leverage": f"=IF(ISNUMBER({c('fitted_ln')}),MMULT(MMULT({x},{ll.m})*{x},{ones}),\"\")",
-        "loo_tps": (f"=IF(ISNUMBER({c('leverage')}),IF({c('leverage')}<1-{LEVERAGE_ONE},"
-                    f"EXP({c('ln_tps')}-{c('residual')}/(1-{c('leverage')})),\"\"),\"\")"),
-        "loo_pct": f"=IF(ISNUMBER({c('loo_tps')}),({raw('tps')}-{c('loo_tps')})/{raw('tps')}*100,\"\")",
-        "loo_abs_pct": f"=IF(ISNUMBER({c('loo_pct')}),ABS({c('loo_pct')}),\"\")",
-    }
+    kind = ll.kind_of(j)
+    first, _ = ll.blocks[kind]
+    row = ll.coef_first + j
+    c = {key: f"${col}{row}" for key, col in COEF_COLS.items()}
+    sign = "-" if SIGNS[kind] < 0 else ""
+    y = ll.rows("ln_tps")
+    out: dict[str, str] = {}
+    if kind == "BaseTPS":
+        out["rows"] = f"={r.n_fit}"
+        out["xty"] = f"=SUM({y})"
+        out["role"] = f"=IF({r.ok}=1,\"identified\",\"unidentified\")"
+    else:
+        out["level"] = f"={_cell_ref(r.levels[kind], j - first)}"
+        out["rows"] = f"=COUNTIF({ll.params(kind)},{j + 1})"
+        out["xty"] = f"={sign}SUMIFS({y},{ll.params(kind)},{j + 1})"
+        out["role"] = (f"=IF({c['level']}=\"\",\"\",IF({c['level']}={r.bases[kind]},\"base\","
+                       f"IF(({r.ok}=1)*({c['rows']}>0),\"identified\",\"unidentified\")))")
+    m_column = f"${ll.m_col(j)}${ll.coef_first}:${ll.m_col(j)}${ll.coef_last}"
+    out["beta"] = f"=IF({r.ok}=1,SUMPRODUCT({m_column},{ll.coef('xty')}),\"\")"  # M is symmetric
+    out["value"] = f"=IF({c['role']}=\"base\",1,IF({c['role']}=\"identified\",EXP({c['beta']}),\"\"))"
+    return out
+
+
+def a_formula(ll: LsqLayout, i: int, j: int) -> str | None:
+    """A[i, j] (0-based), or None where it is the constant 0."""
+    if not ll.a_is_formula(i, j):
+        return None
+    if i > j:
+        return f"={ll.work_col(i)}{ll.coef_first + j}"  # symmetric: the upper triangle computes
+    rows_i = f"${COEF_COLS['rows']}${ll.coef_first + i}"
+    rows_j = f"${COEF_COLS['rows']}${ll.coef_first + j}"
+    if i == j:
+        return f"=IF({rows_i}=0,1,{rows_i})"
+    ki, kj = ll.kind_of(i), ll.kind_of(j)
+    sign = "-" if SIGNS[ki] * SIGNS[kj] < 0 else ""
+    if i == 0:
+        return f"={sign}{rows_j}"
+    return (f"=IF({rows_i}*{rows_j}=0,0,{sign}COUNTIFS({ll.params(ki)},{i + 1},{ll.params(kj)},{j + 1}))")
+
+
+def m_formula(ll: LsqLayout) -> str:
+    """M = A^-1 (one array formula over p x p)."""
+    return f"=IF({_Refs(ll).ok}=1,MINVERSE({ll.a}/{SCALE})/{SCALE},\"\")"
 
 
 def summary_formulas(ll: LsqLayout) -> dict[str, str]:
     r = _Refs(ll)
     s = ll.summary_ref
     ok = r.ok
+    # max |A M - I| as MAX and -MIN of A M - I: IronCalc computes ABS over an array wrongly.
+    residual = f"(MMULT({ll.a},MINVERSE({ll.a}/{SCALE})/{SCALE})-{r.identity})"
     return {
         "status": f"=IF({r.fit_possible()},IF({ok}=1,\"ok\",\"aliased\"),\"no data\")",
         "invertible": (
-            f"=IF({r.fit_possible()},IFERROR(IF(MAX(ABS(MMULT({ll.a},MINVERSE({ll.a}/{SCALE})/{SCALE})"
-            f"-{r.identity}))<{INVERTIBLE_TOL},1,0),0),0)"
+            f"=IF({r.fit_possible()},IFERROR(IF(AND(MAX({residual})<{INVERTIBLE_TOL},"
+            f"MIN({residual})>-{INVERTIBLE_TOL}),1,0),0),0)"
         ),
         "observations": f"=SUM({ll.rows('fit')})",
         "parameters": f"=IF({ok}=1,COUNTIF({ll.coef('rows')},\">0\"),\"\")",
@@ -384,15 +450,10 @@ def summary_formulas(ll: LsqLayout) -> dict[str, str]:
 # ---------------------------------------------------------------------------
 
 
-def _array_block(ws: Worksheet, ref: str, formula: str) -> None:
-    ws[ref.replace("$", "").split(":")[0]] = ArrayFormula(ref.replace("$", ""), formula)
-
-
 def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     """Write the least-squares sheet into `ws`; return defined name -> "A1" on it."""
-    from scm_xl.workbook.styles import (
-        BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, TITLE_FONT, _array, _formula,
-    )
+    from scm_xl.workbook.build import stamp_rows  # build imports this module
+    from scm_xl.workbook.styles import BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, TITLE_FONT, _formula
 
     ll = LsqLayout(layout)
     t = TEXTS[layout.lang]
@@ -422,18 +483,13 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     ws[f"A{ll.coef_header - 1}"] = t["coef_title"]
     ws[f"A{ll.coef_header - 1}"].font = BOLD
     header(ll.coef_header, COEF_COLS)
-    for kind, (first, size) in ll.blocks.items():
-        for i in range(size):
-            row = ll.coef_first + first + i
-            ws[f"{COEF_COLS['index']}{row}"] = first + i + 1
-            ws[f"{COEF_COLS['kind']}{row}"] = kind
     coef_formats = {"xty": "0.000", "beta": "0.000000", "value": "0.0000"}
-    for key, formula in coefficient_formulas(ll).items():
-        _array(ws, COEF_COLS[key], ll.coef_first, ll.coef_last, formula, number_format=coef_formats.get(key))
-    for kind, formulas in block_formulas(ll).items():
-        first, size = ll.blocks[kind]
-        for key, formula in formulas.items():
-            _array(ws, COEF_COLS[key], ll.coef_first + first, ll.coef_first + first + size - 1, formula)
+    for j in range(ll.p):
+        row = ll.coef_first + j
+        ws[f"{COEF_COLS['index']}{row}"] = j + 1
+        ws[f"{COEF_COLS['kind']}{row}"] = ll.kind_of(j)
+        for key, text in coefficient_formulas(ll, j).items():
+            _formula(ws, f"{COEF_COLS[key]}{row}", text, coef_formats.get(key))
 
     # -- per-row table --------------------------------------------------------
     ws[f"A{ll.row_header - 1}"] = t["rows_title"]
@@ -441,35 +497,44 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     header(ll.row_header, ROW_COLS)
     row_formats = {"ln_tps": "0.0000", "fitted_ln": "0.0000", "fitted_tps": "0.00", "residual": "0.0000",
                    "leverage": "0.000", "loo_tps": "0.00", "loo_pct": "0.0", "loo_abs_pct": "0.0"}
-    for key, formula in row_formulas(ll).items():
-        _array(ws, ROW_COLS[key], ll.row_first, ll.row_last, formula, number_format=row_formats.get(key),
-               column_style=True)
+    letters = {**ROW_COLS, **{key: ll.param_col(kind) for kind, key in PARAM_KEYS.items()}}
+    number_formats = {letters[key]: fmt for key, fmt in row_formats.items()}
+    offset = layout.raw_first - ll.row_first  # the workings row of each row
+    for row, formulas in stamp_rows(lambda r: row_formulas(ll, r), range(ll.row_first, ll.row_last + 1), offset):
+        for key, text in formulas.items():
+            cell = ws[f"{letters[key]}{row}"]
+            cell.value = text
+            fmt = number_formats.get(letters[key])
+            if fmt:
+                cell.number_format = fmt
+    for col in ROW_COLS.values():
+        ws.column_dimensions[col].fill = FORMULA_FILL
 
-    # -- workings: X, A, M ----------------------------------------------------
+    # -- workings: # columns, A, M (grouped and collapsed) ----------------------
     ws[f"{ll.work_col(0)}{ll.row_header - 1}"] = t["work_title"]
     ws[f"{ll.work_col(0)}{ll.coef_header - 1}"] = t["a_title"]
     ws[f"{ll.m_col(0)}{ll.coef_header - 1}"] = t["m_title"]
+    for kind, key in PARAM_KEYS.items():
+        ws[f"{ll.param_col(kind)}{ll.row_header}"] = t[key]
+        ws[f"{ll.param_col(kind)}{ll.row_header}"].font = BOLD
     for j in range(ll.p):
-        for col, row in ((ll.work_col(j), ll.row_header), (ll.work_col(j), ll.coef_header),
-                         (ll.m_col(j), ll.coef_header)):
-            ws[f"{col}{row}"] = j + 1
-            ws[f"{col}{row}"].font = BOLD
-        ws.column_dimensions[ll.work_col(j)].fill = FORMULA_FILL
-        ws.column_dimensions[ll.work_col(j)].width = 6
-        ws.column_dimensions[ll.m_col(j)].width = 9
-    for kind, formula in design_formulas(ll).items():
-        first, size = ll.blocks[kind]
-        _array_block(ws, ll.x(first, size), formula)
-    matrices = matrix_formulas(ll)
-    _array_block(ws, ll.a, matrices["a"])
-    _array_block(ws, ll.m, matrices["m"])
-    for j in range(ll.p):
-        ws[f"{ll.m_col(j)}{ll.coef_first}"].fill = FORMULA_FILL
+        for col in (ll.work_col(j), ll.m_col(j)):
+            ws[f"{col}{ll.coef_header}"] = j + 1
+            ws[f"{col}{ll.coef_header}"].font = BOLD
+        for i in range(ll.p):
+            text = a_formula(ll, i, j)
+            ws[f"{ll.work_col(j)}{ll.coef_first + i}"] = 0 if text is None else text
+    ws[f"{ll.m_col(0)}{ll.coef_first}"] = ArrayFormula(ll.m.replace("$", ""), m_formula(ll))
+    ws[f"{ll.m_col(0)}{ll.coef_first}"].fill = FORMULA_FILL
+    first_work, last_work = ll.work_col(0), ll.m_col(ll.p - 1)
+    ws.column_dimensions.group(first_work, last_work, outline_level=1, hidden=True)
+    ws.sheet_properties.outlinePr.summaryRight = False  # the group's button sits beside column K
 
     ws.freeze_panes = "B1"
     widths = {"A": 34, "B": 16, "C": 14, "D": 12, "E": 12, "F": 12, "G": 13, "H": 14, "I": 11, "J": 12}
     for col, width in widths.items():
         ws.column_dimensions[col].width = width
+    ws.print_area = ll.print_area
     return ll.defined_names()
 
 
@@ -518,14 +583,17 @@ def expected_sheet(layout: Layout, analysis: Analysis, *,
     def put(address: str, value: CellValue) -> None:
         out[(title, address)] = value
 
-    # -- workings ---------------------------------------------------------------
+    # -- workings -----------------------------------------------------------------
+    params = _params(ll, mirror)
     for i in range(layout.rows):
-        for j in range(ll.p):
-            put(f"{ll.work_col(j)}{ll.row_first + i}", float(mirror.x[i, j]))
+        for kind, key in PARAM_KEYS.items():
+            value = params[i][kind]
+            put(f"{ll.param_col(kind)}{ll.row_first + i}", None if value is None else float(value))
     inverse = np.linalg.inv(mirror.a) if ok else None
     for i in range(ll.p):
         for j in range(ll.p):
-            put(f"{ll.work_col(j)}{ll.coef_first + i}", float(mirror.a[i, j]))
+            if ll.a_is_formula(i, j):
+                put(f"{ll.work_col(j)}{ll.coef_first + i}", float(mirror.a[i, j]))
             put(f"{ll.m_col(j)}{ll.coef_first + i}", float(inverse[i, j]) if inverse is not None else None)
 
     # -- coefficients -------------------------------------------------------------
@@ -568,8 +636,8 @@ def expected_sheet(layout: Layout, analysis: Analysis, *,
         row = ll.row_first + i
         s = by_slot.get(i)
         values: dict[str, CellValue] = {key: None for key in ROW_KEYS}
-        values["fit"] = float(mirror.w[i])
         if s is not None:
+            values["fit"] = float(mirror.w[i])
             values["exp_id"] = s.exp_id or None
             if mirror.w[i]:
                 values["ln_tps"] = s.ln_tps
@@ -643,6 +711,22 @@ def _mirror(ll: LsqLayout, analysis: Analysis, by_slot: dict[int, RowStatus], us
     a = x.T @ x
     a += np.diag((np.diag(a) == 0).astype(float))
     return _Mirror(w=w, x=x, y=y, a=a, levels=levels)
+
+
+def _params(ll: LsqLayout, mirror: _Mirror) -> list[dict[str, int | None]]:
+    """Per sheet row: the # (1-based) of its non-zero column in each block, 0 if none; None if not fitted."""
+    out: list[dict[str, int | None]] = []
+    for i in range(ll.layout.rows):
+        row: dict[str, int | None] = {}
+        for kind in PARAM_KEYS:
+            first, size = ll.blocks[kind]
+            if not mirror.w[i]:
+                row[kind] = None
+                continue
+            nonzero = [j for j in range(first, first + size) if mirror.x[i, j] != 0]
+            row[kind] = nonzero[0] + 1 if nonzero else 0
+        out.append(row)
+    return out
 
 
 def _same_level(kind: str, a: object, b: object) -> bool:

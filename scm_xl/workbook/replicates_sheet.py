@@ -33,7 +33,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 from scm_xl.engines.base import CellValue
 from scm_xl.model import Analysis
 from scm_xl.replicates import DEFAULT_CV_THRESHOLD, Z_90, summarize
-from scm_xl.workbook.layout import Layout
+from scm_xl.workbook.layout import CELLS_TABLE, Layout
 
 SHEET_TITLES: dict[str, str] = {"zh": "重复实验", "en": "Replicates"}
 DEFAULT_SLOTS = 64
@@ -52,12 +52,13 @@ SUMMARY_ROWS = {"cells": 6, "shown": 7, "flagged": 8, "hidden_note": 9}
 TABLE_HEADER_ROW = 11
 TABLE_FIRST_ROW = 12
 
-# Table columns (A..L), then a gap, then the two helper columns aligned with the raw rows.
+# Table columns (A..L), then a gap, then the per-slot key and the per-row helper (grouped and collapsed).
 TABLE_KEYS = ("slot", "first_row", "model", "concurrency", "max_tokens", "n", "median", "mean", "cv",
               "flagged", "repeats_needed", "more_repeats")
 TABLE_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(TABLE_KEYS)}
-HELPER_KEYS = ("cell_row", "first_run")
+HELPER_KEYS = ("cell_slot",)
 HELPER_COLS = {key: get_column_letter(len(TABLE_KEYS) + 2 + i) for i, key in enumerate(HELPER_KEYS)}
+PRINT_COLS = f"A:{TABLE_COLS['more_repeats']}"
 
 TEXTS: dict[str, dict[str, str]] = {
     "zh": {
@@ -74,7 +75,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "slot": "#", "first_row": "首次运行所在行", "model": "模型", "concurrency": "并发数",
         "max_tokens": "max_tokens", "n": "运行次数", "median": "TPS中位数", "mean": "TPS均值", "cv": "CV",
         "flagged_col": "标记", "repeats_needed": "所需重复次数", "more_repeats": "还需次数",
-        "cell_row": "该行组合的首行", "first_run": "组合首次出现",
+        "cell_slot": "该行组合的 #（计算过程）",
     },
     "en": {
         "title": "Replicates: runs of the same (model, concurrency, max_tokens) summarised by their median",
@@ -91,7 +92,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "slot": "#", "first_row": "first run on row", "model": "model", "concurrency": "concurrency",
         "max_tokens": "max_tokens", "n": "runs", "median": "median TPS", "mean": "mean TPS", "cv": "CV",
         "flagged_col": "flagged", "repeats_needed": "repeats needed", "more_repeats": "more repeats",
-        "cell_row": "first row of this row's cell", "first_run": "first run of a cell",
+        "cell_slot": "# of this row's cell (workings)",
     },
 }
 
@@ -131,6 +132,14 @@ class ReplicatesLayout:
     def cell(self, key: str, row: int) -> str:
         return f"{TABLE_COLS[key]}{row}"
 
+    def calc_row(self, row: int) -> int:
+        """The workings-sheet row of the raw row whose helper sits on sheet row `row`."""
+        return row - TABLE_FIRST_ROW + self.layout.raw_first
+
+    def cells_row(self, row: int) -> int:
+        """The cells-sheet row of the slot on table row `row` (the same slot numbers)."""
+        return row - TABLE_FIRST_ROW + self.layout.cells_first
+
     @property
     def threshold_input(self) -> str:
         return f"B{THRESHOLD_ROW}"
@@ -143,6 +152,10 @@ class ReplicatesLayout:
         if key == "threshold":
             return self.threshold_cell
         return f"B{SUMMARY_ROWS[key]}"
+
+    @property
+    def print_area(self) -> str:
+        return f"A1:{TABLE_COLS['more_repeats']}{self.table_last}"
 
     def defined_names(self) -> dict[str, str]:
         return {name: self.summary_cell(key) for name, key in DEFINED_NAMES.items()}
@@ -159,53 +172,55 @@ def _abs(address: str) -> str:
     return f"${col}${row}"
 
 
-def helper_formulas(rl: ReplicatesLayout) -> dict[str, str]:
-    """The two helper columns (CSE array formulas over the raw rows)."""
+def _cells_cell(rl: ReplicatesLayout, key: str, row: int) -> str:
+    """The cells-sheet cell of column `key` for the slot on table row `row`."""
     lo = rl.layout
-    raw = lo.raw_range
-    offset = lo.raw_first - 1
-    key = f"{raw('model')}&\"|\"&{raw('concurrency')}&\"|\"&{raw('max_tokens')}"
-    cell_row = rl.helper("cell_row")
+    col = lo.table_col(CELLS_TABLE, key)
+    return f"{lo.qtitle('cells')}!${col}${rl.cells_row(row)}"
+
+
+def helper_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
+    """The per-row helper on sheet row `row`: the slot number of the row's cell, looked up by its key on
+    the cells sheet (the workbook's one list of cells in order of first run); "" for a row that is not present
+    or whose cell has no slot."""
+    lo = rl.layout
+    calc = rl.calc_row(row)
     return {
-        "cell_row": f"=IF({raw('present')}=1,MATCH({key},{key},0)+{offset},\"\")",
-        "first_run": f"=IF({cell_row}=ROW({raw('present')}),{cell_row},\"\")",
+        "cell_slot": (f"=IF({lo.raw_cell('present', calc)}=1,IFERROR(MATCH({lo.raw_cell('cell_key', calc)},"
+                      f"{lo.cells_range('key')},0),\"\"),\"\")"),
     }
 
 
 def slot_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
-    """The single-cell CSE formulas of one slot: aggregates over the slot's runs."""
-    raw = rl.layout.raw_range
-    first = f"${TABLE_COLS['first_row']}{row}"
-    n, mean = f"${TABLE_COLS['n']}{row}", f"${TABLE_COLS['mean']}{row}"
-    runs = f"IF({rl.helper('cell_row')}={first},{raw('tps')})"
-    return {
-        "median": f"=IF(ISNUMBER({first}),MEDIAN({runs}),\"\")",
-        "cv": f"=IF(ISNUMBER({first}),IF(AND({n}>=2,{mean}<>0),STDEV({runs})/{mean},\"\"),\"\")",
-    }
-
-
-def column_formulas(rl: ReplicatesLayout) -> dict[str, str]:
-    """The table columns that are one CSE array formula over all slots."""
+    """Every formula of the table row `row` (one slot): ordinary formulas, but for median and CV, which
+    are single-cell array formulas (MEDIAN and STDEV over IF(..., TPS, ""): with "" and not FALSE for the
+    other rows, which IronCalc would count as 0)."""
     lo = rl.layout
-    t = rl.table
+    c = {key: f"${col}{row}" for key, col in TABLE_COLS.items()}
+    first, cv, n, mean, needed = c["first_row"], c["cv"], c["n"], c["mean"], c["repeats_needed"]
+    has = f"ISNUMBER({first})"
     thr = _abs(rl.threshold_cell)
-    first, cv, n, needed = t("first_row"), t("cv"), t("n"), t("repeats_needed")
+    slots = rl.helper("cell_slot")
+    runs = f"IF({slots}={c['slot']},{lo.raw_range('tps')},\"\")"
     ratio = f"({Z_90!r}*{cv}/{thr})"
     ceiling = f"-INT(-({ratio}*{ratio}-0.000000000001))"
-    # INDEX takes a whole column of row numbers here; `formulas` needs each to be a number
-    # (an empty slot's "" would fail the whole column), hence the inner IF.
-    at = f"IF(ISNUMBER({first}),{first}-{lo.raw_first - 1},1)"
+    cells_first = _cells_cell(rl, "first_row", row)
     return {
-        "first_row": f"=IFERROR(SMALL({rl.helper('first_run')},{t('slot')}),\"\")",
-        "model": f"=IF(ISNUMBER({first}),INDEX({lo.raw_range('model')}&\"\",{at}),\"\")",
-        "concurrency": f"=IF(ISNUMBER({first}),INDEX({lo.raw_range('concurrency')},{at}),\"\")",
-        "max_tokens": f"=IF(ISNUMBER({first}),INDEX({lo.raw_range('max_tokens')},{at}),\"\")",
-        "n": f"=IF(ISNUMBER({first}),COUNTIF({rl.helper('cell_row')},{first}),\"\")",
-        "mean": f"=IF(ISNUMBER({first}),AVERAGEIFS({lo.raw_range('tps')},{rl.helper('cell_row')},{first}),\"\")",
-        "flagged": f"=IF(ISNUMBER({first}),IF(ISNUMBER({cv}),IF({cv}>{thr},1,0),0),\"\")",
+        "first_row": f"=IF(ISNUMBER({cells_first}),{cells_first}+{lo.raw_header_row},\"\")",
+        "model": f"=IF({has},{_cells_cell(rl, 'model', row)}&\"\",\"\")",
+        "concurrency": f"=IF({has},{_cells_cell(rl, 'concurrency', row)},\"\")",
+        "max_tokens": f"=IF({has},{_cells_cell(rl, 'max_tokens', row)},\"\")",
+        "n": f"=IF({has},COUNTIF({slots},{c['slot']}),\"\")",
+        "median": f"=IF({has},MEDIAN({runs}),\"\")",
+        "mean": f"=IF({has},AVERAGEIFS({lo.raw_range('tps')},{slots},{c['slot']}),\"\")",
+        "cv": f"=IF({has},IF(AND({n}>=2,{mean}<>0),STDEV({runs})/{mean},\"\"),\"\")",
+        "flagged": f"=IF({has},IF(ISNUMBER({cv}),IF({cv}>{thr},1,0),0),\"\")",
         "repeats_needed": f"=IF(ISNUMBER({cv}),IF({ceiling}<2,2,{ceiling}),\"\")",
         "more_repeats": f"=IF(ISNUMBER({needed}),IF({needed}-{n}>0,{needed}-{n},0),\"\")",
     }
+
+
+ARRAY_KEYS = ("median", "cv")
 
 
 def summary_formulas(rl: ReplicatesLayout) -> dict[str, str]:
@@ -216,7 +231,8 @@ def summary_formulas(rl: ReplicatesLayout) -> dict[str, str]:
     middle, _, after = rest.partition("{slots}")
     return {
         "threshold": f"=IF(AND(ISNUMBER({inp}),{inp}>0),{inp},{DEFAULT_CV_THRESHOLD!r})",
-        "cells": f"=COUNT({rl.helper('first_run')})",
+        # every distinct cell, also those beyond the slots: the workings mark each cell's first run
+        "cells": f"=COUNT({rl.layout.raw_range('cell_first')})",
         "shown": f"=MIN({cells},{rl.slots})",
         "flagged": f"=COUNTIF({rl.table('flagged')},1)",
         "hidden_note": (
@@ -228,12 +244,15 @@ def summary_formulas(rl: ReplicatesLayout) -> dict[str, str]:
 def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
                 threshold: float | None = DEFAULT_CV_THRESHOLD) -> dict[str, str]:
     """Write the replicates sheet into `ws`; return defined name -> "A1" on it."""
+    from scm_xl.workbook.build import stamp_rows  # build imports this module
     from scm_xl.workbook.styles import (
-        BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, _array, _formula,
+        BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, _formula,
     )
 
     if slots < 1:
         raise ValueError(f"slots must be at least 1, got {slots}")
+    if slots > layout.cell_slots:
+        raise ValueError(f"slots ({slots}) must not exceed the workbook's cell slots ({layout.cell_slots})")
     rl = ReplicatesLayout(layout, slots)
     t = TEXTS[layout.lang]
     ws[f"A{TITLE_ROW}"] = t["title"]
@@ -260,24 +279,32 @@ def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
         cell.value = headers[key]
         cell.font = HEADER_FONT
         cell.fill = HEADER_FILL
-    for i in range(slots):
-        ws[f"{TABLE_COLS['slot']}{TABLE_FIRST_ROW + i}"] = i + 1
 
-    for key, formula in helper_formulas(rl).items():
-        _array(ws, HELPER_COLS[key], TABLE_FIRST_ROW, rl.helper_last, formula, column_style=True)
     formats = {"median": "0.00", "mean": "0.00", "cv": "0.0%"}
-    for key, formula in column_formulas(rl).items():
-        _array(ws, TABLE_COLS[key], TABLE_FIRST_ROW, rl.table_last, formula, number_format=formats.get(key))
-    for row in range(TABLE_FIRST_ROW, rl.table_last + 1):
-        for key, formula in slot_formulas(rl, row).items():
-            _formula(ws, rl.cell(key, row), formula, formats.get(key), array=key in ("median", "cv"))
+    for i in range(slots):
+        row = TABLE_FIRST_ROW + i
+        ws[f"{TABLE_COLS['slot']}{row}"] = i + 1
+        for key, text in slot_formulas(rl, row).items():
+            _formula(ws, rl.cell(key, row), text, formats.get(key), array=key in ARRAY_KEYS, fill=None)
+    for col in list(TABLE_COLS.values())[1:]:
+        ws.column_dimensions[col].fill = FORMULA_FILL
+    rows = range(TABLE_FIRST_ROW, rl.helper_last + 1)
+    offset = layout.raw_first - TABLE_FIRST_ROW  # the workings row of each helper row
+    for row, formulas in stamp_rows(lambda r: helper_formulas(rl, r), rows, offset):
+        for key, text in formulas.items():
+            ws[f"{HELPER_COLS[key]}{row}"] = text
     for key in ("median", "flagged"):
         ws[rl.cell(key, TABLE_FIRST_ROW)].fill = FORMULA_FILL
     ws.freeze_panes = f"A{TABLE_FIRST_ROW}"
     widths = {"A": 40, "B": 14, "C": 24, "D": 10, "E": 11, "F": 9, "G": 11, "H": 11, "I": 9, "J": 8, "K": 12,
-              "L": 11, HELPER_COLS["cell_row"]: 14, HELPER_COLS["first_run"]: 14}
+              "L": 11}
     for col, width in widths.items():
         ws.column_dimensions[col].width = width
+    helper_cols = list(HELPER_COLS.values())
+    ws.column_dimensions.group(helper_cols[0], helper_cols[-1], outline_level=1, hidden=True)
+    ws.column_dimensions[helper_cols[0]].width = 14
+    ws.sheet_properties.outlinePr.summaryRight = False
+    ws.print_area = rl.print_area
     return rl.defined_names()
 
 
@@ -316,19 +343,20 @@ def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_S
     cells = summarize(statuses, cv_threshold=thr)
 
     first_of: dict[tuple[str, int, int], int] = {}
-    cell_row: dict[int, int] = {}
+    slot_of: dict[int, int] = {}  # sheet row -> its cell's slot (1-based, in order of first run)
+    slot_numbers: dict[tuple[str, int, int], int] = {}
     for s, sheet_row in zip(statuses, rows):
         key = (s.model.casefold(), s.concurrency, s.max_tokens)
-        cell_row[sheet_row] = first_of.setdefault(key, sheet_row)
+        first_of.setdefault(key, sheet_row)
+        slot_of[sheet_row] = slot_numbers.setdefault(key, len(slot_numbers) + 1)
 
     title = rl.title
     out: dict[tuple[str, str], CellValue] = {}
     for i in range(layout.rows):
-        sheet_row = layout.raw_first + i
-        first = cell_row.get(sheet_row)
-        out[(title, f"{HELPER_COLS['cell_row']}{TABLE_FIRST_ROW + i}")] = float(first) if first else None
-        out[(title, f"{HELPER_COLS['first_run']}{TABLE_FIRST_ROW + i}")] = (
-            float(sheet_row) if first == sheet_row else None)
+        slot = slot_of.get(layout.raw_first + i)
+        # the cells sheet holds layout.cell_slots cells; a row of a cell beyond them has no slot
+        out[(title, f"{HELPER_COLS['cell_slot']}{TABLE_FIRST_ROW + i}")] = (
+            float(slot) if slot is not None and slot <= layout.cell_slots else None)
 
     for i in range(slots):
         row = TABLE_FIRST_ROW + i
