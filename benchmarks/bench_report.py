@@ -126,7 +126,8 @@ def main() -> None:
         "# Report benchmark (`python benchmarks/bench_report.py`)",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-        "shared with other jobs, so timings move between runs.",
+        f"shared with other jobs (load average {os.getloadavg()[0]:.1f} at the end of the run), "
+        "so timings move between runs.",
         "",
     ]
     if sizes:
@@ -151,6 +152,10 @@ def main() -> None:
         f"{t['cold_median']:.2f} ({t['cold_min']:.2f}) |",
         "",
         f"Page size at {t['rows']:,} rows: {t['size'] / 1e6:.2f} MB.",
+        "",
+        "A fresh process pays for the imports (Altair, the workbook layer) and for starting "
+        "vl-convert's JavaScript engine on its first chart (about a second each on this machine); "
+        "a warm process, such as `fill --html` after its own work, pays only for the drawing.",
         "",
     ]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

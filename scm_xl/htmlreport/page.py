@@ -121,6 +121,17 @@ def _levels(analysis: Analysis, lsq: LsqAnalysis) -> tuple[list[int], list[int],
     return concurrency, lengths, models
 
 
+def separable_summary(lsq: LsqAnalysis, texts: dict[str, Any]) -> str:
+    """The interaction check in the page's language (the cells it names keep their English detail)."""
+    check = lsq.interactions
+    if not check.testable and not check.plateaus:
+        return texts["separable_untestable"]
+    if check.separable:
+        return texts["separable_ok"]
+    parts = [c.describe() for c in check.broken] + [p.describe() for p in check.plateaus]
+    return texts["separable_broken"] + "; ".join(parts)
+
+
 def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_name: str) -> dict[str, Any]:
     """Everything the page shows, computed once (the template only lays it out)."""
     if lang not in LANGS:
@@ -150,7 +161,7 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
             {"method": texts["chain"], "mape": _fmt(lsq.chain_holdout.mape_pct), "max": _fmt(lsq.chain_holdout.max_pct),
              "rows": lsq.chain_holdout.predicted_rows, "verdict": lsq.chain_holdout.verdict},
         ],
-        "separable": holdout["interaction_summary"],
+        "separable": separable_summary(lsq, texts),
         "physics_warned": sum(1 for s in analysis.statuses if s.physics.count),
         "coefficients": coefficient_rows(analysis, lsq, texts),
         "rows": row_lines(analysis, lang),

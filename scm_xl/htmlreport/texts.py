@@ -28,6 +28,10 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "excluded_rows": "excluded", "mape": "MAPE", "max_deviation": "max deviation",
         "holdout": "Hold-out (leave-one-out)", "method": "method", "loo_mape": "LOO MAPE", "loo_max": "LOO max",
         "loo_rows": "rows predicted", "separable": "Separable model", "holdout_verdict": "verdict",
+        "separable_untestable": "not testable: no residual degrees of freedom (exactly identified design; "
+                                "add replicates or cells)",
+        "separable_ok": "no cell breaks the separable model",
+        "separable_broken": "the separable model does not hold at: ",
         "physics_warned": "rows with physics warnings",
         "calculator": "Calculator",
         "calculator_help": "Computed in this page from the calibration embedded in it; "
@@ -114,6 +118,9 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "excluded_rows": "剔除", "mape": "MAPE", "max_deviation": "最大偏差",
         "holdout": "留一法检验", "method": "方法", "loo_mape": "留一 MAPE", "loo_max": "留一最大偏差",
         "loo_rows": "被预测行数", "separable": "可分离模型", "holdout_verdict": "判定",
+        "separable_untestable": "无法检验：没有剩余自由度（设计恰好识别；请增加重复实验或单元）",
+        "separable_ok": "没有单元破坏可分离模型",
+        "separable_broken": "可分离模型在以下位置不成立：",
         "physics_warned": "有物理警告的行",
         "calculator": "计算器",
         "calculator_help": "在本页内用嵌入的标定结果计算，与 `scm-xl predict` 和 `scm-xl solve --method … --json` 的结果一致。",
