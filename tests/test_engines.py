@@ -13,7 +13,6 @@ from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.formula import ArrayFormula
 
 from scm_xl.engines import (
-    AUTO_LIBREOFFICE_ROWS,
     ENGINE_NAMES,
     CellError,
     ExcelEngine,
@@ -202,7 +201,7 @@ def test_excel_unavailable_says_what_it_needs(workbook: Path) -> None:
 def test_get_engine_names_and_alias() -> None:
     assert ENGINE_NAMES == ("formulas", "ironcalc", "libreoffice", "excel", "embedded")
     assert {get_engine(name).name for name in ENGINE_NAMES} == {"formulas", "ironcalc", "libreoffice", "excel"}
-    assert get_engine("embedded").name == "formulas"
+    assert get_engine("embedded").name == "ironcalc"
 
 
 @pytest.mark.parametrize("choose", [get_engine, lambda name: choose_engine(name, 10)])
@@ -211,26 +210,38 @@ def test_unknown_engine(choose: object) -> None:
         choose("numbers")  # type: ignore[operator]
 
 
-def test_choose_engine_auto_small_and_explicit() -> None:
-    engine, note = choose_engine("auto", AUTO_LIBREOFFICE_ROWS)
-    assert (engine.name, note) == ("formulas", None)
-    engine, note = choose_engine("libreoffice", 10)
-    assert (engine.name, note) == ("libreoffice", None)
-    engine, note = choose_engine("formulas", 50_000)
-    assert (engine.name, note) == ("formulas", None)
+@pytest.mark.parametrize("rows", [7, 1000, 50_000])
+def test_auto_is_ironcalc_at_every_size(rows: int) -> None:
+    assert [(engine.name, note) for engine, note in [choose_engine("auto", rows)]] == [("ironcalc", None)]
+
+
+def test_explicit_engine_is_kept() -> None:
+    assert [choose_engine(name, 50_000)[0].name for name in ("formulas", "libreoffice", "embedded")] == [
+        "formulas", "libreoffice", "ironcalc"]
+    assert choose_engine("formulas", 50_000)[1] is None
+
+
+def _without_ironcalc(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ironcalc", None)  # what `import ironcalc` meets where no wheel installed
 
 
 @pytest.mark.libreoffice
-def test_choose_engine_auto_large() -> None:
-    engine, note = choose_engine("auto", 5000)
-    assert engine.name == "libreoffice"
-    assert note == "auto: 5000 rows, using libreoffice (faster on large sheets)"
+def test_auto_without_ironcalc_takes_libreoffice_and_says_so(monkeypatch: pytest.MonkeyPatch,
+                                                              workbook: Path) -> None:
+    _without_ironcalc(monkeypatch)
+    engine, note = choose_engine("auto", 7)
+    assert (engine.name, note) == ("libreoffice", "auto: the ironcalc package is not installed, using libreoffice")
+    with pytest.raises(EngineError, match=r"ironcalc engine needs the ironcalc package: pip install"):
+        get_engine("ironcalc").recalculate(workbook)
 
 
-def test_choose_engine_auto_large_without_libreoffice(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_without_ironcalc_or_libreoffice_takes_formulas(monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_ironcalc(monkeypatch)
     monkeypatch.setenv("SCM_XL_SOFFICE", "/nonexistent")
     engine, note = choose_engine("auto", 5000)
-    assert (engine.name, note) == ("formulas", None)
+    assert engine.name == "formulas"
+    assert note == ("auto: neither the ironcalc package nor LibreOffice is installed, using formulas "
+                    "(slow: minutes for 5000 rows; pip install 'ironcalc>=0.9.1,<0.10')")
 
 
 def test_excel_engine_with_a_stand_in_for_xlwings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,9 +1,16 @@
 """Recalculation engines: each recalculates a saved workbook and returns every formula cell's value.
 
-    formulas     (alias embedded) pure Python, always available; slow on large sheets
-    ironcalc     Rust, from PyPI; fast at any size, wrong on array (CSE) idioms of element-wise functions
-    libreoffice  headless soffice; about 1 s to start, fast at any size
+    ironcalc     (alias embedded) Rust, from PyPI: the default; fast at any size
+    formulas     pure Python, always installed; very slow on the per-row layout (minutes for the article)
+    libreoffice  headless soffice; about 1 s to start
     excel        Microsoft Excel through xlwings, on Windows or macOS only
+
+`auto` takes IronCalc: on the per-row layout it agrees with LibreOffice and with the
+Python reference on every formula cell, and it is the fastest at every size measured
+(benchmarks/results/engines.md). Where the ironcalc package is missing (a platform
+without its wheel), auto takes LibreOffice if installed, else formulas, and says so.
+IronCalc still computes some array (CSE) idioms wrongly (the notes and the benchmark
+list the smallest such formulas); the workbook does not use them.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from scm_xl.engines.libreoffice import LibreOfficeEngine
 from scm_xl.errors import UsageError
 
 __all__ = [
-    "AUTO_LIBREOFFICE_ROWS", "ENGINE_ALIASES", "ENGINE_NAMES", "CellError", "CellValue", "Engine",
+    "ENGINE_ALIASES", "ENGINE_NAMES", "CellError", "CellValue", "Engine",
     "ExcelEngine", "FormulasEngine", "IronCalcEngine", "LibreOfficeEngine", "Recalculated", "choose_engine",
     "get_engine",
 ]
@@ -27,11 +34,8 @@ ENGINES: dict[str, type[Engine]] = {
     "libreoffice": LibreOfficeEngine,
     "excel": ExcelEngine,
 }
-ENGINE_ALIASES = {"embedded": "formulas"}
+ENGINE_ALIASES = {"embedded": "ironcalc"}
 ENGINE_NAMES = (*ENGINES, *ENGINE_ALIASES)
-# Above this many raw rows LibreOffice is faster than the formulas engine on our layout
-# (benchmarks/results/workbook.md: 1,000 rows take about 15 s in formulas, 6 s in LibreOffice).
-AUTO_LIBREOFFICE_ROWS = 500
 
 
 def get_engine(name: str) -> Engine:
@@ -43,13 +47,17 @@ def get_engine(name: str) -> Engine:
 
 
 def choose_engine(name: str, rows: int) -> tuple[Engine, str | None]:
-    """The engine for `name`, which may also be "auto", and a note saying why auto switched, if it did."""
+    """The engine for `name`, which may also be "auto", and a note saying why auto did not take
+    the embedded engine, if it did not."""
     if name != "auto":
         if name not in ENGINE_NAMES:
             raise UsageError(f"unknown engine {name!r}: choose one of auto, {', '.join(ENGINE_NAMES)}")
         return get_engine(name), None
-    if rows > AUTO_LIBREOFFICE_ROWS:
-        libreoffice = LibreOfficeEngine()
-        if libreoffice.available():
-            return libreoffice, f"auto: {rows} rows, using libreoffice (faster on large sheets)"
-    return FormulasEngine(), None
+    ironcalc = IronCalcEngine()
+    if ironcalc.available():
+        return ironcalc, None
+    libreoffice = LibreOfficeEngine()
+    if libreoffice.available():  # faster than formulas at every size on this layout
+        return libreoffice, "auto: the ironcalc package is not installed, using libreoffice"
+    return FormulasEngine(), ("auto: neither the ironcalc package nor LibreOffice is installed, using formulas "
+                              f"(slow: minutes for {rows} rows; pip install 'ironcalc>=0.9.1,<0.10')")

@@ -9,7 +9,7 @@ SUMPRODUCT, MMULT, MINVERSE, TRANSPOSE and scalar MINIFS/MAXIFS it computes righ
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import re
 import shutil
 import tempfile
@@ -30,7 +30,11 @@ class IronCalcEngine(Engine):
     unavailable_message = UNAVAILABLE
 
     def available(self) -> bool:
-        return importlib.util.find_spec("ironcalc") is not None
+        try:  # a wheel exists for most platforms, not all (e.g. musl Linux)
+            importlib.import_module("ironcalc")
+        except ImportError:
+            return False
+        return True
 
     def recalculate(self, path: Path) -> Recalculated:
         self.require()
