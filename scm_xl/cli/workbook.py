@@ -79,6 +79,8 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None) -
 
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
+    for note in getattr(report, "notes", None) or []:  # rows the workbook could not use, and why
+        click.echo(f"note: {note}", err=True)
     click.echo(render_coefficients(report.analysis))
     click.echo()
     click.echo(render_consistency(report.analysis))
