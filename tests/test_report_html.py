@@ -412,3 +412,33 @@ def test_a_filled_workbook_is_a_source_too(tmp_path: Path) -> None:
     from_fill = write_report(report, tmp_path / "fill.html")  # as `fill --html` calls it
     assert payload(from_fill) == payload(pages["csv"])
     assert 'lang="en"' in from_fill.read_text(encoding="utf-8")  # the workbook's language
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_compare_page_and_an_uncalibrated_report_work_offline(browser: Any, tmp_path: Path) -> None:
+    baseline = write_csv(tmp_path / "a.csv", replicated_factorial(seed=1, repeats=2, sigma=0.03, prefix="A"))
+    slower = [dataclasses.replace(r, total_time_s=round(r.total_time_s / 0.9, 6))
+              for r in replicated_factorial(seed=2, repeats=2, sigma=0.03, prefix="B")]
+    new = write_csv(tmp_path / "b.csv", slower)
+    page = tmp_path / "compare.html"
+    invoke("compare", baseline, new, "--html", page, "--lang", "zh")
+    open_page(browser, page)
+    assert requests_made(browser) == [page.resolve().as_uri()]
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
+    assert browser.find_element("id", "verdict").get_attribute("data-verdict") == "drift"
+    marks = browser.execute_script(
+        "return document.querySelectorAll('#chart-coefficients svg .mark-symbol path').length")
+    assert marks > 0
+
+    # Every row excluded: the page still opens cleanly and says there is nothing to compute from.
+    failed = [dataclasses.replace(r, ok_requests=r.total_requests - 1, failed_requests=1)
+              for r in replicated_factorial(seed=1, repeats=1, sigma=0.03, prefix="F")]
+    report = tmp_path / "failed.html"
+    invoke("report", write_csv(tmp_path / "failed.csv", failed), "-o", report, "--lang", "en")
+    open_page(browser, report)
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
+    for form in ("forward", "inverse"):
+        result = browser.find_element("id", f"{form}-result").get_attribute("data-result")
+        assert json.loads(result) == {"error": "no_calibration"}
+    assert browser.find_element("id", "verdict").get_attribute("data-verdict") == "insufficient"

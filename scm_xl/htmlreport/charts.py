@@ -187,10 +187,11 @@ def roofline(analysis: Analysis, texts: dict[str, Any]) -> tuple[str | None, boo
 
 def all_charts(analysis: Analysis, fit: LsqFit, rows: Sequence[Any], texts: dict[str, Any]) -> list[Chart]:
     aggregated = len(analysis.statuses) > POINT_LIMIT
-    charts = [
-        Chart("measured-predicted", texts["chart_measured_predicted"], *measured_vs_predicted(analysis, texts)),
-        Chart("tps-concurrency", texts["chart_tps_concurrency"], *tps_against_concurrency(analysis, fit, texts)),
-    ]
+    svg, note = measured_vs_predicted(analysis, texts)
+    charts = [Chart("measured-predicted", texts["chart_measured_predicted"], svg,
+                    note if svg else texts["no_predictions"])]
+    svg, note = tps_against_concurrency(analysis, fit, texts)
+    charts.append(Chart("tps-concurrency", texts["chart_tps_concurrency"], svg, note if svg else texts["no_output"]))
     latency = latency_against_concurrency(rows, texts)
     charts.append(Chart("latency", texts["chart_latency"], latency,
                         texts["latency_medians"] if latency else texts["no_latency"]))

@@ -65,6 +65,8 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "no_latency": "No latency percentiles in the data.",
         "no_ceiling": "No roofline ceiling: the rows name no GPU, or the model or GPU is not in the catalog.",
         "aggregated": "{rows} rows shown as {points} points: the median of each cell's runs.",
+        "no_predictions": "No row has a prediction: nothing is calibrated.",
+        "no_output": "No row produced output.",
         "aggregated_short": "Each point is the median of its cell's runs.",
         "latency_medians": "Each point is the median of its cell's runs (the figure the latency limit is judged on).",
         "axis_measured": "measured TPS", "axis_predicted": "predicted TPS", "axis_tps": "TPS",
@@ -73,6 +75,7 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "metric_latency": "P95 latency", "metric_ttft": "P95 TTFT",
         "js": {
             "bad_input": "Enter positive numbers (whole numbers for max_tokens, concurrency limits).",
+            "no_calibration": "Nothing is calibrated (no included row identifies a coefficient): no answer.",
             "unidentified": "no prediction", "interval90": "90% interval (expected TPS)",
             "prediction90": "90% interval for one new run",
             "chain_no_interval": "The chain gives no interval: choose least squares for one.",
@@ -152,6 +155,8 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "no_latency": "数据中没有延迟分位数。",
         "no_ceiling": "没有屋顶线上限：数据行未注明 GPU，或模型/GPU 不在目录中。",
         "aggregated": "{rows} 行数据显示为 {points} 个点：每个单元多次实验的中位数。",
+        "no_predictions": "没有行能被预测：没有可标定的系数。",
+        "no_output": "没有行产生输出。",
         "aggregated_short": "每个点是该单元多次实验的中位数。",
         "latency_medians": "每个点是该单元多次实验的中位数（延迟上限按此判断）。",
         "axis_measured": "实测 TPS", "axis_predicted": "预测 TPS", "axis_tps": "TPS",
@@ -160,6 +165,7 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "metric_latency": "P95 延迟", "metric_ttft": "P95 首字延迟",
         "js": {
             "bad_input": "请输入正数（max_tokens 与并发上限为整数）。",
+            "no_calibration": "没有标定出任何系数（没有纳入的行能确定系数）：无法给出答案。",
             "unidentified": "无法预测", "interval90": "90% 区间（期望 TPS）",
             "prediction90": "单次新实验的 90% 区间",
             "chain_no_interval": "链式方法不给区间；选择最小二乘可得区间。",

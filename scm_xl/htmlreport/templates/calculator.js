@@ -319,8 +319,15 @@
     return esc(TEXT.config.replace("{c}", c.concurrency).replace("{l}", c.max_tokens).replace("{m}", c.model));
   }
 
+  function nothingCalibrated(out) {
+    if ($("fwd-model").options.length && $("fwd-max-tokens").options.length) return false;
+    setResult(out, { error: "no_calibration" }, "<p class='warn'>" + esc(TEXT.no_calibration) + "</p>");
+    return true;
+  }
+
   function updateForward() {
     var out = $("forward-result");
+    if (nothingCalibrated(out)) return;
     var method = $("fwd-method").value, c = Number($("fwd-concurrency").value);
     var l = Number($("fwd-max-tokens").value), model = $("fwd-model").value, extrapolate = $("fwd-extrapolate").checked;
     if (!(c > 0) || !(l >= 1) || !Number.isInteger(l)) {
@@ -343,6 +350,7 @@
 
   function updateInverse() {
     var out = $("inverse-result");
+    if (nothingCalibrated(out)) return;
     var method = $("inv-method").value, target = Number($("inv-target").value);
     var lengths = checked("inv-length"), models = checked("inv-model");
     var cons = {
