@@ -86,8 +86,12 @@ def check_writable(path: str | Path, *, force: bool = False) -> None:
     folder = target.parent
     if not folder.is_dir():
         raise InputError(f"folder does not exist: {folder}", path=shown)
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write in folder {folder}: permission denied", path=shown)
+    try:  # a real probe: access() says yes to root on a read-only file system
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".scm-xl-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"cannot write in folder {folder}: {exc.strerror}", path=shown) from None
     if target.exists() and not force:
         raise UsageError(f"{shown} already exists: pass --force to replace it")
 

@@ -67,13 +67,27 @@ def test_missing_folder_and_folder_as_output(tmp_path: Path) -> None:
         check_outputs([Output("--json", tmp_path / "d.json", JSON_SUFFIXES)], force=True)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into any folder")
 def test_unwritable_folder(tmp_path: Path) -> None:
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
-    with pytest.raises(InputError, match="permission denied"):
-        check_outputs([Output("--json", locked / "r.json", JSON_SUFFIXES)])
+    unwritable = locked if os.geteuid() != 0 else Path("/proc")  # root writes anywhere but in /proc
+    with pytest.raises(InputError, match=f"cannot write in folder {unwritable}"):
+        check_outputs([Output("--json", unwritable / "r.json", JSON_SUFFIXES)])
+
+
+@pytest.mark.parametrize("option", ["-o", "--json"])
+def test_the_cli_names_an_unwritable_folder_without_a_traceback(tmp_path: Path, option: str) -> None:
+    csv = tmp_path / "r.csv"
+    csv.write_bytes(ARTICLE.read_bytes())
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    folder = locked if os.geteuid() != 0 else Path("/proc")
+    name = "o.xlsx" if option == "-o" else "r.json"
+    args = [option, folder / name] + (["-o", tmp_path / "o.xlsx"] if option == "--json" else [])
+    refused(run("fill", csv, *args), f"cannot write in folder {folder}")
+    assert not (tmp_path / "o.xlsx").exists()
 
 
 def test_new_files_follow_the_umask_and_replaced_files_keep_their_mode(tmp_path: Path) -> None:
