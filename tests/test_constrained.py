@@ -204,3 +204,26 @@ def test_bad_inputs(surface):
         Constraints(max_concurrency=0)
     with pytest.raises(ValueError):
         solve(surface, 0)
+
+
+def test_a_solve_request_narrows_the_allowed_sets_by_the_fixed_knobs() -> None:
+    from scm_xl.constrained import SolveRequest
+
+    assert not SolveRequest(max_tokens=50, model="m").searches_every_knob  # the article's inverse
+    assert SolveRequest(method="chain").searches_every_knob
+    assert SolveRequest(max_concurrency=4).searches_every_knob
+    request = SolveRequest(max_tokens=100, model="Model-B", allowed_max_tokens=(50, 100, 200),
+                           allowed_models=("model-a", "model-b"), max_concurrency=8)
+    constraints = request.constraints()
+    assert (constraints.max_tokens, constraints.models, constraints.max_concurrency) == ((100,), ("model-b",), 8)
+    assert SolveRequest(max_tokens=300, allowed_max_tokens=(50,)).constraints().max_tokens == ()
+    assert SolveRequest().constraints().models is None
+
+
+def test_every_machine_name_has_words() -> None:
+    from scm_xl import constrained
+
+    names = [value for key, value in vars(constrained).items() if key.isupper() and isinstance(value, str)]
+    assert set(names) == set(constrained.REASON_WORDS)
+    assert constrained.describe_reasons(["max_concurrency", "rate_limit"]) == (
+        "above the highest concurrency allowed; at or above the concurrency where the provider answers HTTP 429")
