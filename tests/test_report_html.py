@@ -354,6 +354,14 @@ def test_report_bad_input_is_an_error_and_writes_nothing(tmp_path: Path) -> None
     result = CliRunner().invoke(main, ["report", str(good), "-o", str(tmp_path / "no" / "r.html")])
     assert result.exit_code == 2 and "folder does not exist" in result.output
     assert not (tmp_path / "r.html").exists() and list(tmp_path.iterdir()) == [good]
+    # The house's overwrite policy: an existing page is replaced only with --force; the name says HTML.
+    page = tmp_path / "page.html"
+    invoke("report", good, "-o", page)
+    result = CliRunner().invoke(main, ["report", str(good), "-o", str(page)])
+    assert result.exit_code == 2 and "already exists" in result.output
+    invoke("report", good, "-o", page, "--force")
+    result = CliRunner().invoke(main, ["report", str(good), "-o", str(tmp_path / "page.txt")])
+    assert result.exit_code == 2 and ".html" in result.output
 
 
 def test_write_report_takes_an_analysis_and_its_rows(tmp_path: Path) -> None:
