@@ -655,3 +655,21 @@ def test_config_errors_name_the_file(tmp_path: Path):
     bad.write_text('{"hidden_size": 4096, "num_hidden_layers": 32}')
     result = CliRunner().invoke(main, ["roofline", "--config", str(bad), "--gpu", "h100"])
     assert result.exit_code == 2 and "vocab_size" in result.output
+
+
+def test_config_with_tied_embeddings_and_a_nested_text_config(tmp_path: Path):
+    from scm_xl.physics import model_from_config
+
+    # a small tied model (Qwen3-0.6B-like shape) nested under text_config, as multimodal configs do
+    text = {"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072, "num_attention_heads": 16,
+            "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 28, "vocab_size": 151936,
+            "tie_word_embeddings": True}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"_name_or_path": "me/tiny-vl", "text_config": text}))
+    spec = model_from_config(path)
+    # per layer: q 1,024 x 2,048 + k,v 2 x 1,024 x 1,024 + o 2,048 x 1,024 = 6,291,456; MLP 3 x 1,024 x 3,072
+    # = 9,437,184; norms 2,048; q/k norms 256 -> 15,730,944 x 28 = 440,466,432; one tied table
+    # 151,936 x 1,024 = 155,582,464; final norm 1,024: 596,049,920
+    assert spec.total_params == 596049920
+    assert spec.read_params == spec.active_params  # tied: the table is the LM head, read once
+    assert (spec.kv_layout, spec.name) == ("GQA", "tiny-vl")
