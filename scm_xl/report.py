@@ -242,8 +242,14 @@ def render_verification(v: Verification, limit: int = 20) -> str:
     if v.ok:
         return (f"verified: {v.cells_compared} formula cells recalculated by {v.engine} "
                 f"match the Python reference")
-    lines = [f"MISMATCH: {len(v.mismatches) + len(v.unexpected)} of {v.cells_compared} formula cells "
-             f"({v.engine}) disagree with the Python reference"]
+    lines = []
+    if v.uncovered:
+        lines.append(f"NOT COVERED: {len(v.uncovered)} typed row(s) lie below the {v.rows_covered} rows the "
+                     "formulas cover; the workbook ignores them (refill with `scm-xl fill --workbook` to grow it):")
+        lines += [f"  {row}" for row in v.uncovered[:limit]]
+    if v.mismatches or v.unexpected:
+        lines.append(f"MISMATCH: {len(v.mismatches) + len(v.unexpected)} of {v.cells_compared} formula cells "
+                     f"({v.engine}) disagree with the Python reference")
     lines += [f"  {m}" for m in v.mismatches[:limit]]
     lines += [f"  {ref}: no reference value" for ref in v.unexpected[:limit]]
     return "\n".join(lines)
