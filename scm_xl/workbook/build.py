@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physi
 from scm_xl.workbook import lsq_sheet, replicates_sheet, summary_sheet
 from scm_xl.workbook.first_principles import write_calculator
 from scm_xl.workbook.formulas import Formulas
+from scm_xl.workbook.stamp import stamp_rows
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, META_SHEET, METHODS,
@@ -37,7 +37,6 @@ from scm_xl.workbook.styles import (  # noqa: F401  (re-exported: older sheet mo
 )
 
 BUILD_TIMESTAMP = datetime(2026, 1, 1, 0, 0, 0)
-SENTINEL_ROW = 1048000  # a row number no sheet reaches: per-row formulas are stamped from one template
 
 LABELS = {
     "zh": {
@@ -178,23 +177,6 @@ README_TEXT = {
         "Check it: scm-xl verify THIS_FILE recalculates every formula cell with a real engine and compares it with the Python reference.",
     ],
 }
-
-
-def stamp_rows(template: Callable[[int], dict[str, str]], rows: range,
-               *related: int) -> Iterator[tuple[int, dict[str, str]]]:
-    """Per-row formulas from one template: `template(SENTINEL_ROW)` with the sentinel (and the
-    rows it relates to: sentinel + offset for each offset in `related`) replaced in each row.
-    Writing 10,000 rows this way is one string replace per cell instead of one formula build."""
-    base = template(SENTINEL_ROW)
-    marks = [(str(SENTINEL_ROW + offset), offset) for offset in related]
-    for row in rows:
-        stamped = {}
-        for key, text in base.items():
-            text = text.replace(str(SENTINEL_ROW), str(row))
-            for mark, offset in marks:
-                text = text.replace(mark, str(row + offset))
-            stamped[key] = text
-        yield row, stamped
 
 
 def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:

@@ -452,7 +452,7 @@ def summary_formulas(ll: LsqLayout) -> dict[str, str]:
 
 def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     """Write the least-squares sheet into `ws`; return defined name -> "A1" on it."""
-    from scm_xl.workbook.build import stamp_rows  # build imports this module
+    from scm_xl.workbook.stamp import stamp_rows
     from scm_xl.workbook.styles import BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, TITLE_FONT, _formula
 
     ll = LsqLayout(layout)

@@ -244,7 +244,7 @@ def summary_formulas(rl: ReplicatesLayout) -> dict[str, str]:
 def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
                 threshold: float | None = DEFAULT_CV_THRESHOLD) -> dict[str, str]:
     """Write the replicates sheet into `ws`; return defined name -> "A1" on it."""
-    from scm_xl.workbook.build import stamp_rows  # build imports this module
+    from scm_xl.workbook.stamp import stamp_rows
     from scm_xl.workbook.styles import (
         BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, _formula,
     )
