@@ -33,6 +33,9 @@ ROOT = HERE.parent
 ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
 
 
+NOTES = "## Notes (by hand)"
+
+
 def make_csv(size: str, folder: Path) -> Path:
     """The results CSV for `size`: "article", or a row count of synthetic replicated factorials."""
     if size == "article":
@@ -68,8 +71,8 @@ def cell_by_cell(workbook: Path) -> dict[str, object]:
     from scm_xl.engines import get_engine
     from scm_xl.engines.base import absolute_cells, formula_refs
     from scm_xl.verify import compare, same_value
-    from scm_xl.workbook.build import own_sheet_titles
-    from scm_xl.workbook.expected import expected_cells
+    from scm_xl.workbook.registry import own_sheet_titles
+    from scm_xl.workbook.registry import expected_cells
     from scm_xl.workbook.io import load, read_inputs, read_layout
     from scm_xl.workbook.layout import META_SHEET
 
@@ -188,6 +191,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="fills per size and engine (median reported)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds before one fill is stopped")
     parser.add_argument("--no-compare", action="store_true", help="skip the cell-by-cell comparison")
+    parser.add_argument("--skip", default="", help="ENGINE:SIZE pairs not to run, e.g. formulas:10000")
     parser.add_argument("--out", default=str(HERE / "results" / "engines.md"))
     parser.add_argument("--child-fill", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--child-compare", help=argparse.SUPPRESS)
@@ -215,6 +219,9 @@ def main() -> None:
             rows_of[size] = sum(1 for _ in csv_path.open(encoding="utf-8-sig")) - 1
             workbook = Path(tmp) / f"{size}.xlsx"
             for engine in engines:
+                if f"{engine}:{size}" in args.skip.split(","):
+                    timing[(size, engine)] = {"error": "not run (--skip)"}
+                    continue
                 runs = [_child(["--child-fill", str(csv_path), str(workbook), engine], args.timeout)
                         for _ in range(args.repeat)]
                 good = [run for run in runs if "error" not in run]
@@ -291,7 +298,12 @@ def main() -> None:
         lines += ["", f"Probe failed: {probes.get('error')}"]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    kept = ""
+    if out.exists():  # a section written by hand survives a new run
+        text = out.read_text(encoding="utf-8")
+        if NOTES in text:
+            kept = "\n" + NOTES + text.split(NOTES, 1)[1].rstrip("\n") + "\n"
+    out.write_text("\n".join(lines) + "\n" + kept, encoding="utf-8")
     print("\n".join(lines))
 
 

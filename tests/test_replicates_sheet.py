@@ -18,7 +18,7 @@ from scm_xl.model import Settings, analyze
 from scm_xl.results import ResultRow, read_results
 from scm_xl.verify import compare
 from scm_xl.workbook import replicates_sheet as rs
-from scm_xl.workbook.build import build_workbook
+from scm_xl.workbook.registry import build_workbook
 from scm_xl.workbook.io import write_rows
 from scm_xl.workbook.layout import Layout
 

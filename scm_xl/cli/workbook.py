@@ -45,7 +45,7 @@ def template(output: str | None, lang: str, rows: int | None, force: bool) -> No
     """Build the empty calibration workbook: every coefficient, prediction,
     deviation and verdict a live formula over the raw-data sheet."""
     from scm_xl.outputs import WORKBOOK_SUFFIXES, Output, check_outputs, write_target
-    from scm_xl.workbook.build import build_template
+    from scm_xl.workbook.registry import build_template
 
     target = output or DEFAULT_TEMPLATE[lang]
     check_outputs([Output("-o", target, WORKBOOK_SUFFIXES, "workbook")], force=force)

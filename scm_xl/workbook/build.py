@@ -1,8 +1,9 @@
-"""Build the calibration workbook: sheets, live formulas, styles, validation, print setup.
+"""Write the calibration workbook's core sheets: live formulas, validation, print setup.
 
-The sheets a person reads come first (the summary opens the workbook); the per-row
-workings are hidden sheets at the end. Data-dependent charts are added by `add_charts`
-once the rows are known.
+`registry.py` decides which sheets there are and in what order, and calls the writers
+here (the summary, replicates, least-squares and first-principles sheets have their own
+modules). Data-dependent charts are added by `summary_sheet.add_charts` once the rows
+are known.
 """
 
 from __future__ import annotations
@@ -15,25 +16,24 @@ from pathlib import Path
 from openpyxl import Workbook
 from openpyxl.styles import Alignment
 from openpyxl.utils import get_column_letter
-from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.datavalidation import DataValidation
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
 from scm_xl.rules import verdict_rule
-from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_formulas, write_tables
-from scm_xl.workbook import lsq_sheet, replicates_sheet, summary_sheet
-from scm_xl.workbook.first_principles import write_calculator
+from scm_xl.workbook.catalog_tables import CatalogLayout, physics_column_formulas, write_tables
+from scm_xl.workbook import summary_sheet
+from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW, write_calculator
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.stamp import stamp_rows
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
-    DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, META_SHEET, METHODS,
-    MODEL_TABLE, RAW_COLUMNS, SHEET_KEYS, WORKING_SHEETS, Layout,
+    DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, METHODS,
+    MODEL_TABLE, RAW_COLUMNS, Layout,
 )
-from scm_xl.workbook.styles import (  # noqa: F401  (re-exported: older sheet modules import them from here)
-    BOLD, FORMULA_FILL, FORMULA_PREFIXES, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT,
-    WORKINGS_TAB, _array, _formula, _header, _label, array, formula, header, label, write_text,
+from scm_xl.workbook.styles import (
+    FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _array, _formula, _header,
+    _label,
 )
 
 BUILD_TIMESTAMP = datetime(2026, 1, 1, 0, 0, 0)
@@ -179,54 +179,10 @@ README_TEXT = {
 }
 
 
-def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
-    """A fresh calibration workbook, or scm-xl's sheets built at the front of `into`.
-
-    `into` must not hold scm-xl's sheets any more (see `remove_own_sheets`); its other
-    sheets, styles and names stay as they are.
-    """
-    fresh = into is None
-    wb = Workbook() if into is None else into
-    lang = layout.lang
-    labels = LABELS[lang]
-    sheets: dict[str, Worksheet] = {}
-    visible = [key for key in SHEET_KEYS if key not in WORKING_SHEETS]
-    if fresh:
-        first = wb.active
-        assert first is not None
-        first.title = layout.title(visible[0])
-        sheets[visible[0]] = first
-    else:
-        sheets[visible[0]] = wb.create_sheet(layout.title(visible[0]), index=0)
-    for index, key in enumerate(visible[1:], start=1):
-        sheets[key] = wb.create_sheet(layout.title(key), index=index)
-    position = wb.sheetnames.index(layout.title("derivation")) + 1
-    rep_ws = wb.create_sheet(replicates_sheet.SHEET_TITLES[lang], index=position)
-    lsq_ws = wb.create_sheet(lsq_sheet.SHEET_TITLES[lang], index=position + 1)
-    own_visible = len(visible) + 2
-    for offset, key in enumerate(WORKING_SHEETS):
-        sheets[key] = wb.create_sheet(layout.title(key), index=own_visible + offset)
-    catalog_layout = CatalogLayout(lang, physics_catalog())
-    fx = Formulas(layout, catalog_layout)
-
-    _readme(sheets["readme"], lang)
-    _raw_entry(sheets["raw"], layout, fx)
-    _workings_rows(sheets["calc"], layout, fx)
-    _calibration(sheets["calibration"], layout, fx, labels)
-    _consistency(sheets["consistency"], layout, fx, labels)
-    _derivation(sheets["derivation"], layout, fx, labels)
-    extra_names = {
-        name: f"'{ws_.title}'!${_col(address)}${_row(address)}"
-        for ws_, names in ((rep_ws, replicates_sheet.write_sheet(rep_ws, layout, slots=layout.cell_slots)),
-                           (lsq_ws, lsq_sheet.write_sheet(lsq_ws, layout)))
-        for name, address in names.items()
-    }
-    _cells(sheets["cells"], layout, fx)
-
-    # -- first principles: the roofline calculator and the catalog ---------------
-    ws = sheets["first_principles"]
+def write_first_principles(ws: Worksheet, layout: Layout, catalog_layout: CatalogLayout) -> dict[str, str]:
+    """The roofline calculator and the catalog; returns the calculator's defined names."""
     write_tables(ws, catalog_layout)
-    calculator_names = write_calculator(ws, lang, catalog_layout)
+    names = write_calculator(ws, layout.lang, catalog_layout)
     for field, text in physics_column_formulas(catalog_layout, layout.name_ref("PhysicsBytes")).items():
         col = get_column_letter(catalog_layout.model_col(field))
         ws[f"{col}{catalog_layout.model_header}"] = field
@@ -234,43 +190,8 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
         ws[f"{col}{catalog_layout.model_header}"].fill = HEADER_FILL
         _array(ws, col, catalog_layout.model_first, catalog_layout.model_last, text)
     # The printout holds the calculator; the catalog below it is reference data (with its sources).
-    from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW
-
     ws.print_area = f"A1:H{CALCULATOR_LAST_ROW}"
-
-    # -- defined names and meta -------------------------------------------------
-    for name, cell in layout.defined_names().items():
-        col = "".join(ch for ch in cell.address if ch.isalpha())
-        row = "".join(ch for ch in cell.address if ch.isdigit())
-        wb.defined_names[name] = DefinedName(name, attr_text=f"{layout.qtitle(cell.sheet)}!${col}${row}")
-    for name, ref in extra_names.items():
-        wb.defined_names[name] = DefinedName(name, attr_text=ref)
-    for name, address in calculator_names.items():
-        col = "".join(ch for ch in address if ch.isalpha())
-        row = "".join(ch for ch in address if ch.isdigit())
-        wb.defined_names[name] = DefinedName(
-            name, attr_text=f"{layout.qtitle('first_principles')}!${col}${row}")
-    summary_sheet.write_sheet(sheets["summary"], layout, fx)
-
-    for key in WORKING_SHEETS:
-        sheets[key].sheet_state = "hidden"
-        sheets[key].sheet_properties.tabColor = WORKINGS_TAB
-    meta = wb.create_sheet(META_SHEET)
-    for i, (key, value) in enumerate(layout.meta().items(), start=1):
-        meta.cell(row=i, column=1, value=key)
-        meta.cell(row=i, column=2, value=value)
-    meta.sheet_state = "hidden"
-    for ws in (*(sheets[k] for k in visible), rep_ws, lsq_ws):
-        print_setup(ws)
-    wb.active = wb.sheetnames.index(layout.title("summary"))
-    for ws in wb.worksheets:
-        ws.sheet_view.tabSelected = ws.title == layout.title("summary")
-    if fresh:
-        # Fixed document properties, so the same command builds the same workbook.
-        wb.properties.creator = "scm-xl"
-        wb.properties.created = BUILD_TIMESTAMP
-        wb.properties.modified = BUILD_TIMESTAMP
-    return wb
+    return names
 
 
 def print_setup(ws: Worksheet, *, repeat_rows: str | None = None) -> None:
@@ -287,7 +208,7 @@ def print_setup(ws: Worksheet, *, repeat_rows: str | None = None) -> None:
         ws.print_title_rows = repeat_rows
 
 
-def _readme(ws: Worksheet, lang: str) -> None:
+def write_readme(ws: Worksheet, lang: str) -> None:
     for i, line in enumerate(README_TEXT[lang], start=1):
         cell = ws.cell(row=i, column=1, value=line)
         cell.alignment = Alignment(wrap_text=True, vertical="top")
@@ -296,7 +217,7 @@ def _readme(ws: Worksheet, lang: str) -> None:
     ws.print_area = f"A1:A{len(README_TEXT[lang])}"
 
 
-def _raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
+def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     """The sheet a person types into: inputs, and three display columns per covered row."""
     _header(ws, layout.raw_header_row, 1, ENTRY_COLUMNS, layout.lang)
     ws.freeze_panes = f"B{layout.raw_first}"
@@ -321,7 +242,7 @@ def _raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     print_setup(ws, repeat_rows=f"{layout.raw_header_row}:{layout.raw_header_row}")
 
 
-def _workings_rows(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
+def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     _header(ws, layout.raw_header_row, 1, RAW_COLUMNS, layout.lang)
     ws.freeze_panes = f"B{layout.raw_first}"
     rows = range(layout.raw_first, layout.raw_last + 1)
@@ -334,7 +255,7 @@ def _workings_rows(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
         ws.column_dimensions[letters[key]].number_format = number_format
 
 
-def _cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
+def write_cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     _header(ws, layout.cells_header_row, 1, CELLS_TABLE, layout.lang)
     ws.freeze_panes = f"A{layout.cells_first}"
     slot_col = layout.table_col(CELLS_TABLE, "slot")
@@ -347,7 +268,7 @@ def _cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
             ws[f"{letters[key]}{row}"] = text
 
 
-def _calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
+def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
     _label(ws, "A1", labels["calibration_title"])
     ws["A1"].font = TITLE_FONT
     _label(ws, "A3", labels["settings"], bold=True)
@@ -401,7 +322,7 @@ def _calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, 
     ws.print_area = f"A1:E{layout.m_table_first + layout.m_slots - 1}"
 
 
-def _consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
+def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
     _label(ws, "A1", labels["consistency_title"])
     ws["A1"].font = TITLE_FONT
     _label(ws, "A2", labels["verdict_rule"])
@@ -433,31 +354,6 @@ def _consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, 
     print_setup(ws, repeat_rows=f"{layout.cons_header_row}:{layout.cons_header_row}")
 
 
-def _col(address: str) -> str:
-    return "".join(ch for ch in address if ch.isalpha())
-
-
-def _row(address: str) -> str:
-    return "".join(ch for ch in address if ch.isdigit())
-
-
-def own_sheet_titles(layout: Layout) -> list[str]:
-    return ([layout.title(k) for k in SHEET_KEYS]
-            + [module.SHEET_TITLES[layout.lang] for module in (replicates_sheet, lsq_sheet)] + [META_SHEET])
-
-
-def remove_own_sheets(wb: Workbook, layout: Layout) -> None:
-    """Remove scm-xl's sheets and defined names from a workbook, keeping everything else."""
-    from scm_xl.workbook.first_principles import DEFINED_NAMES
-
-    for title in own_sheet_titles(layout):
-        if title in wb.sheetnames:
-            wb.remove(wb[title])
-    for name in [*layout.defined_names(), *DEFINED_NAMES, *replicates_sheet.DEFINED_NAMES, *lsq_sheet.DEFINED_NAMES]:
-        if name in wb.defined_names:
-            del wb.defined_names[name]
-
-
 def _validations(ws: Worksheet, layout: Layout) -> None:
     def rng(key: str) -> str:
         col = layout.entry_col(key)
@@ -481,7 +377,7 @@ def _validations(ws: Worksheet, layout: Layout) -> None:
     override.add(rng("override"))
 
 
-def _derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
+def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
     _label(ws, "A1", labels["derivation_title"])
     ws["A1"].font = TITLE_FONT
     fw = layout.forward_rows
@@ -589,10 +485,3 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-def build_template(path: str | Path, *, lang: str = "zh", rows: int | None = None) -> Path:
-    layout = Layout(lang=lang, rows=rows) if rows else Layout(lang=lang)  # type: ignore[arg-type]
-    wb = build_workbook(layout)
-    save_atomic(wb, path, reproducible=True)
-    return Path(path)

@@ -1,23 +1,23 @@
-"""What every formula cell should hold, computed by the Python reference.
+"""What every formula cell of the core sheets should hold, computed by the Python reference.
 
-This maps the reference's results onto the layout's addresses, cell by cell,
-so the verifier can compare an engine's recalculation with it.
+This maps the reference's results onto the layout's addresses, cell by cell, so the
+verifier can compare an engine's recalculation with it; `registry.expected_cells` calls
+one function here per sheet.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from scm_xl.engines.base import CellError, CellValue
 from scm_xl.model import (
-    Analysis, Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, RowCheck, RowStatus, analyze, cells_of,
-    physics_bytes, same_model,
+    Analysis, Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, RowCheck, RowStatus, cells_of,
+    physics_bytes,
 )
 from scm_xl.constrained import measured_percentiles
 from scm_xl.results import ResultRow
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_values
-from scm_xl.workbook import lsq_sheet, replicates_sheet, summary_sheet
+from scm_xl.workbook import lsq_sheet, summary_sheet
 from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.formulas import MIRRORED_KEYS
 from scm_xl.workbook.io import Inputs
@@ -64,33 +64,7 @@ def _fmt_key(value: Any) -> str:
     return str(value)
 
 
-def expected_cells(layout: Layout, inputs: Inputs,
-                   analysis: Analysis | None = None) -> tuple[Analysis, Expected]:
-    """What every formula cell should hold (analysis: the reference's, when already run)."""
-    rows = [row for _, row in inputs.rows]
-    analysis = analysis or analyze(rows, inputs.settings)
-    exp: Expected = {}
-    _raw(exp, layout, inputs, analysis)
-    _cells(exp, layout, inputs, analysis)
-    _calibration(exp, layout, analysis)
-    _consistency(exp, layout, inputs, analysis)
-    sheet_rows = [sheet_row for sheet_row, _ in inputs.rows]
-    lsq_cells = lsq_sheet.expected_sheet(layout, analysis, sheet_rows=sheet_rows)
-    exp.update(lsq_cells)
-    exp.update(replicates_sheet.expected_sheet(layout, analysis, slots=layout.cell_slots,
-                                               threshold=inputs.cv_threshold, sheet_rows=sheet_rows))
-    chosen = _lsq_calibration(layout, analysis.calibration, lsq_cells) \
-        if analysis.settings.method == "lsq" else analysis.calibration
-    _derivation(exp, layout, inputs, analysis, chosen)
-    _catalog(exp, layout, analysis)
-    _first_principles(exp, layout, inputs, analysis)
-    _display(exp, layout, inputs)
-    _summary(exp, layout, inputs, analysis)
-    _chart_data(exp, layout, inputs, analysis)
-    return analysis, exp
-
-
-def _summary(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+def summary(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
     defined = {name: (layout.title(cell.sheet), cell.address) for name, cell in layout.defined_names().items()}
     ll = lsq_sheet.LsqLayout(layout)
     for name, address in ll.defined_names().items():
@@ -108,7 +82,7 @@ def _summary(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) 
     exp.update(summary_sheet.expected_sheet(layout, exp, defined, extra))
 
 
-def _chart_data(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+def chart_data(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
     included = [(row.model, float(row.max_tokens), float(row.concurrency), s.tps, row.latency_p95_s,
                  row.ttft_p95_s) for (_, row), s in zip(inputs.rows, analysis.statuses) if s.included]
     title = layout.title("consistency")
@@ -122,7 +96,7 @@ def _chart_data(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysi
                                                  consistency))  # type: ignore[arg-type]
 
 
-def _display(exp: Expected, layout: Layout, inputs: Inputs) -> None:
+def display(exp: Expected, layout: Layout, inputs: Inputs) -> None:
     """The raw-data sheet's display cells, wherever they hold their formulas."""
     title = layout.title("raw")
     cons = layout.title("consistency")
@@ -147,7 +121,7 @@ def _display(exp: Expected, layout: Layout, inputs: Inputs) -> None:
             exp[(title, f"{layout.entry_col(key)}{sheet_row}")] = value
 
 
-def _lsq_calibration(layout: Layout, chain: Calibration, cells: Expected) -> Calibration:
+def lsq_calibration(layout: Layout, chain: Calibration, cells: Expected) -> Calibration:
     """The least-squares sheet's coefficients in the chain's shape, as the sheet shows them."""
     ll = lsq_sheet.LsqLayout(layout)
     title = ll.title
@@ -175,6 +149,12 @@ def _lsq_calibration(layout: Layout, chain: Calibration, cells: Expected) -> Cal
     )
 
 
+def first_principles(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+    """The catalog's computed columns and the calculator."""
+    _catalog(exp, layout, analysis)
+    first_principles_only(exp, layout, inputs, analysis)
+
+
 def _catalog(exp: Expected, layout: Layout, analysis: Analysis) -> None:
     settings = analysis.settings
     pc = settings.catalog or physics_catalog()
@@ -185,7 +165,7 @@ def _catalog(exp: Expected, layout: Layout, analysis: Analysis) -> None:
             exp[(cl.title, f"{get_column_letter(cl.model_col(field))}{cl.model_first + i}")] = value
 
 
-def _first_principles(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+def first_principles_only(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
     pc = analysis.settings.catalog or physics_catalog()
     cl = CatalogLayout(layout.lang, pc)
     for key, value in expected_calculator(layout.lang, cl, inputs.first_principles).items():
@@ -196,7 +176,7 @@ def cell_key(model: str, max_tokens: int, concurrency: int) -> str:
     return f"{model}|{max_tokens}|{concurrency}"
 
 
-def _cells(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+def cells(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
     title = layout.title("cells")
     rows = [row for _, row in inputs.rows]
     positions = [sheet_row - layout.raw_first + 1 for sheet_row, _ in inputs.rows]
@@ -219,7 +199,7 @@ def _cells(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) ->
             exp[(title, f"{layout.table_col(CELLS_TABLE, key)}{row}")] = value
 
 
-def _raw(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
     """The per-row workings: row k holds the k-th row under the raw-data header."""
     title = layout.title("calc")
     by_row = {sheet_row: (row, status) for (sheet_row, row), status in zip(inputs.rows, analysis.statuses)}
@@ -296,7 +276,7 @@ def _model_text(value: Any) -> str | None:
     return _fmt_key(value)
 
 
-def _calibration(exp: Expected, layout: Layout, analysis: Analysis) -> None:
+def calibration(exp: Expected, layout: Layout, analysis: Analysis) -> None:
     title = layout.title("calibration")
     cal = analysis.calibration
     s = layout.settings_rows
@@ -341,7 +321,7 @@ def _calibration(exp: Expected, layout: Layout, analysis: Analysis) -> None:
         put(MODEL_TABLE, "known", row, 1.0 if model and model.c_model is not None else 0.0)
 
 
-def _consistency(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+def consistency(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
     title = layout.title("consistency")
     by_row: dict[int, tuple[ResultRow, RowCheck]] = {
         sheet_row: (row, check) for (sheet_row, row), check in zip(inputs.rows, analysis.checks)}
@@ -398,7 +378,7 @@ def _lookup(cal: Calibration, kind: str, key: Any) -> float | None:
     return cal.f(key) if kind == "f" else cal.k_len(key)
 
 
-def _derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis, cal: Calibration) -> None:
+def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis, cal: Calibration) -> None:
     title = layout.title("derivation")
     t = layout.text
     fw, inv = layout.forward_rows, layout.inverse_rows

@@ -21,8 +21,8 @@ from scm_xl.model import Analysis, Settings, analyze
 from scm_xl.results import ResultRow, read_results
 from scm_xl.verify import Verification, compare
 from scm_xl.workbook import summary_sheet
-from scm_xl.workbook.build import build_workbook, own_sheet_titles, remove_own_sheets, save_atomic
-from scm_xl.workbook.expected import expected_cells
+from scm_xl.workbook.build import save_atomic
+from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, remove_own_sheets
 from scm_xl.workbook.io import (
     Inputs, check_model_names, load, read_inputs, read_layout, set_method, set_strict_physics, write_hand_set,
     write_rows,

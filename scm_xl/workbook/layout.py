@@ -26,7 +26,6 @@ DEFAULT_CONCURRENCY_SLOTS = 16
 DEFAULT_LENGTH_SLOTS = 12
 DEFAULT_MODEL_SLOTS = 6
 DEFAULT_CELL_SLOTS = 64
-CHART_LENGTH_SLOTS = 6  # series in the TPS-vs-concurrency chart
 
 META_SHEET = "_scm_meta"
 
@@ -487,3 +486,17 @@ def fitted_layout(lang: Lang, n_rows: int, n_concurrency: int, n_lengths: int, n
         m_slots=max(DEFAULT_MODEL_SLOTS, n_models),
         cell_slots=max(DEFAULT_CELL_SLOTS, n_cells + 16),
     )
+
+
+__all__ = [
+    # the sheets' own facts
+    "CELLS_TABLE", "CONCURRENCY_TABLE", "CONSISTENCY_COLUMNS", "Cell", "Column", "DEFAULT_CELL_SLOTS",
+    "DEFAULT_CONCURRENCY_SLOTS", "DEFAULT_LENGTH_SLOTS", "DEFAULT_MODEL_SLOTS", "DEFAULT_ROWS", "DISPLAY_KEYS",
+    "ENTRY_COLUMNS", "INVERSE_TABLE", "LAYOUT_VERSION", "LENGTH_TABLE", "Lang", "Layout", "META_SHEET",
+    "MIN_FILLED_ROWS", "MODEL_TABLE", "NUMERIC_INPUT_KEYS", "RAW_COLUMNS", "RAW_FORMULA_KEYS", "RAW_INPUT_KEYS",
+    "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "SHEET_KEYS", "SHEET_TITLES", "WORKING_SHEETS", "fitted_layout",
+    # the rules, re-exported for the sheet modules (their home is scm_xl.rules)
+    "DEFAULT_FORWARD", "DEFAULT_PHYSICS_PRECISION", "DEFAULT_SHORT_OUTPUT_RATIO", "DEFAULT_TARGET", "EXCELLENT_MAPE",
+    "EXCELLENT_MAX", "GOOD_MAPE", "GOOD_MAX", "METHODS", "OVERRIDE_VALUES", "ROLES", "SUPERLINEAR_TOLERANCE", "TEXTS",
+    "VERDICTS",
+]

@@ -25,8 +25,9 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.base import CellError, CellValue
 from scm_xl.workbook.layout import CONCURRENCY_TABLE, LENGTH_TABLE, MODEL_TABLE, Column, Layout
-from scm_xl.workbook.styles import BIG_FONT, BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, NOTE_FONT, \
-    TITLE_FONT, VERDICT_COLOURS, header
+from scm_xl.workbook.styles import (
+    BIG_FONT, BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, NOTE_FONT, TITLE_FONT, VERDICT_COLOURS,
+)
 
 Expected = dict[tuple[str, str], CellValue]
 NA = CellError("#N/A")

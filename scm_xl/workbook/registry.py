@@ -1,0 +1,223 @@
+"""The workbook's sheets, one registry: building, removing scm-xl's own sheets from a person's
+workbook, and verification all loop over `SHEETS`.
+
+Each entry names the sheet (title in both languages, where the sheet's own module keeps it),
+how to write it (returning the defined names that live on it) and how to compute what its
+formula cells must hold. A new sheet is one module and one entry here.
+
+Tab order is the order of `SHEETS`: the sheets a person reads, then the hidden workings. The
+reference values are computed in `EXPECTED_ORDER`, each sheet after the sheets it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from openpyxl import Workbook
+from openpyxl.workbook.defined_name import DefinedName
+from openpyxl.worksheet.worksheet import Worksheet
+
+from scm_xl.model import Analysis, Calibration, analyze
+from scm_xl.workbook import build, expected, lsq_sheet, replicates_sheet, summary_sheet
+from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
+from scm_xl.workbook.formulas import Formulas
+from scm_xl.workbook.io import Inputs
+from scm_xl.workbook.layout import META_SHEET, SHEET_TITLES, Lang, Layout
+from scm_xl.workbook.styles import WORKINGS_TAB
+
+
+@dataclass
+class Building:
+    """What every sheet writer may need."""
+
+    wb: Workbook
+    layout: Layout
+    fx: Formulas
+    catalog: CatalogLayout
+    labels: Mapping[str, str]
+
+
+@dataclass
+class Checking:
+    """What every sheet's reference needs, and what the sheets computed before it left."""
+
+    layout: Layout
+    inputs: Inputs
+    analysis: Analysis
+    exp: expected.Expected = field(default_factory=dict)
+    chosen: Calibration | None = None  # the calibration the method cell chose (after the lsq sheet)
+
+
+Writer = Callable[[Worksheet, Building], Mapping[str, str]]  # -> defined name: "A1" on the sheet
+Reference = Callable[[Checking], None]
+
+
+@dataclass(frozen=True)
+class SheetSpec:
+    key: str
+    titles: Mapping[str, str]  # language -> title
+    write: Writer
+    expected: Reference
+    working: bool = False  # hidden workings at the end of the tabs
+
+    def title(self, lang: Lang) -> str:
+        return self.titles[lang]
+
+
+def _core(key: str) -> dict[str, str]:
+    return {lang: SHEET_TITLES[lang][key] for lang in SHEET_TITLES}  # type: ignore[index]
+
+
+def _names_on(key: str) -> Callable[[Building], dict[str, str]]:
+    """The layout's defined names that live on sheet `key`."""
+    def names(b: Building) -> dict[str, str]:
+        return {name: cell.address for name, cell in b.layout.defined_names().items() if cell.sheet == key}
+    return names
+
+
+def _core_writer(key: str, write: Callable[[Worksheet, Building], None]) -> Writer:
+    def writer(ws: Worksheet, b: Building) -> dict[str, str]:
+        write(ws, b)
+        return _names_on(key)(b)
+    return writer
+
+
+def _lsq_reference(c: Checking) -> None:
+    rows = [sheet_row for sheet_row, _ in c.inputs.rows]
+    cells = lsq_sheet.expected_sheet(c.layout, c.analysis, sheet_rows=rows)
+    c.exp.update(cells)
+    c.chosen = expected.lsq_calibration(c.layout, c.analysis.calibration, cells) \
+        if c.analysis.settings.method == "lsq" else c.analysis.calibration
+
+
+def _replicates_reference(c: Checking) -> None:
+    rows = [sheet_row for sheet_row, _ in c.inputs.rows]
+    c.exp.update(replicates_sheet.expected_sheet(c.layout, c.analysis, slots=c.layout.cell_slots,
+                                                 threshold=c.inputs.cv_threshold, sheet_rows=rows))
+
+
+def _first_principles_writer(ws: Worksheet, b: Building) -> dict[str, str]:
+    return build.write_first_principles(ws, b.layout, b.catalog)
+
+
+SHEETS: tuple[SheetSpec, ...] = (
+    SheetSpec("summary", _core("summary"),
+              _core_writer("summary", lambda ws, b: summary_sheet.write_sheet(ws, b.layout, b.fx)),
+              lambda c: expected.summary(c.exp, c.layout, c.inputs, c.analysis)),
+    SheetSpec("raw", _core("raw"), _core_writer("raw", lambda ws, b: build.write_raw_entry(ws, b.layout, b.fx)),
+              lambda c: expected.display(c.exp, c.layout, c.inputs)),
+    SheetSpec("calibration", _core("calibration"),
+              _core_writer("calibration", lambda ws, b: build.write_calibration(ws, b.layout, b.fx, b.labels)),
+              lambda c: expected.calibration(c.exp, c.layout, c.analysis)),
+    SheetSpec("consistency", _core("consistency"),
+              _core_writer("consistency", lambda ws, b: build.write_consistency(ws, b.layout, b.fx, b.labels)),
+              lambda c: expected.consistency(c.exp, c.layout, c.inputs, c.analysis)),
+    SheetSpec("derivation", _core("derivation"),
+              _core_writer("derivation", lambda ws, b: build.write_derivation(ws, b.layout, b.fx, b.labels)),
+              lambda c: expected.derivation(c.exp, c.layout, c.inputs, c.analysis,
+                                            c.chosen or c.analysis.calibration)),
+    SheetSpec("replicates", replicates_sheet.SHEET_TITLES,
+              lambda ws, b: replicates_sheet.write_sheet(ws, b.layout, slots=b.layout.cell_slots),
+              _replicates_reference),
+    SheetSpec("lsq", lsq_sheet.SHEET_TITLES, lambda ws, b: lsq_sheet.write_sheet(ws, b.layout), _lsq_reference),
+    SheetSpec("first_principles", _core("first_principles"), _first_principles_writer,
+              lambda c: expected.first_principles(c.exp, c.layout, c.inputs, c.analysis)),
+    SheetSpec("readme", _core("readme"), _core_writer("readme", lambda ws, b: build.write_readme(ws, b.layout.lang)),
+              lambda c: None),
+    SheetSpec("calc", _core("calc"), _core_writer("calc", lambda ws, b: build.write_workings_rows(ws, b.layout, b.fx)),
+              lambda c: expected.workings_rows(c.exp, c.layout, c.inputs, c.analysis), working=True),
+    SheetSpec("cells", _core("cells"), _core_writer("cells", lambda ws, b: build.write_cells(ws, b.layout, b.fx)),
+              lambda c: expected.cells(c.exp, c.layout, c.inputs, c.analysis), working=True),
+    SheetSpec("chart_data", _core("chart_data"), _core_writer("chart_data", lambda ws, b: None),
+              lambda c: expected.chart_data(c.exp, c.layout, c.inputs, c.analysis), working=True),
+)
+BY_KEY = {spec.key: spec for spec in SHEETS}
+EXPECTED_ORDER = ("calc", "cells", "calibration", "consistency", "lsq", "replicates", "derivation",
+                  "first_principles", "raw", "summary", "chart_data", "readme")
+assert sorted(EXPECTED_ORDER) == sorted(BY_KEY)
+
+
+def own_sheet_titles(layout: Layout) -> list[str]:
+    return [spec.title(layout.lang) for spec in SHEETS] + [META_SHEET]
+
+
+def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
+    """A fresh calibration workbook, or scm-xl's sheets built at the front of `into`.
+
+    `into` must not hold scm-xl's sheets any more (see `remove_own_sheets`); its other sheets,
+    styles and names stay as they are (after scm-xl's visible sheets, before its workings)."""
+    fresh = into is None
+    wb = Workbook() if into is None else into
+    sheets: dict[str, Worksheet] = {}
+    for index, spec in enumerate(SHEETS):
+        if fresh and index == 0:
+            ws = wb.active
+            assert ws is not None
+            ws.title = spec.title(layout.lang)
+        else:
+            position = index if not spec.working else None  # workings after everything else
+            ws = wb.create_sheet(spec.title(layout.lang), index=position)
+        sheets[spec.key] = ws
+    context = Building(wb, layout, Formulas(layout, CatalogLayout(layout.lang, physics_catalog())),
+                       CatalogLayout(layout.lang, physics_catalog()), build.LABELS[layout.lang])
+    for spec in SHEETS:
+        ws = sheets[spec.key]
+        for name, address in spec.write(ws, context).items():
+            column = "".join(ch for ch in address if ch.isalpha())
+            row = "".join(ch for ch in address if ch.isdigit())
+            wb.defined_names[name] = DefinedName(name, attr_text=f"'{ws.title}'!${column}${row}")
+        if spec.working:
+            ws.sheet_state = "hidden"
+            ws.sheet_properties.tabColor = WORKINGS_TAB
+        else:
+            build.print_setup(ws)
+    meta = wb.create_sheet(META_SHEET)
+    for i, (key, value) in enumerate(layout.meta().items(), start=1):
+        meta.cell(row=i, column=1, value=key)
+        meta.cell(row=i, column=2, value=value)
+    meta.sheet_state = "hidden"
+    first = sheets[SHEETS[0].key].title
+    wb.active = wb.sheetnames.index(first)
+    for ws in wb.worksheets:
+        ws.sheet_view.tabSelected = ws.title == first
+    if fresh:
+        # Fixed document properties, so the same command builds the same workbook.
+        wb.properties.creator = "scm-xl"
+        wb.properties.created = build.BUILD_TIMESTAMP
+        wb.properties.modified = build.BUILD_TIMESTAMP
+    return wb
+
+
+def remove_own_sheets(wb: Workbook, layout: Layout) -> None:
+    """Remove scm-xl's sheets and the defined names on them, keeping everything else."""
+    titles = set(own_sheet_titles(layout))
+    for title in titles:
+        if title in wb.sheetnames:
+            wb.remove(wb[title])
+    for name in list(wb.defined_names):
+        text = wb.defined_names[name].attr_text or ""
+        sheet = text.split("!")[0].strip("'") if "!" in text else ""
+        if sheet in titles:
+            del wb.defined_names[name]
+
+
+def expected_cells(layout: Layout, inputs: Inputs,
+                   analysis: Analysis | None = None) -> tuple[Analysis, expected.Expected]:
+    """What every formula cell of every sheet should hold (analysis: the reference's, when already run)."""
+    analysis = analysis or analyze([row for _, row in inputs.rows], inputs.settings)
+    checking = Checking(layout, inputs, analysis)
+    for key in EXPECTED_ORDER:
+        BY_KEY[key].expected(checking)
+    return analysis, checking.exp
+
+
+def build_template(path: str | Path, *, lang: str = "zh", rows: int | None = None) -> Path:
+    layout = Layout(lang=lang, rows=rows) if rows else Layout(lang=lang)  # type: ignore[arg-type]
+    build.save_atomic(build_workbook(layout), path, reproducible=True)
+    return Path(path)
+
+
+__all__ = ["BY_KEY", "SHEETS", "SheetSpec", "build_template", "build_workbook", "expected_cells",
+           "own_sheet_titles", "remove_own_sheets"]
