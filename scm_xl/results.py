@@ -48,6 +48,8 @@ FLOAT_COLUMNS: frozenset[str] = frozenset({
     "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "mean_itl_s",
 })
 NUMERIC_COLUMNS: frozenset[str] = INT_COLUMNS | FLOAT_COLUMNS
+# Numeric columns a person types (tps is always recomputed), in the CSV's column order.
+NUMERIC_INPUT_COLUMNS: tuple[str, ...] = tuple(c for c in RESULT_COLUMNS if c in NUMERIC_COLUMNS and c != "tps")
 TEXT_COLUMNS: frozenset[str] = frozenset(RESULT_COLUMNS) - NUMERIC_COLUMNS
 # Excel's limit on a cell's text; longer text would be cut silently when written.
 MAX_CELL_TEXT = 32_767

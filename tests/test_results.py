@@ -398,3 +398,12 @@ def test_append_rejects_a_foreign_header(tmp_path: Path) -> None:
         append_result(copy, make_row(exp_id="E08"))
     assert str(info.value).startswith(
         f"{copy}:1: cannot append: the header is not scm-xl's canonical header (exp_id,")
+
+
+def test_the_workbook_takes_its_input_columns_from_here() -> None:
+    """One home for the results columns: the workbook's raw-data inputs are these."""
+    from scm_xl.results import NUMERIC_INPUT_COLUMNS, REQUIRED_COLUMNS
+    from scm_xl.workbook import layout
+
+    assert layout.REQUIRED_INPUT_KEYS == REQUIRED_COLUMNS
+    assert layout.NUMERIC_INPUT_KEYS == NUMERIC_INPUT_COLUMNS
