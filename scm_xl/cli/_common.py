@@ -73,7 +73,7 @@ def parse_text_list(text: str | None) -> tuple[str, ...] | None:
 
 
 @contextlib.contextmanager
-def progress_display(enabled: bool = True) -> Iterator[Progress | None]:
+def progress_display(enabled: bool = True, first: str = "read the input") -> Iterator[Progress | None]:
     """A status line on stderr naming the running step, only when stderr is a terminal.
 
     Yields the callback to hand to the library (`progress=`), or None when silent.
@@ -85,7 +85,7 @@ def progress_display(enabled: bool = True) -> Iterator[Progress | None]:
     from rich.live import Live
     from rich.spinner import Spinner
 
-    spinner = Spinner("dots", text="starting")
+    spinner = Spinner("dots", text=first)
     with Live(spinner, console=Console(stderr=True), transient=True, refresh_per_second=8) as live:
         def show(step: str) -> None:
             spinner.update(text=step)

@@ -154,7 +154,7 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
                    Output("--html", html_path, HTML_SUFFIXES, "HTML report")],
                   inputs=[*results, None if in_place else workbook], force=force)
 
-    with progress_display(not no_progress) as progress:
+    with progress_display(not no_progress, f"read {', '.join(results)}") as progress:
         options: dict[str, Any] = dict(workbook=workbook, output=write_target(target), engine=engine, lang=lang,
                                        strict_physics=strict_physics, method=method, progress=progress,
                                        force=True)  # the policy is applied above; no .bak copies
@@ -219,7 +219,7 @@ def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_pr
 
     check_outputs([Output("--json", json_path, JSON_SUFFIXES, "JSON report")], inputs=[workbook], force=force)
     _check_workbook_input(workbook)
-    with progress_display(not no_progress) as progress:
+    with progress_display(not no_progress, f"read {workbook}") as progress:
         report = call_supported(run_verify, workbook, engine=engine, progress=progress)
         if progress is not None and getattr(report, "holdout", None) is None:
             progress("hold-out (leave-one-out)")
