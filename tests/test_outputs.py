@@ -186,3 +186,12 @@ def test_fill_writes_through_links_and_the_json_follows_the_umask(tmp_path: Path
     result = run("fill", ARTICLE, "--workbook", link, "--force", "--engine", "formulas")
     assert result.exit_code == 0, result.output
     assert link.is_symlink() and link.resolve() == real.resolve()
+
+
+def test_o_naming_the_workbook_is_an_in_place_update(tmp_path: Path) -> None:
+    book = tmp_path / "w.xlsx"
+    book.write_bytes(b"PK\x03\x04 pretend")
+    for extra in ([], ["-o", str(book)]):
+        refused(run("fill", ARTICLE, "--workbook", book, *extra),
+                f"--workbook {book} would be updated in place: pass --force to replace it")
+    assert book.read_bytes() == b"PK\x03\x04 pretend"

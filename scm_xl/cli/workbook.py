@@ -138,7 +138,8 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
         _check_workbook_input(workbook)
         if Path(workbook).suffix.lower() == ".xlsm":
             workbook_suffixes = (".xlsm",)
-    in_place = workbook is not None and output is None
+    # -o naming the --workbook itself is the same request as leaving -o out: update it in place.
+    in_place = workbook is not None and (output is None or write_target(output) == write_target(workbook))
     target = output or workbook or Path(results[0]).stem + ".xlsx"
     if html_path is not None and _html_writer() is None:
         from scm_xl.errors import UsageError
