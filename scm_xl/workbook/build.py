@@ -29,7 +29,7 @@ from scm_xl.workbook.stamp import stamp_rows
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, METHODS,
-    MODEL_TABLE, RAW_COLUMNS, Layout,
+    MODEL_TABLE, RAW_COLUMNS, Layout, unusable_tests,
 )
 from scm_xl.workbook.styles import (
     FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _array, _formula, _header,
@@ -253,6 +253,9 @@ def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
             ws[f"{letters[key]}{row}"] = text
     for key, number_format in (("tps", "0.00"), ("ln_tps", "0.0000")):
         ws.column_dimensions[letters[key]].number_format = number_format
+    ws[f"{layout.messages_col}1"] = "unusable_messages"
+    for code, (_, _, message) in enumerate(unusable_tests(layout.lang), start=1):
+        ws[f"{layout.messages_col}{1 + code}"] = message
 
 
 def write_cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:

@@ -23,6 +23,7 @@ from scm_xl.workbook.formulas import MIRRORED_KEYS
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, DISPLAY_KEYS, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, RAW_FORMULA_KEYS, Layout,
+    unusable_tests,
 )
 from openpyxl.utils import get_column_letter
 
@@ -217,12 +218,15 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
             seen_models.add(row.model.casefold())
             first_model_rows.add(sheet_row)
     blank = {key: None for key in RAW_FORMULA_KEYS}
-    for flag in ("short_output", "superlinear", "over_ceiling", "kv_over", "present", "eligible", "has_input"):
+    for flag in ("short_output", "superlinear", "over_ceiling", "kv_over", "present", "eligible", "has_input",
+                 "unusable_code"):
         blank[flag] = 0.0
+    codes = {message: float(code) for code, (_, _, message) in enumerate(unusable_tests(layout.lang), start=1)}
     for sheet_row in range(layout.raw_first, layout.raw_last + 1):
         position = sheet_row - layout.raw_first + 1
         typed = inputs.entry.get(position, {})
         values: dict[str, CellValue] = dict(blank)
+        values["in_range"] = position <= inputs.covered
         for key in MIRRORED_KEYS:
             values[key] = _typed(typed.get(key))
         if any(values[key] is not None for key in MIRRORED_KEYS):
@@ -230,6 +234,7 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
         pair = by_row.get(sheet_row)
         if sheet_row in unusable:
             values["unusable"] = unusable[sheet_row]
+            values["unusable_code"] = codes[unusable[sheet_row]]
         elif pair is not None:
             row, s = pair
             values.update({

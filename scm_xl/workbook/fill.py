@@ -139,6 +139,7 @@ def fill(results_path: str | Path | Sequence[str | Path], *, workbook: str | Pat
         save_atomic(wb, tmp)
         report = _check(tmp, final, layout, inputs, chosen, note, say, analysis=analysis)
         _store_values(tmp, report.verification, say)
+        os.chmod(tmp, final.stat().st_mode & 0o777 if final.exists() else 0o666 & ~_umask())
         os.replace(tmp, final)
     finally:
         if tmp.exists():
@@ -146,6 +147,12 @@ def fill(results_path: str | Path | Sequence[str | Path], *, workbook: str | Pat
     report.path = target
     report.warnings = warnings + report.warnings
     return report
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _temporary_beside(target: Path) -> Path:

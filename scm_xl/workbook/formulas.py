@@ -18,10 +18,10 @@ from scm_xl.workbook.lsq_sheet import LsqLayout
 from scm_xl.workbook.layout import (
     CELLS_TABLE as CELLS_TABLE_REF, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, ENTRY_COLUMNS, EXCELLENT_MAPE,
     EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, NUMERIC_INPUT_KEYS, RAW_COLUMNS,
-    REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout,
+    REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout, unusable_tests,
 )
 
-MIRRORED_KEYS = tuple(c.key for c in RAW_COLUMNS if c.key in {e.key for e in ENTRY_COLUMNS})
+MIRRORED_KEYS = tuple(c.key for c in RAW_COLUMNS if c.key in {e.key for e in ENTRY_COLUMNS})  # the copied inputs
 
 
 def q(text: str) -> str:
@@ -89,14 +89,19 @@ class Formulas:
         tol = self.name("MonotonicTolerancePct")
         strict = self.name("StrictPhysics")
         out: dict[str, str] = {}
+        first_input = lo.entry_name(MIRRORED_KEYS[0])
+        at = position + 1  # the ranges start at the header row
+        out["in_range"] = f"=ROWS({first_input})>{position}"
         for key in MIRRORED_KEYS:
-            entry = lo.entry_range(key)
-            at = position + 1  # the range starts at the header row
-            out[key] = f"=IF(ROWS({entry})<={position},\"\",IF(INDEX({entry},{at})&\"\"=\"\",\"\",INDEX({entry},{at})))"
+            entry = lo.entry_name(key)
+            out[key] = (f"=IF({me('in_range')},IF(INDEX({entry},{at})&\"\"=\"\",\"\",INDEX({entry},{at})),"
+                        f"\"\")")
         out["has_input"] = "=((" + "&".join(me(key) for key in MIRRORED_KEYS) + ")<>\"\")*1"
-        out["unusable"] = f"=IF({me('has_input')}=1,{self._unusable_chain(me)},\"\")"
+        out["unusable_code"] = f"=IF({me('has_input')}=1,{self._unusable_chain(me)},0)"
+        messages = f"${lo.messages_col}$2:${lo.messages_col}${1 + len(unusable_tests(lo.lang))}"
+        out["unusable"] = f"=IF({me('unusable_code')}>0,INDEX({messages},{me('unusable_code')}),\"\")"
         out.update({
-            "present": f"=IF({me('has_input')}=1,IF({me('unusable')}=\"\",({me('total_time_s')}>0)*1,0),0)",
+            "present": f"=IF({me('has_input')}=1,IF({me('unusable_code')}=0,({me('total_time_s')}>0)*1,0),0)",
             "tps": f"=IF({present}=1,{me('total_output_tokens')}/{me('total_time_s')},\"\")",
             "ln_tps": f"=IF({present}=1,IF({me('tps')}>0,LN({me('tps')}),\"\"),\"\")",
             "fault": (f"=IF({present}=1,((IF(ISNUMBER({me('failed_requests')}),{me('failed_requests')},0)"
@@ -134,24 +139,16 @@ class Formulas:
         return out
 
     def _unusable_chain(self, me) -> str:  # type: ignore[no-untyped-def]
-        """The first input of a typed row that cannot be used, in words (nested IFs)."""
-        t = self.lo.text
-        lang = self.lo.lang
-        tests: list[tuple[str, str]] = []
-        for column in ENTRY_COLUMNS:
-            key = column.key
-            if key not in MIRRORED_KEYS:
-                continue
-            header = column.header(lang)
+        """The number of the first failing `unusable_tests` test of a typed row (0: usable)."""
+        chain = "0"
+        tests = unusable_tests(self.lo.lang)
+        for code in range(len(tests), 0, -1):
+            key, kind, _ = tests[code - 1]
             cell = me(key)
-            if key in REQUIRED_INPUT_KEYS:
-                tests.append((f"{cell}&\"\"=\"\"", t("unusable_blank").format(column=header)))
-            if key in NUMERIC_INPUT_KEYS:
-                tests.append((f"AND({cell}&\"\"<>\"\",NOT(ISNUMBER({cell})))",
-                              t("unusable_text").format(column=header)))
-        chain = "\"\""
-        for condition, text in reversed(tests):
-            chain = f"IF({condition},{q(text)},{chain})"
+            condition = f"{cell}=\"\"" if kind == "blank" else f"ISTEXT({cell})"
+            if kind == "text" and key not in REQUIRED_INPUT_KEYS:
+                condition = f"AND({cell}<>\"\",ISTEXT({cell}))"
+            chain = f"IF({condition},{code},{chain})"
         return chain
 
     def _physics_row(self, me) -> dict[str, str]:  # type: ignore[no-untyped-def]

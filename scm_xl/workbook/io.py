@@ -21,7 +21,7 @@ from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshol
 from scm_xl.workbook.layout import (
     DEFAULT_CELL_SLOTS, DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
     DISPLAY_KEYS, ENTRY_COLUMNS, META_SHEET, NUMERIC_INPUT_KEYS, RAW_INPUT_KEYS, REQUIRED_INPUT_KEYS, SHEET_KEYS,
-    TEXTS, Layout,
+    Layout, unusable_tests,
 )
 
 _RESULT_FIELDS = {f.name for f in fields(ResultRow)}
@@ -30,7 +30,7 @@ _FLOAT_INPUTS = {"total_time_s", "latency_p50_s", "latency_p95_s", "latency_p99_
                  "ttft_p99_s", "mean_itl_s"}
 # Inputs the per-row workings copy (the rest, notes and source, are for people only).
 _COMPUTED_INPUTS = tuple(c.key for c in ENTRY_COLUMNS if c.kind == "input" and c.key not in ("notes", "source"))
-_RANGE_END = re.compile(r"ROWS\([^)]*?\$[A-Z]+\$(\d+):\$[A-Z]+\$(\d+)\)")
+_RANGE = re.compile(r"\$?[A-Z]+\$?(\d+):\$?[A-Z]+\$?(\d+)")
 
 
 @dataclass
@@ -99,9 +99,9 @@ def _blank(value: Any) -> bool:
 def covered_rows(wb: Workbook, layout: Layout) -> int:
     """Raw-data rows the formulas cover: the workings' capacity, or fewer when rows were
     deleted from the raw-data sheet (its referenced range shrinks with them)."""
-    calc = wb[layout.title("calc")]
-    text = calc[f"{layout.raw_col('exp_id')}{layout.raw_first}"].value
-    match = _RANGE_END.search(text) if isinstance(text, str) else None
+    name = layout.entry_name("exp_id")
+    text = wb.defined_names[name].attr_text if name in wb.defined_names else None
+    match = _RANGE.search(text) if isinstance(text, str) else None
     if match is None:
         return layout.rows
     return max(0, min(layout.rows, int(match.group(2)) - int(match.group(1))))
@@ -112,20 +112,14 @@ def _entry_blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value == "")
 
 
-def unusable_reason(values: dict[str, Any], lang: str) -> str | None:
-    """Why a typed row cannot be used, as the workings' formula words it (None: usable)."""
-    texts = TEXTS[lang]  # type: ignore[index]
-    for column in ENTRY_COLUMNS:
-        key = column.key
-        if key not in _COMPUTED_INPUTS:
-            continue
+def unusable_reason(values: dict[str, Any], lang: str) -> tuple[int, str] | None:
+    """Why a typed row cannot be used: (code, words), as the workings compute it (None: usable)."""
+    for code, (key, kind, message) in enumerate(unusable_tests(lang), start=1):  # type: ignore[arg-type]
         value = values.get(key)
-        header = column.header(lang)  # type: ignore[arg-type]
-        if key in REQUIRED_INPUT_KEYS and _entry_blank(value):
-            return texts["unusable_blank"].format(column=header)
-        if key in _NUMERIC_INPUTS and not _entry_blank(value) and (
-                isinstance(value, bool) or not isinstance(value, (int, float))):
-            return texts["unusable_text"].format(column=header)
+        if kind == "blank" and _entry_blank(value):
+            return code, message
+        if kind == "text" and isinstance(value, str) and value != "":
+            return code, message
     return None
 
 
@@ -162,7 +156,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         entry[position] = values
         reason = unusable_reason(values, layout.lang)
         if reason is not None:
-            unusable.append((sheet_row, reason))
+            unusable.append((sheet_row, reason[1]))
             continue
         row = _row_from_cells(values, layout, path, sheet_row)
         if row.exp_id in seen:

@@ -125,8 +125,10 @@ REQUIRED_INPUT_KEYS = (
 # columns copy that row's inputs (by position, so edits on the raw-data sheet never break a
 # formula), then every per-row quantity is one ordinary formula per row and column.
 _MIRRORED = tuple(c for c in ENTRY_COLUMNS if c.kind == "input" and c.key not in ("notes", "source"))
-RAW_COLUMNS: tuple[Column, ...] = tuple(Column(c.key, c.zh, c.en, "formula", c.width) for c in _MIRRORED) + (
+RAW_COLUMNS: tuple[Column, ...] = (Column("in_range", "在引用范围内", "in_range", "formula", 7),) + tuple(
+    Column(c.key, c.zh, c.en, "formula", c.width) for c in _MIRRORED) + (
     Column("has_input", "有输入", "has_input", "formula", 7),
+    Column("unusable_code", "无法使用代码", "unusable_code", "formula", 7),
     Column("unusable", "无法使用原因", "unusable_reason", "formula", 30),
     Column("present", "有效行", "present", "formula", 7),
     Column("tps", "TPS", "tps", "formula", 10),
@@ -161,6 +163,24 @@ RAW_COLUMNS: tuple[Column, ...] = tuple(Column(c.key, c.zh, c.en, "formula", c.w
     Column("physics_text", "物理检查", "physics_checks", "formula", 50),
 )
 RAW_FORMULA_KEYS = tuple(c.key for c in RAW_COLUMNS)
+
+
+def unusable_tests(lang: Lang) -> list[tuple[str, str, str]]:
+    """Why a typed row cannot be used, tested in this order: (input key, "blank" | "text",
+    message). The workings number the first failing test (its code, 1-based) and show its
+    message; the reference walks the same list."""
+    from scm_xl.rules import TEXTS
+
+    tests = []
+    for column in ENTRY_COLUMNS:
+        if column.kind != "input" or column.key in ("notes", "source"):
+            continue
+        header = column.header(lang)
+        if column.key in REQUIRED_INPUT_KEYS:
+            tests.append((column.key, "blank", TEXTS[lang]["unusable_blank"].format(column=header)))
+        if column.key in NUMERIC_INPUT_KEYS:
+            tests.append((column.key, "text", TEXTS[lang]["unusable_text"].format(column=header)))
+    return tests
 
 # Consistency sheet: one row per raw row, array formulas aligned with the raw rows.
 CONSISTENCY_COLUMNS: tuple[Column, ...] = (
@@ -302,6 +322,24 @@ class Layout:
     # ---- the raw-data sheet a person edits ------------------------------
     def entry_col(self, key: str) -> str:
         return _letters(ENTRY_COLUMNS, 1)[key]
+
+    def entry_name(self, key: str) -> str:
+        """The defined name of an input column's range (it grows and shrinks with the rows)."""
+        return f"SCM_In_{key}"
+
+    def entry_names(self) -> dict[str, str]:
+        """Defined name -> "A1:A81" on the raw-data sheet, one per input column the workings copy."""
+        out = {}
+        for column in ENTRY_COLUMNS:
+            if column.kind == "input" and column.key not in ("notes", "source"):
+                col = self.entry_col(column.key)
+                out[self.entry_name(column.key)] = f"{col}{self.raw_header_row}:{col}{self.raw_last}"
+        return out
+
+    # The workings sheet keeps the unusable-row messages (constants) in this column, one a row.
+    @property
+    def messages_col(self) -> str:
+        return get_column_letter(len(RAW_COLUMNS) + 2)
 
     def entry_range(self, key: str) -> str:
         """An input column from the header row down to the last covered row. Starting at the

@@ -98,6 +98,12 @@ def _replicates_reference(c: Checking) -> None:
                                                  threshold=c.inputs.cv_threshold, sheet_rows=rows))
 
 
+def _raw_writer(ws: Worksheet, b: Building) -> dict[str, str]:
+    """The raw-data sheet, and a defined name for each input column's range."""
+    build.write_raw_entry(ws, b.layout, b.fx)
+    return {**_names_on("raw")(b), **b.layout.entry_names()}
+
+
 def _first_principles_writer(ws: Worksheet, b: Building) -> dict[str, str]:
     return build.write_first_principles(ws, b.layout, b.catalog)
 
@@ -106,7 +112,7 @@ SHEETS: tuple[SheetSpec, ...] = (
     SheetSpec("summary", _core("summary"),
               _core_writer("summary", lambda ws, b: summary_sheet.write_sheet(ws, b.layout, b.fx)),
               lambda c: expected.summary(c.exp, c.layout, c.inputs, c.analysis)),
-    SheetSpec("raw", _core("raw"), _core_writer("raw", lambda ws, b: build.write_raw_entry(ws, b.layout, b.fx)),
+    SheetSpec("raw", _core("raw"), _raw_writer,
               lambda c: expected.display(c.exp, c.layout, c.inputs)),
     SheetSpec("calibration", _core("calibration"),
               _core_writer("calibration", lambda ws, b: build.write_calibration(ws, b.layout, b.fx, b.labels)),
@@ -139,6 +145,14 @@ EXPECTED_ORDER = ("calc", "cells", "calibration", "consistency", "lsq", "replica
 assert sorted(EXPECTED_ORDER) == sorted(BY_KEY)
 
 
+def _absolute(address: str) -> str:
+    """"C7" -> "$C$7", "A1:A81" -> "$A$1:$A$81"."""
+    def one(cell: str) -> str:
+        column = "".join(ch for ch in cell if ch.isalpha())
+        return f"${column}${cell[len(column):]}"
+    return ":".join(one(part) for part in address.split(":"))
+
+
 def own_sheet_titles(layout: Layout) -> list[str]:
     return [spec.title(layout.lang) for spec in SHEETS] + [META_SHEET]
 
@@ -165,9 +179,7 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
     for spec in SHEETS:
         ws = sheets[spec.key]
         for name, address in spec.write(ws, context).items():
-            column = "".join(ch for ch in address if ch.isalpha())
-            row = "".join(ch for ch in address if ch.isdigit())
-            wb.defined_names[name] = DefinedName(name, attr_text=f"'{ws.title}'!${column}${row}")
+            wb.defined_names[name] = DefinedName(name, attr_text=f"'{ws.title}'!{_absolute(address)}")
         if spec.working:
             ws.sheet_state = "hidden"
             ws.sheet_properties.tabColor = WORKINGS_TAB
