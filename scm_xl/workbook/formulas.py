@@ -592,8 +592,9 @@ class Formulas:
         f_value = f"IF({self.name('Method')}=\"lsq\",{lsq_f},{c_f})"
         raw = self.raw
         members = (f"({raw('model')}={model})*({raw('max_tokens')}={length})*({raw('concurrency')}={level})"
-                   f"*({raw('present')}=1)*({raw('fault')}=0)*({raw('total_output_tokens')}>0)"
-                   f"*ISNUMBER({raw('latency_p95_s')})")
+                   f"*({raw('present')}=1)*({raw('fault')}=0)*({raw('total_output_tokens')}>0)")
+        # No ISNUMBER(range) here: IronCalc 0.9.1 gives FALSE for every element of it inside an
+        # array formula. A blank latency is copied as "", which MEDIAN skips like any text.
         return {
             "level": f"=IF(ISNUMBER({c_level}),{c_level},\"\")",
             "predicted": (
