@@ -20,23 +20,18 @@ from __future__ import annotations
 
 import math
 import os
-import posixpath
 import re
 import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from defusedxml import ElementTree
-
 from scm_xl.engines.base import CellError, CellValue
+from scm_xl.engines.xlsx_cells import column_number, sheet_parts
 
 Position = tuple[int, int]  # (row, column), both from 1
 SheetValues = Mapping[Position, CellValue]
 
-_MAIN_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
-_REL_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-_PKG_REL_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
 _CHUNK = 1 << 20
 
 # "Anything up to </c>" is written as runs of bytes other than "<": several times faster than .*?
@@ -61,7 +56,7 @@ def write_cached_values(src: str | Path, dst: str | Path,
     """
     src, dst = Path(src), Path(dst)
     with zipfile.ZipFile(src) as source:
-        parts = _sheet_parts(source)
+        parts = sheet_parts(source)
         unknown = sorted(set(values) - set(parts))
         if unknown:
             raise ValueError(f"{src}: no sheet named {', '.join(map(repr, unknown))}")
@@ -103,20 +98,6 @@ def values_by_sheet(values: Mapping[tuple[str, str], CellValue]) -> dict[str, di
 
 
 # -- the package -----------------------------------------------------------------------------------
-
-
-def _sheet_parts(source: zipfile.ZipFile) -> dict[str, str]:
-    """Sheet title -> the zip member that holds its XML."""
-    workbook = ElementTree.fromstring(source.read("xl/workbook.xml"))
-    rels = ElementTree.fromstring(source.read("xl/_rels/workbook.xml.rels"))
-    targets = {rel.get("Id"): rel.get("Target", "") for rel in rels.iter(f"{{{_PKG_REL_NS}}}Relationship")}
-    parts = {}
-    for sheet in workbook.iter(f"{{{_MAIN_NS}}}sheet"):
-        target = targets.get(sheet.get(f"{{{_REL_NS}}}id"), "")
-        # Targets are relative to xl/, or absolute from the package root.
-        parts[sheet.get("name", "")] = target[1:] if target.startswith("/") else posixpath.normpath(
-            posixpath.join("xl", target))
-    return parts
 
 
 def _copy_info(info: zipfile.ZipInfo) -> zipfile.ZipInfo:
@@ -345,7 +326,6 @@ def _xml_text(text: str) -> bytes:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").encode("utf-8")
 
 
-_COLUMN_NUMBERS: dict[bytes, int] = {}
 _COLUMN_NAMES: dict[int, bytes] = {}
 
 
@@ -353,14 +333,7 @@ def _position(ref: bytes) -> Position:
     match = _REF.fullmatch(ref)
     if match is None:
         raise ValueError(f"not a cell reference: {ref!r}")
-    letters = match.group(1)
-    col = _COLUMN_NUMBERS.get(letters)
-    if col is None:
-        col = 0
-        for ch in letters:
-            col = col * 26 + ch - 64
-        _COLUMN_NUMBERS[letters] = col
-    return int(match.group(2)), col
+    return int(match.group(2)), column_number(match.group(1))
 
 
 def _cell_name(row: int, col: int) -> bytes:
