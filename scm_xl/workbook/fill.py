@@ -25,7 +25,7 @@ from scm_xl.workbook.build import save_atomic
 from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, remove_own_sheets
 from scm_xl.workbook.io import (
     Inputs, check_model_names, load, read_inputs, read_layout, set_method, set_strict_physics, write_hand_set,
-    write_rows,
+    write_rows, write_typed,
 )
 from scm_xl.workbook.layout import DEFAULT_FORWARD, DEFAULT_TARGET, META_SHEET, Lang, Layout, fitted_layout
 
@@ -76,13 +76,14 @@ def _read_all(paths: Sequence[Path], rename_duplicates: bool) -> tuple[list[Resu
     return list(table.rows), list(table.warnings)
 
 
-def fill(results_path: str | Path | Sequence[str | Path], *, workbook: str | Path | None = None,
+def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: str | Path | None = None,
          output: str | Path | None = None, engine: str = "auto", lang: Lang = "zh",
          strict_physics: bool | None = None, method: str | None = None,
          derivation: dict[str, dict[str, object]] | None = None, progress: Progress | None = None,
          rename_duplicates: bool = False) -> WorkbookReport:
     """Write results CSVs into a fresh or existing workbook, recalculate and verify it, then
-    put it in place.
+    put it in place. With no CSV (results_path None or empty) and a workbook, rebuild that
+    workbook around the rows typed into it, every one of them, sized to cover them all.
 
     strict_physics sets the workbook's switch and method its method cell ("chain" or "lsq");
     None keeps what the workbook has. derivation sets the forward/inverse input cells:
@@ -90,9 +91,16 @@ def fill(results_path: str | Path | Sequence[str | Path], *, workbook: str | Pat
     output is replaced (atomically, after verification).
     """
     say = progress or _quiet
-    paths = [Path(results_path)] if isinstance(results_path, (str, Path)) else [Path(p) for p in results_path]
+    if results_path is None:
+        paths: list[Path] = []
+    elif isinstance(results_path, (str, Path)):
+        paths = [Path(results_path)]
+    else:
+        paths = [Path(p) for p in results_path]
     if not paths:
-        raise UsageError("no results CSV given")
+        if workbook is None:
+            raise UsageError("no results CSV given")
+        return _regrow(Path(workbook), output=output, engine=engine, progress=say)
     rows, warnings = _read_all(paths, rename_duplicates)
     chosen, note = choose_engine(engine, len(rows))
     chosen.require()  # refuse an engine that cannot run here before anything is written
@@ -125,6 +133,34 @@ def fill(results_path: str | Path | Sequence[str | Path], *, workbook: str | Pat
     if derivation:
         write_hand_set(wb, layout, Inputs(forward=derivation.get("forward", {}),
                                           inverse=derivation.get("inverse", {})), settings=False)
+    return _finish(wb, layout, target, chosen, note, say, warnings)
+
+
+def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress: Progress) -> WorkbookReport:
+    """Rebuild a workbook around every row typed into it (rows below what its formulas covered
+    included), keeping its other sheets and hand-set cells."""
+    progress("build the workbook")
+    user_wb = load(workbook)
+    old_layout = read_layout(user_wb, workbook)
+    old = read_inputs(user_wb, old_layout, workbook)
+    typed = [old.entry[position] for position in sorted(old.entry)] + old.beyond
+    rows = [row for _, row in old.rows]
+    layout = Layout(lang=old_layout.lang, rows=max(old_layout.rows, fitted_layout(old_layout.lang, len(typed), 0, 0, 0).rows),
+                    c_slots=old_layout.c_slots, l_slots=old_layout.l_slots, m_slots=old_layout.m_slots,
+                    cell_slots=max(old_layout.cell_slots, _layout_for(rows, old_layout.lang).cell_slots))
+    chosen, note = choose_engine(engine, len(typed))
+    chosen.require()
+    remove_own_sheets(user_wb, old_layout)
+    wb = build_workbook(layout, into=user_wb)
+    write_hand_set(wb, layout, old)
+    write_typed(wb, layout, typed)
+    return _finish(wb, layout, Path(output) if output else workbook, chosen, note, progress, [])
+
+
+def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None, say: Progress,
+            warnings: list[str]) -> WorkbookReport:
+    """Charts from the reference, then save beside the target, recalculate, verify, store the
+    values, and rename into place."""
     inputs = read_inputs(wb, layout, target)
     analysis = analyze([row for _, row in inputs.rows], inputs.settings)
     points = summary_sheet.chart_points([row for _, row in inputs.rows], analysis.checks)

@@ -20,7 +20,7 @@ from scm_xl.workbook.first_principles import read_calculator_inputs, set_calcula
 from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshold
 from scm_xl.workbook.layout import (
     DEFAULT_CELL_SLOTS, DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
-    DISPLAY_KEYS, ENTRY_COLUMNS, META_SHEET, NUMERIC_INPUT_KEYS, RAW_INPUT_KEYS, REQUIRED_INPUT_KEYS, SHEET_KEYS,
+    DISPLAY_KEYS, ENTRY_COLUMNS, META_SHEET, NUMERIC_INPUT_KEYS, RAW_INPUT_KEYS, SHEET_KEYS,
     Layout, unusable_tests,
 )
 
@@ -48,6 +48,7 @@ class Inputs:
     entry: dict[int, dict[str, Any]] = field(default_factory=dict)
     unusable: list[tuple[int, str]] = field(default_factory=list)  # (sheet row, reason in words)
     uncovered: list[tuple[int, str]] = field(default_factory=list)  # (sheet row, exp_id) beyond the formulas
+    beyond: list[dict[str, Any]] = field(default_factory=list)  # what those rows hold
     display_rows: list[int] = field(default_factory=list)  # sheet rows whose display cells hold formulas
     notes: list[str] = field(default_factory=list)  # things a person should know (not errors)
     covered: int = 0  # raw-data rows the formulas cover
@@ -134,6 +135,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
     entry: dict[int, dict[str, Any]] = {}
     unusable: list[tuple[int, str]] = []
     uncovered: list[tuple[int, str]] = []
+    beyond: list[dict[str, Any]] = []
     notes: list[str] = []
     covered = covered_rows(wb, layout)
     letters = {key: layout.entry_col(key) for key in RAW_INPUT_KEYS}
@@ -152,6 +154,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
             continue
         if position > covered:
             uncovered.append((sheet_row, str(values.get("exp_id") or "")))
+            beyond.append(values)
             continue
         entry[position] = values
         reason = unusable_reason(values, layout.lang)
@@ -202,7 +205,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         rows=rows, settings=settings, base_model_input=base_model,
         forward={k: der[f"B{fw[k]}"].value for k in ("concurrency", "max_tokens", "model")},
         inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model", "max_latency")},
-        entry=entry, unusable=unusable, uncovered=uncovered, display_rows=display_rows, notes=notes,
+        entry=entry, unusable=unusable, uncovered=uncovered, beyond=beyond, display_rows=display_rows, notes=notes,
         covered=covered, chart_keys=chart_keys, chart_fit=chart_fit,
         first_principles=read_calculator_inputs(wb[layout.title("first_principles")]),
         cv_threshold=read_threshold(wb[replicates_sheet.SHEET_TITLES[layout.lang]])
@@ -287,6 +290,21 @@ def write_rows(wb: Workbook, layout: Layout, rows: list[ResultRow]) -> None:
             if value is None:
                 continue
             cell = ws[f"{letters[key]}{sheet_row}"]
+            if isinstance(value, str):
+                write_text(cell, value)
+            else:
+                cell.value = value
+
+
+def write_typed(wb: Workbook, layout: Layout, typed: list[dict[str, Any]]) -> None:
+    """Write rows exactly as a person typed them (text stays text, even a number typed as text)."""
+    ws = wb[layout.title("raw")]
+    for i, values in enumerate(typed):
+        sheet_row = layout.raw_first + i
+        for key, value in values.items():
+            if value is None:
+                continue
+            cell = ws[f"{layout.entry_col(key)}{sheet_row}"]
             if isinstance(value, str):
                 write_text(cell, value)
             else:
