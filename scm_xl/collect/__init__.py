@@ -12,12 +12,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from scm_xl.collect.config import (
     API_KEY_ENV_VARS, DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_PROMPT,
     CollectConfig, Secret, is_loopback_url, matrix_points, resolve_api_key,
 )
 from scm_xl.collect.matrix import MatrixPoint, check_model_names, load_matrix_file, parse_shard
 from scm_xl.collect.records import REQUEST_COLUMNS, RequestRecord, all_failed, read_requests
+
+if TYPE_CHECKING:  # the lazy names below, for the type checker
+    from scm_xl.collect.preflight import PreflightFailed
+    from scm_xl.collect.run import CollectionReport, run_collection
+    from scm_xl.collect.send import FastSender, HttpxSender, Sender, open_senders
+    from scm_xl.collect.transport import FastTransport
 
 # The sending half imports httpx: loaded on first use, so that `scm-xl plan` and the
 # other commands start without it.
