@@ -483,11 +483,11 @@ class Deployment:
         for value, what in ((self.tp, "tp"), (self.context, "context")):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{what} must be a positive whole number, got {value!r}")
-        for value, what in ((self.bandwidth_efficiency, "bandwidth efficiency"),
+        for share, what in ((self.bandwidth_efficiency, "bandwidth efficiency"),
                             (self.compute_efficiency, "compute efficiency")):
-            _require_positive(value, what)
-            if value > 1:
-                raise InputError(f"{what} must be in (0, 1], got {value!r}")
+            _require_positive(share, what)
+            if share > 1:
+                raise InputError(f"{what} must be in (0, 1], got {share!r}")
         if isinstance(self.reserve_bytes, bool) or not isinstance(self.reserve_bytes, (int, float)) \
                 or not math.isfinite(self.reserve_bytes) or self.reserve_bytes < 0:
             raise InputError(f"reserve must be zero or positive, got {self.reserve_bytes!r}")
@@ -735,11 +735,12 @@ def _notes(deployment: Deployment) -> list[str]:
     elif deployment.precision not in ("bf16", "w16a16", "fp16") or compute_precision != mode.compute[0]:
         notes.append(f"Precision {deployment.precision}: {mode.about}; compute at the {compute_precision} peak.")
     replication = deployment.kv_replication
-    if replication > 1 and deployment.kv_cache_bytes_per_seq is not None:
+    resident = deployment.kv_resident_bytes_per_seq
+    if replication > 1 and resident is not None:
         why = "the MLA latent is copied to every GPU" if model.is_mla else \
             f"{model.kv_heads} KV heads over {deployment.tp} GPUs: heads are replicated"
         notes.append(f"TP {deployment.tp}: {why}, so the KV cache is held {replication:g}x "
-                     f"({deployment.kv_resident_bytes_per_seq / 1e6:,.1f} MB per sequence over all GPUs).")
+                     f"({resident / 1e6:,.1f} MB per sequence over all GPUs).")
     if deployment.memory_bytes is None:
         notes.append("No memory size given: capacity is not evaluated.")
     elif deployment.fits_memory(0) is False:
