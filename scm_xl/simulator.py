@@ -53,7 +53,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypedDict
 
 from scm_xl.errors import UsageError
 
@@ -262,6 +262,7 @@ class _Sequence:
         return False
 
     def _finish(self, now: float) -> None:
+        assert self.finish_reason is not None  # the caller has just set it
         usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.produced,
                  "total_tokens": self.prompt_tokens + self.produced}
         if self.stream:
@@ -765,7 +766,15 @@ def running_simulator(config: SimConfig | None = None, **overrides: Any) -> Iter
             loop.close()
 
 
-def roofline_timing(model: str, gpu: str, *, efficiency: float = 1.0, context: int = 1024) -> dict[str, float]:
+class RooflineTiming(TypedDict):
+    """The SimConfig step times that `roofline_timing` derives (SimConfig(**timing) takes them)."""
+
+    step_base_s: float
+    step_per_seq_s: float
+    prefill_s_per_token: float
+
+
+def roofline_timing(model: str, gpu: str, *, efficiency: float = 1.0, context: int = 1024) -> RooflineTiming:
     """SimConfig step times for a catalog model on a catalog GPU at an efficiency.
 
     step_base_s is the weights' read time per decode step, step_per_seq_s the KV cache
