@@ -27,13 +27,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from scm_xl.collector import DEFAULT_PROMPT, CollectConfig, run_collection
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Solution, solve
 from scm_xl.results import ResultRow, read_results, write_results
 from scm_xl.roofline import Deployment, analyze, c_model_from_first_principles, load_catalog
+from scm_xl.rules import Lang
 from scm_xl.simulator import SimConfig, roofline_timing, running_simulator
 from scm_xl.workbook.fill import WorkbookReport, fill
 
@@ -179,11 +180,11 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
     _write_requests(requests_csv, request_fields, request_rows)
 
     length = target_max_tokens or DEMO_MAX_TOKENS[-1]
-    derivation = {
+    derivation: dict[str, dict[str, object]] = {
         "forward": {"concurrency": DEMO_CONCURRENCY[1], "max_tokens": DEMO_MAX_TOKENS[1], "model": None},
         "inverse": {"target_tps": target_tps, "max_tokens": length, "model": None},
     }
-    report = fill(results_csv, output=workbook, engine=engine, lang=lang,  # type: ignore[arg-type]
+    report = fill(results_csv, output=workbook, engine=engine, lang=cast(Lang, lang),  # checked in run_demo
                   derivation=derivation, progress=tell)
     cal = report.analysis.calibration
     solution = solve(cal, target_tps, length)
@@ -212,7 +213,7 @@ def _write_requests(path: Path, fields: list[str], rows: list[dict[str, Any]]) -
     os.replace(tmp, path)
 
 
-TEXTS = {
+TEXTS: dict[str, dict[str, Any]] = {
     "en": {
         "deployments": "Simulated deployments on 127.0.0.1: {models} on {gpu}, step times from the roofline at "
                        "{eff} efficiency.",
