@@ -139,7 +139,8 @@ class Comparison:
 
 
 def _shift(label: str, old: Coefficient | None, new: Coefficient | None, old_dof: int, new_dof: int) -> CoefficientShift:
-    kind = (old or new).kind if (old or new) else ""
+    either = old or new
+    kind = either.kind if either else ""
     if old is None or new is None:
         status = "new_only" if old is None else "baseline_only"
     elif old.value is None or new.value is None:
@@ -238,7 +239,7 @@ def compare(baseline: Analysis, new: Analysis, *, baseline_name: str = "baseline
         verdict = "insufficient"
     elif drifted:
         verdict = "drift"
-        reasons = [f"{s.label} moved {s.change_pct:+.1f}% (p = {s.p_value:.2g})" for s in drifted]  # type: ignore[str-format]
+        reasons = [f"{s.label} moved {s.change_pct:+.1f}% (p = {s.p_value:.2g})" for s in drifted]
     else:
         verdict = "stable"
         moved = [s for s in final if s.significant]
