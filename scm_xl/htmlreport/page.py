@@ -68,11 +68,11 @@ def coefficient_rows(analysis: Analysis, lsq: LsqAnalysis, texts: dict[str, Any]
         rows.append(CoefficientRow(f_label(lv.concurrency), _fmt(lv.f),
                                    texts["row_count"].format(n=lv.rows) if lv.f is not None else texts["not_identified"],
                                    *lsq_cells(f_label(lv.concurrency), lv.concurrency == cal.base_concurrency)))
-    for lv in cal.length_levels:
-        rows.append(CoefficientRow(k_label(lv.max_tokens), _fmt(lv.k_len),
-                                   texts["anchor"].format(c=lv.anchor_concurrency) if lv.k_len is not None
+    for level in cal.length_levels:
+        rows.append(CoefficientRow(k_label(level.max_tokens), _fmt(level.k_len),
+                                   texts["anchor"].format(c=level.anchor_concurrency) if level.k_len is not None
                                    else texts["not_identified"],
-                                   *lsq_cells(k_label(lv.max_tokens), lv.max_tokens == cal.base_max_tokens)))
+                                   *lsq_cells(k_label(level.max_tokens), level.max_tokens == cal.base_max_tokens)))
     for m in cal.models:
         origin = texts["row_count"].format(n=m.rows) if m.c_model is not None else texts["not_identified"]
         if m.model in first_principles:
