@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="250,1000,4000,10000")
     parser.add_argument("--analysis-sizes", default="250,1000,4000,10000,100000")
     parser.add_argument("--engine", default="auto")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "cli_rows.md"))
     args = parser.parse_args()
     sizes = [int(v) for v in args.sizes.split(",") if v]
     analysis_sizes = [int(v) for v in args.analysis_sizes.split(",") if v]
@@ -115,7 +116,7 @@ def main() -> None:
             load = os.getloadavg()[0]
             lines.append(f"| {count:,} | {wall:.1f} | {cpu:.1f} | {code} | {verified[:90]} (load {load:.1f}) |")
             print(lines[-1], flush=True)
-    out = ROOT / "benchmarks" / "results" / "cli_rows.md"
+    out = Path(args.out)
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {out}")
 
