@@ -106,7 +106,8 @@ def chain_surface(cal: Calibration) -> Surface:
             (c is not None, c_label(model)), (cal.base_tps is not None, "BaseTPS")) if not ok)
         if missing or blend is None or k is None or c is None or cal.base_tps is None:
             return Forecast(concurrency, max_tokens, model, None, missing=missing)
-        log_f = sum(weight * math.log(cal.f(level)) for level, weight in blend.weights)  # type: ignore[arg-type]
+        known_f = {level: value for level, value in ((lv, cal.f(lv)) for lv, _ in blend.weights) if value is not None}
+        log_f = sum(weight * math.log(known_f[level]) for level, weight in blend.weights)
         return Forecast(concurrency, max_tokens, model, cal.base_tps * math.exp(log_f) * k / c,
                         interpolated=blend.interpolated, extrapolated=blend.extrapolated)
 

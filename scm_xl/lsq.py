@@ -339,8 +339,8 @@ class LsqFit:
             return Forecast(concurrency, max_tokens, model, None, missing=("no data",))
         blend = concurrency_blend(concurrency, self.measured_concurrency_levels(), extrapolate=extrapolate)
         if blend is None:
-            reason = (f"{f_label(_int_or(concurrency))} is outside the measured range"
-                      if self.measured_concurrency_levels() else f_label(_int_or(concurrency)))
+            label = f_label(_int_or(concurrency))  # type: ignore[arg-type]  # a level between two prints as 2.5
+            reason = f"{label} is outside the measured range" if self.measured_concurrency_levels() else label
             return Forecast(concurrency, max_tokens, model, None, missing=(reason,))
         x = self._levels.vector(blend, max_tokens, model)
         if x is None or not self._estimable(x):

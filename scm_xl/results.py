@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from scm_xl.errors import InputError
 from scm_xl.outputs import atomic_write_text
@@ -211,8 +212,8 @@ def read_results(path: str | Path) -> ResultsTable:
             raise InputError(f"expected {len(header_cells)} fields (as in the header) "
                              f"but found {len(cells)}", path=where, line=line)
         try:
-            values = {canonical: _parse_cell(canonical, cells[index], decimal_comma=delimiter == ";")
-                      for index, canonical in columns.items()}
+            values: dict[str, Any] = {canonical: _parse_cell(canonical, cells[index], decimal_comma=delimiter == ";")
+                                      for index, canonical in columns.items()}
             given_tps = values.pop("tps", None)
             row = ResultRow(**values, line=line, source=where)
         except InputError as exc:

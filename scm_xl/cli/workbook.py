@@ -60,7 +60,7 @@ def _check_workbook_input(path: str | Path) -> None:
     check_xlsx(path)
 
 
-def _holdout_of(report: Any) -> dict[str, Any]:
+def _holdout_of(report: Any) -> Any:
     """The least-squares and chain hold-out of a fill/verify report (computed here if the library has none)."""
     holdout = getattr(report, "holdout", None)
     if holdout is None:
@@ -193,7 +193,7 @@ def _fill_merged(run_fill: Any, results: tuple[str, ...], rename_duplicates: boo
 
 def _html_writer() -> Any:
     try:
-        from scm_xl.htmlreport import write_report  # type: ignore[attr-defined]
+        from scm_xl.htmlreport import write_report
     except ImportError:
         return None
     return write_report
