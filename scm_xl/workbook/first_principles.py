@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Mapping
+from typing import Mapping, TypeGuard, cast
 
 from openpyxl.styles import Alignment
 from openpyxl.worksheet.datavalidation import DataValidation
@@ -589,8 +589,17 @@ def read_calculator_inputs(ws: Worksheet) -> dict[str, object]:
 # ---------------------------------------------------------------------------
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _scaled(value: object, scale: float) -> float | None:
+    return value * scale if _is_number(value) else None
+
+
+def _num(value: CellValue) -> float:
+    """float() of a figure this module set to a number itself."""
+    return float(cast(float, value))
 
 
 def _as_text(value: object) -> str:
@@ -623,7 +632,7 @@ def _cell(value: object) -> CellValue:
     if isinstance(value, bool):
         return value
     if _is_number(value):
-        return float(value)  # type: ignore[arg-type]
+        return float(value)
     return str(value)
 
 
@@ -664,19 +673,18 @@ def _resolve(lang: str, cl: CatalogLayout, given: Mapping[str, object]) -> _Reso
         numbers[key] = default if blank[key] else raw[key]
         eff[key] = _cell(numbers[key])
     scales = {"params_b": 1e9, "bandwidth_gbs": 1e9, "tflops": 1e12, "memory_gb": 1e9}
-    overrides = {key: raw[key] * scale if _is_number(raw[key]) else None  # type: ignore[operator]
-                 for key, scale in scales.items()}
+    overrides = {key: _scaled(raw[key], scale) for key, scale in scales.items()}
     for key, value in overrides.items():
         eff[key] = value
 
     def whole(v: object) -> bool:
-        return _is_number(v) and v >= 1 and v == math.floor(v)  # type: ignore[operator,arg-type]
+        return _is_number(v) and v >= 1 and v == math.floor(v)
 
     def fraction(v: object) -> bool:
-        return _is_number(v) and 0 < v <= 1  # type: ignore[operator]
+        return _is_number(v) and 0 < v <= 1
 
     def positive_or_blank(v: object) -> bool:
-        return v is None or v == "" or (_is_number(v) and v > 0)  # type: ignore[operator]
+        return v is None or v == "" or (_is_number(v) and v > 0)
 
     valid = (all(whole(numbers[k]) for k in ("context", "batch", "tp", "prompt_tokens"))
              and all(fraction(numbers[k]) for k in ("bandwidth_efficiency", "compute_efficiency"))
@@ -704,25 +712,24 @@ def _resolve(lang: str, cl: CatalogLayout, given: Mapping[str, object]) -> _Reso
     }
     for key in SHAPE_KEYS:
         res[key] = float(getattr(model, key) or 0) if model is not None else 0.0
-    heads, hd, vhd, d = (float(res[k]) for k in ("attention_heads", "head_dim", "v_head_dim",  # type: ignore[arg-type]
-                                                 "hidden_size"))
+    heads, hd, vhd, d = (_num(res[k]) for k in ("attention_heads", "head_dim", "v_head_dim", "hidden_size"))
     res["attention_width"] = heads * (hd + (vhd if vhd > 0 else hd)) / 2 if heads > 0 and hd > 0 else d
-    tp = numbers["tp"]
+    tp = cast(float, numbers["tp"])  # a whole number when valid, the only case that uses it
     if not valid:
         res["kv_replication"] = 1.0
-    elif tp <= 1:  # type: ignore[operator]
+    elif tp <= 1:
         res["kv_replication"] = 1.0
-    elif float(res["kv_lora_rank"]) > 0:  # type: ignore[arg-type]
-        res["kv_replication"] = float(tp)  # type: ignore[arg-type]
-    elif float(res["kv_heads"]) > 0:  # type: ignore[arg-type]
-        kvh = float(res["kv_heads"])  # type: ignore[arg-type]
-        res["kv_replication"] = tp * math.ceil(kvh / tp) / kvh  # type: ignore[operator]
+    elif _num(res["kv_lora_rank"]) > 0:
+        res["kv_replication"] = float(tp)
+    elif _num(res["kv_heads"]) > 0:
+        kvh = _num(res["kv_heads"])
+        res["kv_replication"] = tp * math.ceil(kvh / tp) / kvh
     else:
         res["kv_replication"] = 1.0
     for key in ("active_params", "total_params"):
         res[key] = overrides["params_b"] if overrides["params_b"] is not None else (
             float(getattr(model, key)) if model is not None else 0.0)
-    vocab, tied, active = float(res["vocab_size"]), float(res["tie_word_embeddings"]), float(res["active_params"])  # type: ignore[arg-type]
+    vocab, tied, active = _num(res["vocab_size"]), _num(res["tie_word_embeddings"]), _num(res["active_params"])
     embedding = vocab * d if tied == 0 and vocab > 0 and d > 0 else 0.0
     res["read_params"] = active - embedding if active > embedding else active
     res["gpu_memory"] = overrides["memory_gb"] if overrides["memory_gb"] is not None else (
@@ -747,35 +754,35 @@ def _resolve(lang: str, cl: CatalogLayout, given: Mapping[str, object]) -> _Reso
 def _deployment(cl: CatalogLayout, given: Mapping[str, object], r: _Resolved) -> Deployment:
     """The deployment the sheet describes, built the way `scm-xl roofline` would from the same figures."""
     pc = cl.pc
-    mid, gid = int(r.resolved["model_id"]), int(r.resolved["gpu_id"])  # type: ignore[arg-type]
-    params_b, bandwidth_gbs = given.get("params_b"), given.get("bandwidth_gbs")
-    tflops, memory_gb = given.get("tflops"), given.get("memory_gb")
+    mid, gid = int(_num(r.resolved["model_id"])), int(_num(r.resolved["gpu_id"]))
+    # numbers or blank: _resolve has checked them (ready)
+    params_b, bandwidth_gbs = cast("float | None", given.get("params_b")), cast("float | None", given.get("bandwidth_gbs"))
+    tflops, memory_gb = cast("float | None", given.get("tflops")), cast("float | None", given.get("memory_gb"))
     if mid:
         model = pc.models[mid - 1][1]
         if params_b is not None:
-            model = dataclasses.replace(model, total_params=params_b * 1e9,  # type: ignore[operator]
-                                        active_params=params_b * 1e9)  # type: ignore[operator]
+            model = dataclasses.replace(model, total_params=params_b * 1e9,
+                                        active_params=params_b * 1e9)
     else:
-        model = ModelSpec.from_params(params_b)  # type: ignore[arg-type]
+        model = ModelSpec.from_params(params_b)
     if gid:
         gpu = pc.gpus[gid - 1][1]
         # the sheet's GPU table has bf16/fp16/fp8/int8 peaks only
         peaks: dict[str, float] = {p: v for p, v in gpu.peak_flops.items() if p in TABLE_PEAKS}
         if tflops is not None:
-            peaks = {p: tflops * 1e12 for p in PEAK_PRECISIONS}  # type: ignore[operator]
+            peaks = {p: tflops * 1e12 for p in PEAK_PRECISIONS}
         gpu = dataclasses.replace(
             gpu, peak_flops=peaks,
-            memory_bytes=gpu.memory_bytes if memory_gb is None else memory_gb * GB,  # type: ignore[operator]
-            memory_bandwidth=gpu.memory_bandwidth if bandwidth_gbs is None else bandwidth_gbs * GB)  # type: ignore[operator]
+            memory_bytes=gpu.memory_bytes if memory_gb is None else memory_gb * GB,
+            memory_bandwidth=gpu.memory_bandwidth if bandwidth_gbs is None else bandwidth_gbs * GB)
     else:
-        gpu = Gpu.from_numbers(bandwidth_gbs=bandwidth_gbs, tflops=tflops,  # type: ignore[arg-type]
-                               memory_gb=memory_gb)  # type: ignore[arg-type]
+        gpu = Gpu.from_numbers(bandwidth_gbs=bandwidth_gbs, tflops=tflops, memory_gb=memory_gb)
     eff = r.effective
     return Deployment(
         model=model, gpu=gpu, precision=str(eff["precision"]),
-        tp=int(eff["tp"]), context=int(eff["context"]),  # type: ignore[arg-type]
-        bandwidth_efficiency=float(eff["bandwidth_efficiency"]),  # type: ignore[arg-type]
-        compute_efficiency=float(eff["compute_efficiency"]),  # type: ignore[arg-type]
+        tp=int(_num(eff["tp"])), context=int(_num(eff["context"])),
+        bandwidth_efficiency=_num(eff["bandwidth_efficiency"]),
+        compute_efficiency=_num(eff["compute_efficiency"]),
         kv_precision=None if _as_text(given.get("kv_precision")) == "" else str(eff["kv_precision"]),
     )
 
@@ -805,11 +812,13 @@ def expected_calculator(lang: str, cl: CatalogLayout,
 
 def _outputs(cl: CatalogLayout, given: Mapping[str, object], r: _Resolved) -> dict[str, CellValue]:
     dep = _deployment(cl, given, r)
-    batch, prompt = int(r.effective["batch"]), int(r.effective["prompt_tokens"])  # type: ignore[arg-type]
+    batch, prompt = int(_num(r.effective["batch"])), int(_num(r.effective["prompt_tokens"]))
     report = analyze(dep, [1, batch])
     one, at_b = report.batches
     model = dep.model
-    shape = model.layers is not None and model.hidden_size is not None
+    # attention_width is the hidden size when the heads are unknown: never None with a hidden size
+    layers, width = model.layers, model.attention_width
+    shape = layers is not None and model.hidden_size is not None and width is not None
     out: dict[str, CellValue] = {
         "active_params": model.active_params,
         "total_params": model.total_params,
@@ -817,10 +826,10 @@ def _outputs(cl: CatalogLayout, given: Mapping[str, object], r: _Resolved) -> di
         "bytes_per_weight": precision_bytes(dep.precision),
         "flops_per_token": report.flops_per_token,
         "training_flops_per_token": training_flops_per_token(model.active_params),
-        "attention_linear_flops": attention_flops_linear(model.layers, model.attention_width,  # type: ignore[arg-type]
-                                                         dep.context) if shape else None,
-        "attention_quadratic_flops": attention_flops_quadratic(model.layers, model.attention_width,  # type: ignore[arg-type]
-                                                               dep.context) if shape else None,
+        "attention_linear_flops": attention_flops_linear(layers, width, dep.context)
+        if shape and layers is not None and width is not None else None,
+        "attention_quadratic_flops": attention_flops_quadratic(layers, width, dep.context)
+        if shape and layers is not None and width is not None else None,
         "weight_bytes": report.weight_bytes,
         "weight_bytes_read": report.weight_bytes_read,
         "kv_bytes_per_token": report.kv_bytes_per_token,
