@@ -132,9 +132,10 @@ def write_tables(ws: Worksheet, cl: CatalogLayout) -> None:
         ws.cell(row=cl.alias_header + i, column=GPU_ALIAS_COL, value=alias)
         ws.cell(row=cl.alias_header + i, column=GPU_ALIAS_COL + 1, value=gid)
     header(cl.alias_header, PRECISION_COL, PRECISION_FIELDS)
-    for i, values in enumerate(precision_rows(), start=1):
-        for j, value in enumerate(values):
-            ws.cell(row=cl.alias_header + i, column=PRECISION_COL + j, value=value)
+    for i, precision_row in enumerate(precision_rows(), start=1):
+        entries: list[str | float] = list(precision_row)
+        for j, entry in enumerate(entries):
+            ws.cell(row=cl.alias_header + i, column=PRECISION_COL + j, value=entry)
     for col, width in ((1, 6), (2, 14), (3, 26)):
         ws.column_dimensions[get_column_letter(col)].width = width
 
