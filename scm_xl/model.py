@@ -45,16 +45,27 @@ PREFERRED_BASE_MAX_TOKENS = 50
 
 
 class RowLike(Protocol):
-    exp_id: str
-    model: str
-    concurrency: int
-    total_requests: int
-    max_tokens: int
-    total_time_s: float
-    total_output_tokens: int
-    failed_requests: int | None
-    rate_limited_requests: int | None
-    override: str | None
+    # Read-only properties, so that frozen dataclasses (ResultRow) satisfy the protocol.
+    @property
+    def exp_id(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def total_requests(self) -> int: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def total_time_s(self) -> float: ...
+    @property
+    def total_output_tokens(self) -> int: ...
+    @property
+    def failed_requests(self) -> int | None: ...
+    @property
+    def rate_limited_requests(self) -> int | None: ...
+    @property
+    def override(self) -> str | None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,11 +295,11 @@ def same_model(a: str, b: str) -> bool:
     return a.casefold() == b.casefold()
 
 
-def f_label(concurrency: int) -> str:
+def f_label(concurrency: float) -> str:
     return f"f({concurrency})"
 
 
-def k_label(max_tokens: int) -> str:
+def k_label(max_tokens: float) -> str:
     return f"K_len({max_tokens})"
 
 
@@ -410,7 +421,7 @@ def _physics(i: int, rows: Sequence[RowLike], tps: list[float], cell: Cell | Non
         prompt = getattr(row, "prompt_tokens", None) or 0
         needed = figures["phys_weight_bytes"] + row.concurrency * figures["phys_kv_bytes_per_token"] \
             * (prompt + row.max_tokens)
-        kv_over = needed > gpu.memory_bytes
+        kv_over = gpu.memory_bytes is not None and needed > gpu.memory_bytes
     return PhysicsChecks(
         model_id=model_id, gpu_id=gpu_id, short_output=short, expected_tokens=expected,
         output_tokens=row.total_output_tokens, group_lowest_concurrency=lowest, superlinear=superlinear,
@@ -487,8 +498,8 @@ def calibrate(statuses: Sequence[RowStatus], settings: Settings = Settings()) ->
             r for r in included
             if same_model(r.model, s.model) and r.concurrency == base_concurrency and r.max_tokens == base_max_tokens
         )
-        c = base_tps / tps if (n > 0 and tps is not None and base_tps is not None) else None
-        models.append(ModelLevel(model=s.model, rows=n, base_point_tps=tps, c_model=c))
+        c_model = base_tps / tps if (n > 0 and tps is not None and base_tps is not None) else None
+        models.append(ModelLevel(model=s.model, rows=n, base_point_tps=tps, c_model=c_model))
 
     return Calibration(
         base_model=base_model, base_max_tokens=base_max_tokens, base_concurrency=base_concurrency,
