@@ -339,7 +339,7 @@ class LsqFit:
             return Forecast(concurrency, max_tokens, model, None, missing=("no data",))
         blend = concurrency_blend(concurrency, self.measured_concurrency_levels(), extrapolate=extrapolate)
         if blend is None:
-            label = f_label(_int_or(concurrency))  # type: ignore[arg-type]  # a level between two prints as 2.5
+            label = f_label(_int_or(concurrency))  # a level between two prints as 2.5
             reason = f"{label} is outside the measured range" if self.measured_concurrency_levels() else label
             return Forecast(concurrency, max_tokens, model, None, missing=(reason,))
         x = self._levels.vector(blend, max_tokens, model)
