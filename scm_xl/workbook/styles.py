@@ -6,11 +6,17 @@ figures a person came for. Sheet modules import from here (never from build.py).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Iterable
+
 from openpyxl.cell.cell import Cell as XlCell
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
+
+if TYPE_CHECKING:
+    from scm_xl.rules import Lang
+    from scm_xl.workbook.layout import Column
 
 INPUT_FILL = PatternFill("solid", fgColor="FFF2CC")  # pale yellow: type here
 FORMULA_FILL = PatternFill("solid", fgColor="EDEDED")  # grey: computed, do not type
@@ -41,7 +47,7 @@ def write_text(cell: XlCell, value: str) -> None:
         cell.quotePrefix = True
 
 
-def header(ws: Worksheet, row: int, col: int, columns, lang: str) -> None:  # type: ignore[no-untyped-def]
+def header(ws: Worksheet, row: int, col: int, columns: Iterable[Column], lang: Lang) -> None:
     """A row of column headers (layout Columns), widening the columns to fit."""
     for i, column in enumerate(columns):
         cell = ws.cell(row=row, column=col + i, value=column.header(lang))
