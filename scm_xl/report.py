@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from scm_xl.lsq import Forecast
 
 NA = "n/a"
+WIDTH = 80  # terminal tables and lines fit this
+MIN_TEXT_WIDTH = 24  # a wrapped text column narrower than this goes under its row instead
 # The physics checks' codes (JSON) and their names for people.
 PHYSICS_WORDS = {"short_output": "short output", "superlinear": "superlinear gain",
                  "over_ceiling": "above the roofline ceiling", "kv_over": "KV cache over GPU memory"}
@@ -106,11 +109,12 @@ def analysis_to_dict(analysis: Analysis, verification: Verification | None = Non
 
 def render_holdout(holdout: dict[str, Any]) -> str:
     chain = holdout.get("chain_holdout") or {}
-    return (f"hold-out (leave-one-out): lsq MAPE {_pct(holdout.get('loo_mape_pct'))} max "
-            f"{_pct(holdout.get('loo_max_pct'))} over {holdout.get('loo_rows')} rows, verdict "
-            f"{holdout.get('verdict')}; chain MAPE {_pct(chain.get('loo_mape_pct'))} max {_pct(chain.get('loo_max_pct'))}, "
-            f"verdict {chain.get('verdict')}\n"
-            f"separable model: {holdout.get('interaction_summary', NA)}")
+    return "\n".join([
+        f"leave-one-out, lsq:   MAPE {_pct(holdout.get('loo_mape_pct'))}, max {_pct(holdout.get('loo_max_pct'))} "
+        f"over {holdout.get('loo_rows')} rows, verdict {holdout.get('verdict')}",
+        f"leave-one-out, chain: MAPE {_pct(chain.get('loo_mape_pct'))}, max {_pct(chain.get('loo_max_pct'))} "
+        f"over {chain.get('loo_rows')} rows, verdict {chain.get('verdict')}",
+        wrapped(f"separable model: {holdout.get('interaction_summary', NA)}")])
 
 
 def _pct(value: Any, digits: int = 2) -> str:
@@ -158,18 +162,57 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in rows]
+def table(headers: list[str], rows: list[list[str]], *, width: int | None = None) -> str:
+    """Columns padded to their widest cell; values are never cut.
+
+    A header may hold a line break (a unit under its name). With `width`, the last column
+    (free text) wraps to what the others leave of it, or goes under its row, indented,
+    when less than `MIN_TEXT_WIDTH` is left.
+    """
+    head = [h.split("\n") for h in headers]
+    depth = max(len(h) for h in head)
+    head = [h + [""] * (depth - len(h)) for h in head]
+    wrap = width is not None
+    sized = headers[:-1] if wrap else headers
+    widths = [max(max(len(x) for x in head[i]), *(len(r[i]) for r in rows)) if rows else max(len(x) for x in head[i])
+              for i in range(len(sized))]
+    indent = sum(widths) + 2 * len(widths)
+    room = (width - indent) if width is not None else 0
+    beside = wrap and room >= MIN_TEXT_WIDTH
+    if wrap:
+        last = max([len(x) for x in head[-1]] + [min(room, max((len(r[-1]) for r in rows), default=0))]) \
+            if beside else max(len(x) for x in head[-1])
+        widths.append(last)
+    lines = ["  ".join(h[k].ljust(w) for h, w in zip(head, widths)).rstrip() for k in range(depth)]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        if not wrap:
+            lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+            continue
+        first = "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths))
+        if beside:
+            chunks = textwrap.wrap(r[-1], room, break_long_words=False, break_on_hyphens=False) or [""]
+            lines.append(f"{first}  {chunks[0]}".rstrip())
+            lines += [" " * indent + chunk for chunk in chunks[1:]]
+        else:
+            lines.append(first.rstrip())
+            assert width is not None
+            lines += textwrap.wrap(r[-1], width, initial_indent="    ", subsequent_indent="    ",
+                                   break_long_words=False, break_on_hyphens=False)
     return "\n".join(lines)
+
+
+def wrapped(text: str, width: int = WIDTH, indent: str = "  ") -> str:
+    """A long line wrapped to `width`, continuation lines indented; words are never cut."""
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
+                                   break_on_hyphens=False)) or text
 
 
 def render_coefficients(analysis: Analysis) -> str:
     cal = analysis.calibration
     rows = [["BaseTPS", _fmt(cal.base_tps),
-             f"base point: {cal.base_model}, max_tokens {cal.base_max_tokens}, concurrency {cal.base_concurrency}"]]
+             f"tok/s at the base point: {cal.base_model}, max_tokens {cal.base_max_tokens}, "
+             f"concurrency {cal.base_concurrency}"]]
     rows += [[f"f({lv.concurrency})", _fmt(lv.f), f"{lv.rows} row(s)" if lv.f is not None else "not identified"]
              for lv in cal.concurrency_levels]
     rows += [[f"K_len({lv.max_tokens})", _fmt(lv.k_len),
@@ -180,7 +223,7 @@ def render_coefficients(analysis: Analysis) -> str:
               (f"{m.rows} row(s)" if m.c_model is not None else "not identified")
               + (f"; first principles {first_principles[m.model]:.3f}" if m.model in first_principles else "")]
              for m in cal.models]
-    return table(["coefficient", "value", "from"], rows)
+    return table(["coefficient", "value", "from"], rows, width=WIDTH)
 
 
 def render_consistency(analysis: Analysis) -> str:
@@ -192,8 +235,8 @@ def render_consistency(analysis: Analysis) -> str:
                f"   excluded: {c.excluded_rows}\n"
                f"MAPE (check rows): {_pct(c.mape_pct)}   max: {_pct(c.max_deviation_pct)}   "
                f"verdict: {c.verdict}")
-    return table(["exp_id", "c", "max_tokens", "model", "measured", "predicted", "dev %", "role", "note"],
-                 rows) + "\n\n" + summary
+    return table(["exp_id", "c", "max\ntokens", "model", "measured\ntok/s", "predicted\ntok/s", "dev\n%", "role",
+                  "note"], rows, width=WIDTH) + "\n\n" + summary
 
 
 def _note(check: RowCheck) -> str:
@@ -226,11 +269,11 @@ def render_physics(analysis: Analysis, limit: int = 3) -> str:
     if not summary["rows"]:
         return ""
     counts = ", ".join(f"{PHYSICS_WORDS.get(code, code)} {count}" for code, count in summary["by_check"].items())
-    lines = [f"physics warnings on {summary['rows']} of {summary['of_rows']} rows: {counts}"]
-    lines += [f"  {item['exp_id']}: {item['text']}" for item in summary["first"]]
+    lines = [wrapped(f"physics warnings on {summary['rows']} of {summary['of_rows']} rows: {counts}")]
+    lines += [wrapped(f"  {item['exp_id']}: {item['text']}", indent="    ") for item in summary["first"]]
     if summary["rows"] > limit:
-        lines.append(f"  ... and {summary['rows'] - limit} more (every row: the JSON report, or the "
-                     "workbook's consistency sheet)")
+        lines.append(wrapped(f"  ... and {summary['rows'] - limit} more (every row: the JSON report, or the "
+                             "workbook's consistency sheet)", indent="    "))
     if summary["strict"]:
         lines.append(f"strict physics: {summary['excluded']} of these rows excluded")
     else:

@@ -43,6 +43,17 @@ def assert_usage_error(result: Result, message: str) -> None:
     assert result.stderr.startswith(f"Error: {message}"), result.stderr
 
 
+def row_block(lines: list[str], exp_id: str) -> str:
+    """A consistency-table row with its wrapped note (the indented lines under it), as one string."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(exp_id + " "))
+    block = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith(" "):
+            break
+        block.append(line.strip())
+    return " ".join(block)
+
+
 def raw_row_of(ws: Worksheet, layout: Layout, exp_id: str) -> int:
     col = layout.entry_col("exp_id")
     return next(r for r in range(layout.raw_first, layout.raw_last + 1) if ws[f"{col}{r}"].value == exp_id)
@@ -69,10 +80,11 @@ def test_fill_prints_coefficients_consistency_and_verification(article_fill: tup
     assert any(line.split()[:2] == ["f(2)", "2.62"] for line in lines)
     assert any(line.split()[:2] == ["f(4)", "3.10"] for line in lines)
     assert any(line.split()[:2] == ["K_len(100)", "0.50"] for line in lines)
-    e06 = next(line for line in lines if line.startswith("E06"))
+    e06 = row_block(lines, "E06")
     assert "excluded" in e06 and "TPS falls as concurrency rises" in e06
-    e07 = next(line for line in lines if line.startswith("E07"))
+    e07 = row_block(lines, "E07")
     assert "unidentified" in e07 and "missing f(8)" in e07
+    assert max(len(line) for line in lines) <= 80  # fits a terminal; values are never cut
     assert "verdict: insufficient" in out
     verified = next(line for line in lines if line.startswith("verified:"))
     assert f"recalculated by {report['verification']['engine']} match" in verified
