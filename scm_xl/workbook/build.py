@@ -12,11 +12,13 @@ import os
 import tempfile
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 from openpyxl import Workbook
 from openpyxl.styles import Alignment
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.datavalidation import DataValidation
+from openpyxl.worksheet.properties import PageSetupProperties
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
@@ -200,7 +202,8 @@ def print_setup(ws: Worksheet, *, repeat_rows: str | None = None) -> None:
     ws.page_setup.paperSize = ws.PAPERSIZE_A4
     ws.page_setup.fitToWidth = 1
     ws.page_setup.fitToHeight = 0
-    ws.sheet_properties.pageSetUpPr.fitToPage = True
+    # openpyxl always makes pageSetUpPr; its stubs allow None
+    cast(PageSetupProperties, ws.sheet_properties.pageSetUpPr).fitToPage = True
     ws.print_options.gridLines = False
     ws.page_margins.left = ws.page_margins.right = 0.4
     ws.page_margins.top = ws.page_margins.bottom = 0.5
