@@ -12,6 +12,8 @@ written with their `_xlfn.` prefix.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from scm_xl.model import MONOTONIC_EPSILON, PREFERRED_BASE_MAX_TOKENS
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.lsq_sheet import LsqLayout
@@ -138,7 +140,7 @@ class Formulas:
         out.update(self._physics_row(me))
         return out
 
-    def _unusable_chain(self, me) -> str:  # type: ignore[no-untyped-def]
+    def _unusable_chain(self, me: Callable[[str], str]) -> str:
         """The number of the first failing `unusable_tests` test of a typed row (0: usable)."""
         chain = "0"
         tests = unusable_tests(self.lo.lang)
@@ -151,7 +153,7 @@ class Formulas:
             chain = f"IF({condition},{code},{chain})"
         return chain
 
-    def _physics_row(self, me) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    def _physics_row(self, me: Callable[[str], str]) -> dict[str, str]:
         t = self.lo.text
         cat = self.cat
         present = me("present")
