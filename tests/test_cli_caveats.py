@@ -33,10 +33,11 @@ def test_predict_says_the_answer_is_a_measured_identify_row() -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
         "predicted TPS: 59.52",
-        "  this is measured row E04 (59.52 TPS), which defines K_len(100): the answer repeats that "
-        "measurement and tests nothing",
+        "  this is measured row E04 (59.52 TPS), which defines K_len(100): the answer",
+        "    repeats that measurement and tests nothing",
         "  consistency verdict: insufficient (0 check rows, MAPE n/a)",
-        "  hold-out error (chain, leave-one-out): MAPE n/a, max n/a over 0 rows, verdict insufficient",
+        "  hold-out error (chain, leave-one-out): MAPE n/a, max n/a over 0 rows, verdict",
+        "    insufficient",
     ]
     data = json.loads(run("predict", ARTICLE, "--concurrency", 2, "--max-tokens", 100, "--json").stdout)
     assert data["caveats"]["measured_rows"] == [{"exp_id": "E04", "measured_tps": pytest.approx(50 / 0.84),
@@ -88,15 +89,17 @@ def test_solve_at_an_unmeasured_length_exits_1_with_the_measured_ones() -> None:
 def test_solve_names_its_measured_row_and_verdict() -> None:
     result = run("solve", ARTICLE, "--target-tps", 100, "--max-tokens", 50)
     assert result.exit_code == 0
-    assert result.stdout.splitlines()[:2] == [
+    assert result.stdout.splitlines()[:3] == [
         "concurrency 2: predicted TPS 119.05 (target 100 at max_tokens 50)",
-        "  this is measured row E02 (119.05 TPS), which defines f(2): the answer repeats that measurement "
-        "and tests nothing"]
+        "  this is measured row E02 (119.05 TPS), which defines f(2): the answer repeats",
+        "    that measurement and tests nothing"]
 
 
 def test_constrained_solve_speaks_words_and_the_json_keeps_names() -> None:
     args = ("solve", ARTICLE, "--target-tps", 100, "--method", "lsq", "--max-latency-p95", 5)
-    text = run(*args).stdout
+    out = run(*args).stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    text = " ".join(line.strip() for line in out.splitlines())
     assert "latency_p95_unmeasured" not in text and "(bound by -)" not in text
     assert ("what stops a cheaper configuration: no measured P95 latency for that configuration, "
             "so the limit cannot be proven") in text

@@ -267,7 +267,7 @@ def predict(source: str, concurrency: float, max_tokens: int, model: str | None,
     or a filled workbook. Exits 1 when the data cannot identify the answer."""
     from scm_xl.errors import CheckFailed
     from scm_xl.report import (
-        caveats_to_dict, forecast_to_dict, prediction_to_dict, render_caveats, to_json, unidentified_hints,
+        caveats_to_dict, forecast_to_dict, prediction_to_dict, render_caveats, to_json, unidentified_hints, wrapped,
     )
 
     analysis, _ = _analysis_of(source, strict_physics)
@@ -299,7 +299,7 @@ def predict(source: str, concurrency: float, max_tokens: int, model: str | None,
     marks = [m for m in ("interpolated", "extrapolated") if data.get(m)]
     click.echo(f"predicted TPS: {data['tps']:.2f}{extra}{' (' + ', '.join(marks) + ')' if marks else ''}")
     for line in render_caveats(caveats, data["tps"]):
-        click.echo(f"  {line}")
+        click.echo(wrapped(f"  {line}", indent="    "))
 
 
 @click.command()
@@ -355,7 +355,7 @@ def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool) 
     from scm_xl.errors import CheckFailed, UsageError
     from scm_xl.model import solve as chain_solve
     from scm_xl.report import (
-        caveats_to_dict, render_caveats, solution_to_dict, to_json, unidentified_hints,
+        caveats_to_dict, render_caveats, solution_to_dict, to_json, unidentified_hints, wrapped,
     )
 
     length = request.max_tokens or analysis.calibration.base_max_tokens
@@ -392,13 +392,15 @@ def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool) 
             if solution.best_tps is not None else ""
         click.echo(f"unreachable with the measured levels (target {target_tps:g} at max_tokens {length}){best}")
     for line in render_caveats(caveats, solution.tps):
-        click.echo(f"  {line}")
+        click.echo(wrapped(f"  {line}", indent="    "))
 
 
 def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_json: bool) -> None:
     from scm_xl.constrained import describe_reasons, solve_request
     from scm_xl.errors import CheckFailed
-    from scm_xl.report import caveats_to_dict, constrained_to_dict, render_caveats, to_json, unidentified_hints
+    from scm_xl.report import (
+        caveats_to_dict, constrained_to_dict, render_caveats, to_json, unidentified_hints, wrapped,
+    )
 
     result = solve_request(request, target_tps, calibration=analysis.calibration, statuses=analysis.statuses,
                            settings=analysis.settings, rows=rows)
@@ -427,20 +429,20 @@ def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_
                                             ("extrapolated", best.extrapolated)) if flag)
         interval = f", 90% interval {best.mean_interval[0]:.2f} to {best.mean_interval[1]:.2f}" \
             if best.mean_interval else ""
-        click.echo(f"cheapest: concurrency {best.concurrency}, max_tokens {best.max_tokens}, model {best.model}: "
-                   f"predicted TPS {best.tps:.2f}{interval}{f' ({marks})' if marks else ''}")
+        click.echo(wrapped(f"cheapest: concurrency {best.concurrency}, max_tokens {best.max_tokens}, model "
+                           f"{best.model}: predicted TPS {best.tps:.2f}{interval}{f' ({marks})' if marks else ''}"))
     else:
         click.echo(f"unreachable: no configuration reaches {target_tps:g} TPS under the constraints")
-    click.echo(f"what stops a cheaper configuration: {describe_reasons(result.binding)}")
+    click.echo(wrapped(f"what stops a cheaper configuration: {describe_reasons(result.binding)}"))
     if result.best:
         bound = describe_reasons(result.best_binding) or "nothing: no configuration is predicted higher"
-        click.echo(f"best under the constraints: {result.best.tps:.2f} TPS at concurrency {result.best.concurrency}, "
-                   f"max_tokens {result.best.max_tokens}, model {result.best.model}"
-                   f" (what stops a higher TPS: {bound})")
+        click.echo(wrapped(f"best under the constraints: {result.best.tps:.2f} TPS at concurrency "
+                           f"{result.best.concurrency}, max_tokens {result.best.max_tokens}, model {result.best.model}"
+                           f" (what stops a higher TPS: {bound})"))
     for note in result.notes:
-        click.echo(f"note: {note}")
+        click.echo(wrapped(f"note: {note}"))
     for line in render_caveats(caveats, best.tps if best else None):
-        click.echo(f"  {line}")
+        click.echo(wrapped(f"  {line}", indent="    "))
 
 
 commands = [build, fill, verify, predict, solve]
