@@ -4,7 +4,11 @@
     ├── InputError             bad input file or value (exit 2); names file, line and column
     ├── UsageError             bad option combination (exit 2)
     ├── EngineError            a recalculation engine is missing or failed (exit 2)
-    └── CheckFailed            a check did not pass: workbook vs reference mismatch (exit 1)
+    └── CheckFailed            a check did not pass (exit 1): workbook vs reference mismatch, or the
+                               data cannot identify the answer asked for; an empty message means
+                               the command already printed why
+
+`scm_xl.cli._common.handle_errors` is the one place that turns these into exit codes.
 """
 
 from __future__ import annotations
