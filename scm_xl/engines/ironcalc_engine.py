@@ -1,10 +1,13 @@
 """IronCalc: a spreadsheet engine written in Rust, on PyPI as `ironcalc`; no external program needed.
 
-It loads the xlsx itself and evaluates every formula in one call. Reading a cell costs
-a few microseconds, so the whole job is linear in the number of formula cells.
-Known limits (../shared/notes/recalc-engines.md): it computes scalar functions applied
-element by element inside array (CSE) formulas wrongly; ordinary per-row formulas,
-SUMPRODUCT, MMULT, MINVERSE, TRANSPOSE and scalar MINIFS/MAXIFS it computes right.
+It loads the xlsx itself and evaluates every formula in one call; reading a cell back
+costs a few microseconds. On scm-xl's per-row layout it agrees with LibreOffice and the
+Python reference on every formula cell (benchmarks/results/engines.md).
+Known limits: it reads an empty styled cell written as <c s=".." t="n"/> as 0 (worked
+around below), and it computes some array (CSE) idioms wrongly: ISNUMBER/ISTEXT applied
+to a range, COUNTIF/MATCH with a range as criteria or lookup value, SMALL with an array k.
+Ordinary per-row formulas, SUMPRODUCT, MMULT, MINVERSE, TRANSPOSE and scalar
+MINIFS/MAXIFS it computes right.
 """
 
 from __future__ import annotations
