@@ -9,6 +9,7 @@ from pathlib import Path
 import formulas
 import openpyxl
 import pytest
+from openpyxl.styles import PatternFill
 from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.formula import ArrayFormula
 
@@ -27,6 +28,7 @@ from scm_xl.errors import EngineError, UsageError
 
 ENGINES = ["formulas", "ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]
 RAW = "原始数据"
+ARTICLE = Path(__file__).resolve().parents[1] / "examples" / "article_qwen2.5-7b.csv"
 KINDS = ["a", "b", "a", "a", "b", "a", "b", "a", "b", "a", "b"]  # rows 2..12
 NUMBERS = [1, 2, None, 4, 5, None, 7, 8, 9, None, 11]  # blank rows on purpose
 DOUBLED = [None if n is None else 2.0 * n for n in NUMBERS]
@@ -50,6 +52,8 @@ EXPECTED = {
     ("Calc", "A11"): None,
     ("Calc", "A12"): 45293.0,
     ("Calc", "B1"): False,
+    ("Calc", "B2"): True,  # D1 is empty but styled, as openpyxl writes an input cell nobody typed into
+    ("Calc", "B3"): False,
 }
 # Array (CSE) idioms that apply a scalar function element by element: IronCalc 0.9 computes them
 # wrongly (../shared/notes/recalc-engines.md), so its results are compared without them.
@@ -83,6 +87,9 @@ def write_workbook(path: Path) -> Path:
     calc["A12"] = "=DATE(2024,1,2)"
     calc["A12"].number_format = "yyyy-mm-dd"  # read back as a datetime, reported as its serial
     calc["B1"] = "=ISBLANK(A1)"
+    calc["D1"].fill = PatternFill("solid", fgColor="FFFF00")
+    calc["B2"] = "=ISBLANK(D1)"
+    calc["B3"] = '=D1<>""'
     calc["C1"] = "not a formula"
     book.defined_names["Total"] = DefinedName("Total", attr_text="Calc!$A$1")
     book.save(path)
@@ -139,6 +146,20 @@ def test_engines_agree(workbook: Path) -> None:
     assert FormulasEngine().recalculate(workbook).values == libreoffice
     assert _comparable(IronCalcEngine().recalculate(workbook)) == {
         key: value for key, value in libreoffice.items() if key not in ARRAY_IDIOMS}
+
+
+@pytest.mark.libreoffice
+def test_ironcalc_agrees_with_libreoffice_on_the_filled_article(tmp_path: Path) -> None:
+    """The workbook scm-xl writes, cell by cell: the reason IronCalc may be the default engine."""
+    from scm_xl.verify import same_value
+    from scm_xl.workbook.fill import fill
+
+    out = tmp_path / "article.xlsx"
+    assert fill(ARTICLE, output=out, engine="ironcalc", lang="en").verification.ok
+    ironcalc = IronCalcEngine().recalculate(out).values
+    libreoffice = LibreOfficeEngine().recalculate(out).values
+    assert set(ironcalc) == set(libreoffice) and len(ironcalc) > 5000
+    assert [key for key, value in ironcalc.items() if not same_value(libreoffice[key], value)] == []
 
 
 def test_formulas_prints_nothing(workbook: Path, capfd: pytest.CaptureFixture[str]) -> None:
