@@ -16,18 +16,27 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
+from openpyxl import Workbook
 from openpyxl.chart import Reference, ScatterChart, Series
+from openpyxl.chart.legend import Legend
 from openpyxl.chart.marker import Marker
 from openpyxl.formatting.rule import CellIsRule
 from openpyxl.styles import Font, PatternFill
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.base import CellError, CellValue
+from scm_xl.model import RowCheck, RowLike
 from scm_xl.workbook.layout import CONCURRENCY_TABLE, LENGTH_TABLE, MODEL_TABLE, Column, Layout
 from scm_xl.workbook.styles import (
     BIG_FONT, BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, NOTE_FONT, TITLE_FONT, VERDICT_COLOURS,
 )
+
+if TYPE_CHECKING:
+    from openpyxl.chart.series import Series as XlSeries  # the class; openpyxl.chart.Series is its factory
+
+    from scm_xl.workbook.formulas import Formulas
 
 Expected = dict[tuple[str, str], CellValue]
 NA = CellError("#N/A")
@@ -183,7 +192,7 @@ def _coef_cells(layout: Layout) -> list[tuple[str, str, str]]:
     return out
 
 
-def formulas(layout: Layout, fx) -> dict[str, tuple[str, str | None]]:  # type: ignore[no-untyped-def]
+def formulas(layout: Layout, fx: Formulas) -> dict[str, tuple[str, str | None]]:
     """address -> (formula, number format) of every formula cell on the summary sheet."""
     t = TEXTS[layout.lang]
     na = '"' + t["na"] + '"'
@@ -212,7 +221,7 @@ def formulas(layout: Layout, fx) -> dict[str, tuple[str, str | None]]:  # type: 
     return out
 
 
-def write_sheet(ws: Worksheet, layout: Layout, fx) -> None:  # type: ignore[no-untyped-def]
+def write_sheet(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     t = TEXTS[layout.lang]
     ws["A1"] = t["title"]
     ws["A1"].font = TITLE_FONT
@@ -317,20 +326,20 @@ class ChartPoints:
     latency: frozenset[tuple[str, int, int]]  # the cells whose included rows measured P95 latency and TTFT
 
 
-def chart_points(rows: Sequence[object], checks: Sequence[object]) -> ChartPoints:
+def chart_points(rows: Sequence[RowLike], checks: Sequence[RowCheck]) -> ChartPoints:
     """The points of the charts: each included (model, max_tokens, concurrency) and each
     check or identify row with a prediction. rows and checks are the reference's, in sheet order
     (positions are 1-based within the rows given)."""
     cells: dict[tuple[str, int, int], bool] = {}
     fit: list[tuple[str, int]] = []
     for position, (row, check) in enumerate(zip(rows, checks), start=1):
-        status = check.status  # type: ignore[attr-defined]
+        status = check.status
         if status.included:
-            key = (row.model, row.max_tokens, row.concurrency)  # type: ignore[attr-defined]
+            key = (row.model, row.max_tokens, row.concurrency)
             measured = all(getattr(row, name, None) is not None for name in ("latency_p95_s", "ttft_p95_s"))
             cells[key] = cells.get(key, True) and measured
-        if check.role in ROLE_COLOURS and check.predicted_tps is not None:  # type: ignore[attr-defined]
-            fit.append((check.role, position))  # type: ignore[attr-defined]
+        if check.role in ROLE_COLOURS and check.predicted_tps is not None:
+            fit.append((check.role, position))
     ordered = tuple(sorted(cells, key=lambda c: (c[0].casefold(), c[1], c[2])))
     fit.sort(key=lambda item: (list(ROLE_COLOURS).index(item[0]), item[1]))
     return ChartPoints(cells=ordered, fit=tuple(fit), latency=frozenset(k for k, v in cells.items() if v))
@@ -359,10 +368,10 @@ def _fit_formulas(layout: Layout, row: int) -> dict[str, str]:
     }
 
 
-def add_charts(wb, layout: Layout, points: ChartPoints) -> None:  # type: ignore[no-untyped-def]
+def add_charts(wb: Workbook, layout: Layout, points: ChartPoints) -> None:
     """Write the chart-data sheet's tables and draw the charts on the summary sheet."""
     data = wb[layout.title("chart_data")]
-    summary = wb[layout.title("summary")]
+    summary = cast(Worksheet, wb[layout.title("summary")])  # a worksheet, never a chartsheet: build.py makes it
     t = TEXTS[layout.lang]
     for i, name in enumerate(CELL_HEADERS):
         data.cell(row=1, column=1 + i, value=name)
@@ -419,12 +428,12 @@ def _scatter(title: str, x_title: str, y_title: str) -> ScatterChart:
     chart.width = 17
     chart.x_axis.delete = False
     chart.y_axis.delete = False
-    chart.legend.position = "r"
+    cast(Legend, chart.legend).position = "r"  # a new chart has a legend; the stubs allow None
     return chart
 
 
 def _series(ws: Worksheet, x_col: int, y_col: int, first: int, last: int, title: str,
-            line: bool = True, colour: str | None = None) -> Series:
+            line: bool = True, colour: str | None = None) -> XlSeries:
     x = Reference(ws, min_col=x_col, min_row=first, max_row=last)
     y = Reference(ws, min_col=y_col, min_row=first, max_row=last)
     series = Series(y, x, title=title)
@@ -485,7 +494,7 @@ def expected_chart_data(layout: Layout, keys: Sequence[tuple[object, object, obj
         out[(title, f"D{row}")] = math.exp(sum(math.log(v) for v in tps) / len(tps)) if tps and len(tps) == len(
             members) else NA
         for col, index in (("E", 4), ("F", 5)) if with_latency else ():
-            values = [r[index] for r in members if isinstance(r[index], float)]
+            values = [v for v in (r[index] for r in members) if isinstance(v, float)]
             out[(title, f"{col}{row}")] = sum(values) / len(values) if values else NA
     measured_values: list[float] = []
     for i, (_, position) in enumerate(fit):
