@@ -36,7 +36,7 @@ _CHUNK = 1 << 20
 
 # "Anything up to </c>" is written as runs of bytes other than "<": several times faster than .*?
 _ROW = re.compile(rb"<row\b[^>]*?/>|<row\b[^>]*>[^<]*(?:<(?!/row>)[^<]*)*</row>")
-_CELL = re.compile(rb"<c\b([^>]*?)(/>|>([^<]*(?:<(?!/c>)[^<]*)*)</c>)")
+_CELL = re.compile(rb'<c\b((?:\s+r="([A-Z]+)[0-9]+")?[^>]*?)(/>|>([^<]*(?:<(?!/c>)[^<]*)*)</c>)')
 _FORMULA = re.compile(rb"<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>")  # formula text has no "<": it is escaped
 _EXT = re.compile(rb"<extLst\b[^<]*(?:<(?!/extLst>)[^<]*)*</extLst>")
 _CELL_R = re.compile(rb'\sr\s*=\s*["\']([A-Z]+[0-9]+)["\']')
@@ -232,14 +232,17 @@ class _SheetState:
             out.append(body[at:match.start()])
             at = match.end()
             cell_attrs = match.group(1)
-            ref = _CELL_R.search(cell_attrs)
-            column = _position(ref.group(1))[1] if ref else column + 1
+            if match.group(2):  # r="A1" first, as every writer puts it: no second search
+                column = column_number(match.group(2))
+            else:
+                ref = _CELL_R.search(cell_attrs)
+                column = _position(ref.group(1))[1] if ref else column + 1
             if extra:
                 for col in sorted(c for c in extra if c < column):  # array cells before this one
                     out.append(self._array_cell(number, col))
                     written += (number, col) in self.values
                     del extra[col]
-            content = match.group(3) or b""
+            content = match.group(4) or b""
             formula = _FORMULA.search(content) if b"<f" in content else None
             key = (number, column)
             if formula is not None and b"array" in formula.group(0):
