@@ -12,7 +12,7 @@ import os
 import tempfile
 from datetime import datetime
 from pathlib import Path
-from typing import cast
+from typing import Mapping, cast
 
 from openpyxl import Workbook
 from openpyxl.styles import Alignment
@@ -274,7 +274,7 @@ def write_cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
             ws[f"{letters[key]}{row}"] = text
 
 
-def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
+def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str]) -> None:
     _label(ws, "A1", labels["calibration_title"])
     ws["A1"].font = TITLE_FONT
     _label(ws, "A3", labels["settings"], bold=True)
@@ -328,7 +328,7 @@ def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[
     ws.print_area = f"A1:E{layout.m_table_first + layout.m_slots - 1}"
 
 
-def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
+def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str]) -> None:
     _label(ws, "A1", labels["consistency_title"])
     ws["A1"].font = TITLE_FONT
     _label(ws, "A2", labels["verdict_rule"])
@@ -383,7 +383,7 @@ def _validations(ws: Worksheet, layout: Layout) -> None:
     override.add(rng("override"))
 
 
-def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: dict[str, str]) -> None:
+def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str]) -> None:
     _label(ws, "A1", labels["derivation_title"])
     ws["A1"].font = TITLE_FONT
     fw = layout.forward_rows

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from openpyxl import Workbook
 from openpyxl.workbook.defined_name import DefinedName
@@ -67,7 +68,7 @@ class SheetSpec:
 
 
 def _core(key: str) -> dict[str, str]:
-    return {lang: SHEET_TITLES[lang][key] for lang in SHEET_TITLES}  # type: ignore[index]
+    return {lang: SHEET_TITLES[lang][key] for lang in SHEET_TITLES}
 
 
 def _names_on(key: str) -> Callable[[Building], dict[str, str]]:
@@ -167,7 +168,7 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
     sheets: dict[str, Worksheet] = {}
     for index, spec in enumerate(SHEETS):
         if fresh and index == 0:
-            ws = wb.active
+            ws = cast(Worksheet, wb.active)  # a fresh Workbook's one worksheet
             assert ws is not None
             ws.title = spec.title(layout.lang)
         else:
@@ -192,8 +193,8 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
     meta.sheet_state = "hidden"
     first = sheets[SHEETS[0].key].title
     wb.active = wb.sheetnames.index(first)
-    for ws in wb.worksheets:
-        ws.sheet_view.tabSelected = ws.title == first
+    for sheet in wb.worksheets:
+        sheet.sheet_view.tabSelected = sheet.title == first
     if fresh:
         # Fixed document properties, so the same command builds the same workbook.
         wb.properties.creator = "scm-xl"
