@@ -14,6 +14,7 @@ from openpyxl import Workbook
 from scm_xl.errors import InputError
 from scm_xl.model import Settings
 from scm_xl.results import ResultRow, normalise_override
+from scm_xl.rules import Lang
 from scm_xl.workbook.styles import write_text
 from scm_xl.workbook import replicates_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
@@ -71,14 +72,15 @@ def read_layout(wb: Workbook, path: str | Path) -> Layout:
         raise InputError(f"not an scm-xl workbook: it has no {META_SHEET} sheet "
                          "(build one with `scm-xl build template`)", path=str(path))
     ws = wb[META_SHEET]
-    meta = {str(ws.cell(row=r, column=1).value): ws.cell(row=r, column=2).value for r in range(1, ws.max_row + 1)}
+    meta: dict[str, Any] = {str(ws.cell(row=r, column=1).value): ws.cell(row=r, column=2).value  # checked below
+            for r in range(1, ws.max_row + 1)}
     if meta.get("layout_version") != LAYOUT_VERSION:
         raise InputError(f"workbook layout version {meta.get('layout_version')!r} is not {LAYOUT_VERSION}",
                          path=str(path))
     lang = meta.get("lang")
     if lang not in ("zh", "en"):
         raise InputError(f"unknown workbook language {lang!r}", path=str(path))
-    layout = Layout(lang=lang, rows=int(meta.get("rows") or DEFAULT_ROWS),  # type: ignore[arg-type]
+    layout = Layout(lang=lang, rows=int(meta.get("rows") or DEFAULT_ROWS),
                     c_slots=int(meta.get("c_slots") or DEFAULT_CONCURRENCY_SLOTS),
                     l_slots=int(meta.get("l_slots") or DEFAULT_LENGTH_SLOTS),
                     m_slots=int(meta.get("m_slots") or DEFAULT_MODEL_SLOTS),
@@ -113,9 +115,9 @@ def _entry_blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value == "")
 
 
-def unusable_reason(values: dict[str, Any], lang: str) -> tuple[int, str] | None:
+def unusable_reason(values: dict[str, Any], lang: Lang) -> tuple[int, str] | None:
     """Why a typed row cannot be used: (code, words), as the workings compute it (None: usable)."""
-    for code, (key, kind, message) in enumerate(unusable_tests(lang), start=1):  # type: ignore[arg-type]
+    for code, (key, kind, message) in enumerate(unusable_tests(lang), start=1):
         value = values.get(key)
         if kind == "blank" and _entry_blank(value):
             return code, message
@@ -176,14 +178,15 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
     cal = wb[layout.title("calibration")]
     s = layout.settings_rows
     base_model = cal[f"B{s['base_model']}"].value
+    short_output_ratio = _number_or_none(cal[f"B{s['short_output_ratio']}"].value)
     settings = Settings(
         base_model=str(base_model) if not _blank(base_model) else None,
+        # a non-whole number typed in these two is passed on as typed (a float)
         base_max_tokens=_number_or_none(cal[f"B{s['base_max_tokens']}"].value),  # type: ignore[arg-type]
         base_concurrency=_number_or_none(cal[f"B{s['base_concurrency']}"].value),  # type: ignore[arg-type]
         monotonic_tolerance_pct=_number_or_none(cal[f"B{s['monotonic_tolerance_pct']}"].value) or 0.0,
         strict_physics=bool(_number_or_none(cal[f"B{s['strict_physics']}"].value)),
-        short_output_ratio=_number_or_none(cal[f"B{s['short_output_ratio']}"].value)  # type: ignore[arg-type]
-        if _number_or_none(cal[f"B{s['short_output_ratio']}"].value) is not None else DEFAULT_SHORT_OUTPUT_RATIO,
+        short_output_ratio=short_output_ratio if short_output_ratio is not None else DEFAULT_SHORT_OUTPUT_RATIO,
         physics_precision=_text_or_default(cal[f"B{s['physics_precision']}"].value, DEFAULT_PHYSICS_PRECISION),
         method="lsq" if str(cal[f"B{s['method']}"].value or "").casefold() == "lsq" else "chain",
         concurrency_slots=layout.c_slots, length_slots=layout.l_slots, model_slots=layout.m_slots,
