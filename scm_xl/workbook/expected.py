@@ -87,14 +87,15 @@ def chart_data(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
     included = [(row.model, float(row.max_tokens), float(row.concurrency), s.tps, row.latency_p95_s,
                  row.ttft_p95_s) for (_, row), s in zip(inputs.rows, analysis.statuses) if s.included]
     title = layout.title("consistency")
-    consistency = {}
+    consistency: dict[int, tuple[CellValue, CellValue, CellValue]] = {}
     for sheet_row, _ in inputs.rows:
         position = sheet_row - layout.raw_first + 1
         out_row = layout.cons_first + position - 1
-        consistency[position] = tuple(exp.get((title, f"{layout.cons_col(key)}{out_row}"))
-                                      for key in ("exp_id", "measured", "predicted"))
+        exp_id, measured, predicted = (exp.get((title, f"{layout.cons_col(key)}{out_row}"))
+                                       for key in ("exp_id", "measured", "predicted"))
+        consistency[position] = (exp_id, measured, predicted)
     exp.update(summary_sheet.expected_chart_data(layout, inputs.chart_keys, inputs.chart_fit, included,
-                                                 consistency))  # type: ignore[arg-type]
+                                                 consistency))
 
 
 def display(exp: Expected, layout: Layout, inputs: Inputs) -> None:
@@ -170,7 +171,7 @@ def first_principles_only(exp: Expected, layout: Layout, inputs: Inputs, analysi
     pc = analysis.settings.catalog or physics_catalog()
     cl = CatalogLayout(layout.lang, pc)
     for key, value in expected_calculator(layout.lang, cl, inputs.first_principles).items():
-        exp[key] = value  # type: ignore[assignment]
+        exp[key] = value
 
 
 def cell_key(model: str, max_tokens: int, concurrency: int) -> str:
@@ -217,7 +218,7 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
         if status.included and row.model.casefold() not in seen_models:
             seen_models.add(row.model.casefold())
             first_model_rows.add(sheet_row)
-    blank = {key: None for key in RAW_FORMULA_KEYS}
+    blank: dict[str, CellValue] = {key: None for key in RAW_FORMULA_KEYS}
     for flag in ("short_output", "superlinear", "over_ceiling", "kv_over", "present", "eligible", "has_input",
                  "unusable_code"):
         blank[flag] = 0.0
@@ -368,8 +369,8 @@ def consistency(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysi
         "unidentified_rows": float(c.unidentified_rows), "excluded_rows": float(c.excluded_rows),
         "mape": c.mape_pct, "max_deviation": c.max_deviation_pct, "verdict": c.verdict,
     }
-    for key, row in layout.summary_rows.items():
-        exp[(title, f"B{row}")] = summary[key]
+    for key, summary_row in layout.summary_rows.items():
+        exp[(title, f"B{summary_row}")] = summary[key]
 
 
 def _lookup(cal: Calibration, kind: str, key: Any) -> float | None:
@@ -399,7 +400,7 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
     exp[(title, f"D{fw['model']}")] = _text(_fmt_key(model) if model is not None else None)
     exp[(title, f"C{fw['model']}")] = c
     known = f is not None and k is not None and c is not None and cal.base_tps is not None
-    exp[(title, f"B{fw['tps']}")] = cal.base_tps * f * k / c if known else t("unidentified")  # type: ignore[operator]
+    exp[(title, f"B{fw['tps']}")] = cal.base_tps * f * k / c if known else t("unidentified")  # type: ignore[operator]  # known: none is None
     if known:
         exp[(title, f"B{fw['missing']}")] = None
     else:
@@ -439,12 +440,12 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
         if pred is not None:
             allowed = 1.0 if limit is None else (1.0 if latency is not None and latency <= limit else 0.0)
         table.append((float(level.concurrency) if level else None, pred, latency, allowed))
-    meets = []
+    meets: list[tuple[float, float]] = []
     col = {column.key: layout.table_col(INVERSE_TABLE, column.key) for column in INVERSE_TABLE}
     for i, (level_value, pred, latency, allowed) in enumerate(table):
         row = layout.inverse_table_first + i
         hit = None
-        if pred is not None and _meets(pred, target) and allowed == 1.0:
+        if pred is not None and level_value is not None and _meets(pred, target) and allowed == 1.0:
             hit = level_value
             meets.append((level_value, pred))
         exp[(title, f"{col['level']}{row}")] = level_value
@@ -453,17 +454,17 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
         exp[(title, f"{col['allowed']}{row}")] = allowed
         exp[(title, f"{col['meets']}{row}")] = hit
     if meets:
-        best_meet = min(meets, key=lambda item: item[0])  # type: ignore[arg-type, return-value]
+        best_meet = min(meets, key=lambda item: item[0])
         exp[(title, f"B{inv['concurrency']}")] = best_meet[0]
         exp[(title, f"B{inv['tps']}")] = best_meet[1]
     else:
         exp[(title, f"B{inv['concurrency']}")] = t("unreachable_short")
         exp[(title, f"B{inv['tps']}")] = None
-    allowed_preds = [(lv, p) for lv, p, _, ok in table if p is not None and ok == 1.0 and p >= 0]
+    allowed_preds = [(lv, p) for lv, p, _, ok in table if lv is not None and p is not None and ok == 1.0 and p >= 0]
     if allowed_preds:
         best = max(p for _, p in allowed_preds)
         exp[(title, f"B{inv['best_tps']}")] = best
-        exp[(title, f"B{inv['best_concurrency']}")] = min(lv for lv, p in allowed_preds if p == best)  # type: ignore[type-var]
+        exp[(title, f"B{inv['best_concurrency']}")] = min(lv for lv, p in allowed_preds if p == best)
     else:
         exp[(title, f"B{inv['best_tps']}")] = None
         exp[(title, f"B{inv['best_concurrency']}")] = None
