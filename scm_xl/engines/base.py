@@ -9,6 +9,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import SupportsFloat, cast
 from xml.etree.ElementTree import ParseError
 
 import numpy as np
@@ -76,7 +77,7 @@ def normalise(value: object) -> CellValue:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, numbers.Number):
-        return float(value)  # type: ignore[arg-type]
+        return float(cast(SupportsFloat, value))  # typeshed's Number has no __float__; numbers here do
     if isinstance(value, str):
         return str(value) or None
     if isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
@@ -95,13 +96,18 @@ def formula_refs(path: Path) -> dict[str, list[str]]:
         raise EngineError(f"cannot read workbook {path}: {exc}") from exc
 
 
+def _bounds(ref: str) -> tuple[int, int, int, int]:
+    """range_boundaries of a range with both corners (None comes only for whole rows or columns)."""
+    return cast("tuple[int, int, int, int]", range_boundaries(ref))
+
+
 def absolute_cells(ref: str) -> Iterator[tuple[int, int, str]]:
     """(row, column, "A1") for each cell of "A1" or "A1:C3", row by row."""
     if ":" not in ref:  # most formula cells: no range to build
         letters = ref.rstrip("0123456789")
         yield int(ref[len(letters):]), column_index_from_string(letters), ref
         return
-    min_col, min_row, max_col, max_row = range_boundaries(ref)
+    min_col, min_row, max_col, max_row = _bounds(ref)
     for row in range(min_row, max_row + 1):
         for col in range(min_col, max_col + 1):
             yield row, col, f"{get_column_letter(col)}{row}"
@@ -109,7 +115,7 @@ def absolute_cells(ref: str) -> Iterator[tuple[int, int, str]]:
 
 def cells_of(ref: str) -> Iterator[tuple[int, int, str]]:
     """(row offset, column offset, "A1") for each cell of "A1" or "A1:C3", row by row."""
-    min_col, min_row, max_col, max_row = range_boundaries(ref)
+    min_col, min_row, max_col, max_row = _bounds(ref)
     for row in range(min_row, max_row + 1):
         for col in range(min_col, max_col + 1):
             yield row - min_row, col - min_col, f"{get_column_letter(col)}{row}"

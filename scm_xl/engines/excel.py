@@ -67,5 +67,5 @@ def _sheet_values(sheet: Any, refs: list[str]) -> dict[tuple[str, str], CellValu
             inside = 0 <= grid_row < len(grid) and 0 <= grid_col < len(grid[0])
             value = grid[grid_row][grid_col] if inside else None
             is_error = isinstance(value, str) and value in ERROR_CODES
-            values[(sheet.name, cell)] = CellError(value) if is_error else normalise(value)
+            values[(sheet.name, cell)] = CellError(value) if isinstance(value, str) and is_error else normalise(value)
     return values
