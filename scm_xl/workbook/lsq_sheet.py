@@ -55,10 +55,12 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.formula import ArrayFormula
+from openpyxl.worksheet.properties import Outline
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl import lsq
@@ -522,13 +524,14 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
             ws[f"{col}{ll.coef_header}"] = j + 1
             ws[f"{col}{ll.coef_header}"].font = BOLD
         for i in range(ll.p):
-            text = a_formula(ll, i, j)
-            ws[f"{ll.work_col(j)}{ll.coef_first + i}"] = 0 if text is None else text
+            a_text = a_formula(ll, i, j)
+            ws[f"{ll.work_col(j)}{ll.coef_first + i}"] = 0 if a_text is None else a_text
     ws[f"{ll.m_col(0)}{ll.coef_first}"] = ArrayFormula(ll.m.replace("$", ""), m_formula(ll))
     ws[f"{ll.m_col(0)}{ll.coef_first}"].fill = FORMULA_FILL
     first_work, last_work = ll.work_col(0), ll.m_col(ll.p - 1)
     ws.column_dimensions.group(first_work, last_work, outline_level=1, hidden=True)
-    ws.sheet_properties.outlinePr.summaryRight = False  # the group's button sits beside column K
+    # the group's button sits beside column K (openpyxl always makes outlinePr; its stubs allow None)
+    cast(Outline, ws.sheet_properties.outlinePr).summaryRight = False
 
     ws.freeze_panes = "B1"
     widths = {"A": 34, "B": 16, "C": 14, "D": 12, "E": 12, "F": 12, "G": 13, "H": 14, "I": 11, "J": 12}
@@ -587,8 +590,8 @@ def expected_sheet(layout: Layout, analysis: Analysis, *,
     params = _params(ll, mirror)
     for i in range(layout.rows):
         for kind, key in PARAM_KEYS.items():
-            value = params[i][kind]
-            put(f"{ll.param_col(kind)}{ll.row_first + i}", None if value is None else float(value))
+            param = params[i][kind]
+            put(f"{ll.param_col(kind)}{ll.row_first + i}", None if param is None else float(param))
     inverse = np.linalg.inv(mirror.a) if ok else None
     for i in range(ll.p):
         for j in range(ll.p):
@@ -700,7 +703,7 @@ def _mirror(ll: LsqLayout, analysis: Analysis, by_slot: dict[int, RowStatus], us
         if s is None or id(s) not in used:
             continue
         w[i] = 1.0
-        y[i] = s.ln_tps  # type: ignore[assignment]
+        y[i] = s.ln_tps
         x[i, 0] = 1.0
         own = {"f": s.concurrency, "K_len": s.max_tokens, "C_model": s.model}
         for j, (kind, level) in enumerate(levels[1:], start=1):
@@ -741,9 +744,9 @@ def _coefficient(fit: lsq.LsqFit, kind: str, level: object) -> lsq.Coefficient |
     if kind == "BaseTPS":
         return fit.coefficient(lsq.BASE_LABEL)
     if kind == "f":
-        return fit.coefficient(f_label(level))  # type: ignore[arg-type]
+        return fit.coefficient(f_label(cast(int, level)))  # an f slot's level is a concurrency
     if kind == "K_len":
-        return fit.coefficient(k_label(level))  # type: ignore[arg-type]
+        return fit.coefficient(k_label(cast(int, level)))  # a K_len slot's level is a max_tokens
     return next((c for c in fit.coefficients if c.kind == "c_model" and same_model(str(c.level), str(level))), None)
 
 
