@@ -162,6 +162,22 @@ def test_ironcalc_agrees_with_libreoffice_on_the_filled_article(tmp_path: Path) 
     assert [key for key, value in ironcalc.items() if not same_value(libreoffice[key], value)] == []
 
 
+@pytest.mark.parametrize("name", ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)])
+def test_hidden_column_of_formulas_past_a_thousand_rows(name: str, tmp_path: Path) -> None:
+    """LibreOffice 7.4 leaves out such cells past row 1001 unless the engine shows the column."""
+    book = openpyxl.Workbook()
+    data = book.active
+    data.title = "Data"
+    calc = book.create_sheet("Calc")
+    for row in range(1, 1501):
+        data[f"A{row}"] = row
+        calc[f"B{row}"] = f"=Data!A{row}*2"
+    calc.column_dimensions["B"].hidden = True
+    book.save(tmp_path / "hidden.xlsx")
+    values = get_engine(name).recalculate(tmp_path / "hidden.xlsx").values
+    assert values == {("Calc", f"B{row}"): 2.0 * row for row in range(1, 1501)}
+
+
 def test_formulas_prints_nothing(workbook: Path, capfd: pytest.CaptureFixture[str]) -> None:
     FormulasEngine().recalculate(workbook)
     assert capfd.readouterr() == ("", "")

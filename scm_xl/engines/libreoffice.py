@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import select
 import shutil
 import signal
@@ -64,7 +65,7 @@ class LibreOfficeEngine(Engine):
         soffice = self._soffice_for(path)
         with _Session(soffice, self.timeout) as session:
             # read inside the session: its folder goes away with soffice, on every exit path
-            values = _read_values(session.convert(path), refs)
+            values = _read_values(session.convert(path, unhide_columns=True), refs)
         return Recalculated(self.name, values, time.perf_counter() - start)
 
     def convert(self, path: Path, out_path: Path) -> Path:
@@ -120,9 +121,11 @@ class _Session:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self._signals.close()
 
-    def convert(self, path: Path) -> Path:
+    def convert(self, path: Path, *, unhide_columns: bool = False) -> Path:
         """Recalculate `path` into this session's folder; the copy's path."""
         profile, out_dir = self.workdir / "profile", self.workdir / "out"  # never the input's folder
+        if unhide_columns:
+            path = _with_columns_shown(path, self.workdir / "in")
         (profile / "user").mkdir(parents=True)
         (profile / "user" / "registrymodifications.xcu").write_text(PROFILE_SETTINGS, encoding="utf-8")
         command = [self.soffice, f"-env:UserInstallation={profile.as_uri()}", "--headless", "--norestore",
@@ -156,6 +159,33 @@ class _Session:
         temp = self.workdir / "tmp"
         temp.mkdir()
         return {**os.environ, "TMPDIR": str(temp)}
+
+
+# LibreOffice 7.4 headless leaves out the cells of a hidden column past its first thousand
+# rows or so when they hold formulas that read another sheet: `=Data!A1*2` filled down
+# 2,000 rows of a hidden column B comes back for rows 1-1001 only (rows 1002-2000 absent
+# from its saved copy). Hidden rows are not affected. The copy recalculated for reading
+# values has every column shown; the values do not depend on it.
+_HIDDEN = re.compile(rb'\shidden\s*=\s*["\'](?:1|true)["\']')
+_COL = re.compile(rb"<col\b[^>]*>")
+
+
+def _with_columns_shown(path: Path, folder: Path) -> Path:
+    folder.mkdir()
+    copy = folder / path.name
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(copy, "w", zipfile.ZIP_STORED) as target:
+        for info in source.infolist():
+            out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            with source.open(info) as reader, target.open(out, "w", force_zip64=True) as writer:
+                if info.filename.startswith("xl/worksheets/") and info.filename.endswith(".xml"):
+                    first = True
+                    for block in xlsx_cells.row_blocks(reader):
+                        # <cols> comes before the first row, so it lies in the first block
+                        writer.write(_COL.sub(lambda m: _HIDDEN.sub(b"", m.group(0)), block) if first else block)
+                        first = False
+                else:
+                    shutil.copyfileobj(reader, writer)
+    return copy
 
 
 def _read_line(fd: int, deadline: float) -> str | None:
