@@ -154,9 +154,10 @@ def _shift(label: str, old: Coefficient | None, new: Coefficient | None, old_dof
         change = (new.value / old.value - 1) * 100
     if status == "compared":
         assert old is not None and new is not None and old.std_error_log is not None and new.std_error_log is not None
+        assert old.value is not None and new.value is not None  # "compared" needs both values
         var_old, var_new = old.std_error_log ** 2, new.std_error_log ** 2
         spread = math.sqrt(var_old + var_new)
-        diff = math.log(new.value) - math.log(old.value)  # type: ignore[arg-type]
+        diff = math.log(new.value) - math.log(old.value)
         if spread > 0:
             t = diff / spread
             dof = (var_old + var_new) ** 2 / (var_old ** 2 / old_dof + var_new ** 2 / new_dof) \

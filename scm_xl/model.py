@@ -586,7 +586,7 @@ def predict(cal: Calibration, concurrency: float, max_tokens: float, model: str 
     ) if value is None)
     if missing or cal.base_tps is None:
         return Prediction(tps=None, missing=missing)
-    return Prediction(tps=cal.base_tps * f * k / c)  # type: ignore[operator]
+    return Prediction(tps=cal.base_tps * f * k / c)  # type: ignore[operator]  # missing is empty: none is None
 
 
 def solve(cal: Calibration, target_tps: float, max_tokens: float, model: str | None = None) -> Solution:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from scm_xl.cli._common import handle_errors
+
+if TYPE_CHECKING:
+    from scm_xl.rules import Lang
 
 LANG_CHOICE = click.Choice(["zh", "en"])
 STRICT_OPTION = click.option(
@@ -23,7 +27,7 @@ STRICT_OPTION = click.option(
 @click.option("--force", is_flag=True, help="Replace an output file that already exists (otherwise refused).")
 @STRICT_OPTION
 @handle_errors
-def report(source: str, output: str, lang: str, force: bool, strict_physics: bool | None) -> None:
+def report(source: str, output: str, lang: Lang, force: bool, strict_physics: bool | None) -> None:
     """One self-contained HTML page of SOURCE (a results CSV or a filled workbook): the
     verdict first, coefficient tables with intervals, every row with its role and reasons,
     charts, and a live forward/inverse calculator for both methods. No network request
@@ -32,7 +36,7 @@ def report(source: str, output: str, lang: str, force: bool, strict_physics: boo
     from scm_xl.outputs import HTML_SUFFIXES, Output, check_outputs
 
     check_outputs([Output("-o", output, HTML_SUFFIXES, "HTML report")], inputs=[source], force=force)
-    path = write_report(source, output, lang, strict_physics=strict_physics)  # type: ignore[arg-type]
+    path = write_report(source, output, lang, strict_physics=strict_physics)
     click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
@@ -49,7 +53,7 @@ def report(source: str, output: str, lang: str, force: bool, strict_physics: boo
                    "or the verdict is not drift. A drifted baseline is kept.")
 @STRICT_OPTION
 @handle_errors
-def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang: str, force: bool,
+def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang: Lang, force: bool,
             fail_on_drift: bool, save_baseline: bool, strict_physics: bool | None) -> None:
     """Has the endpoint changed since the baseline? BASELINE and NEW are results CSVs or
     filled workbooks. Both are fitted by least squares on the baseline's base point; each
@@ -75,7 +79,7 @@ def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang:
     if html_path:
         from scm_xl.htmlreport.compare_page import write_comparison_html
 
-        write_comparison_html(comparison, html_path, lang)  # type: ignore[arg-type]
+        write_comparison_html(comparison, html_path, lang)
     if as_json:
         click.echo(json.dumps(comparison.as_dict()))
     else:

@@ -8,7 +8,7 @@ runs, makes the library call, and prints what comes back (`scm_xl.report`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,9 @@ from scm_xl.cli._common import (
 )
 from scm_xl.cli.plan import int_list
 from scm_xl.engines import ENGINE_NAMES
+
+if TYPE_CHECKING:
+    from scm_xl.rules import Lang
 
 ENGINE_CHOICE = click.Choice(["auto", *ENGINE_NAMES])
 DEFAULT_TEMPLATE = {"zh": "SCM_系数标定_模板.xlsx", "en": "SCM_calibration_template.xlsx"}
@@ -41,7 +44,7 @@ def build() -> None:
 @click.option("--rows", type=click.IntRange(1, 100_000), help="Raw-data rows the formulas cover (default 200).")
 @FORCE_OPTION
 @handle_errors
-def template(output: str | None, lang: str, rows: int | None, force: bool) -> None:
+def template(output: str | None, lang: Lang, rows: int | None, force: bool) -> None:
     """Build the empty calibration workbook: every coefficient, prediction,
     deviation and verdict a live formula over the raw-data sheet."""
     from scm_xl.outputs import WORKBOOK_SUFFIXES, Output, check_outputs, write_target

@@ -226,8 +226,8 @@ def expected_cells(layout: Layout, inputs: Inputs,
     return analysis, checking.exp
 
 
-def build_template(path: str | Path, *, lang: str = "zh", rows: int | None = None) -> Path:
-    layout = Layout(lang=lang, rows=rows) if rows else Layout(lang=lang)  # type: ignore[arg-type]
+def build_template(path: str | Path, *, lang: Lang = "zh", rows: int | None = None) -> Path:
+    layout = Layout(lang=lang, rows=rows) if rows else Layout(lang=lang)
     build.save_atomic(build_workbook(layout), path, reproducible=True)
     return Path(path)
 
