@@ -44,8 +44,10 @@ MONOTONIC_EPSILON = 1e-9
 PREFERRED_BASE_MAX_TOKENS = 50
 
 
-class RowLike(Protocol):
-    # Read-only properties, so that frozen dataclasses (ResultRow) satisfy the protocol.
+class KeyedRow(Protocol):
+    """A row's id and its cell (model, concurrency, max_tokens). Read-only properties (here and
+    in the protocols built on it), so that frozen dataclasses (ResultRow) satisfy them."""
+
     @property
     def exp_id(self) -> str: ...
     @property
@@ -53,9 +55,12 @@ class RowLike(Protocol):
     @property
     def concurrency(self) -> int: ...
     @property
-    def total_requests(self) -> int: ...
-    @property
     def max_tokens(self) -> int: ...
+
+
+class RowLike(KeyedRow, Protocol):
+    @property
+    def total_requests(self) -> int: ...
     @property
     def total_time_s(self) -> float: ...
     @property

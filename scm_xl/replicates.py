@@ -27,22 +27,14 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Protocol, Sequence
 
-from scm_xl.model import RowStatus
+from scm_xl.model import KeyedRow, RowStatus
 
 DEFAULT_CV_THRESHOLD = 0.10
 # One-sided 95% normal quantile: the 90% two-sided half-width multiplier.
 Z_90 = statistics.NormalDist().inv_cdf(0.95)
 
 
-class TpsRow(Protocol):
-    @property
-    def exp_id(self) -> str: ...
-    @property
-    def model(self) -> str: ...
-    @property
-    def concurrency(self) -> int: ...
-    @property
-    def max_tokens(self) -> int: ...
+class TpsRow(KeyedRow, Protocol):
     @property
     def tps(self) -> float: ...
 
