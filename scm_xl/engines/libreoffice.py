@@ -17,6 +17,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, cast
 
 from scm_xl.engines import xlsx_cells
 from scm_xl.engines.base import (
@@ -110,13 +111,14 @@ class _Session:
     def __exit__(self, *exc_info: object) -> None:
         try:
             if self.guard is not None:
-                self.guard.stdin.close()  # type: ignore[union-attr]  # end of input: the guard cleans up
+                # the pipes exist: Popen(stdin=PIPE, stdout=PIPE); end of input: the guard cleans up
+                cast(IO[bytes], self.guard.stdin).close()
                 try:
                     self.guard.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     self.guard.kill()
                     self.guard.wait()
-                self.guard.stdout.close()  # type: ignore[union-attr]
+                cast(IO[bytes], self.guard.stdout).close()
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self._signals.close()
@@ -145,7 +147,7 @@ class _Session:
             self.guard = subprocess.Popen([sys.executable, "-I", str(GUARD), str(self.workdir), "--", *command],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=guard_log,
                                           start_new_session=True, env=self._environment())
-        status = _read_line(self.guard.stdout.fileno(), time.monotonic() + self.timeout)  # type: ignore[union-attr]
+        status = _read_line(cast(IO[bytes], self.guard.stdout).fileno(), time.monotonic() + self.timeout)
         if status is None:
             raise EngineError(f"LibreOffice took more than {self.timeout:g} s on {path}")
         if not status.startswith("exit "):

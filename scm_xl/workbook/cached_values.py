@@ -25,6 +25,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import IO
 
 from scm_xl.engines.base import CellError, CellValue
 from scm_xl.engines.xlsx_cells import column_number, sheet_parts
@@ -126,8 +127,8 @@ def _full_calc_on_load(xml: bytes) -> bytes:
     return xml[:match.start()] + tag + xml[match.end():]
 
 
-def _chunks(reader: object) -> Iterator[bytes]:
-    while block := reader.read(_CHUNK):  # type: ignore[attr-defined]
+def _chunks(reader: IO[bytes]) -> Iterator[bytes]:
+    while block := reader.read(_CHUNK):
         yield block
 
 
