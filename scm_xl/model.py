@@ -589,9 +589,9 @@ def predict(cal: Calibration, concurrency: float, max_tokens: float, model: str 
     missing = tuple(label for value, label in (
         (f, f_label(_int_or(concurrency))), (k, k_label(_int_or(max_tokens))), (c, c_label(model)),
     ) if value is None)
-    if missing or cal.base_tps is None:
+    if f is None or k is None or c is None or cal.base_tps is None:  # missing names the first three
         return Prediction(tps=None, missing=missing)
-    return Prediction(tps=cal.base_tps * f * k / c)  # type: ignore[operator]  # missing is empty: none is None
+    return Prediction(tps=cal.base_tps * f * k / c)
 
 
 def solve(cal: Calibration, target_tps: float, max_tokens: float, model: str | None = None) -> Solution:

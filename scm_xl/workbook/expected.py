@@ -399,8 +399,10 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
     exp[(title, f"C{fw['max_tokens']}")] = k
     exp[(title, f"D{fw['model']}")] = _text(_fmt_key(model) if model is not None else None)
     exp[(title, f"C{fw['model']}")] = c
-    known = f is not None and k is not None and c is not None and cal.base_tps is not None
-    exp[(title, f"B{fw['tps']}")] = cal.base_tps * f * k / c if known else t("unidentified")  # type: ignore[operator]  # known: none is None
+    tps = (cal.base_tps * f * k / c
+           if f is not None and k is not None and c is not None and cal.base_tps is not None else None)
+    known = tps is not None
+    exp[(title, f"B{fw['tps']}")] = tps if tps is not None else t("unidentified")
     if known:
         exp[(title, f"B{fw['missing']}")] = None
     else:
