@@ -195,3 +195,7 @@ def test_o_naming_the_workbook_is_an_in_place_update(tmp_path: Path) -> None:
         refused(run("fill", ARTICLE, "--workbook", book, *extra),
                 f"--workbook {book} would be updated in place: pass --force to replace it")
     assert book.read_bytes() == b"PK\x03\x04 pretend"
+
+
+def test_fill_needs_a_csv_or_a_workbook(tmp_path: Path) -> None:
+    refused(run("fill"), "give a results CSV (or several), or --workbook X")

@@ -101,7 +101,7 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None) -
 
 
 @click.command()
-@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("results", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--workbook", type=click.Path(dir_okay=False),
               help="Fill this existing scm-xl workbook, keeping its other sheets and hand-set cells "
                    "(updating it in place needs --force; or give -o).")
@@ -129,11 +129,16 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
          method: str | None, no_progress: bool) -> None:
     """Write RESULTS (one or more results CSVs, merged) into the workbook,
     recalculate it with a real engine, and compare every formula cell with the
-    Python reference. Exits 1 if any cell disagrees."""
+    Python reference. Exits 1 if any cell disagrees. With no RESULTS, --workbook
+    is rebuilt around the rows typed into it."""
     from scm_xl.outputs import HTML_SUFFIXES, JSON_SUFFIXES, WORKBOOK_SUFFIXES, Output, check_outputs, write_target
     from scm_xl.results import refuse_spreadsheet_file
     from scm_xl.workbook.fill import fill as run_fill
 
+    if not results and workbook is None:
+        from scm_xl.errors import UsageError
+
+        raise UsageError("give a results CSV (or several), or --workbook X to rebuild X around the rows typed into it")
     for path in results:
         refuse_spreadsheet_file(path)
     workbook_suffixes = WORKBOOK_SUFFIXES
@@ -163,7 +168,7 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
                                        strict_physics=strict_physics, method=method, progress=progress,
                                        force=True)  # the policy is applied above; no .bak copies
         if accepts(run_fill, "rename_duplicates"):
-            source: Any = list(results) if len(results) > 1 else results[0]
+            source: Any = list(results) if len(results) != 1 else results[0]
             report = call_supported(run_fill, source, rename_duplicates=rename_duplicates, **options)
         elif len(results) > 1:
             report = _fill_merged(run_fill, results, rename_duplicates, options)
