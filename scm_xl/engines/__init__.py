@@ -1,16 +1,16 @@
 """Recalculation engines: each recalculates a saved workbook and returns every formula cell's value.
 
-    ironcalc     (alias embedded) Rust, from PyPI: the default; fast at any size
+    ironcalc     (alias embedded) Rust, from PyPI: the default; fastest up to a few thousand rows
     formulas     pure Python, always installed; very slow on the per-row layout (minutes for the article)
-    libreoffice  headless soffice; about 1 s to start
+    libreoffice  headless soffice; about 1 s to start, faster than IronCalc above AUTO_LIBREOFFICE_ROWS
     excel        Microsoft Excel through xlwings, on Windows or macOS only
 
-`auto` takes IronCalc: on the per-row layout it agrees with LibreOffice and with the
-Python reference on every formula cell, and it is the fastest at every size measured
-(benchmarks/results/engines.md). Where the ironcalc package is missing (a platform
-without its wheel), auto takes LibreOffice if installed, else formulas, and says so.
-IronCalc still computes some array (CSE) idioms wrongly (the notes and the benchmark
-list the smallest such formulas); the workbook does not use them.
+On the per-row layout IronCalc and LibreOffice agree with the Python reference on every
+formula cell (benchmarks/results/engines.md). `auto` takes IronCalc, or LibreOffice above
+AUTO_LIBREOFFICE_ROWS raw rows where it is installed, and says so; without the ironcalc
+package (a platform without its wheel) LibreOffice if installed, else formulas.
+IronCalc still computes some array (CSE) idioms wrongly (listed in the benchmark); the
+workbook does not use them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from scm_xl.engines.libreoffice import LibreOfficeEngine
 from scm_xl.errors import UsageError
 
 __all__ = [
-    "ENGINE_ALIASES", "ENGINE_NAMES", "CellError", "CellValue", "Engine",
+    "AUTO_LIBREOFFICE_ROWS", "ENGINE_ALIASES", "ENGINE_NAMES", "CellError", "CellValue", "Engine",
     "ExcelEngine", "FormulasEngine", "IronCalcEngine", "LibreOfficeEngine", "Recalculated", "choose_engine",
     "get_engine",
 ]
@@ -36,6 +36,9 @@ ENGINES: dict[str, type[Engine]] = {
 }
 ENGINE_ALIASES = {"embedded": "ironcalc"}
 ENGINE_NAMES = (*ENGINES, *ENGINE_ALIASES)
+# Recalculation on the per-row layout (benchmarks/results/engines.md, loaded 2-core machine):
+# IronCalc 15.5 s / LibreOffice 22.2 s at 2,500 rows, 46.5 s / 40.2 s at 5,000, 320 s / 98 s at 10,000.
+AUTO_LIBREOFFICE_ROWS = 4000
 
 
 def get_engine(name: str) -> Engine:
@@ -53,10 +56,13 @@ def choose_engine(name: str, rows: int) -> tuple[Engine, str | None]:
         if name not in ENGINE_NAMES:
             raise UsageError(f"unknown engine {name!r}: choose one of auto, {', '.join(ENGINE_NAMES)}")
         return get_engine(name), None
+    libreoffice = LibreOfficeEngine()
+    if rows > AUTO_LIBREOFFICE_ROWS and libreoffice.available():
+        return libreoffice, (f"auto: {rows} rows, using libreoffice "
+                             f"(faster than ironcalc above {AUTO_LIBREOFFICE_ROWS:,} rows)")
     ironcalc = IronCalcEngine()
     if ironcalc.available():
         return ironcalc, None
-    libreoffice = LibreOfficeEngine()
     if libreoffice.available():  # faster than formulas at every size on this layout
         return libreoffice, "auto: the ironcalc package is not installed, using libreoffice"
     return FormulasEngine(), ("auto: neither the ironcalc package nor LibreOffice is installed, using formulas "
