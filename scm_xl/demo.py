@@ -110,7 +110,7 @@ def check_out_dir(out_dir: str | Path, *, force: bool) -> Path:
 
 
 def run_demo(out_dir: str | Path = "scm-demo", *, target_tps: float | None = None,
-             target_max_tokens: int | None = None, engine: str = "formulas", lang: str = "en",
+             target_max_tokens: int | None = None, engine: str = "auto", lang: str = "en",
              force: bool = False, show_unreachable: bool = False, quiet: bool = True,
              say: Say | None = None) -> DemoReport:
     """Run the demo into `out_dir`. `target_tps` None: `default_target_tps()`; `show_unreachable`

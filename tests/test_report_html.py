@@ -405,7 +405,7 @@ def test_a_filled_workbook_is_a_source_too(tmp_path: Path) -> None:
     rows = replicated_factorial(seed=3, repeats=1, sigma=0.03, prefix="E")
     csv = write_csv(tmp_path / "r.csv", rows)
     workbook = tmp_path / "r.xlsx"
-    report = fill(csv, output=workbook, engine="formulas", lang="en")
+    report = fill(csv, output=workbook, engine="ironcalc", lang="en")
     pages = {}
     for name, source in (("csv", csv), ("xlsx", workbook)):
         pages[name] = tmp_path / f"{name}.html"

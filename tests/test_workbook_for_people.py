@@ -26,7 +26,7 @@ ERROR_STRINGS = ("#N/A", "#VALUE!", "###", "Err:", "#REF!", "#DIV/0!", "#NAME?",
 @pytest.fixture(scope="module", params=["en", "zh"])
 def article(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Layout]:
     out = tmp_path_factory.mktemp(f"article-{request.param}") / "article.xlsx"
-    report = fill(ARTICLE, output=out, engine="formulas", lang=request.param)
+    report = fill(ARTICLE, output=out, engine="ironcalc", lang=request.param)
     assert report.verification.ok
     return out, report.layout
 

@@ -246,9 +246,11 @@ def write_sheet(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
             cell.value = text
             cell.font = HEADER_FONT
             cell.fill = HEADER_FILL
+    glance = {address for address, _, _ in _coef_cells(layout)}
     for address, (text, number_format) in formulas(layout, fx).items():
         ws[address] = text
-        ws[address].fill = FORMULA_FILL
+        if address not in glance:  # empty coefficient slots stay white, not a grey block
+            ws[address].fill = FORMULA_FILL
         if number_format:
             ws[address].number_format = number_format
     for key in ("verdict", "check_rows", "mape", "max_deviation"):
