@@ -84,3 +84,11 @@ def test_gitignore_hides_no_committed_file() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     assert _run("git", "check-ignore", "--no-index", "-q", "templates/new.xlsx").returncode == 1
+
+
+def test_ci_runs_the_type_checker_before_the_tests() -> None:
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert ".venv/bin/mypy" in lines, "the type check is a line of its own, under set -e"
+    assert lines.index(".venv/bin/mypy") < next(i for i, line in enumerate(lines) if ".venv/bin/pytest" in line)
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert mypy["files"] == ["scm_xl"]
