@@ -1,5 +1,8 @@
 """The least-squares calibration: every valid row counts, with intervals and hold-out error (no I/O).
 
+Long because the fit, its intervals (Student t from first principles, no scipy at run time),
+both leave-one-outs and the interaction/plateau checks share the design and its pseudo-inverse.
+
 The separable model in logs is linear,
 
     ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) - ln C_model(m) + noise,

@@ -1,5 +1,9 @@
 """First-principles bounds for LLM inference: FLOPs, bytes and the roofline.
 
+Long because every formula of the chain (FLOPs, weight and KV bytes with MLA/GQA and tensor
+parallelism, precision modes, prefill and decode, capacity) is one readable derivation, kept in
+one place so the sheet and the CLI can be checked against it line by line.
+
 The chain, after the seed article on first-principles performance modelling:
 what a token costs (FLOPs), what a decode step must move (weight and KV-cache
 bytes), and which of compute, memory bandwidth or memory capacity runs out

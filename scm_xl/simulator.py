@@ -1,5 +1,9 @@
 """A built-in OpenAI-compatible endpoint: no GPU, no key, loopback by default.
 
+Long because it is a whole server: the HTTP/1.1 protocol, the continuous-batching
+scheduler with its roofline step times, and the fault injection the collector's tests need
+live together, and splitting them would spread one event loop's state over modules.
+
 It serves `/v1/chat/completions` (SSE streaming and plain JSON) and
 `/v1/models`, on a raw asyncio protocol (a minimal HTTP/1.1 server with
 keep-alive and chunked transfer encoding) so that one core sustains thousands

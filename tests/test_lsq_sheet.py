@@ -25,7 +25,7 @@ from scm_xl.workbook.layout import Layout
 
 ROOT = Path(__file__).parent.parent
 ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
-ENGINES = ["formulas", "ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]
+ENGINES = ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]  # formulas: tests/test_workbook.py, article
 NAMES_SHEET = "names"
 
 

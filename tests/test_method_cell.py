@@ -15,7 +15,7 @@ from scm_xl.engines import get_engine
 from scm_xl.workbook.fill import verify
 from scm_xl.workbook.layout import Layout
 
-ENGINES = ["formulas", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]
+ENGINES = ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]  # formulas: tests/test_workbook.py, article
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from scm_xl.workbook.layout import Layout
 
 ROOT = Path(__file__).parent.parent
 ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
-ENGINES = ["formulas", "ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]
+ENGINES = ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]  # formulas: tests/test_workbook.py, article
 NAMES_SHEET = "names"
 
 
@@ -156,7 +156,7 @@ def formula_cells(ws: Worksheet) -> set[str]:
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("engine", ["ironcalc", "formulas", pytest.param("libreoffice", marks=pytest.mark.libreoffice)])
+@pytest.mark.parametrize("engine", ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)])
 def test_filled_replicated_factorial_agrees_on_every_engine(engine: str, tmp_path: Path) -> None:
     """A replicated factorial through `fill` (on IronCalc) and `verify` on each engine: the replicates
     and least-squares sheets equal the reference cell by cell."""

@@ -1,5 +1,8 @@
 """The first-principles calculator: scm_xl.roofline as live formulas (rows 1-55 of the sheet).
 
+Long because the calculator's layout, its formulas and its expected values are one unit: each
+formula sits next to the roofline figure it must equal.
+
 Hand-set inputs sit in column B (pale yellow; blank = catalog value or default),
 their effective values in C; below them, column C resolves names to catalog ids
 and figures (0 = unknown). The results sit in column G. Every figure is SI:

@@ -1,5 +1,8 @@
 """The least-squares sheet: scm_xl.lsq's fit and leave-one-out as live formulas.
 
+Long because the sheet's layout, its formulas and its expected values are one unit: each
+formula sits next to the reference value it must equal.
+
     ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) - ln C_model(m)
 
 is fitted by ordinary least squares on the normal equations. The design matrix X (raw
