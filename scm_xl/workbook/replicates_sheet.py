@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from openpyxl.utils import get_column_letter
+from openpyxl.worksheet.properties import Outline
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.base import CellValue
@@ -303,7 +304,7 @@ def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
     helper_cols = list(HELPER_COLS.values())
     ws.column_dimensions.group(helper_cols[0], helper_cols[-1], outline_level=1, hidden=True)
     ws.column_dimensions[helper_cols[0]].width = 14
-    ws.sheet_properties.outlinePr.summaryRight = False
+    cast(Outline, ws.sheet_properties.outlinePr).summaryRight = False  # openpyxl always makes it; its stubs allow None
     ws.print_area = rl.print_area
     return rl.defined_names()
 
@@ -346,9 +347,9 @@ def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_S
     slot_of: dict[int, int] = {}  # sheet row -> its cell's slot (1-based, in order of first run)
     slot_numbers: dict[tuple[str, int, int], int] = {}
     for s, sheet_row in zip(statuses, rows):
-        key = (s.model.casefold(), s.concurrency, s.max_tokens)
-        first_of.setdefault(key, sheet_row)
-        slot_of[sheet_row] = slot_numbers.setdefault(key, len(slot_numbers) + 1)
+        cell_key = (s.model.casefold(), s.concurrency, s.max_tokens)
+        first_of.setdefault(cell_key, sheet_row)
+        slot_of[sheet_row] = slot_numbers.setdefault(cell_key, len(slot_numbers) + 1)
 
     title = rl.title
     out: dict[tuple[str, str], CellValue] = {}
