@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Iterable, Protocol, Sequence
 
+from scm_xl.results import has_fault
 from scm_xl.roofline import PRECISION_BYTES
 from scm_xl.physics import PhysicsCatalog, per_token_figures, physics_catalog
 from scm_xl.rules import (
@@ -366,7 +367,7 @@ def cells_of(rows: Sequence[RowLike], tps: list[float], eligible: list[bool],
 def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> list[RowStatus]:
     tps = [row_tps(r) for r in rows]
     ln = [math.log(t) if t > 0 else None for t in tps]
-    fault = [((r.failed_requests or 0) + (r.rate_limited_requests or 0)) > 0 for r in rows]
+    fault = [has_fault(r) for r in rows]
     eligible = [not fault[i] and tps[i] > 0 and r.override != "exclude" for i, r in enumerate(rows)]
     factor = 1 + settings.monotonic_tolerance_pct / 100 + MONOTONIC_EPSILON
     catalog = settings.catalog or physics_catalog()

@@ -8,8 +8,6 @@ are known.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Mapping, cast
@@ -22,6 +20,7 @@ from openpyxl.worksheet.properties import PageSetupProperties
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
+from scm_xl.outputs import replacing
 from scm_xl.rules import verdict_rule
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_column_formulas, write_tables
 from scm_xl.workbook import summary_sheet
@@ -442,32 +441,23 @@ def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappin
 
 
 def save_atomic(wb: Workbook, path: str | Path, *, reproducible: bool = False) -> None:
-    """Save to a uniquely named temp file beside the target, then rename: nothing
-    half-written, and two runs into one folder never share a temporary file. A symlink
-    is written through to its target."""
+    """Save through `outputs.replacing`: a unique temporary file beside the target, renamed
+    when complete (through a symlink, with the user's umask).
+
+    reproducible fixes the zip timestamps and the document's modified time, so the
+    same build gives the same bytes (the committed template is checked that way).
+    """
     path = Path(path)
-    if path.is_symlink():
-        path = path.resolve()
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.exists():
         raise InputError(f"folder does not exist: {directory}", path=str(path))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".scm-xl-", suffix=".xlsx", dir=directory)
-    except OSError as exc:
-        raise InputError(f"cannot write into {directory}: {exc.strerror or exc}", path=str(path)) from exc
-    os.close(fd)
-    try:
-        wb.save(tmp)
-        if reproducible:
-            _freeze_zip(tmp)
-        mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        with replacing(path) as temporary:
+            wb.save(temporary)
+            if reproducible:
+                _freeze_zip(str(temporary))
     except OSError as exc:
         raise InputError(f"cannot write workbook: {exc.strerror or exc}", path=str(path)) from exc
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _freeze_zip(path: str) -> None:
@@ -485,9 +475,3 @@ def _freeze_zip(path: str) -> None:
             info = zipfile.ZipInfo(name, date_time=BUILD_TIMESTAMP.timetuple()[:6])
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, data)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -21,7 +21,7 @@ from scm_xl.model import Analysis, Settings, analyze
 from scm_xl.results import ResultRow, read_results
 from scm_xl.verify import Verification, compare
 from scm_xl.workbook import summary_sheet
-from scm_xl.workbook.build import save_atomic
+from scm_xl.outputs import new_file_mode, write_target
 from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, remove_own_sheets
 from scm_xl.workbook.io import (
     Inputs, check_model_names, load, read_inputs, read_layout, set_method, set_strict_physics, write_hand_set,
@@ -169,13 +169,13 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
                          for m, length, c in points.cells]
     inputs.chart_fit = [(role, float(position)) for role, position in points.fit]
 
-    final = target.resolve() if target.is_symlink() else target
+    final = write_target(target)
     tmp = _temporary_beside(final)
     try:
-        save_atomic(wb, tmp)
+        wb.save(tmp)
         report = _check(tmp, final, layout, inputs, chosen, note, say, analysis=analysis)
         _store_values(tmp, report.verification, say)
-        os.chmod(tmp, final.stat().st_mode & 0o777 if final.exists() else 0o666 & ~_umask())
+        os.chmod(tmp, final.stat().st_mode & 0o7777 if final.exists() else new_file_mode())
         os.replace(tmp, final)
     finally:
         if tmp.exists():
@@ -183,12 +183,6 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
     report.path = target
     report.warnings = warnings + report.warnings
     return report
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _temporary_beside(target: Path) -> Path:

@@ -16,6 +16,7 @@ from typing import Literal
 
 from openpyxl.utils import get_column_letter
 
+from scm_xl.results import NUMERIC_INPUT_COLUMNS, REQUIRED_COLUMNS
 from scm_xl.rules import Lang
 
 LAYOUT_VERSION = 2
@@ -111,15 +112,8 @@ ENTRY_COLUMNS: tuple[Column, ...] = (
 RAW_INPUT_KEYS = tuple(c.key for c in ENTRY_COLUMNS if c.kind == "input")
 DISPLAY_KEYS = tuple(c.key for c in ENTRY_COLUMNS if c.kind == "formula")
 # Inputs that must hold a number when given (the rest are text).
-NUMERIC_INPUT_KEYS = (
-    "concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_time_s", "total_output_tokens",
-    "repeat", "ok_requests", "failed_requests", "rate_limited_requests", "latency_p50_s", "latency_p95_s",
-    "latency_p99_s", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "mean_itl_s", "prompt_tokens",
-)
-REQUIRED_INPUT_KEYS = (
-    "exp_id", "model", "concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_time_s",
-    "total_output_tokens",
-)
+NUMERIC_INPUT_KEYS = NUMERIC_INPUT_COLUMNS  # one home: the results-CSV schema
+REQUIRED_INPUT_KEYS = REQUIRED_COLUMNS
 
 # The per-row workings sheet: row k+1 holds the k-th row under the raw-data header. Its first
 # columns copy that row's inputs (by position, so edits on the raw-data sheet never break a
