@@ -535,6 +535,8 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     ws.column_dimensions.group(first_work, last_work, outline_level=1, hidden=True)
     # the group's button sits beside column K (openpyxl always makes outlinePr; its stubs allow None)
     cast(Outline, ws.sheet_properties.outlinePr).summaryRight = False
+    spacer = ws.column_dimensions[get_column_letter(WORK_COL - 1)]
+    spacer.width, spacer.collapsed = 3, True  # the group's button shows it as collapsed
 
     ws.freeze_panes = "B1"
     widths = {"A": 34, "B": 16, "C": 14, "D": 12, "E": 12, "F": 12, "G": 13, "H": 14, "I": 11, "J": 12}

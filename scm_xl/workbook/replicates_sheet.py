@@ -3,19 +3,22 @@
 One row per distinct (model, concurrency, max_tokens) cell among the present raw
 rows, in order of each cell's first run on the raw sheet, in a fixed number of slots
 (cells beyond them are counted but not shown). Per cell: the number of runs, the
-median TPS (a single-cell CSE MEDIAN(IF(...))), the mean, the CV (STDEV(IF(...)),
-the sample standard deviation, over the mean), the flag (CV above the threshold, an input
-cell) and the stability note's figures: repeats needed, and how many more.
+median TPS, the mean, the CV (sample standard deviation over the mean), the flag (CV
+above the threshold, an input cell) and the stability note's figures: repeats needed,
+and how many more.
 
-How rows are grouped. A helper column beside the table (one CSE array formula over
-the raw rows) gives each present raw row the sheet row of the first run of its cell:
-MATCH(model&"|"&c&"|"&L, <same over all raw rows>, 0). MATCH compares text the way
-the reference's casefold does for ordinary names (case-insensitively); c and
-max_tokens are whole numbers, so their text is the same on every engine. A model name
-holding the wildcard characters * ? or ~ would be matched as a pattern (as COUNTIFS
-already does everywhere else in the workbook). A second helper column keeps that row
-number only on the first run, and slot k is its k-th smallest value. Every per-cell
-figure then selects rows by one numeric comparison with the slot's first row.
+How rows are grouped. The workbook has one list of cells in order of first run: the
+cells sheet (its slot k is the k-th first run that the workings sheet marks). Slot k
+of this table is slot k of that list. A helper column (grouped and collapsed), one
+ordinary formula per raw row, gives each present row the slot of its cell: MATCH of
+the row's cell key in the cells sheet's keys (case-insensitive, as the reference's
+casefold; the collector and `fill` refuse model names with wildcards or differing only
+in case). Every per-cell figure then selects rows by one numeric comparison with the
+slot number: COUNTIF, AVERAGEIFS, and for the median and the standard deviation a
+single-cell array formula MEDIAN(IF(slot=k, TPS, "")) / STDEV(IF(...)). The "" (not
+IF's default FALSE) matters: IronCalc 0.9.1 counts FALSE as 0 in MEDIAN(IF()).
+Each cell costs one pass over the raw rows, each raw row one pass over the slots:
+linear in the rows for a fixed number of slots. No multi-cell array formula.
 
 `expected_sheet` mirrors every formula cell from `scm_xl.replicates.summarize` on the
 present rows (all of `model.analyze`'s statuses).
@@ -305,6 +308,8 @@ def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
     ws.column_dimensions.group(helper_cols[0], helper_cols[-1], outline_level=1, hidden=True)
     ws.column_dimensions[helper_cols[0]].width = 14
     cast(Outline, ws.sheet_properties.outlinePr).summaryRight = False  # openpyxl always makes it; its stubs allow None
+    spacer = ws.column_dimensions[get_column_letter(len(TABLE_KEYS) + 1)]
+    spacer.width, spacer.collapsed = 3, True  # the group's button shows it as collapsed
     ws.print_area = rl.print_area
     return rl.defined_names()
 
