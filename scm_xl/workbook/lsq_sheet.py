@@ -425,13 +425,12 @@ def summary_formulas(ll: LsqLayout) -> dict[str, str]:
     r = _Refs(ll)
     s = ll.summary_ref
     ok = r.ok
-    # max |A M - I| as MAX and -MIN of A M - I: IronCalc computes ABS over an array wrongly.
+    # max |A M - I| on the engine's own inverse, in one single-cell array formula (p x p: cheap)
     residual = f"(MMULT({ll.a},MINVERSE({ll.a}/{SCALE})/{SCALE})-{r.identity})"
     return {
         "status": f"=IF({r.fit_possible()},IF({ok}=1,\"ok\",\"aliased\"),\"no data\")",
         "invertible": (
-            f"=IF({r.fit_possible()},IFERROR(IF(AND(MAX({residual})<{INVERTIBLE_TOL},"
-            f"MIN({residual})>-{INVERTIBLE_TOL}),1,0),0),0)"
+            f"=IF({r.fit_possible()},IFERROR(IF(MAX(ABS{residual})<{INVERTIBLE_TOL},1,0),0),0)"
         ),
         "observations": f"=SUM({ll.rows('fit')})",
         "parameters": f"=IF({ok}=1,COUNTIF({ll.coef('rows')},\">0\"),\"\")",
