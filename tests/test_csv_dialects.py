@@ -101,7 +101,7 @@ def test_fill_takes_gbk_utf16_semicolon_and_tab_files_together(tmp_path: Path) -
                                           "libreoffice_semicolon.csv", "libreoffice_unicode_tab.csv")]
     out = tmp_path / "all.xlsx"
     result = CliRunner().invoke(main, ["fill", *map(str, files), "-o", str(out), "--rename-duplicates",
-                                       "--engine", "formulas"])
+                                       "--engine", "ironcalc"])
     assert result.exit_code == 0, result.output
     rows = _workbook_rows(out)
     assert len(rows) == 12

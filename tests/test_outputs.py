@@ -171,7 +171,7 @@ def test_fill_writes_through_links_and_the_json_follows_the_umask(tmp_path: Path
     report = tmp_path / "r.json"
     old = os.umask(0o002)
     try:
-        result = run("fill", ARTICLE, "-o", link, "--json", report, "--force", "--engine", "formulas")
+        result = run("fill", ARTICLE, "-o", link, "--json", report, "--force", "--engine", "ironcalc")
     finally:
         os.umask(old)
     assert result.exit_code == 0, result.output
@@ -183,7 +183,7 @@ def test_fill_writes_through_links_and_the_json_follows_the_umask(tmp_path: Path
     refused(run("fill", ARTICLE, "-o", link), f"{link} already exists: pass --force to replace it")
     assert real.read_bytes() == before
     # --workbook through a link, updated in place: the link stays a link.
-    result = run("fill", ARTICLE, "--workbook", link, "--force", "--engine", "formulas")
+    result = run("fill", ARTICLE, "--workbook", link, "--force", "--engine", "ironcalc")
     assert result.exit_code == 0, result.output
     assert link.is_symlink() and link.resolve() == real.resolve()
 

@@ -76,7 +76,7 @@ def test_clean_data_stays_quiet() -> None:
     assert all(s.physics.count == 0 for s in analyze(rows).statuses)
 
 
-@pytest.mark.parametrize("engine", ["formulas", pytest.param("libreoffice", marks=pytest.mark.libreoffice)])
+@pytest.mark.parametrize("engine", ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)])
 def test_workbook_physics_matches_the_reference(engine: str, tmp_path: Path) -> None:
     from scm_xl.results import write_results
 

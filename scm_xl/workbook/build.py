@@ -33,7 +33,7 @@ from scm_xl.workbook.layout import (
     MODEL_TABLE, RAW_COLUMNS, Layout, unusable_tests,
 )
 from scm_xl.workbook.styles import (
-    FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _array, _formula, _header,
+    FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _formula, _header,
     _label,
 )
 
@@ -184,12 +184,15 @@ def write_first_principles(ws: Worksheet, layout: Layout, catalog_layout: Catalo
     """The roofline calculator and the catalog; returns the calculator's defined names."""
     write_tables(ws, catalog_layout)
     names = write_calculator(ws, layout.lang, catalog_layout)
-    for field, text in physics_column_formulas(catalog_layout, layout.name_ref("PhysicsBytes")).items():
-        col = get_column_letter(catalog_layout.model_col(field))
-        ws[f"{col}{catalog_layout.model_header}"] = field
-        ws[f"{col}{catalog_layout.model_header}"].font = HEADER_FONT
-        ws[f"{col}{catalog_layout.model_header}"].fill = HEADER_FILL
-        _array(ws, col, catalog_layout.model_first, catalog_layout.model_last, text)
+    bytes_ref = layout.name_ref("PhysicsBytes")
+    for row in range(catalog_layout.model_first, catalog_layout.model_last + 1):
+        for field, text in physics_column_formulas(catalog_layout, bytes_ref, row).items():
+            col = get_column_letter(catalog_layout.model_col(field))
+            if row == catalog_layout.model_first:
+                ws[f"{col}{catalog_layout.model_header}"] = field
+                ws[f"{col}{catalog_layout.model_header}"].font = HEADER_FONT
+                ws[f"{col}{catalog_layout.model_header}"].fill = HEADER_FILL
+            _formula(ws, f"{col}{row}", text)
     # The printout holds the calculator; the catalog below it is reference data (with its sources).
     ws.print_area = f"A1:H{CALCULATOR_LAST_ROW}"
     return names

@@ -140,11 +140,12 @@ def write_tables(ws: Worksheet, cl: CatalogLayout) -> None:
         ws.column_dimensions[get_column_letter(col)].width = width
 
 
-def physics_column_formulas(cl: CatalogLayout, bytes_ref: str) -> dict[str, str]:
-    """Array formulas (over the model rows) of the per-model figures the physics checks use
-    (scm_xl.physics.per_token_figures). Read bytes leave out an untied input embedding."""
+def physics_column_formulas(cl: CatalogLayout, bytes_ref: str, row: int) -> dict[str, str]:
+    """The per-model figures the physics checks use (scm_xl.physics.per_token_figures), as the
+    formulas of catalog row `row` (ordinary per-row formulas: IronCalc computes element-wise
+    functions inside array formulas wrongly). Read bytes leave out an untied input embedding."""
     def col(field: str) -> str:
-        return cl.model(field)
+        return f"${get_column_letter(cl.model_col(field))}{row}"
 
     embedding = f"IF({col('tie_word_embeddings')}=1,0,{col('vocab_size')}*{col('hidden_size')})"
     active = col("active_params")
