@@ -69,8 +69,8 @@ def diagnose(record: RequestRecord, *, url: str, model: str, key_source: str | N
     if status is not None and 400 <= status < 500 and status not in (408, 409, 429):
         return f"HTTP {status}: the server refused the request. Server said: {_end(said)}"
     if error_class == "not_streamed":
-        return (f"the server does not stream: it answered a streaming request (stream=true) with one JSON "
-                f"body; the collector needs server-sent events to time tokens.")
+        return ("the server does not stream: it answered a streaming request (stream=true) with one JSON "
+                "body; the collector needs server-sent events to time tokens.")
     return None
 
 
