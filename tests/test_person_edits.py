@@ -204,3 +204,17 @@ def test_a_row_beyond_the_formulas_fails_verify_by_name(filled: Path, tmp_path: 
 def fill_rows(path: Path) -> int:
     meta = openpyxl.load_workbook(path)["_scm_meta"]
     return int({meta.cell(r, 1).value: meta.cell(r, 2).value for r in range(1, meta.max_row + 1)}["rows"])
+
+
+@pytest.mark.parametrize("rows", ["abc", -5, 10**7, 2.5, True])
+def test_tampered_metadata_is_refused_with_exit_2(filled: Path, tmp_path: Path, rows: object) -> None:
+    path = tmp_path / "tampered.xlsx"
+    wb = openpyxl.load_workbook(filled)
+    meta = wb["_scm_meta"]
+    row = next(r for r in range(1, meta.max_row + 1) if meta.cell(r, 1).value == "rows")
+    meta.cell(row, 2).value = rows
+    wb.save(path)
+    result = CliRunner().invoke(main, ["verify", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "_scm_meta sheet's rows" in result.output
+    assert "Traceback" not in result.output

@@ -75,20 +75,38 @@ def read_layout(wb: Workbook, path: str | Path) -> Layout:
     meta: dict[str, Any] = {str(ws.cell(row=r, column=1).value): ws.cell(row=r, column=2).value  # checked below
             for r in range(1, ws.max_row + 1)}
     if meta.get("layout_version") != LAYOUT_VERSION:
-        raise InputError(f"workbook layout version {meta.get('layout_version')!r} is not {LAYOUT_VERSION}",
-                         path=str(path))
+        raise InputError(f"workbook layout version {meta.get('layout_version')!r} is not {LAYOUT_VERSION}: it was "
+                         "built by another scm-xl version; fill your results CSV into a new workbook "
+                         "(scm-xl fill RESULTS.csv)", path=str(path))
     lang = meta.get("lang")
     if lang not in ("zh", "en"):
         raise InputError(f"unknown workbook language {lang!r}", path=str(path))
-    layout = Layout(lang=lang, rows=int(meta.get("rows") or DEFAULT_ROWS),
-                    c_slots=int(meta.get("c_slots") or DEFAULT_CONCURRENCY_SLOTS),
-                    l_slots=int(meta.get("l_slots") or DEFAULT_LENGTH_SLOTS),
-                    m_slots=int(meta.get("m_slots") or DEFAULT_MODEL_SLOTS),
-                    cell_slots=int(meta.get("cell_slots") or DEFAULT_CELL_SLOTS))
+    sizes = {key: _meta_size(meta, key, default, path) for key, default in (
+        ("rows", DEFAULT_ROWS), ("c_slots", DEFAULT_CONCURRENCY_SLOTS), ("l_slots", DEFAULT_LENGTH_SLOTS),
+        ("m_slots", DEFAULT_MODEL_SLOTS), ("cell_slots", DEFAULT_CELL_SLOTS))}
+    layout = Layout(lang=lang, **sizes)
     for key in SHEET_KEYS:
         if layout.title(key) not in wb.sheetnames:
             raise InputError(f"sheet {layout.title(key)!r} is missing", path=str(path))
     return layout
+
+
+# The sizes a workbook may declare on its meta sheet: beyond these it is not one scm-xl wrote
+# (Excel's sheets end at 1,048,576 rows; the layout needs headroom below the raw rows).
+META_LIMITS = {"rows": 1_000_000, "c_slots": 10_000, "l_slots": 10_000, "m_slots": 10_000, "cell_slots": 100_000}
+
+
+def _meta_size(meta: dict[str, Any], key: str, default: int, path: str | Path) -> int:
+    """A size from the hidden meta sheet, validated like any input."""
+    value = meta.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer() \
+            or not 1 <= value <= META_LIMITS[key]:
+        raise InputError(f"the {META_SHEET} sheet's {key} is {str(value)[:40]!r}, not a whole number from 1 to "
+                         f"{META_LIMITS[key]:,}: the workbook was changed by hand or is not one scm-xl wrote",
+                         path=str(path))
+    return int(value)
 
 
 def _where(path: str | Path, layout: Layout, sheet_key: str, address: str) -> str:
