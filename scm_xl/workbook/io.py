@@ -62,7 +62,8 @@ def load(path: str | Path, *, data_only: bool = False) -> Workbook:
     if not path.exists():
         raise InputError("file not found", path=str(path))
     try:
-        return openpyxl.load_workbook(path, data_only=data_only)
+        # A macro-enabled workbook keeps its macros (vbaProject.bin) through a fill.
+        return openpyxl.load_workbook(path, data_only=data_only, keep_vba=path.suffix.lower() == ".xlsm")
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
         raise InputError(f"not a readable .xlsx workbook ({type(exc).__name__})", path=str(path)) from exc
 
