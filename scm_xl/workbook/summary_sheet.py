@@ -22,6 +22,7 @@ from openpyxl import Workbook
 from openpyxl.chart import Reference, ScatterChart, Series
 from openpyxl.chart.legend import Legend
 from openpyxl.chart.marker import Marker
+from openpyxl.chart.shapes import GraphicalProperties
 from openpyxl.formatting.rule import CellIsRule
 from openpyxl.styles import Font, PatternFill
 from openpyxl.worksheet.worksheet import Worksheet
@@ -159,6 +160,7 @@ COEF_TABLES: tuple[tuple[str, tuple[Column, ...], str, str], ...] = (
     ("C_model", MODEL_TABLE, "name", "c"),
 )
 CHART_ANCHOR_COL = "H"
+CHARTS_LAST_ROW = 64  # the third chart, anchored at row 44, ends about here
 
 
 def colour_verdict(ws: Worksheet, address: str) -> None:
@@ -268,7 +270,7 @@ def write_sheet(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     ws[f"{CHART_ANCHOR_COL}3"] = t["no_charts"]
     ws[f"{CHART_ANCHOR_COL}3"].font = NOTE_FONT
     last = COEF_FIRST + 1 + max(layout.c_slots, layout.l_slots, layout.m_slots)
-    ws.print_area = f"A1:V{last}"
+    ws.print_area = f"A1:V{max(last, CHARTS_LAST_ROW)}"
 
 
 def expected_sheet(layout: Layout, exp: Mapping[tuple[str, str], CellValue],
@@ -439,9 +441,10 @@ def _series(ws: Worksheet, x_col: int, y_col: int, first: int, last: int, title:
     x = Reference(ws, min_col=x_col, min_row=first, max_row=last)
     y = Reference(ws, min_col=y_col, min_row=first, max_row=last)
     series = Series(y, x, title=title)
-    series.marker = Marker(symbol="circle", size=6)
-    if colour:
-        series.marker.graphicalProperties = None
+    series.marker = Marker(symbol="circle", size=7)
+    if colour:  # points drawn in a fixed colour (LibreOffice hides an unfilled marker of a line-less series)
+        series.marker.graphicalProperties = GraphicalProperties(solidFill=colour)
+        series.marker.graphicalProperties.line.solidFill = colour
     if not line:
         series.graphicalProperties.line.noFill = True
     return series
@@ -468,7 +471,8 @@ def _fit_chart(data: Worksheet, points: ChartPoints, title: str) -> ScatterChart
     for role in ROLE_COLOURS:
         count = sum(1 for r, _ in points.fit if r == role)
         if count:
-            chart.series.append(_series(data, 11, 12, start, start + count - 1, role, line=False))
+            chart.series.append(_series(data, 11, 12, start, start + count - 1, role, line=False,
+                                        colour=ROLE_COLOURS[role]))
         start += count
     # y = x through the measured range: two points on the data sheet (N, O).
     last = 1 + len(points.fit)
