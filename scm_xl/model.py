@@ -29,7 +29,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from scm_xl.results import has_fault
 from scm_xl.roofline import PRECISION_BYTES
@@ -269,6 +272,10 @@ class Consistency:
     verdict: str
 
 
+ANALYSIS_FRAME_COLUMNS = ("exp_id", "model", "concurrency", "max_tokens", "tps", "included", "reason", "role",
+                          "predicted_tps", "deviation_pct", "physics_warnings")
+
+
 @dataclass
 class Analysis:
     settings: Settings
@@ -276,6 +283,22 @@ class Analysis:
     calibration: Calibration
     checks: list[RowCheck]
     consistency: Consistency
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per experiment, as a pandas DataFrame: measured TPS, whether it is included and
+        why not, its role, the prediction and deviation, and its physics warnings."""
+        import pandas as pd
+
+        records = []
+        for check in self.checks:
+            status = check.status
+            records.append({
+                "exp_id": status.exp_id, "model": status.model, "concurrency": status.concurrency,
+                "max_tokens": status.max_tokens, "tps": status.tps, "included": status.included,
+                "reason": status.reason("en") or None, "role": check.role, "predicted_tps": check.predicted_tps,
+                "deviation_pct": check.deviation_pct, "physics_warnings": status.physics.text("en") or None,
+            })
+        return pd.DataFrame.from_records(records, columns=list(ANALYSIS_FRAME_COLUMNS))
 
 
 @dataclass(frozen=True)

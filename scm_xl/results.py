@@ -24,7 +24,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from scm_xl.errors import InputError
 from scm_xl.outputs import atomic_write_text
@@ -187,6 +190,20 @@ class ResultsTable:
     encoding: str = "utf-8"  # as detected ("utf-8", "utf-8-sig", "utf-16", "gb18030")
     delimiter: str = ","
     sources: list[str] = field(default_factory=list)  # every file read, in order
+
+    def to_frame(self) -> pd.DataFrame:
+        """The rows as a pandas DataFrame: the results-CSV columns (tps computed), the source file
+        and the line of each row."""
+        import pandas as pd
+
+        records = []
+        for row in self.rows:
+            record: dict[str, Any] = {column: getattr(row, column, None) for column in RESULT_COLUMNS}
+            record["tps"] = row.total_output_tokens / row.total_time_s
+            record["source"] = row.source
+            record["line"] = row.line or None
+            records.append(record)
+        return pd.DataFrame.from_records(records, columns=[*RESULT_COLUMNS, "source", "line"])
 
 
 def read_results(path: str | Path) -> ResultsTable:

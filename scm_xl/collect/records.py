@@ -14,12 +14,15 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from scm_xl.collect.config import CollectConfig
 from scm_xl.collect.matrix import MatrixPoint
 from scm_xl.errors import InputError, UsageError
 from scm_xl.results import RESULT_COLUMNS, ResultRow, read_results
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 REQUEST_COLUMNS: tuple[str, ...] = (
     "exp_id", "model", "concurrency", "max_tokens", "repeat", "slot", "seq", "warmup",
@@ -125,6 +128,19 @@ def read_requests(path: str | Path) -> list[dict[str, str]]:
     """The rows of a requests CSV as dicts (column -> text)."""
     with open(path, encoding="utf-8", newline="") as handle:
         return list(csv.DictReader(handle))
+
+
+def requests_frame(path: str | Path) -> pd.DataFrame:
+    """requests.csv as a pandas DataFrame, one row per request; a column whose every filled cell is
+    a number is numeric."""
+    import pandas as pd
+
+    frame = pd.DataFrame.from_records(read_requests(path))
+    for column in frame.columns:
+        numbers = pd.to_numeric(frame[column], errors="coerce")
+        if int(numbers.notna().sum()) == int((frame[column] != "").sum()):
+            frame[column] = numbers
+    return frame
 
 
 def _check_requests_header(path: Path) -> None:
