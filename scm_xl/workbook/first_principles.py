@@ -45,6 +45,7 @@ from scm_xl.workbook.catalog_tables import TABLES_FIRST_ROW, CatalogLayout, prec
 from scm_xl.workbook.styles import (
     BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, write_text,
 )
+from scm_xl.workbook.literals import q as _q
 
 # ---------------------------------------------------------------------------
 # Where things are
@@ -301,10 +302,6 @@ def _abs(address: str) -> str:
     col = "".join(ch for ch in address if ch.isalpha())
     row = "".join(ch for ch in address if ch.isdigit())
     return f"${col}${row}"
-
-
-def _q(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
 
 
 def calculator_formulas(lang: str, cl: CatalogLayout) -> dict[str, str]:

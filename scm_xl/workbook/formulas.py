@@ -16,6 +16,7 @@ from typing import Callable
 
 from scm_xl.model import MONOTONIC_EPSILON, PREFERRED_BASE_MAX_TOKENS
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
+from scm_xl.workbook.literals import q, text_with
 from scm_xl.workbook.lsq_sheet import LsqLayout
 from scm_xl.workbook.layout import (
     CELLS_TABLE as CELLS_TABLE_REF, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO,
@@ -24,26 +25,6 @@ from scm_xl.workbook.layout import (
 )
 
 MIRRORED_KEYS = tuple(c.key for c in RAW_COLUMNS if c.key in {e.key for e in ENTRY_COLUMNS})  # the copied inputs
-
-
-def q(text: str) -> str:
-    """A string literal for a formula."""
-    return '"' + text.replace('"', '""') + '"'
-
-
-def text_with(template: str, **values: str) -> str:
-    """A formula expression rendering a TEXTS template, splicing in expressions."""
-    parts: list[str] = []
-    rest = template
-    while "{" in rest:
-        before, _, tail = rest.partition("{")
-        name, _, rest = tail.partition("}")
-        if before:
-            parts.append(q(before))
-        parts.append(values[name])
-    if rest:
-        parts.append(q(rest))
-    return "&".join(parts) if parts else q("")
 
 
 class Formulas:

@@ -284,10 +284,6 @@ class LsqLayout:
 # ---------------------------------------------------------------------------
 
 
-def _q(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
-
-
 def _cell_ref(range_ref: str, offset: int) -> str:
     """Cell `offset` (0-based) of a one-column range such as 'Sheet'!$A$5:$A$20."""
     sheet, _, cells = range_ref.rpartition("!")

@@ -38,6 +38,7 @@ from scm_xl.engines.base import CellValue
 from scm_xl.model import Analysis
 from scm_xl.replicates import DEFAULT_CV_THRESHOLD, Z_90, summarize
 from scm_xl.workbook.layout import CELLS_TABLE, Layout
+from scm_xl.workbook.literals import q as _q
 
 SHEET_TITLES: dict[str, str] = {"zh": "重复实验", "en": "Replicates"}
 DEFAULT_SLOTS = 64
@@ -99,10 +100,6 @@ TEXTS: dict[str, dict[str, str]] = {
         "cell_slot": "# of this row's cell (workings)",
     },
 }
-
-
-def _q(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
 
 
 @dataclass(frozen=True)
