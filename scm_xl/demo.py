@@ -36,12 +36,13 @@ from scm_xl.results import ResultRow, read_results, write_results
 from scm_xl.roofline import Deployment, analyze, c_model_from_first_principles, load_catalog
 from scm_xl.rules import Lang
 from scm_xl.simulator import SimConfig, roofline_timing, running_simulator
+from scm_xl.rules import DEFAULT_MODEL
 from scm_xl.workbook.fill import WorkbookReport, fill
 
 DEMO_GPU = "a100-80gb"
 DEMO_EFFICIENCY = 0.6
 # (model served by the simulator, catalog key)
-DEMO_MODELS = (("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"), ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"))
+DEMO_MODELS = ((DEFAULT_MODEL, "qwen2.5-7b"), ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"))
 DEMO_CONCURRENCY = (1, 2, 4, 8)
 DEMO_MAX_TOKENS = (16, 32, 64)
 DEMO_REQUESTS_PER_SLOT = 2

@@ -69,6 +69,7 @@ DEFAULT_SHORT_OUTPUT_RATIO = 0.5
 # nearly linear deployment would raise false alarms.
 SUPERLINEAR_TOLERANCE = 0.05
 DEFAULT_PHYSICS_PRECISION = "bf16"
+DEFAULT_MODEL = "Qwen/Qwen2.5-7B-Instruct"  # the model collect, plan and the simulator name by default
 METHODS = ("chain", "lsq")  # the method cell: which coefficients the forward and inverse answers use
 
 

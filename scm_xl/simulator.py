@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TypedDict
 
 from scm_xl.errors import UsageError
+from scm_xl.rules import DEFAULT_MODEL
 
 LOOPBACK = "127.0.0.1"
 
@@ -76,7 +77,7 @@ _MAX_BODY_BYTES = 16 * 1024 * 1024
 class SimConfig:
     """How the simulated endpoint behaves. All times are in seconds."""
 
-    model_name: str = "Qwen/Qwen2.5-7B-Instruct"
+    model_name: str = DEFAULT_MODEL
     host: str = LOOPBACK
     port: int = 0
     # Continuous-batching decode loop (a roofline can derive these three).

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from scm_xl.cli._common import handle_errors
+from scm_xl.rules import DEFAULT_MODEL
 
 
 def int_list(ctx, param, value):
@@ -30,7 +31,7 @@ def _models(ctx, param, value):
 
 
 @click.command()
-@click.option("--models", "-m", multiple=True, default=("Qwen/Qwen2.5-7B-Instruct",), callback=_models,
+@click.option("--models", "-m", multiple=True, default=(DEFAULT_MODEL,), callback=_models,
               show_default=True, help="Models, comma-separated or repeated; the first is the base model.")
 @click.option("--concurrency", "-c", default="1,2,4,8", callback=int_list, show_default=True,
               help="Comma-separated concurrency levels.")

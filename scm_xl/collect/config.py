@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 
 from scm_xl.collect.matrix import MatrixPoint, check_model_names, full_factorial, shard_points
 from scm_xl.errors import InputError, UsageError
+from scm_xl.rules import DEFAULT_MODEL
 
 DEFAULT_BASE_URL = "https://api.siliconflow.cn/v1"
-DEFAULT_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 DEFAULT_CONCURRENCY: tuple[int, ...] = (1, 2, 4, 8)
 DEFAULT_MAX_TOKENS: tuple[int, ...] = (50, 100, 200)
 DEFAULT_PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
