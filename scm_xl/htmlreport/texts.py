@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-Lang = Literal["zh", "en"]
+from scm_xl.rules import Lang
+
 LANGS: tuple[Lang, ...] = ("zh", "en")
 
 PAGE: dict[Lang, dict[str, Any]] = {
