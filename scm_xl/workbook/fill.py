@@ -18,7 +18,7 @@ from scm_xl.engines import choose_engine
 from scm_xl.engines.base import Recalculated
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Analysis, Settings, analyze
-from scm_xl.results import ResultRow, read_results
+from scm_xl.results import ResultRow, read_results, read_results_many
 from scm_xl.verify import Verification, compare
 from scm_xl.workbook import summary_sheet
 from scm_xl.outputs import new_file_mode, write_target
@@ -64,15 +64,8 @@ def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = Non
 
 def _read_all(paths: Sequence[Path], rename_duplicates: bool) -> tuple[list[ResultRow], list[str]]:
     """Rows of one or several results CSVs (each row keeps its source file when there are several)."""
-    from scm_xl import results
-
-    many = getattr(results, "read_results_many", None)
-    if many is not None and len(paths) > 1:
-        table = many(paths, rename_duplicates=rename_duplicates)
-        return list(table.rows), list(table.warnings)
-    if len(paths) > 1:
-        raise UsageError("filling several CSVs into one workbook needs a newer results reader")
-    table = read_results(paths[0])
+    table = read_results_many(paths, rename_duplicates=rename_duplicates) if len(paths) > 1 \
+        else read_results(paths[0])
     return list(table.rows), list(table.warnings)
 
 
@@ -261,8 +254,7 @@ def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
 def _holdout(analysis: Analysis) -> Any:
     from scm_xl import lsq
 
-    run = getattr(lsq, "least_squares_analysis", None) or getattr(lsq, "analyze")
-    return run(analysis.statuses, analysis.settings).report()
+    return lsq.least_squares_analysis(analysis.statuses, analysis.settings).report()
 
 
 def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: Any, note: str | None,
