@@ -360,11 +360,9 @@ def solve(source: str, target_tps: float, max_tokens: int | None, model: str | N
 
 
 def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool) -> None:
-    from scm_xl.errors import CheckFailed, UsageError
+    from scm_xl.errors import UsageError
     from scm_xl.model import solve as chain_solve
-    from scm_xl.report import (
-        caveats_to_dict, render_caveats, solution_to_dict, to_json, unidentified_hints, wrapped,
-    )
+    from scm_xl.report import caveats_to_dict, render_caveats, solution_to_dict, unidentified_hints, wrapped
 
     length = request.max_tokens or analysis.calibration.base_max_tokens
     if length is None:
@@ -384,14 +382,9 @@ def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool) 
     hints = unidentified_hints(analysis, missing, concurrency=None, max_tokens=length, model=solution.model,
                                method="chain") if not identified else []
     data.update(caveats=caveats, hints=hints, identified=identified, missing=missing)
-    if as_json:
-        click.echo(to_json(data))
-        if not identified:
-            raise CheckFailed("")
+    if _answered_as_json_or_refused(data, as_json, identified, hints,
+                                    f"not identified by the data at max_tokens {length}: {', '.join(missing)}"):
         return
-    if not identified:
-        raise CheckFailed(f"cannot solve: not identified by the data at max_tokens {length}: {', '.join(missing)}"
-                          + "".join(f"\n  {hint}" for hint in hints))
     if solution.reachable:
         click.echo(f"concurrency {solution.concurrency}: predicted TPS {solution.tps:.2f} "
                    f"(target {target_tps:g} at max_tokens {length})")
@@ -403,12 +396,26 @@ def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool) 
         click.echo(wrapped(f"  {line}", indent="    "))
 
 
+def _answered_as_json_or_refused(data: dict[str, Any], as_json: bool, identified: bool, hints: list[str],
+                                 why: str) -> bool:
+    """solve's JSON answer (exit 1 when not identified), or its refusal with the way forward; True
+    when the answer is printed and nothing more is to be said."""
+    from scm_xl.errors import CheckFailed
+    from scm_xl.report import to_json
+
+    if as_json:
+        click.echo(to_json(data))
+        if not identified:
+            raise CheckFailed("")
+        return True
+    if not identified:
+        raise CheckFailed(f"cannot solve: {why}" + "".join(f"\n  {hint}" for hint in hints))
+    return False
+
+
 def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_json: bool) -> None:
     from scm_xl.constrained import describe_reasons, solve_request
-    from scm_xl.errors import CheckFailed
-    from scm_xl.report import (
-        caveats_to_dict, constrained_to_dict, render_caveats, to_json, unidentified_hints, wrapped,
-    )
+    from scm_xl.report import caveats_to_dict, constrained_to_dict, render_caveats, unidentified_hints, wrapped
 
     result = solve_request(request, target_tps, calibration=analysis.calibration, statuses=analysis.statuses,
                            settings=analysis.settings, rows=rows)
@@ -424,14 +431,8 @@ def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_
         analysis, ["f(", "K_len(", "C_model("], concurrency=None, max_tokens=request.max_tokens,
         model=request.model, method=method)
     data.update(caveats=caveats, hints=hints, identified=identified)
-    if as_json:
-        click.echo(to_json(data))
-        if not identified:
-            raise CheckFailed("")
+    if _answered_as_json_or_refused(data, as_json, identified, hints, "no configuration is identified by the data"):
         return
-    if not identified:
-        raise CheckFailed("cannot solve: no configuration is identified by the data"
-                          + "".join(f"\n  {hint}" for hint in hints))
     if best:
         marks = ", ".join(m for m, flag in (("interpolated", best.interpolated),
                                             ("extrapolated", best.extrapolated)) if flag)

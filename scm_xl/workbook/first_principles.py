@@ -43,7 +43,7 @@ from scm_xl.roofline import (
 )
 from scm_xl.workbook.catalog_tables import TABLES_FIRST_ROW, CatalogLayout, precision_rows
 from scm_xl.workbook.styles import (
-    BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, write_text,
+    BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, write_value,
 )
 from scm_xl.workbook.literals import q as _q
 
@@ -568,11 +568,7 @@ def set_calculator_inputs(ws: Worksheet, inputs: Mapping[str, object]) -> None:
     for key, value in inputs.items():
         if key not in INPUT_ROWS:
             raise KeyError(f"no calculator input {key!r}; inputs: {', '.join(INPUT_KEYS)}")
-        cell = ws[input_cell(key)]
-        if isinstance(value, str):
-            write_text(cell, value)  # text that looks like a formula stays text
-        else:
-            cell.value = value
+        write_value(ws[input_cell(key)], value)  # text that looks like a formula stays text
 
 
 def read_calculator_inputs(ws: Worksheet) -> dict[str, object]:

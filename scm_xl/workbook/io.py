@@ -15,7 +15,7 @@ from scm_xl.errors import InputError
 from scm_xl.model import Settings
 from scm_xl.results import ResultRow, normalise_override
 from scm_xl.rules import Lang
-from scm_xl.workbook.styles import write_text
+from scm_xl.workbook.styles import write_value
 from scm_xl.workbook import replicates_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
 from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshold
@@ -305,17 +305,7 @@ def write_rows(wb: Workbook, layout: Layout, rows: list[ResultRow]) -> None:
     for sheet_row in range(layout.raw_first, max(ws.max_row, layout.raw_last) + 1):
         for key in RAW_INPUT_KEYS:
             ws[f"{letters[key]}{sheet_row}"].value = None
-    for i, row in enumerate(rows):
-        sheet_row = layout.raw_first + i
-        for key in RAW_INPUT_KEYS:
-            value = getattr(row, key, None)
-            if value is None:
-                continue
-            cell = ws[f"{letters[key]}{sheet_row}"]
-            if isinstance(value, str):
-                write_text(cell, value)
-            else:
-                cell.value = value
+    write_typed(wb, layout, [{key: getattr(row, key, None) for key in RAW_INPUT_KEYS} for row in rows])
 
 
 def write_typed(wb: Workbook, layout: Layout, typed: list[dict[str, Any]]) -> None:
@@ -327,10 +317,7 @@ def write_typed(wb: Workbook, layout: Layout, typed: list[dict[str, Any]]) -> No
             if value is None:
                 continue
             cell = ws[f"{layout.entry_col(key)}{sheet_row}"]
-            if isinstance(value, str):
-                write_text(cell, value)
-            else:
-                cell.value = value
+            write_value(cell, value)
 
 
 def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bool = True) -> None:
@@ -345,10 +332,7 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bo
     for rows, values in ((layout.forward_rows, inputs.forward), (layout.inverse_rows, inputs.inverse)):
         for key, value in values.items():
             cell = der[f"B{rows[key]}"]
-            if isinstance(value, str):
-                write_text(cell, value)
-            else:
-                cell.value = value
+            write_value(cell, value)
 
 
 def _write_settings(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
@@ -363,10 +347,7 @@ def _write_settings(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
                        ("physics_precision", settings.physics_precision),
                        ("method", settings.method)):
         cell = cal[f"B{s[key]}"]
-        if isinstance(value, str):
-            write_text(cell, value)
-        else:
-            cell.value = value
+        write_value(cell, value)
 
 
 def set_strict_physics(wb: Workbook, layout: Layout, strict: bool) -> None:

@@ -6,6 +6,8 @@ figures a person came for. Sheet modules import from here (never from build.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 from typing import TYPE_CHECKING, Iterable
 
 from openpyxl.cell.cell import Cell as XlCell
@@ -45,6 +47,14 @@ def write_text(cell: XlCell, value: str) -> None:
     if value.startswith(FORMULA_PREFIXES):
         cell.data_type = "s"
         cell.quotePrefix = True
+
+
+def write_value(cell: XlCell, value: Any) -> None:
+    """Type a value into a cell as a person would: text stays text (even "=cmd"), numbers stay numbers."""
+    if isinstance(value, str):
+        write_text(cell, value)
+    else:
+        cell.value = value
 
 
 def header(ws: Worksheet, row: int, col: int, columns: Iterable[Column], lang: Lang) -> None:
