@@ -108,3 +108,10 @@ def call_supported(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def accepts(func: Callable[..., Any], name: str) -> bool:
     return name in inspect.signature(func).parameters
+
+
+def library_default(cls: Any, name: str) -> Any:
+    """A click option's default, taken from the library dataclass that owns it (one home)."""
+    import dataclasses
+
+    return next(f.default for f in dataclasses.fields(cls) if f.name == name)

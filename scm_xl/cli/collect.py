@@ -9,12 +9,13 @@ from pathlib import Path
 
 import click
 
-from scm_xl.cli._common import handle_errors
+from scm_xl.cli._common import handle_errors, library_default
 from scm_xl.cli.plan import int_list
 from scm_xl.collect.config import (
     DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, CollectConfig,
 )
 from scm_xl.errors import CheckFailed, UsageError
+from scm_xl.simulator import SimConfig
 
 
 class _Terminated(Exception):
@@ -94,15 +95,19 @@ _MATRIX_OPTIONS = {
               help="Replace existing output files (otherwise refused; --overwrite is the old name).")
 @click.option("--api-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File holding the API key [default: $SCM_XL_API_KEY, $SILICONFLOW_API_KEY, $OPENAI_API_KEY].")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+              default=library_default(CollectConfig, "timeout_s"), show_default=True,
               help="Seconds to connect, and the longest silence within a stream.")
 @click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds one request attempt may take in all [default: no limit].")
-@click.option("--max-retries", type=click.IntRange(min=0), default=5, show_default=True,
+@click.option("--max-retries", type=click.IntRange(min=0),
+              default=library_default(CollectConfig, "max_retries"), show_default=True,
               help="Retries of a request after HTTP 429.")
-@click.option("--max-retry-after", type=click.FloatRange(min=0), default=10.0, show_default=True,
+@click.option("--max-retry-after", type=click.FloatRange(min=0),
+              default=library_default(CollectConfig, "max_retry_after_s"), show_default=True,
               help="Longest wait (s) honoured from a Retry-After header.")
-@click.option("--streams-per-client", type=click.IntRange(min=1), default=64, show_default=True,
+@click.option("--streams-per-client", type=click.IntRange(min=1),
+              default=library_default(CollectConfig, "streams_per_client"), show_default=True,
               help="Concurrent streams per httpx.AsyncClient (streams are sharded over up to 16 clients).")
 @click.option("--transport", type=click.Choice(["auto", "fast", "httpx"]), default="auto", show_default=True,
               help="HTTP layer: scm-xl's lean HTTP/1.1 transport, or httpx's own (HTTP proxies, HTTP/2 off); "
@@ -181,17 +186,23 @@ def _classes(report) -> str:
 @click.option("--model-name", default=DEFAULT_MODEL, show_default=True,
               help="Model name served by /v1/models.")
 @click.option("--strict-model", is_flag=True, help="Answer 404 for any other model name.")
-@click.option("--step-base-s", type=click.FloatRange(min=0), default=0.008, show_default=True,
+@click.option("--step-base-s", type=click.FloatRange(min=0),
+              default=library_default(SimConfig, "step_base_s"), show_default=True,
               help="Decode step time with an empty batch (s).")
-@click.option("--step-per-seq-s", type=click.FloatRange(min=0), default=0.0002, show_default=True,
+@click.option("--step-per-seq-s", type=click.FloatRange(min=0),
+              default=library_default(SimConfig, "step_per_seq_s"), show_default=True,
               help="Added step time per active sequence (s).")
-@click.option("--prefill-s-per-token", type=click.FloatRange(min=0), default=0.00005, show_default=True,
+@click.option("--prefill-s-per-token", type=click.FloatRange(min=0),
+              default=library_default(SimConfig, "prefill_s_per_token"), show_default=True,
               help="Prefill time per prompt token of a joining request (s).")
-@click.option("--chars-per-token", type=click.FloatRange(min=0, min_open=True), default=4.0, show_default=True,
+@click.option("--chars-per-token", type=click.FloatRange(min=0, min_open=True),
+              default=library_default(SimConfig, "chars_per_token"), show_default=True,
               help="Characters per prompt token, to estimate prompt tokens.")
-@click.option("--default-max-tokens", type=click.IntRange(min=1), default=256, show_default=True,
+@click.option("--default-max-tokens", type=click.IntRange(min=1),
+              default=library_default(SimConfig, "default_max_tokens"), show_default=True,
               help="Output length when a request gives no max_tokens.")
-@click.option("--eos-prob", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+@click.option("--eos-prob", type=click.FloatRange(0, 1),
+              default=library_default(SimConfig, "eos_prob"), show_default=True,
               help="Probability per token of ending early (after min_tokens; off with ignore_eos).")
 @click.option("--ttft-s", type=click.FloatRange(min=0), default=None,
               help="Fixed-delay mode: time to first token (s), whatever the load.")

@@ -13,6 +13,7 @@ import vl_convert
 
 from scm_xl.lsq import LsqFit
 from scm_xl.model import Analysis
+from scm_xl.rules import ROLES
 
 # A grid of concurrency values between measured levels for the fitted curves.
 CURVE_POINTS = 24
@@ -21,7 +22,7 @@ CURVE_POINTS = 24
 POINT_LIMIT = 300
 WIDTH, HEIGHT = 300, 220
 FONT = "system-ui, -apple-system, 'Segoe UI', 'Noto Sans CJK SC', 'PingFang SC', 'Microsoft YaHei', sans-serif"
-ROLE_ORDER = ["check", "identify", "unidentified", "excluded"]
+ROLE_ORDER = ["check", *(role for role in ROLES if role != "check")]  # the legend: the test rows first
 ROLE_COLOURS = ["#1b7f3b", "#2b6cb0", "#b7791f", "#9b2c2c"]
 
 
