@@ -104,17 +104,20 @@ def new_file_mode() -> int:
 
 
 @contextlib.contextmanager
-def replacing(path: str | Path) -> Iterator[Path]:
+def replacing(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Path]:
     """Yield a temporary path beside `path`; when the block ends without error, move it onto `path`.
 
     The caller writes the whole file to the yielded path (any library's `save(path)` will
-    do). On an error the temporary file is removed and `path` is untouched.
+    do). On an error the temporary file is removed and `path` is untouched. `suffix` names the
+    temporary file for programs that go by the extension (a recalculation engine wants .xlsx).
     """
     shown = str(path)
     target = write_target(path)
+    if not target.parent.is_dir():
+        raise InputError(f"folder does not exist: {target.parent}", path=shown)
     try:
         mode = target.stat().st_mode & 0o7777 if target.exists() else new_file_mode()
-        fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
         os.close(fd)
     except OSError as exc:
         raise InputError(f"cannot write file: {exc.strerror}", path=shown) from exc

@@ -450,10 +450,6 @@ def save_atomic(wb: Workbook, path: str | Path, *, reproducible: bool = False) -
     reproducible fixes the zip timestamps and the document's modified time, so the
     same build gives the same bytes (the committed template is checked that way).
     """
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.exists():
-        raise InputError(f"folder does not exist: {directory}", path=str(path))
     try:
         with replacing(path) as temporary:
             wb.save(temporary)

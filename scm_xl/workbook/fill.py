@@ -8,7 +8,6 @@ then renamed onto the output: an interrupted or failed run never replaces a good
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +20,7 @@ from scm_xl.model import Analysis, Settings, analyze
 from scm_xl.results import ResultRow, read_results, read_results_many
 from scm_xl.verify import Verification, compare
 from scm_xl.workbook import summary_sheet
-from scm_xl.outputs import new_file_mode, write_target
+from scm_xl.outputs import replacing, write_target
 from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, remove_own_sheets
 from scm_xl.workbook.io import (
     Inputs, check_model_names, load, read_inputs, read_layout, set_method, set_strict_physics, write_hand_set,
@@ -162,32 +161,14 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
                          for m, length, c in points.cells]
     inputs.chart_fit = [(role, float(position)) for role, position in points.fit]
 
-    final = write_target(target)
-    tmp = _temporary_beside(final)
-    try:
+    # Written, recalculated, verified and given its values beside the target; renamed onto it last.
+    with replacing(target, suffix=".xlsx") as tmp:
         wb.save(tmp)
-        report = _check(tmp, final, layout, inputs, chosen, note, say, analysis=analysis)
+        report = _check(tmp, write_target(target), layout, inputs, chosen, note, say, analysis=analysis)
         _store_values(tmp, report.verification, say)
-        os.chmod(tmp, final.stat().st_mode & 0o7777 if final.exists() else new_file_mode())
-        os.replace(tmp, final)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     report.path = target
     report.warnings = warnings + report.warnings
     return report
-
-
-def _temporary_beside(target: Path) -> Path:
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.exists():
-        raise InputError(f"folder does not exist: {directory}", path=str(target))
-    try:
-        fd, name = tempfile.mkstemp(prefix=".scm-xl-", suffix=".xlsx", dir=directory)
-    except OSError as exc:
-        raise InputError(f"cannot write into {directory}: {exc.strerror or exc}", path=str(target)) from exc
-    os.close(fd)
-    return Path(name)
 
 
 def _store_values(path: Path, verification: Verification, say: Progress) -> None:

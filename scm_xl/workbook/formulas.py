@@ -17,7 +17,7 @@ from typing import Callable
 from scm_xl.model import MONOTONIC_EPSILON, PREFERRED_BASE_MAX_TOKENS
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.literals import q, text_with
-from scm_xl.workbook.lsq_sheet import LsqLayout
+from scm_xl.workbook.lsq_sheet import COEF_COLS, LsqLayout
 from scm_xl.workbook.layout import (
     CELLS_TABLE as CELLS_TABLE_REF, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO,
     ENTRY_COLUMNS, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE,
@@ -571,7 +571,7 @@ class Formulas:
         c_f = f"{self.lo.qtitle('calibration')}!${lo.table_col(CONCURRENCY_TABLE, 'f')}${lo.c_table_first + slot}"
         ll = LsqLayout(lo)
         first, _ = ll.blocks["f"]
-        lsq_f = f"'{ll.title}'!${ll_col(ll, 'value')}${ll.coef_first + first + slot}"
+        lsq_f = f"'{ll.title}'!${COEF_COLS['value']}${ll.coef_first + first + slot}"
         f_value = f"IF({self.name('Method')}=\"lsq\",{lsq_f},{c_f})"
         raw = self.raw
         members = (f"({raw('model')}={model})*({raw('max_tokens')}={length})*({raw('concurrency')}={level})"
@@ -590,12 +590,6 @@ class Formulas:
             "meets": (f"=IF(ISNUMBER({pred}),IF(AND({pred}>=$B${rows['target_tps']},${col['allowed']}{row}=1),"
                       f"{level},\"\"),\"\")"),
         }
-
-
-def ll_col(ll: LsqLayout, key: str) -> str:
-    from scm_xl.workbook.lsq_sheet import COEF_COLS
-
-    return COEF_COLS[key]
 
 
 __all__ = ["Formulas", "q", "text_with"]

@@ -175,8 +175,8 @@ def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
             position = index if not spec.working else None  # workings after everything else
             ws = wb.create_sheet(spec.title(layout.lang), index=position)
         sheets[spec.key] = ws
-    context = Building(wb, layout, Formulas(layout, CatalogLayout(layout.lang, physics_catalog())),
-                       CatalogLayout(layout.lang, physics_catalog()), build.LABELS[layout.lang])
+    catalog = CatalogLayout(layout.lang, physics_catalog())
+    context = Building(wb, layout, Formulas(layout, catalog), catalog, build.LABELS[layout.lang])
     for spec in SHEETS:
         ws = sheets[spec.key]
         for name, address in spec.write(ws, context).items():
