@@ -42,7 +42,7 @@ from scm_xl import stats
 from scm_xl.collect import CollectConfig, HttpxSender, open_senders, read_requests, run_collection
 from scm_xl.collect.send import sender_count
 from scm_xl.simulator import new_event_loop
-from simulator_process import Simulator
+from simulator_process import Simulator, add_core_options, pin_client
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results" / "transport.md"
@@ -225,16 +225,11 @@ def decide(outcomes: list[Outcome]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="half the requests (a smoke run)")
-    parser.add_argument("--client-core", type=int, default=0)
-    parser.add_argument("--server-core", type=int, default=1)
+    add_core_options(parser)
     parser.add_argument("--only", default=None, help="run only variants whose name contains this")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    if len(os.sched_getaffinity(0)) < 2:
-        print("warning: fewer than 2 cores; collector and simulator share one", file=sys.stderr)
-        args.client_core = args.server_core = min(os.sched_getaffinity(0))
-    args.load_before = os.getloadavg()[0]
-    os.sched_setaffinity(0, {args.client_core})
+    pin_client(args)
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="scm-xl-bench-") as temp:
         for scenario in scenarios(args.quick):

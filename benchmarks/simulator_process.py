@@ -37,3 +37,19 @@ class Simulator:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def add_core_options(parser: Any) -> None:
+    """--client-core / --server-core: the collector and the simulator each on a core of its own."""
+    parser.add_argument("--client-core", type=int, default=0)
+    parser.add_argument("--server-core", type=int, default=1)
+
+
+def pin_client(args: Any) -> None:
+    """Record the load average, then pin this (the collector's) process to its core; with one core,
+    collector and simulator share it and the run says so."""
+    if len(os.sched_getaffinity(0)) < 2:
+        print("warning: fewer than 2 cores; collector and simulator share one", file=sys.stderr)
+        args.client_core = args.server_core = min(os.sched_getaffinity(0))
+    args.load_before = os.getloadavg()[0]
+    os.sched_setaffinity(0, {args.client_core})
