@@ -113,8 +113,6 @@ def replacing(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Path]:
     """
     shown = str(path)
     target = write_target(path)
-    if not target.parent.is_dir():
-        raise InputError(f"folder does not exist: {target.parent}", path=shown)
     try:
         mode = target.stat().st_mode & 0o7777 if target.exists() else new_file_mode()
         fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)

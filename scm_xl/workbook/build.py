@@ -450,6 +450,9 @@ def save_atomic(wb: Workbook, path: str | Path, *, reproducible: bool = False) -
     reproducible fixes the zip timestamps and the document's modified time, so the
     same build gives the same bytes (the committed template is checked that way).
     """
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise InputError(f"folder does not exist: {path.parent}", path=str(path))
     try:
         with replacing(path) as temporary:
             wb.save(temporary)

@@ -162,6 +162,8 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
     inputs.chart_fit = [(role, float(position)) for role, position in points.fit]
 
     # Written, recalculated, verified and given its values beside the target; renamed onto it last.
+    if not write_target(target).parent.is_dir():
+        raise InputError(f"folder does not exist: {write_target(target).parent}", path=str(target))
     with replacing(target, suffix=".xlsx") as tmp:
         wb.save(tmp)
         report = _check(tmp, write_target(target), layout, inputs, chosen, note, say, analysis=analysis)
