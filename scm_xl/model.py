@@ -22,6 +22,10 @@ same rules, so the verifier can compare the two cell by cell:
    missing). The verdict is judged on check rows only.
 
 Model names are compared case-insensitively, as spreadsheet criteria do.
+
+Long because it is one rule set: the filter, the cells it groups rows into (in the cells
+sheet's order), the chain calibration, the consistency roles and the inverse, each the
+mirror of workbook formulas; split, the rules that must agree would sit in different files.
 """
 
 from __future__ import annotations
@@ -362,14 +366,36 @@ class Cell:
     group_base: float | None = None  # geometric-mean TPS there
 
 
-def cells_of(rows: Sequence[RowLike], tps: list[float], eligible: list[bool],
-             slots: int | None = None) -> list[Cell]:
-    """Cells in order of first appearance (at most `slots`), as the cells sheet lists them."""
-    order: dict[tuple[str, int, int], list[int]] = {}
+def model_numbers(rows: Sequence[KeyedRow], slots: int | None = None) -> dict[str, int]:
+    """Each model (casefolded) -> its number, 1 for the first to appear, 2 for the next...
+    (at most `slots` models: the workbook's seen-models table)."""
+    numbers: dict[str, int] = {}
+    for row in rows:
+        key = row.model.casefold()
+        if key not in numbers and (slots is None or len(numbers) < slots):
+            numbers[key] = len(numbers) + 1
+    return numbers
+
+
+def cell_order(rows: Sequence[KeyedRow], model_slots: int | None = None,
+               slots: int | None = None) -> dict[tuple[str, int, int], list[int]]:
+    """The distinct (model casefolded, max_tokens, concurrency) of `rows`, each with the indexes
+    of its rows, as the cells sheet lists them: by model number, then max_tokens, then
+    concurrency; only models with a number, at most `slots` cells."""
+    numbers = model_numbers(rows, model_slots)
+    members: dict[tuple[str, int, int], list[int]] = {}
     for i, row in enumerate(rows):
-        order.setdefault((row.model.casefold(), row.max_tokens, row.concurrency), []).append(i)
+        if row.model.casefold() in numbers:
+            members.setdefault((row.model.casefold(), row.max_tokens, row.concurrency), []).append(i)
+    ordered = sorted(members, key=lambda key: (numbers[key[0]], key[1], key[2]))[:slots]
+    return {key: members[key] for key in ordered}
+
+
+def cells_of(rows: Sequence[RowLike], tps: list[float], eligible: list[bool],
+             slots: int | None = None, model_slots: int | None = None) -> list[Cell]:
+    """Cells as the cells sheet lists them (`cell_order`: at most `slots`)."""
     cells = []
-    for key, members in list(order.items())[:slots]:
+    for key, members in cell_order(rows, model_slots, slots).items():
         good = [i for i in members if eligible[i]]
         first = rows[members[0]]
         cells.append(Cell(key=key, first_row=members[0] + 1, model=first.model, max_tokens=first.max_tokens,
@@ -395,7 +421,7 @@ def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> lis
     factor = 1 + settings.monotonic_tolerance_pct / 100 + MONOTONIC_EPSILON
     catalog = settings.catalog or physics_catalog()
     nbytes = physics_bytes(settings.physics_precision)
-    by_key = {cell.key: cell for cell in cells_of(rows, tps, eligible, settings.cell_slots)}
+    by_key = {cell.key: cell for cell in cells_of(rows, tps, eligible, settings.cell_slots, settings.model_slots)}
     statuses = []
     for i, row in enumerate(rows):
         cell = by_key.get((row.model.casefold(), row.max_tokens, row.concurrency))

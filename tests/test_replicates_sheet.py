@@ -14,7 +14,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl import replicates
 from scm_xl.engines import get_engine
-from scm_xl.model import Settings, analyze
+from scm_xl.model import Settings, analyze, cell_order
 from scm_xl.results import ResultRow, read_results
 from scm_xl.verify import compare
 from scm_xl.workbook import replicates_sheet as rs
@@ -124,7 +124,12 @@ def test_reference_alone_mirrors_summarize() -> None:
     rows = noisy_factorial(repeats=4, sigma=0.2)
     analysis = analyze(rows)
     expected = rs.expected_sheet(layout, analysis, threshold=0.1)
-    cells = replicates.summarize(analysis.statuses, cv_threshold=0.1)
+    summaries = {(c.model.casefold(), c.max_tokens, c.concurrency): c
+                 for c in replicates.summarize(analysis.statuses, cv_threshold=0.1)}
+    # in the cells sheet's order: model number, then max_tokens, then concurrency
+    cells = [summaries[key] for key in sorted(summaries, key=lambda k: (k[0] != "model-a", k[1], k[2]))]
+    assert [key for key in cell_order(analysis.statuses)] == [
+        (c.model.casefold(), c.max_tokens, c.concurrency) for c in cells]
     title = rs.SHEET_TITLES["zh"]
     for i, cell in enumerate(cells):
         row = rs.TABLE_FIRST_ROW + i

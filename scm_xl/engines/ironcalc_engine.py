@@ -64,7 +64,8 @@ class IronCalcEngine(Engine):
 # An empty cell that only carries a style (<c r="B4" s="11"/>, every yellow input cell a
 # person has not typed into): IronCalc 0.9.1 reads it as the number 0, so `=B4<>""` is TRUE
 # there and FALSE in Excel and LibreOffice. IronCalc gets a copy without them.
-_STYLED_EMPTY = re.compile(rb'<c r="[A-Z]+[0-9]+"(?: s="[0-9]+")?(?: t="n")?\s*/>')
+# openpyxl writes it as <c .../> with ElementTree and as <c ...></c> with lxml.
+_STYLED_EMPTY = re.compile(rb'<c r="[A-Z]+[0-9]+"(?: s="[0-9]+")?(?: t="n")?\s*(?:/>|></c>)')
 
 
 def _without_styled_empty_cells(path: Path, into: Path) -> Path:

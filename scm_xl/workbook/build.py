@@ -26,11 +26,11 @@ from scm_xl.workbook.catalog_tables import CatalogLayout, physics_column_formula
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW, write_calculator
 from scm_xl.workbook.formulas import Formulas
-from scm_xl.workbook.stamp import stamp_rows
+from scm_xl.workbook.stamp import write_filled
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, METHODS,
-    MODEL_TABLE, RAW_COLUMNS, Layout, unusable_tests,
+    MODEL_TABLE, RAW_COLUMNS, SEEN_MODELS_TABLE, Layout, unusable_tests,
 )
 from scm_xl.workbook.styles import (
     FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _formula, _header,
@@ -232,14 +232,14 @@ def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
             ws.column_dimensions[letter].fill = INPUT_FILL
     display = fx.display()
     formats = {"show_tps": "0.00"}
-    for key, text in display.items():
-        letter = layout.entry_col(key)
+    rows = range(layout.raw_first, layout.raw_last + 1)
+    letters = {key: layout.entry_col(key) for key in display}
+    write_filled(ws, letters, lambda _: display, rows)
+    for key, letter in letters.items():
         ws.column_dimensions[letter].fill = FORMULA_FILL
-        for row in range(layout.raw_first, layout.raw_last + 1):
-            cell = ws[f"{letter}{row}"]
-            cell.value = text
-            if key in formats:
-                cell.number_format = formats[key]
+        if key in formats:
+            for row in rows:
+                ws[f"{letter}{row}"].number_format = formats[key]
     last_col = get_column_letter(len(ENTRY_COLUMNS))
     ws.auto_filter.ref = f"A{layout.raw_header_row}:{last_col}{layout.raw_last}"
     ws.row_dimensions[layout.raw_header_row].height = 30
@@ -253,9 +253,7 @@ def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     rows = range(layout.raw_first, layout.raw_last + 1)
     position_offset = 1 - layout.raw_first  # position k = row + offset
     letters = {column.key: layout.raw_col(column.key) for column in RAW_COLUMNS}
-    for row, formulas in stamp_rows(fx.raw_row, rows, position_offset):
-        for key, text in formulas.items():
-            ws[f"{letters[key]}{row}"] = text
+    write_filled(ws, letters, fx.raw_row, rows, position_offset)
     for key, number_format in (("tps", "0.00"), ("ln_tps", "0.0000")):
         ws.column_dimensions[letters[key]].number_format = number_format
     ws[f"{layout.messages_col}1"] = "unusable_messages"
@@ -271,9 +269,16 @@ def write_cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     for i in range(layout.cell_slots):
         ws[f"{slot_col}{layout.cells_first + i}"] = i + 1
     rows = range(layout.cells_first, layout.cells_last + 1)
-    for row, formulas in stamp_rows(fx.cells_row, rows):
-        for key, text in formulas.items():
-            ws[f"{letters[key]}{row}"] = text
+    for key, text in fx.cells_row(rows[0]).items():  # the first cell has no cell above it
+        ws[f"{letters[key]}{rows[0]}"] = text
+    write_filled(ws, letters, fx.cells_row, rows[1:], -1, share=False)
+    _header(ws, layout.cells_header_row, layout.seen_models_start, SEEN_MODELS_TABLE, layout.lang)
+    for row in range(layout.cells_first, layout.cells_first + layout.m_slots):
+        for key, text in fx.seen_model_row(row).items():
+            ws[f"{layout.seen_models_col(key)}{row}"] = text
+    for key, text in fx.scales().items():
+        ws[f"{layout.scale_col(key)}{layout.cells_first}"] = text
+        ws[f"{layout.scale_col(key)}{layout.cells_header_row}"] = key
 
 
 def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str]) -> None:
@@ -350,9 +355,7 @@ def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     for key, number_format in formats.items():
         ws.column_dimensions[letters[key]].number_format = number_format
     rows = range(layout.cons_first, layout.cons_last + 1)
-    for row, formulas in stamp_rows(fx.consistency_row, rows, layout.raw_first - layout.cons_first):
-        for key, text in formulas.items():
-            ws[f"{letters[key]}{row}"] = text
+    write_filled(ws, letters, fx.consistency_row, rows, layout.raw_first - layout.cons_first)
     # The helper columns (known flags, anchor) are grouped and collapsed.
     for key in ("f_known", "k_known", "c_known", "anchor"):
         ws.column_dimensions[letters[key]].hidden = True

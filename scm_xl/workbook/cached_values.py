@@ -224,6 +224,12 @@ class _SheetState:
         if number not in self.pending and b"<f" not in body:
             yield xml  # no formula and no array cell here: the row as it is
             return
+        if number not in self.pending and b"array" not in body:
+            fast = self._plain_row(number, body)
+            if fast is not None:
+                yield fast[0]
+                yield head + fast[1] + tail
+                return
         out: list[bytes] = []
         written = 0
         column = 0
@@ -267,6 +273,35 @@ class _SheetState:
         if written:
             yield written
         yield head + b"".join(out) + tail
+
+    def _plain_row(self, number: int, body: bytes) -> tuple[int, bytes] | None:
+        """A row without array formulas, every cell naming its r="A1" (as every writer does):
+        one substitution over the row. None when a cell has no r, for the general path."""
+        values = self.values
+        written = 0
+        missing = False
+
+        def cell(match: re.Match[bytes]) -> bytes:
+            nonlocal written, missing
+            content = match.group(4)
+            if not content or b"<f" not in content:
+                return match.group(0)
+            letters = match.group(2)
+            if letters is None:
+                missing = True
+                return match.group(0)
+            key = (number, column_number(letters))
+            if key not in values:
+                return match.group(0)
+            formula = _FORMULA.search(content)
+            if formula is None:
+                return match.group(0)
+            written += 1
+            extension = _extension(content) if b"<extLst" in content else b""
+            return _value_cell(None, _without_type(match.group(1)), values[key], formula.group(0), extension)
+
+        out = _CELL.sub(cell, body)
+        return None if missing else (written, out)
 
     def _array_cell(self, row: int, col: int) -> bytes:
         if (row, col) not in self.values:

@@ -7,12 +7,14 @@ one function here per sheet.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from scm_xl.engines.base import CellError, CellValue
 from scm_xl.model import (
     Analysis, Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, RowCheck, RowStatus, cells_of,
-    physics_bytes,
+    model_numbers, physics_bytes,
 )
 from scm_xl.constrained import measured_percentiles
 from scm_xl.results import ResultRow
@@ -174,6 +176,22 @@ def first_principles_only(exp: Expected, layout: Layout, inputs: Inputs, analysi
         exp[key] = value
 
 
+@dataclass(frozen=True)
+class CodeScales:
+    """The cell code's scales, as the cells sheet computes them: one more than the largest
+    max_tokens and concurrency of the rows."""
+
+    length: int
+    concurrency: int
+
+    @classmethod
+    def of(cls, rows: Sequence[ResultRow]) -> CodeScales:
+        return cls(max((r.max_tokens for r in rows), default=0) + 1, max((r.concurrency for r in rows), default=0) + 1)
+
+    def code(self, model_number: int, max_tokens: int, concurrency: int) -> int:
+        return (model_number * self.length + max_tokens) * self.concurrency + concurrency
+
+
 def cell_key(model: str, max_tokens: int, concurrency: int) -> str:
     return f"{model}|{max_tokens}|{concurrency}"
 
@@ -183,22 +201,36 @@ def cells(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> 
     rows = [row for _, row in inputs.rows]
     positions = [sheet_row - layout.raw_first + 1 for sheet_row, _ in inputs.rows]
     cells = cells_of(rows, [s.tps for s in analysis.statuses], [s.eligible for s in analysis.statuses],
-                     layout.cell_slots)
+                     layout.cell_slots, layout.m_slots)
+    numbers = model_numbers(rows, layout.m_slots)
+    scales = CodeScales.of(rows)
     for i in range(layout.cell_slots):
         row = layout.cells_first + i
         c = cells[i] if i < len(cells) else None
         values: dict[str, CellValue] = {key: None for key in (
-            "key", "first_row", "model", "max_tokens", "concurrency", "rows", "eligible", "max_tps", "mean_ln",
-            "lower_max", "group_low_c", "group_base")}
+            "key", "first_row", "model", "max_tokens", "concurrency", "model_no", "code", "rows", "eligible",
+            "max_tps", "mean_ln", "lower_max", "group_low_c", "group_base")}
         if c is not None:
             values.update({
                 "key": cell_key(c.model, c.max_tokens, c.concurrency), "first_row": float(positions[c.first_row - 1]),
                 "model": c.model, "max_tokens": float(c.max_tokens), "concurrency": float(c.concurrency),
+                "model_no": float(numbers[c.key[0]]),
+                "code": float(scales.code(numbers[c.key[0]], c.max_tokens, c.concurrency)),
                 "rows": float(c.rows), "eligible": float(c.eligible), "max_tps": c.max_tps, "mean_ln": c.mean_ln,
                 "lower_max": c.lower_max, "group_low_c": float(c.group_low_c), "group_base": c.group_base,
             })
         for key, value in values.items():
             exp[(title, f"{layout.table_col(CELLS_TABLE, key)}{row}")] = value
+    for key, value in (("l_scale", scales.length), ("c_scale", scales.concurrency)):
+        exp[(title, f"{layout.scale_col(key)}{layout.cells_first}")] = float(value)
+    firsts: dict[str, tuple[int, str]] = {}
+    for position, typed in zip(positions, rows):
+        firsts.setdefault(typed.model.casefold(), (position, typed.model))
+    seen = list(firsts.values())
+    for i in range(layout.m_slots):
+        first, name = seen[i] if i < len(seen) else (0, None)
+        exp[(title, f"{layout.seen_models_col('first')}{layout.cells_first + i}")] = float(first)
+        exp[(title, f"{layout.seen_models_col('name')}{layout.cells_first + i}")] = _model_text(name)
 
 
 def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
@@ -206,18 +238,8 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
     title = layout.title("calc")
     by_row = {sheet_row: (row, status) for (sheet_row, row), status in zip(inputs.rows, analysis.statuses)}
     unusable = dict(inputs.unusable)
-    seen: set[str] = set()
-    first_rows: set[int] = set()
-    seen_models: set[str] = set()
-    first_model_rows: set[int] = set()
-    for (sheet_row, row), status in zip(inputs.rows, analysis.statuses):
-        key = cell_key(row.model, row.max_tokens, row.concurrency).casefold()
-        if key not in seen:
-            seen.add(key)
-            first_rows.add(sheet_row)
-        if status.included and row.model.casefold() not in seen_models:
-            seen_models.add(row.model.casefold())
-            first_model_rows.add(sheet_row)
+    numbers = model_numbers([row for _, row in inputs.rows], layout.m_slots)
+    scales = CodeScales.of([row for _, row in inputs.rows])
     blank: dict[str, CellValue] = {key: None for key in RAW_FORMULA_KEYS}
     for flag in ("short_output", "superlinear", "over_ceiling", "kv_over", "present", "eligible", "has_input",
                  "unusable_code"):
@@ -228,6 +250,7 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
         typed = inputs.entry.get(position, {})
         values: dict[str, CellValue] = dict(blank)
         values["in_range"] = position <= inputs.covered
+        values["position"] = float(position)
         for key in MIRRORED_KEYS:
             values[key] = _typed(typed.get(key))
         if any(values[key] is not None for key in MIRRORED_KEYS):
@@ -242,13 +265,14 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
                 "present": 1.0, "tps": s.tps, "ln_tps": s.ln_tps, "fault": _num(s.fault),
                 "eligible": _num(s.eligible), "mono": _num(s.monotonic_violation),
                 "cell_key": cell_key(s.model, s.max_tokens, s.concurrency),
-                "cell_first": float(position) if sheet_row in first_rows else None,
+                "model_no": _num(numbers.get(s.model.casefold())),
+                "cell_code": (float(scales.code(numbers[s.model.casefold()], s.max_tokens, s.concurrency))
+                              if s.model.casefold() in numbers else None),
                 "lower_max": s.faster_lower_tps,
                 "included": _num(s.included), "reason": _text(s.reason(layout.lang)),
                 "c_included": _num(s.concurrency) if s.included else None,
                 "l_included": _num(s.max_tokens) if s.included else None,
                 "m_included": _model_text(typed.get("model")) if s.included else None,
-                "model_first": float(position) if sheet_row in first_model_rows else None,
                 "f_known": 1.0 if analysis.calibration.f(s.concurrency) is not None else 0.0,
                 "model_id": float(s.physics.model_id), "gpu_id": float(s.physics.gpu_id),
                 "short_output": _num(s.physics.short_output),

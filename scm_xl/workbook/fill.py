@@ -26,7 +26,9 @@ from scm_xl.workbook.io import (
     Inputs, check_model_names, load, read_inputs, read_layout, set_method, set_strict_physics, write_hand_set,
     write_rows, write_typed,
 )
-from scm_xl.workbook.layout import DEFAULT_FORWARD, DEFAULT_TARGET, META_SHEET, Lang, Layout, fitted_layout
+from scm_xl.workbook.layout import (
+    DEFAULT_FORWARD, DEFAULT_TARGET, MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
+)
 
 Progress = Callable[[str], None]
 
@@ -48,6 +50,9 @@ def _quiet(_: str) -> None:
 
 
 def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = None) -> Layout:
+    models = len({r.model.casefold() for r in rows})
+    if models > MAX_MODELS:
+        raise InputError(f"{models} models: one workbook holds at most {MAX_MODELS}; split the results by model")
     layout = fitted_layout(
         lang, len(rows),
         len({r.concurrency for r in rows}), len({r.max_tokens for r in rows}),
@@ -117,7 +122,7 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
         derivation = derivation or _measured_defaults(rows)
     if target.is_dir():
         raise UsageError(f"{target} is a folder; give a file name with -o")
-    write_rows(wb, layout, rows)
+    write_rows(wb, layout, rows, clear=workbook is not None)
     if strict_physics is not None:
         set_strict_physics(wb, layout, strict_physics)
     if method is not None:

@@ -60,7 +60,9 @@ class Formulas:
         """Every formula of workings row `row` (raw_first..raw_last)."""
         lo = self.lo
         t = lo.text
-        position = row - lo.raw_first + 1  # the k-th row under the raw-data header
+        # The k-th row under the raw-data header, written with ROW() so that every row holds the
+        # same relative formula (one shared formula per column in the file).
+        position = _row_minus(lo.raw_first - 1)
 
         def me(key: str) -> str:
             return f"${lo.raw_col(key)}{row}"
@@ -73,7 +75,7 @@ class Formulas:
         strict = self.name("StrictPhysics")
         out: dict[str, str] = {}
         first_input = lo.entry_name(MIRRORED_KEYS[0])
-        at = position + 1  # the ranges start at the header row
+        at = _row_minus(lo.raw_first - 2)  # the ranges start at the header row
         out["in_range"] = f"=ROWS({first_input})>{position}"
         for key in MIRRORED_KEYS:
             entry = lo.entry_name(key)
@@ -92,8 +94,12 @@ class Formulas:
             "eligible": (f"=IF({present}=1,({me('fault')}=0)*({me('tps')}>0)*({me('override')}<>\"exclude\"),0)"),
             "cell_key": (f"=IF({present}=1,{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')},"
                          f"\"\")"),
-            "cell_first": (f"=IF({present}=1,IF(MATCH({me('cell_key')},{col('cell_key')},0)={position},"
-                           f"{position},\"\"),\"\")"),
+            # The row's model number: its model's place among the models in order of first
+            # appearance (the seen-models table beside the cells), so cells sort by number.
+            "model_no": (f"=IF({present}=1,IFERROR(MATCH({me('model')},{lo.seen_models_range('name')},0),\"\"),"
+                         f"\"\")"),
+            "cell_code": (f"=IF(ISNUMBER({me('model_no')}),({me('model_no')}*{lo.scale_cell('l_scale')}"
+                          f"+{me('max_tokens')})*{lo.scale_cell('c_scale')}+{me('concurrency')},\"\")"),
             "lower_max": f"=IF({present}=1,{self.cell_lookup('lower_max', me('cell_key'))},\"\")",
             "mono": (f"=IF({present}=1,({me('lower_max')}>{me('tps')}*(1+{tol}/100+{MONOTONIC_EPSILON!r}))*1,"
                      f"\"\")"),
@@ -113,8 +119,7 @@ class Formulas:
             "c_included": f"=IF({me('included')}=1,{me('concurrency')},\"\")",
             "l_included": f"=IF({me('included')}=1,{me('max_tokens')},\"\")",
             "m_included": f"=IF({me('included')}=1,{me('model')}&\"\",\"\")",
-            "model_first": (f"=IF({me('included')}=1,IF(MATCH({me('m_included')},{col('m_included')},0)={position},"
-                            f"{position},\"\"),\"\")"),
+            "position": f"={position}",
             "f_known": (f"=IF({present}=1,SUMIFS({self.ctab('known')},{self.ctab('level')},{me('concurrency')}),"
                         f"\"\")"),
         })
@@ -239,16 +244,32 @@ class Formulas:
         def c(key: str) -> str:
             return lo.cells_range(key, sheet=False)
 
+        def before(key: str) -> str:
+            return f"${lo.table_col(CELLS_TABLE_REF, key)}{row - 1}"
+
         has = f"{me('key')}<>\"\""
-        first = me("first_row")
+        number = me("model_no")
         eligible = f"{raw('cell_key')},{me('key')},{raw('eligible')},1"
         group = (f"{c('model')},{me('model')},{c('max_tokens')},{me('max_tokens')},{c('eligible')},\">0\"")
+        codes, code = raw("cell_code"), me("code")
+        if row == lo.cells_first:  # the smallest code
+            order = {"code": f"=IF(COUNT({codes})>0,MIN({codes}),\"\")"}
+        else:  # the smallest code above the slot before
+            above = before("code")
+            order = {"code": (f"=IF(ISNUMBER({above}),IF(MAX({codes})>{above},"
+                              f"_xlfn.MINIFS({codes},{codes},\">\"&{above}),\"\"),\"\")")}
+        l_scale, c_scale = lo.scale_cell("l_scale"), lo.scale_cell("c_scale")
+        order.update({
+            "model_no": f"=IF(ISNUMBER({code}),INT({code}/({l_scale}*{c_scale})),\"\")",
+            "max_tokens": f"=IF(ISNUMBER({code}),MOD(INT({code}/{c_scale}),{l_scale}),\"\")",
+            "concurrency": f"=IF(ISNUMBER({code}),MOD({code},{c_scale}),\"\")",
+        })
         return {
-            "first_row": f"=IFERROR(SMALL({raw('cell_first')},{me('slot')}),\"\")",
-            "key": f"=IF(ISNUMBER({first}),INDEX({raw('cell_key')},{first}),\"\")",
-            "model": f"=IF(ISNUMBER({first}),INDEX({raw('model')},{first})&\"\",\"\")",
-            "max_tokens": f"=IF(ISNUMBER({first}),INDEX({raw('max_tokens')},{first}),\"\")",
-            "concurrency": f"=IF(ISNUMBER({first}),INDEX({raw('concurrency')},{first}),\"\")",
+            **order,
+            "model": f"=IF(ISNUMBER({number}),INDEX({lo.seen_models_range('name')},{number})&\"\",\"\")",
+            "key": (f"=IF(ISNUMBER({number}),{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')},"
+                    f"\"\")"),
+            "first_row": f"=IF(ISNUMBER({number}),MATCH({me('key')},{raw('cell_key')},0),\"\")",
             "rows": f"=IF({has},COUNTIF({raw('cell_key')},{me('key')}),\"\")",
             "eligible": f"=IF({has},COUNTIFS({eligible}),\"\")",
             "max_tps": f"=IF({has},_xlfn.MAXIFS({raw('tps')},{eligible}),\"\")",
@@ -379,10 +400,10 @@ class Formulas:
         name = f"${col['name']}{row}"
         raw = self.raw
         base = self.name("BaseTPS")
-        slot = row - lo.m_table_first + 1
         crit = self._at_base_point(self.name("BaseConcurrency"), model=name)
+        first = self.first_row_of_new_model(raw("included"), lo.m_table_first, row, col["name"])
         return {
-            "name": f"=IFERROR(INDEX({raw('model')},SMALL({raw('model_first')},{slot}))&\"\",\"\")",
+            "name": f"=IF({first}>0,INDEX({raw('model')},{first})&\"\",\"\")",
             "rows": f"=IF({name}<>\"\",COUNTIFS({crit}),\"\")",
             "tps": (
                 f"=IF({name}<>\"\",IF(${col['rows']}{row}>0,"
@@ -392,6 +413,29 @@ class Formulas:
                 f"=IF(AND(ISNUMBER(${col['tps']}{row}),ISNUMBER({base})),{base}/${col['tps']}{row},\"\")"
             ),
             "known": f"=IF(ISNUMBER(${col['c']}{row}),1,0)",
+        }
+
+    def first_row_of_new_model(self, flag: str, first: int, row: int, name_col: str) -> str:
+        """MINIFS: the position of the first row with `flag` = 1 whose model is none of the names
+        above `row` in column `name_col` (0 when there is none). Model names cannot hold
+        wildcards or start with an operator (results.py refuses them), so "<>"&name is literal."""
+        others = "".join(f",{self.raw('model')},\"<>\"&${name_col}${above}" for above in range(first, row))
+        return f"_xlfn.MINIFS({self.raw('position')},{flag},1{others})"
+
+    def scales(self) -> dict[str, str]:
+        """The cell code's scales: one more than the largest max_tokens and concurrency of the rows."""
+        present = f"{self.raw('present')},1"
+        return {"l_scale": f"=_xlfn.MAXIFS({self.raw('max_tokens')},{present})+1",
+                "c_scale": f"=_xlfn.MAXIFS({self.raw('concurrency')},{present})+1"}
+
+    def seen_model_row(self, row: int) -> dict[str, str]:
+        """One slot of the seen-models table: the k-th model in order of first appearance."""
+        lo = self.lo
+        first = lo.seen_models_col("first")
+        return {
+            "first": "=" + self.first_row_of_new_model(self.raw("present"), lo.cells_first, row,
+                                                        lo.seen_models_col("name")),
+            "name": f"=IF(${first}{row}>0,INDEX({self.raw('model')},${first}{row})&\"\",\"\")",
         }
 
     # -- consistency sheet: one row per raw-data row ----------------------------
@@ -593,3 +637,8 @@ class Formulas:
 
 
 __all__ = ["Formulas", "q", "text_with"]
+
+
+def _row_minus(offset: int) -> str:
+    """ROW() less `offset`, as formula text: the same text in every row of a filled-down column."""
+    return "ROW()" if offset == 0 else f"(ROW()-{offset})" if offset > 0 else f"(ROW()+{-offset})"

@@ -10,11 +10,13 @@ from typing import Any
 
 import openpyxl
 from openpyxl import Workbook
+from openpyxl.utils import column_index_from_string
 
 from scm_xl.errors import InputError
 from scm_xl.model import Settings
 from scm_xl.results import ResultRow, normalise_override
 from scm_xl.rules import Lang
+from scm_xl.workbook.stamp import is_formula
 from scm_xl.workbook.styles import write_value
 from scm_xl.workbook import replicates_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
@@ -159,15 +161,17 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
     beyond: list[dict[str, Any]] = []
     notes: list[str] = []
     covered = covered_rows(wb, layout)
-    letters = {key: layout.entry_col(key) for key in RAW_INPUT_KEYS}
-    display_col = layout.entry_col(DISPLAY_KEYS[0])
-    display_rows = []
+    # Column indexes (0-based) in the rows iter_rows gives: far faster than a lookup per cell.
+    indexes = {key: column_index_from_string(layout.entry_col(key)) - 1 for key in RAW_INPUT_KEYS}
+    display_index = column_index_from_string(layout.entry_col(DISPLAY_KEYS[0])) - 1
+    display_rows = set()
     last = max(raw.max_row, layout.raw_last)
-    for sheet_row in range(layout.raw_first, last + 1):
-        shown = raw[f"{display_col}{sheet_row}"].value
-        if isinstance(shown, str) and shown.startswith("="):
-            display_rows.append(sheet_row)
-        values = {key: raw[f"{letters[key]}{sheet_row}"].value for key in RAW_INPUT_KEYS}
+    width = max(*indexes.values(), display_index) + 1
+    for sheet_row, cells in enumerate(raw.iter_rows(min_row=layout.raw_first, max_row=last, max_col=width,
+                                                    values_only=True), start=layout.raw_first):
+        if is_formula(cells[display_index]):
+            display_rows.add(sheet_row)
+        values = {key: cells[index] for key, index in indexes.items()}
         position = sheet_row - layout.raw_header_row
         if all(_entry_blank(values[key]) for key in _COMPUTED_INPUTS):
             if any(not _blank(values[key]) for key in RAW_INPUT_KEYS):
@@ -220,14 +224,14 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
             latency = chart[f"E{r}"].value
             chart_keys.append((chart[f"A{r}"].value, _number_or_none(chart[f"B{r}"].value),
                                _number_or_none(chart[f"C{r}"].value),
-                               isinstance(latency, str) and latency.startswith("=")))
+                               is_formula(latency)))
         if chart[f"H{r}"].value is not None:
             chart_fit.append((chart[f"H{r}"].value, _number_or_none(chart[f"I{r}"].value)))
     return Inputs(
         rows=rows, settings=settings, base_model_input=base_model,
         forward={k: der[f"B{fw[k]}"].value for k in ("concurrency", "max_tokens", "model")},
         inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model", "max_latency")},
-        entry=entry, unusable=unusable, uncovered=uncovered, beyond=beyond, display_rows=display_rows, notes=notes,
+        entry=entry, unusable=unusable, uncovered=uncovered, beyond=beyond, display_rows=sorted(display_rows), notes=notes,
         covered=covered, chart_keys=chart_keys, chart_fit=chart_fit,
         first_principles=read_calculator_inputs(wb[layout.title("first_principles")]),
         cv_threshold=read_threshold(wb[replicates_sheet.SHEET_TITLES[layout.lang]])
@@ -298,11 +302,12 @@ def check_model_names(rows: list[ResultRow], *, where: str) -> None:
         seen.setdefault(key, row.model)
 
 
-def write_rows(wb: Workbook, layout: Layout, rows: list[ResultRow]) -> None:
-    """Clear the raw input cells and write the rows; text that looks like a formula stays text."""
+def write_rows(wb: Workbook, layout: Layout, rows: list[ResultRow], *, clear: bool = True) -> None:
+    """Clear the raw input cells (a freshly built workbook has none: clear=False) and write the
+    rows; text that looks like a formula stays text."""
     ws = wb[layout.title("raw")]
     letters = {key: layout.entry_col(key) for key in RAW_INPUT_KEYS}
-    for sheet_row in range(layout.raw_first, max(ws.max_row, layout.raw_last) + 1):
+    for sheet_row in range(layout.raw_first, max(ws.max_row, layout.raw_last) + 1) if clear else ():
         for key in RAW_INPUT_KEYS:
             ws[f"{letters[key]}{sheet_row}"].value = None
     write_typed(wb, layout, [{key: getattr(row, key, None) for key in RAW_INPUT_KEYS} for row in rows])

@@ -130,7 +130,8 @@ RAW_COLUMNS: tuple[Column, ...] = (Column("in_range", "在引用范围内", "in_
     Column("fault", "失败/限流", "fault", "formula", 8),
     Column("eligible", "可比较", "eligible", "formula", 8),
     Column("cell_key", "单元键", "cell_key", "formula", 22),
-    Column("cell_first", "单元首行", "cell_first_row", "formula", 8),
+    Column("model_no", "模型序号", "model_number", "formula", 8),
+    Column("cell_code", "单元编码", "cell_code", "formula", 14),
     Column("lower_max", "更低并发最高TPS", "faster_lower_concurrency_tps", "formula", 12),
     Column("mono", "单调性违例", "monotonic_violation", "formula", 10),
     Column("included", "纳入", "included", "formula", 7),
@@ -138,7 +139,7 @@ RAW_COLUMNS: tuple[Column, ...] = (Column("in_range", "在引用范围内", "in_
     Column("c_included", "纳入并发", "concurrency_included", "formula", 9),
     Column("l_included", "纳入长度", "max_tokens_included", "formula", 9),
     Column("m_included", "纳入模型", "model_included", "formula", 14),
-    Column("model_first", "模型首个纳入行", "model_first_row", "formula", 9),
+    Column("position", "位置", "position", "formula", 7),
     Column("f_known", "f已标定", "f_known", "formula", 8),
     # Physics checks (the first-principles seed): warnings unless strict physics is on.
     Column("model_id", "目录模型ID", "catalog_model_id", "formula", 8),
@@ -221,8 +222,14 @@ MODEL_TABLE = (
     Column("known", "已标定", "known", "formula", 8),
 )
 # Cells sheet: one slot per distinct (model, max_tokens, concurrency) of the raw rows, in
-# order of first appearance. The per-row filter looks its neighbours up here, so no per-row
-# formula scans the whole raw table (that would grow with the square of the rows).
+# order of model number (models numbered by first appearance), then max_tokens, then
+# concurrency. Each row of the workings carries its cell as one number, the cell code
+# (model number x L-scale + max_tokens) x C-scale + concurrency, the scales one more than
+# the largest max_tokens and concurrency; each slot holds the smallest code above the slot
+# before it (MINIFS over the rows), so listing K cells costs K scans of the rows. The
+# recurrence stays inside one column: LibreOffice's threaded calculation of formula groups
+# computes a recurrence that runs through two columns wrongly (7.4, measured). The per-row filter looks its neighbours up here,
+# so no per-row formula scans the whole raw table (that would grow with the square of the rows).
 CELLS_TABLE = (
     Column("slot", "#", "#", "input", 5),  # plain numbers 1..K: ROW() would tie the slots to their own formulas
     Column("key", "单元键", "cell_key", "formula", 26),
@@ -230,6 +237,8 @@ CELLS_TABLE = (
     Column("model", "模型", "model", "formula", 24),
     Column("max_tokens", "max_tokens", "max_tokens", "formula", 10),
     Column("concurrency", "并发数", "concurrency", "formula", 9),
+    Column("model_no", "模型序号", "model_number", "formula", 8),
+    Column("code", "单元编码", "cell_code", "formula", 14),
     Column("rows", "行数", "rows", "formula", 7),
     Column("eligible", "可比较行数", "eligible_rows", "formula", 9),
     Column("max_tps", "可比较最高TPS", "max_eligible_tps", "formula", 12),
@@ -238,6 +247,16 @@ CELLS_TABLE = (
     Column("group_low_c", "同组最低并发", "group_lowest_concurrency", "formula", 10),
     Column("group_base", "最低并发TPS(几何均值)", "group_base_tps", "formula", 12),
 )
+
+# Beside the cells: the models of the raw rows in order of first appearance (their number is
+# the slot), each found as the first row whose model differs from every model above it.
+SEEN_MODELS_TABLE = (
+    Column("first", "首次出现位置", "first_position", "formula", 9),
+    Column("name", "模型", "model", "formula", 24),
+)
+SCALE_KEYS = ("l_scale", "c_scale")  # headed by their keys, one column each after the seen models
+# MINIFS takes at most 127 criteria pairs; the last model slot needs one per model above it.
+MAX_MODELS = 120
 
 INVERSE_TABLE = (
     Column("level", "并发档位", "concurrency", "formula", 10),
@@ -408,6 +427,27 @@ class Layout:
         ref = f"${col}${self.cells_first}:${col}${self.cells_last}"
         return f"{self.qtitle('cells')}!{ref}" if sheet else ref
 
+    @property
+    def seen_models_start(self) -> int:
+        """The first column of the seen-models table (one blank column after the cells)."""
+        return len(CELLS_TABLE) + 2
+
+    def seen_models_col(self, key: str) -> str:
+        return self.table_col(SEEN_MODELS_TABLE, key, self.seen_models_start)
+
+    def scale_col(self, key: str) -> str:
+        """The column of a cell-code scale ("l_scale", "c_scale"), after the seen-models table."""
+        return get_column_letter(self.seen_models_start + len(SEEN_MODELS_TABLE) + 1 + SCALE_KEYS.index(key))
+
+    def scale_cell(self, key: str, *, sheet: bool = True) -> str:
+        ref = f"${self.scale_col(key)}${self.cells_first}"
+        return f"{self.qtitle('cells')}!{ref}" if sheet else ref
+
+    def seen_models_range(self, key: str, *, sheet: bool = True) -> str:
+        col = self.seen_models_col(key)
+        ref = f"${col}${self.cells_first}:${col}${self.cells_first + self.m_slots - 1}"
+        return f"{self.qtitle('cells')}!{ref}" if sheet else ref
+
     # ---- consistency sheet -------------------------------------------
     summary_rows = {
         "check_rows": 4,
@@ -525,8 +565,8 @@ __all__ = [
     "CELLS_TABLE", "CONCURRENCY_TABLE", "CONSISTENCY_COLUMNS", "Cell", "Column", "DEFAULT_CELL_SLOTS",
     "DEFAULT_CONCURRENCY_SLOTS", "DEFAULT_LENGTH_SLOTS", "DEFAULT_MODEL_SLOTS", "DEFAULT_ROWS", "DISPLAY_KEYS",
     "ENTRY_COLUMNS", "INVERSE_TABLE", "LAYOUT_VERSION", "LENGTH_TABLE", "Lang", "Layout", "META_SHEET",
-    "MIN_FILLED_ROWS", "MODEL_TABLE", "NUMERIC_INPUT_KEYS", "RAW_COLUMNS", "RAW_FORMULA_KEYS", "RAW_INPUT_KEYS",
-    "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "SHEET_KEYS", "SHEET_TITLES", "WORKING_SHEETS", "fitted_layout",
+    "MAX_MODELS", "MIN_FILLED_ROWS", "MODEL_TABLE", "NUMERIC_INPUT_KEYS", "RAW_COLUMNS", "RAW_FORMULA_KEYS", "RAW_INPUT_KEYS",
+    "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "SEEN_MODELS_TABLE", "SHEET_KEYS", "SHEET_TITLES", "WORKING_SHEETS", "fitted_layout",
     # the rules, re-exported for the sheet modules (their home is scm_xl.rules)
     "DEFAULT_FORWARD", "DEFAULT_PHYSICS_PRECISION", "DEFAULT_SHORT_OUTPUT_RATIO", "DEFAULT_TARGET", "EXCELLENT_MAPE",
     "EXCELLENT_MAX", "GOOD_MAPE", "GOOD_MAX", "METHODS", "OVERRIDE_VALUES", "ROLES", "SUPERLINEAR_TOLERANCE", "TEXTS",

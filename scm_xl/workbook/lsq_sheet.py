@@ -452,7 +452,7 @@ def summary_formulas(ll: LsqLayout) -> dict[str, str]:
 
 def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     """Write the least-squares sheet into `ws`; return defined name -> "A1" on it."""
-    from scm_xl.workbook.stamp import stamp_rows
+    from scm_xl.workbook.stamp import write_filled
     from scm_xl.workbook.styles import BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, TITLE_FONT, _formula
 
     ll = LsqLayout(layout)
@@ -500,13 +500,11 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     letters = {**ROW_COLS, **{key: ll.param_col(kind) for kind, key in PARAM_KEYS.items()}}
     number_formats = {letters[key]: fmt for key, fmt in row_formats.items()}
     offset = layout.raw_first - ll.row_first  # the workings row of each row
-    for row, formulas in stamp_rows(lambda r: row_formulas(ll, r), range(ll.row_first, ll.row_last + 1), offset):
-        for key, text in formulas.items():
-            cell = ws[f"{letters[key]}{row}"]
-            cell.value = text
-            fmt = number_formats.get(letters[key])
-            if fmt:
-                cell.number_format = fmt
+    rows = range(ll.row_first, ll.row_last + 1)
+    write_filled(ws, letters, lambda r: row_formulas(ll, r), rows, offset)
+    for col, fmt in number_formats.items():
+        for row in rows:
+            ws[f"{col}{row}"].number_format = fmt
     for col in ROW_COLS.values():
         ws.column_dimensions[col].fill = FORMULA_FILL
 

@@ -35,7 +35,7 @@ from openpyxl.worksheet.properties import Outline
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.base import CellValue
-from scm_xl.model import Analysis
+from scm_xl.model import Analysis, cell_order
 from scm_xl.replicates import DEFAULT_CV_THRESHOLD, Z_90, summarize
 from scm_xl.workbook.layout import CELLS_TABLE, Layout
 from scm_xl.workbook.literals import q as _q
@@ -232,8 +232,8 @@ def summary_formulas(rl: ReplicatesLayout) -> dict[str, str]:
     middle, _, after = rest.partition("{slots}")
     return {
         "threshold": f"=IF(AND(ISNUMBER({inp}),{inp}>0),{inp},{DEFAULT_CV_THRESHOLD!r})",
-        # every distinct cell, also those beyond the slots: the workings mark each cell's first run
-        "cells": f"=COUNT({rl.layout.raw_range('cell_first')})",
+        # every distinct cell the cells sheet lists (its slots), also those beyond this table's rows
+        "cells": f"=COUNT({rl.layout.cells_range('model_no')})",
         "shown": f"=MIN({cells},{rl.slots})",
         "flagged": f"=COUNTIF({rl.table('flagged')},1)",
         "hidden_note": (
@@ -245,7 +245,7 @@ def summary_formulas(rl: ReplicatesLayout) -> dict[str, str]:
 def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
                 threshold: float | None = DEFAULT_CV_THRESHOLD) -> dict[str, str]:
     """Write the replicates sheet into `ws`; return defined name -> "A1" on it."""
-    from scm_xl.workbook.stamp import stamp_rows
+    from scm_xl.workbook.stamp import write_filled
     from scm_xl.workbook.styles import (
         BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, _formula,
     )
@@ -291,9 +291,7 @@ def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
         ws.column_dimensions[col].fill = FORMULA_FILL
     rows = range(TABLE_FIRST_ROW, rl.helper_last + 1)
     offset = layout.raw_first - TABLE_FIRST_ROW  # the workings row of each helper row
-    for row, formulas in stamp_rows(lambda r: helper_formulas(rl, r), rows, offset):
-        for key, text in formulas.items():
-            ws[f"{HELPER_COLS[key]}{row}"] = text
+    write_filled(ws, HELPER_COLS, lambda r: helper_formulas(rl, r), rows, offset)
     for key in ("median", "flagged"):
         ws[rl.cell(key, TABLE_FIRST_ROW)].fill = FORMULA_FILL
     ws.freeze_panes = f"A{TABLE_FIRST_ROW}"
@@ -343,15 +341,19 @@ def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_S
     if len(rows) != len(statuses):
         raise ValueError("sheet_rows must give one raw-sheet row per status")
     thr = effective_threshold(threshold)
-    cells = summarize(statuses, cv_threshold=thr)
-
+    # The cells as the cells sheet lists them (its slots), each summarised over its runs.
+    order = cell_order(statuses, layout.m_slots, layout.cell_slots)
+    summaries = {(c.model.casefold(), c.max_tokens, c.concurrency): c
+                 for c in summarize(statuses, cv_threshold=thr)}
+    cells = [summaries[key] for key in order]
+    slot_numbers = {key: slot for slot, key in enumerate(order, start=1)}
     first_of: dict[tuple[str, int, int], int] = {}
-    slot_of: dict[int, int] = {}  # sheet row -> its cell's slot (1-based, in order of first run)
-    slot_numbers: dict[tuple[str, int, int], int] = {}
+    slot_of: dict[int, int] = {}  # sheet row -> its cell's slot (1-based, as the cells sheet numbers them)
     for s, sheet_row in zip(statuses, rows):
-        cell_key = (s.model.casefold(), s.concurrency, s.max_tokens)
+        cell_key = (s.model.casefold(), s.max_tokens, s.concurrency)
         first_of.setdefault(cell_key, sheet_row)
-        slot_of[sheet_row] = slot_numbers.setdefault(cell_key, len(slot_numbers) + 1)
+        if cell_key in slot_numbers:
+            slot_of[sheet_row] = slot_numbers[cell_key]
 
     title = rl.title
     out: dict[tuple[str, str], CellValue] = {}
@@ -367,7 +369,7 @@ def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_S
         if i < len(cells):
             c = cells[i]
             values.update({
-                "first_row": float(first_of[(c.model.casefold(), c.concurrency, c.max_tokens)]),
+                "first_row": float(first_of[(c.model.casefold(), c.max_tokens, c.concurrency)]),
                 "model": c.model, "concurrency": float(c.concurrency), "max_tokens": float(c.max_tokens),
                 "n": float(c.n), "median": c.median_tps, "mean": c.mean_tps, "cv": c.cv,
                 "flagged": 1.0 if c.flagged else 0.0,

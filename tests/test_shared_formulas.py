@@ -1,0 +1,102 @@
+"""Per-row formulas are stored as xlsx shared formulas, and that loses nothing.
+
+A filled-down column is written as Excel writes one: the first cell holds the formula and
+its range, the others only its index. These tests read the file back (openpyxl translates
+each shared cell into its own formula, as Excel and LibreOffice do) and compare every cell
+with the formula the sheet's template gives that row; and they check that the cells sheet
+orders its slots the way the Python reference does, on a second model that appears first
+in a later row.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from pathlib import Path
+
+import openpyxl
+import pytest
+from click.testing import CliRunner
+from data.gen import experiment, write_csv
+
+from scm_xl.cli import main
+from scm_xl.engines.xlsx_cells import sheet_parts
+from scm_xl.workbook.fill import fill
+from scm_xl.workbook.formulas import Formulas
+from scm_xl.workbook.layout import CELLS_TABLE, CONSISTENCY_COLUMNS, MAX_MODELS, RAW_COLUMNS, Layout
+from scm_xl.workbook.registry import build_workbook
+from scm_xl.workbook.stamp import SharedFormula, shares, stamp_rows, write_filled
+
+
+def _formulas_by_cell(path: Path, title: str) -> dict[str, str]:
+    ws = openpyxl.load_workbook(path)[title]
+    return {cell.coordinate: cell.value for row in ws.iter_rows() for cell in row
+            if isinstance(cell.value, str) and cell.value.startswith("=")}
+
+
+def test_every_per_row_cell_reads_back_as_its_own_formula(tmp_path: Path) -> None:
+    layout = Layout(lang="en", rows=40)
+    path = tmp_path / "t.xlsx"
+    build_workbook(layout).save(path)
+    fx = Formulas(layout)
+    checked = 0
+    for title, template, first, letters, related in (
+        (layout.title("calc"), fx.raw_row, layout.raw_first,
+         {c.key: layout.raw_col(c.key) for c in RAW_COLUMNS}, (1 - layout.raw_first,)),
+        (layout.title("consistency"), fx.consistency_row, layout.cons_first,
+         {c.key: layout.cons_col(c.key) for c in CONSISTENCY_COLUMNS}, (layout.raw_first - layout.cons_first,)),
+    ):
+        stored = _formulas_by_cell(path, title)
+        for row, formulas in stamp_rows(template, range(first, first + layout.rows), *related):
+            for key, text in formulas.items():
+                assert stored[f"{letters[key]}{row}"] == text, (title, key, row)
+                checked += 1
+    assert checked == layout.rows * (len(RAW_COLUMNS) + len(CONSISTENCY_COLUMNS))
+
+
+def test_the_workings_are_shared_formulas_in_the_file(tmp_path: Path) -> None:
+    layout = Layout(lang="en", rows=40)
+    path = tmp_path / "t.xlsx"
+    build_workbook(layout).save(path)
+    with zipfile.ZipFile(path) as book:
+        xml = book.read(sheet_parts(book)[layout.title("calc")])
+    anchors = re.findall(rb'<f t="shared" ref="[A-Z]+2:[A-Z]+41" si="[0-9]+"', xml)
+    followers = re.findall(rb'<f t="shared" si="[0-9]+"\s*(?:/>|></f>)', xml)
+    plain = re.findall(rb"<f>", xml)
+    assert len(anchors) == len(RAW_COLUMNS) and plain == []
+    assert len(followers) == len(RAW_COLUMNS) * (layout.rows - 1)
+
+
+def test_a_column_that_is_not_one_relative_formula_is_written_cell_by_cell() -> None:
+    ws = openpyxl.Workbook().active
+    plain = write_filled(ws, {"same": "A", "counted": "B"},
+                         lambda row: {"same": f"=C{row}*2", "counted": f"=C{row}+{row}"}, range(2, 6))
+    assert plain == ["counted"]
+    assert isinstance(ws["A2"].value, SharedFormula) and ws["A2"].value.ref == "A2:A5"
+    assert [ws[f"B{row}"].value for row in range(2, 6)] == ["=C2+2", "=C3+3", "=C4+4", "=C5+5"]
+    assert shares("=$C2*2", "A2", "A9", "=$C9*2") and not shares("=C$2", "A2", "A3", "=C3")
+
+
+@pytest.mark.parametrize("engine", ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)])
+def test_cells_are_listed_by_model_number_then_max_tokens_then_concurrency(engine: str, tmp_path: Path) -> None:
+    # model-b appears first, and its cells arrive in no particular order
+    rows = [experiment("B1", "model-b", 4, 100, 50.0), experiment("A1", "model-a", 2, 50, 70.0),
+            experiment("B2", "model-b", 1, 100, 20.0), experiment("B3", "model-b", 2, 50, 30.0),
+            experiment("A2", "model-a", 1, 50, 40.0), experiment("B4", "model-b", 1, 100, 21.0)]
+    report = fill(write_csv(tmp_path / "r.csv", rows), output=tmp_path / "r.xlsx", engine=engine, lang="en")
+    assert report.verification.ok, report.verification.mismatches[:5]
+    layout, values = report.layout, report.verification.values
+    cols = [layout.table_col(CELLS_TABLE, key) for key in ("model", "max_tokens", "concurrency")]
+    listed = [tuple(values[(layout.title("cells"), f"{col}{row}")] for col in cols)
+              for row in range(layout.cells_first, layout.cells_first + 5)]
+    assert listed == [("model-b", 50, 2), ("model-b", 100, 1), ("model-b", 100, 4), ("model-a", 50, 1),
+                      ("model-a", 50, 2)]
+
+
+def test_more_models_than_a_workbook_holds_is_a_clear_error(tmp_path: Path) -> None:
+    rows = [experiment(f"E{i}", f"model-{i}", 1, 50, 40.0) for i in range(MAX_MODELS + 1)]
+    csv = write_csv(tmp_path / "many.csv", rows)
+    result = CliRunner().invoke(main, ["fill", str(csv), "-o", str(tmp_path / "many.xlsx")])
+    assert result.exit_code == 2, result.output
+    assert f"at most {MAX_MODELS}" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "many.xlsx").exists()
