@@ -16,6 +16,7 @@ from pathlib import Path
 
 import openpyxl
 import pytest
+from openpyxl.worksheet.formula import ArrayFormula
 from click.testing import CliRunner
 from data.gen import experiment, write_csv
 
@@ -25,7 +26,8 @@ from scm_xl.workbook.fill import fill
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.layout import CELLS_TABLE, CONSISTENCY_COLUMNS, MAX_MODELS, RAW_COLUMNS, Layout
 from scm_xl.workbook.registry import build_workbook
-from scm_xl.workbook.stamp import SharedFormula, shares, stamp_rows, write_filled
+from scm_xl.workbook.io import write_rows
+from scm_xl.workbook.stamp import SharedFormula, deferred_formula, save_workbook, shares, stamp_rows, write_filled
 
 
 def _formulas_by_cell(path: Path, title: str) -> dict[str, str]:
@@ -100,3 +102,33 @@ def test_more_models_than_a_workbook_holds_is_a_clear_error(tmp_path: Path) -> N
     assert result.exit_code == 2, result.output
     assert f"at most {MAX_MODELS}" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "many.xlsx").exists()
+
+
+def _plain(value: object) -> object:
+    return (value.ref, value.text) if isinstance(value, ArrayFormula) else value
+
+
+def test_a_deferred_build_saves_the_same_cells_as_a_full_one(tmp_path: Path) -> None:
+    """Deferred (the middle cells of each shared column written into the XML by save_workbook)
+    and full (every cell an openpyxl cell) builds read back cell for cell the same: values,
+    formulas and number formats, with typed rows in the same rows as the display formulas."""
+    layout = Layout(lang="zh", rows=60)
+    rows = [experiment(f"E{i}", "model-a", 2 ** (i % 4), 50 * (1 + i % 3), 40.0 + i) for i in range(25)]
+    full, deferred = build_workbook(layout), build_workbook(layout, deferred=True)
+    for wb in (full, deferred):
+        write_rows(wb, layout, rows, clear=False)
+    full.save(tmp_path / "full.xlsx")
+    save_workbook(deferred, tmp_path / "deferred.xlsx")
+    a, b = openpyxl.load_workbook(tmp_path / "full.xlsx"), openpyxl.load_workbook(tmp_path / "deferred.xlsx")
+    assert a.sheetnames == b.sheetnames
+    compared = 0
+    for title in a.sheetnames:
+        left, right = a[title], b[title]
+        assert (left.max_row, left.max_column) == (right.max_row, right.max_column), title
+        for row_a, row_b in zip(left.iter_rows(), right.iter_rows()):
+            for x, y in zip(row_a, row_b):
+                assert (_plain(x.value), x.number_format) == (_plain(y.value), y.number_format), (title, x.coordinate)
+                compared += 1
+    assert compared > 60 * (len(RAW_COLUMNS) + len(CONSISTENCY_COLUMNS))
+    assert deferred_formula(deferred[layout.title("calc")], layout.raw_first + 1, 1)
+    assert not deferred_formula(full[layout.title("calc")], layout.raw_first + 1, 1)

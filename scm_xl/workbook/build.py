@@ -26,7 +26,7 @@ from scm_xl.workbook.catalog_tables import CatalogLayout, physics_column_formula
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW, write_calculator
 from scm_xl.workbook.formulas import Formulas
-from scm_xl.workbook.stamp import write_filled
+from scm_xl.workbook.stamp import save_workbook, write_filled
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, METHODS,
@@ -234,12 +234,9 @@ def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     formats = {"show_tps": "0.00"}
     rows = range(layout.raw_first, layout.raw_last + 1)
     letters = {key: layout.entry_col(key) for key in display}
-    write_filled(ws, letters, lambda _: display, rows)
-    for key, letter in letters.items():
+    write_filled(ws, letters, lambda _: display, rows, number_formats=formats)
+    for letter in letters.values():
         ws.column_dimensions[letter].fill = FORMULA_FILL
-        if key in formats:
-            for row in rows:
-                ws[f"{letter}{row}"].number_format = formats[key]
     last_col = get_column_letter(len(ENTRY_COLUMNS))
     ws.auto_filter.ref = f"A{layout.raw_header_row}:{last_col}{layout.raw_last}"
     ws.row_dimensions[layout.raw_header_row].height = 30
@@ -458,7 +455,7 @@ def save_atomic(wb: Workbook, path: str | Path, *, reproducible: bool = False) -
         raise InputError(f"folder does not exist: {path.parent}", path=str(path))
     try:
         with replacing(path) as temporary:
-            wb.save(temporary)
+            save_workbook(wb, temporary)
             if reproducible:
                 _freeze_zip(str(temporary))
     except OSError as exc:

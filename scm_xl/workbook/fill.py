@@ -26,6 +26,7 @@ from scm_xl.workbook.io import (
     Inputs, check_model_names, load, read_inputs, read_layout, set_method, set_strict_physics, write_hand_set,
     write_rows, write_typed,
 )
+from scm_xl.workbook.stamp import save_workbook
 from scm_xl.workbook.layout import (
     DEFAULT_FORWARD, DEFAULT_TARGET, MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
 )
@@ -112,12 +113,12 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
         rows = _keep_manual_cells(rows, old_inputs)
         layout = _layout_for(rows, old_layout.lang, at_least=old_layout)
         remove_own_sheets(user_wb, old_layout)
-        wb = build_workbook(layout, into=user_wb)
+        wb = build_workbook(layout, into=user_wb, deferred=True)
         write_hand_set(wb, layout, old_inputs)
         target = Path(output) if output else workbook
     else:
         layout = _layout_for(rows, lang)
-        wb = build_workbook(layout)
+        wb = build_workbook(layout, deferred=True)
         target = Path(output) if output else Path(paths[0].stem + ".xlsx")
         derivation = derivation or _measured_defaults(rows)
     if target.is_dir():
@@ -148,7 +149,7 @@ def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress:
     chosen, note = choose_engine(engine, len(typed))
     chosen.require()
     remove_own_sheets(user_wb, old_layout)
-    wb = build_workbook(layout, into=user_wb)
+    wb = build_workbook(layout, into=user_wb, deferred=True)
     write_hand_set(wb, layout, old)
     write_typed(wb, layout, typed)
     return _finish(wb, layout, Path(output) if output else workbook, chosen, note, progress, [])
@@ -170,7 +171,7 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
     if not write_target(target).parent.is_dir():
         raise InputError(f"folder does not exist: {write_target(target).parent}", path=str(target))
     with replacing(target, suffix=".xlsx") as tmp:
-        wb.save(tmp)
+        save_workbook(wb, tmp)
         report = _check(tmp, write_target(target), layout, inputs, chosen, note, say, analysis=analysis)
         _store_values(tmp, report.verification, say)
     report.path = target

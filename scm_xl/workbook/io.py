@@ -16,7 +16,7 @@ from scm_xl.errors import InputError
 from scm_xl.model import Settings
 from scm_xl.results import ResultRow, normalise_override
 from scm_xl.rules import Lang
-from scm_xl.workbook.stamp import is_formula
+from scm_xl.workbook.stamp import deferred_formula, is_formula
 from scm_xl.workbook.styles import write_value
 from scm_xl.workbook import replicates_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
@@ -169,7 +169,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
     width = max(*indexes.values(), display_index) + 1
     for sheet_row, cells in enumerate(raw.iter_rows(min_row=layout.raw_first, max_row=last, max_col=width,
                                                     values_only=True), start=layout.raw_first):
-        if is_formula(cells[display_index]):
+        if is_formula(cells[display_index]) or deferred_formula(raw, sheet_row, display_index + 1):
             display_rows.add(sheet_row)
         values = {key: cells[index] for key, index in indexes.items()}
         position = sheet_row - layout.raw_header_row

@@ -498,13 +498,9 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     row_formats = {"ln_tps": "0.0000", "fitted_ln": "0.0000", "fitted_tps": "0.00", "residual": "0.0000",
                    "leverage": "0.000", "loo_tps": "0.00", "loo_pct": "0.0", "loo_abs_pct": "0.0"}
     letters = {**ROW_COLS, **{key: ll.param_col(kind) for kind, key in PARAM_KEYS.items()}}
-    number_formats = {letters[key]: fmt for key, fmt in row_formats.items()}
     offset = layout.raw_first - ll.row_first  # the workings row of each row
     rows = range(ll.row_first, ll.row_last + 1)
-    write_filled(ws, letters, lambda r: row_formulas(ll, r), rows, offset)
-    for col, fmt in number_formats.items():
-        for row in rows:
-            ws[f"{col}{row}"].number_format = fmt
+    write_filled(ws, letters, lambda r: row_formulas(ll, r), rows, offset, number_formats=row_formats)
     for col in ROW_COLS.values():
         ws.column_dimensions[col].fill = FORMULA_FILL
 

@@ -26,6 +26,7 @@ from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import META_SHEET, SHEET_TITLES, Lang, Layout
+from scm_xl.workbook.stamp import defer_fills
 from scm_xl.workbook.styles import WORKINGS_TAB
 
 
@@ -158,13 +159,17 @@ def own_sheet_titles(layout: Layout) -> list[str]:
     return [spec.title(layout.lang) for spec in SHEETS] + [META_SHEET]
 
 
-def build_workbook(layout: Layout, into: Workbook | None = None) -> Workbook:
+def build_workbook(layout: Layout, into: Workbook | None = None, *, deferred: bool = False) -> Workbook:
     """A fresh calibration workbook, or scm-xl's sheets built at the front of `into`.
 
     `into` must not hold scm-xl's sheets any more (see `remove_own_sheets`); its other sheets,
-    styles and names stay as they are (after scm-xl's visible sheets, before its workings)."""
+    styles and names stay as they are (after scm-xl's visible sheets, before its workings).
+    deferred: the per-row columns' middle cells are written by `stamp.save_workbook`, which
+    must then save the workbook (`stamp.defer_fills`)."""
     fresh = into is None
     wb = Workbook() if into is None else into
+    if deferred:
+        defer_fills(wb)
     sheets: dict[str, Worksheet] = {}
     for index, spec in enumerate(SHEETS):
         if fresh and index == 0:
@@ -228,7 +233,7 @@ def expected_cells(layout: Layout, inputs: Inputs,
 
 def build_template(path: str | Path, *, lang: Lang = "zh", rows: int | None = None) -> Path:
     layout = Layout(lang=lang, rows=rows) if rows else Layout(lang=lang)
-    build.save_atomic(build_workbook(layout), path, reproducible=True)
+    build.save_atomic(build_workbook(layout, deferred=True), path, reproducible=True)
     return Path(path)
 
 

@@ -12,11 +12,22 @@ written one formula per cell, as before.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import zipfile
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
+from openpyxl import Workbook
+from openpyxl.cell.cell import Cell
 from openpyxl.formula.translate import Translator
+from openpyxl.utils import column_index_from_string
 from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
+
+from scm_xl.engines.xlsx_cells import column_name, column_number, row_blocks, sheet_parts
 
 SENTINEL_ROW = 1048000  # a row number no sheet reaches
 
@@ -75,13 +86,37 @@ def shares(text: str, first: str, later: str, expected: str) -> bool:
     return Translator(text, origin=first).translate_formula(later) == expected
 
 
+@dataclass(frozen=True)
+class _Fill:
+    """A shared formula's cells between its first and last, written into the file by
+    `save_workbook` rather than held as a million openpyxl cells."""
+
+    column: int
+    first: int  # the first row without an openpyxl cell
+    last: int
+    index: int
+    anchor: Cell
+
+
+def defer_fills(wb: Workbook) -> None:
+    """Have `write_filled` keep only the first and last cell of each shared column in `wb`;
+    `save_workbook` writes the others into the file. Building a 10,000-row workbook this way
+    takes a fraction of the time and memory. The workbook must then be saved with
+    `save_workbook` (a plain `wb.save` would leave the columns' middle cells out)."""
+    wb._scm_fills = []  # type: ignore[attr-defined]
+
+
 def write_filled(ws: Worksheet, letters: Mapping[str, str], template: Callable[[int], dict[str, str]],
-                 rows: range, *related: int, share: bool = True) -> list[str]:
+                 rows: range, *related: int, share: bool = True,
+                 number_formats: Mapping[str, str] | None = None) -> list[str]:
     """Write `template`'s formulas down `rows`, each key into its column `letters[key]`: as one
     shared formula where the column is the same relative formula in every row, else one
-    formula per cell. Returns the keys written cell by cell."""
+    formula per cell; `number_formats` (key -> format) for every cell of a column. Returns the
+    keys written cell by cell."""
     if not rows:
         return []
+    formats = number_formats or {}
+    deferred: list[_Fill] | None = getattr(ws.parent, "_scm_fills", None)
     base = template(SENTINEL_ROW)
     marks = [(str(SENTINEL_ROW + offset), offset) for offset in related]
     first = _stamped(base, rows[0], marks)
@@ -98,15 +133,26 @@ def write_filled(ws: Worksheet, letters: Mapping[str, str], template: Callable[[
     for key in shared:
         col = letters[key]
         index = _next_index(ws)
-        ws[f"{col}{rows[0]}"] = SharedFormula(index, f"{col}{rows[0]}:{col}{rows[-1]}", first[key])
+        anchor = ws[f"{col}{rows[0]}"]
+        anchor.value = SharedFormula(index, f"{col}{rows[0]}:{col}{rows[-1]}", first[key])
         follower = SharedFormula(index)  # one object: openpyxl only reads it when it writes
-        for row in rows[1:]:
-            ws[f"{col}{row}"] = follower
+        held = rows[1:] if deferred is None else rows[-1:]  # the last cell keeps the sheet's extent
+        if deferred is not None and len(rows) > 2:
+            deferred.append(_Fill(column_index_from_string(col), rows[1], rows[-2], index, anchor))
+        for row in [rows[0], *held]:
+            cell = ws[f"{col}{row}"]
+            if row != rows[0]:
+                cell.value = follower
+            if key in formats:
+                cell.number_format = formats[key]
     if plain:
         plain_base = {key: base[key] for key in plain}
         for row in rows:
             for key, text in _stamped(plain_base, row, marks).items():
-                ws[f"{letters[key]}{row}"] = text
+                cell = ws[f"{letters[key]}{row}"]
+                cell.value = text
+                if key in formats:
+                    cell.number_format = formats[key]
     return plain
 
 
@@ -115,3 +161,122 @@ def _next_index(ws: Worksheet) -> int:
     index: int = getattr(ws, "_scm_shared_index", 0)
     ws._scm_shared_index = index + 1  # type: ignore[attr-defined]
     return index
+
+
+def deferred_formula(ws: Worksheet, row: int, column: int) -> bool:
+    """Whether cell (row, column) of `ws` is a middle cell of a deferred shared formula (it
+    holds that formula once `save_workbook` has written the file)."""
+    fills: list[_Fill] = getattr(ws.parent, "_scm_fills", None) or []
+    return any(f.column == column and f.first <= row <= f.last and f.anchor.parent is ws for f in fills)
+
+
+# -- writing the deferred cells into the saved file ----------------------------------------------
+
+_ROW = re.compile(rb"<row\b[^>]*?/>|<row\b[^>]*>[^<]*(?:<(?!/row>)[^<]*)*</row>")
+_ROW_NUMBER = re.compile(rb'<row\b[^>]*?\sr="([0-9]+)"')
+_CELL = re.compile(rb'<c\b[^>]*?\sr="([A-Z]+)[0-9]+"[^>]*?(?:/>|>[^<]*(?:<(?!/c>)[^<]*)*</c>)')
+_EMPTY_STYLED = re.compile(rb'<c r="[A-Z]+[0-9]+"( s="[0-9]+")?(?: t="n")?\s*(?:/>|></c>)')
+
+
+def save_workbook(wb: Workbook, path: str | Path) -> None:
+    """Save `wb` to `path`; with `defer_fills`, write the shared columns' middle cells into the
+    sheets' XML (streamed, row by row), as openpyxl would have."""
+    wb.save(path)
+    fills: list[_Fill] | None = getattr(wb, "_scm_fills", None)
+    if not fills:
+        return
+    by_sheet: dict[str, list[_Fill]] = {}
+    for fill in fills:
+        by_sheet.setdefault(fill.anchor.parent.title, []).append(fill)
+    path = Path(path)
+    staged = path.with_name(path.name + ".fills")
+    try:
+        with zipfile.ZipFile(path) as source, zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as target:
+            parts = {sheet_parts(source)[title]: sheet_fills for title, sheet_fills in by_sheet.items()}
+            for info in source.infolist():
+                out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+                out.compress_type = info.compress_type
+                with source.open(info) as reader, target.open(out, "w", force_zip64=True) as writer:
+                    if info.filename in parts:
+                        for piece in _with_fills(row_blocks(reader), parts[info.filename]):
+                            writer.write(piece)
+                    else:
+                        shutil.copyfileobj(reader, writer)
+        os.replace(staged, path)
+    finally:
+        if staged.exists():
+            staged.unlink()
+
+
+def _with_fills(blocks: Iterator[bytes], fills: list[_Fill]) -> Iterator[bytes]:
+    """The sheet XML with every deferred cell in its row, in column order."""
+    cells = []  # (first, last, column, cell XML with %d for the row)
+    for fill in fills:
+        style = b' s="%d"' % fill.anchor.style_id if fill.anchor.has_style else b""
+        name = column_name(fill.column).encode("ascii")
+        cells.append((fill.first, fill.last, fill.column,
+                      b'<c r="' + name + b'%d"' + style + b'><f t="shared" si="' + str(fill.index).encode() + b'"/><v></v></c>'))
+    cells.sort(key=lambda item: item[2])
+    first = min(item[0] for item in cells)
+    last = max(item[1] for item in cells)
+    written = first - 1  # the rows before `first` need nothing
+
+    def added(row: int) -> list[tuple[int, bytes]]:
+        return [(column, xml % row) for lo, hi, column, xml in cells if lo <= row <= hi]
+
+    def new_rows(upto: int) -> bytes:
+        nonlocal written
+        out = [b'<row r="%d">' % row + b"".join(xml for _, xml in extra) + b"</row>"
+               for row in range(written + 1, min(upto, last + 1)) if (extra := added(row))]
+        written = max(written, min(upto - 1, last))
+        return b"".join(out)
+
+    for block in blocks:
+        out: list[bytes] = []
+        at = 0
+        for match in _ROW.finditer(block):
+            number = _ROW_NUMBER.match(match.group(0))
+            if number is None:
+                raise ValueError("a sheet row without r=: cannot place the shared formulas' cells")
+            row = int(number.group(1))
+            out.append(block[at:match.start()])
+            at = match.end()
+            out.append(new_rows(row))
+            extra = added(row) if first <= row <= last else []
+            out.append(_merged(match.group(0), extra) if extra else match.group(0))
+            written = max(written, row)
+        rest = block[at:]
+        end = rest.find(b"</sheetData>")
+        if end >= 0:
+            out.append(rest[:end] + new_rows(last + 1) + rest[end:])
+        else:
+            out.append(rest)
+        yield b"".join(out)
+
+
+def _merged(row_xml: bytes, extra: list[tuple[int, bytes]]) -> bytes:
+    """A row's XML with the deferred cells `extra` (column, XML) put in column order; an empty
+    styled cell already there (a number format set on it) gives way to its formula cell."""
+    if row_xml.endswith(b"/>"):
+        return row_xml[:-2].rstrip() + b">" + b"".join(xml for _, xml in extra) + b"</row>"
+    open_end = row_xml.index(b">") + 1
+    body = row_xml[open_end:-len(b"</row>")]
+    pending = dict(extra)
+    out: list[bytes] = []
+    at = 0
+    for match in _CELL.finditer(body):
+        column = column_number(match.group(1))
+        out.append(body[at:match.start()])
+        at = match.end()
+        for col in sorted(c for c in pending if c < column):
+            out.append(pending.pop(col))
+        if column in pending:
+            empty = _EMPTY_STYLED.fullmatch(match.group(0))
+            if empty is None:
+                raise ValueError(f"cell {match.group(1).decode()} of a shared formula's range already holds something")
+            out.append(pending.pop(column))
+        else:
+            out.append(match.group(0))
+    out.append(body[at:])
+    out.extend(pending[col] for col in sorted(pending))
+    return row_xml[:open_end] + b"".join(out) + b"</row>"
