@@ -1,14 +1,14 @@
 """Recalculation engines: each recalculates a saved workbook and returns every formula cell's value.
 
     ironcalc     (alias embedded) Rust, from PyPI: the default; fastest up to a few thousand rows
-    formulas     pure Python, always installed; very slow on the per-row layout (minutes for the article)
-    libreoffice  headless soffice; about 1 s to start, faster than IronCalc above AUTO_LIBREOFFICE_ROWS
+    formulas     pure Python, always installed; very slow on the per-row layout (about 36 s for the article)
+    libreoffice  headless soffice; about 1 s to start, slower than IronCalc at every size measured
     excel        Microsoft Excel through xlwings, on Windows or macOS only
 
 On the per-row layout IronCalc and LibreOffice agree with the Python reference on every
-formula cell (benchmarks/results/engines.md). `auto` takes IronCalc, or LibreOffice above
-AUTO_LIBREOFFICE_ROWS raw rows where it is installed, and says so; without the ironcalc
-package (a platform without its wheel) LibreOffice if installed, else formulas.
+formula cell (benchmarks/results/engines.md). `auto` takes IronCalc, the faster at every
+size measured (7 to 10,000 rows, benchmarks/results/workbook.md); without the ironcalc
+package (a platform without its wheel) LibreOffice if installed, else formulas, and says so.
 IronCalc still computes some array (CSE) idioms wrongly (listed in the benchmark); the
 workbook does not use them.
 """
@@ -23,7 +23,7 @@ from scm_xl.engines.libreoffice import LibreOfficeEngine
 from scm_xl.errors import UsageError
 
 __all__ = [
-    "AUTO_LIBREOFFICE_ROWS", "ENGINE_ALIASES", "ENGINE_NAMES", "CellError", "CellValue", "Engine",
+    "ENGINE_ALIASES", "ENGINE_NAMES", "CellError", "CellValue", "Engine",
     "ExcelEngine", "FormulasEngine", "IronCalcEngine", "LibreOfficeEngine", "Recalculated", "choose_engine",
     "get_engine",
 ]
@@ -36,9 +36,6 @@ ENGINES: dict[str, type[Engine]] = {
 }
 ENGINE_ALIASES = {"embedded": "ironcalc"}
 ENGINE_NAMES = (*ENGINES, *ENGINE_ALIASES)
-# Recalculation on the per-row layout (benchmarks/results/engines.md, loaded 2-core machine):
-# IronCalc 15.5 s / LibreOffice 22.2 s at 2,500 rows, 46.5 s / 40.2 s at 5,000, 320 s / 98 s at 10,000.
-AUTO_LIBREOFFICE_ROWS = 4000
 
 
 def get_engine(name: str) -> Engine:
@@ -51,18 +48,15 @@ def get_engine(name: str) -> Engine:
 
 def choose_engine(name: str, rows: int) -> tuple[Engine, str | None]:
     """The engine for `name`, which may also be "auto", and a note saying why auto did not take
-    the embedded engine, if it did not."""
+    the embedded engine, if it did not. `rows` sizes the warning about the slow engine."""
     if name != "auto":
         if name not in ENGINE_NAMES:
             raise UsageError(f"unknown engine {name!r}: choose one of auto, {', '.join(ENGINE_NAMES)}")
         return get_engine(name), None
-    libreoffice = LibreOfficeEngine()
-    if rows > AUTO_LIBREOFFICE_ROWS and libreoffice.available():
-        return libreoffice, (f"auto: {rows} rows, using libreoffice "
-                             f"(faster than ironcalc above {AUTO_LIBREOFFICE_ROWS:,} rows)")
     ironcalc = IronCalcEngine()
     if ironcalc.available():
         return ironcalc, None
+    libreoffice = LibreOfficeEngine()
     if libreoffice.available():  # faster than formulas at every size on this layout
         return libreoffice, "auto: the ironcalc package is not installed, using libreoffice"
     return FormulasEngine(), ("auto: neither the ironcalc package nor LibreOffice is installed, using formulas "

@@ -477,7 +477,7 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
         exp[(title, f"{col['level']}{row}")] = level_value
         exp[(title, f"{col['predicted']}{row}")] = pred
         exp[(title, f"{col['latency']}{row}")] = latency
-        exp[(title, f"{col['allowed']}{row}")] = allowed
+        exp[(title, f"{col['allowed']}{row}")] = allowed if level_value is not None else None
         exp[(title, f"{col['meets']}{row}")] = hit
     if meets:
         best_meet = min(meets, key=lambda item: item[0])

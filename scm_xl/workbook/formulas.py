@@ -630,7 +630,8 @@ class Formulas:
             ),
             "latency": (f"=IF(ISNUMBER({level}),IFERROR(MEDIAN(IF({members}=1,{raw('latency_p95_s')},\"\")),"
                         f"\"\"),\"\")"),
-            "allowed": f"=IF(ISNUMBER({pred}),IF(ISNUMBER({limit}),IF(ISNUMBER({latency}),({latency}<={limit})*1,0),1),0)",
+            "allowed": (f"=IF(ISNUMBER({level}),IF(ISNUMBER({pred}),IF(ISNUMBER({limit}),"
+                        f"IF(ISNUMBER({latency}),({latency}<={limit})*1,0),1),0),\"\")"),  # blank: no level here
             "meets": (f"=IF(ISNUMBER({pred}),IF(AND({pred}>=$B${rows['target_tps']},${col['allowed']}{row}=1),"
                       f"{level},\"\"),\"\")"),
         }
