@@ -268,7 +268,7 @@ def write_cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     rows = range(layout.cells_first, layout.cells_last + 1)
     for key, text in fx.cells_row(rows[0]).items():  # the first cell has no cell above it
         ws[f"{letters[key]}{rows[0]}"] = text
-    write_filled(ws, letters, fx.cells_row, rows[1:], -1, share=False)
+    write_filled(ws, letters, fx.cells_row, rows[1:], -1)
     _header(ws, layout.cells_header_row, layout.seen_models_start, SEEN_MODELS_TABLE, layout.lang)
     for row in range(layout.cells_first, layout.cells_first + layout.m_slots):
         for key, text in fx.seen_model_row(row).items():

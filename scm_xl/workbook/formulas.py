@@ -67,9 +67,6 @@ class Formulas:
         def me(key: str) -> str:
             return f"${lo.raw_col(key)}{row}"
 
-        def col(key: str) -> str:
-            return lo.raw_range(key, sheet=False)
-
         present = me("present")
         tol = self.name("MonotonicTolerancePct")
         strict = self.name("StrictPhysics")
@@ -637,9 +634,10 @@ class Formulas:
         }
 
 
-__all__ = ["Formulas", "q", "text_with"]
-
-
 def _row_minus(offset: int) -> str:
     """ROW() less `offset`, as formula text: the same text in every row of a filled-down column."""
     return "ROW()" if offset == 0 else f"(ROW()-{offset})" if offset > 0 else f"(ROW()+{-offset})"
+
+
+__all__ = ["Formulas", "q", "text_with"]
+

@@ -228,8 +228,9 @@ MODEL_TABLE = (
 # the largest max_tokens and concurrency; each slot holds the smallest code above the slot
 # before it (MINIFS over the rows), so listing K cells costs K scans of the rows. The
 # recurrence stays inside one column: LibreOffice's threaded calculation of formula groups
-# computes a recurrence that runs through two columns wrongly (7.4, measured). The per-row filter looks its neighbours up here,
-# so no per-row formula scans the whole raw table (that would grow with the square of the rows).
+# computes a recurrence that runs through two columns wrongly (7.4, measured). The per-row
+# filter looks its neighbours up here, so no per-row formula scans the whole raw table
+# (that would grow with the square of the rows).
 CELLS_TABLE = (
     Column("slot", "#", "#", "input", 5),  # plain numbers 1..K: ROW() would tie the slots to their own formulas
     Column("key", "单元键", "cell_key", "formula", 26),

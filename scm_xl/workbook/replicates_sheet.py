@@ -1,15 +1,16 @@
 """The replicates sheet: scm_xl.replicates as live formulas.
 
 One row per distinct (model, concurrency, max_tokens) cell among the present raw
-rows, in order of each cell's first run on the raw sheet, in a fixed number of slots
-(cells beyond them are counted but not shown). Per cell: the number of runs, the
+rows, in the cells sheet's order (model number, the models numbered by first
+appearance, then max_tokens, then concurrency), in a fixed number of slots (cells
+beyond them are counted but not shown). Per cell: the number of runs, the
 median TPS, the mean, the CV (sample standard deviation over the mean), the flag (CV
 above the threshold, an input cell) and the stability note's figures: repeats needed,
 and how many more.
 
-How rows are grouped. The workbook has one list of cells in order of first run: the
-cells sheet (its slot k is the k-th first run that the workings sheet marks). Slot k
-of this table is slot k of that list. A helper column (grouped and collapsed), one
+How rows are grouped. The workbook has one list of cells: the cells sheet (its slot k
+is the k-th smallest cell code of the workings, `model.cell_order`). Slot k of this
+table is slot k of that list. A helper column (grouped and collapsed), one
 ordinary formula per raw row, gives each present row the slot of its cell: MATCH of
 the row's cell key in the cells sheet's keys (case-insensitive, as the reference's
 casefold; the collector and `fill` refuse model names with wildcards or differing only
@@ -182,7 +183,7 @@ def _cells_cell(rl: ReplicatesLayout, key: str, row: int) -> str:
 
 def helper_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
     """The per-row helper on sheet row `row`: the slot number of the row's cell, looked up by its key on
-    the cells sheet (the workbook's one list of cells in order of first run); "" for a row that is not present
+    the cells sheet (the workbook's one list of cells, `model.cell_order`); "" for a row that is not present
     or whose cell has no slot."""
     lo = rl.layout
     calc = rl.calc_row(row)

@@ -107,7 +107,7 @@ def defer_fills(wb: Workbook) -> None:
 
 
 def write_filled(ws: Worksheet, letters: Mapping[str, str], template: Callable[[int], dict[str, str]],
-                 rows: range, *related: int, share: bool = True,
+                 rows: range, *related: int,
                  number_formats: Mapping[str, str] | None = None) -> list[str]:
     """Write `template`'s formulas down `rows`, each key into its column `letters[key]`: as one
     shared formula where the column is the same relative formula in every row, else one
@@ -125,7 +125,7 @@ def write_filled(ws: Worksheet, letters: Mapping[str, str], template: Callable[[
     shared, plain = [], []
     for key, text in first.items():
         col = letters[key]
-        if share and len(rows) > 1 and shares(text, f"{col}{rows[0]}", f"{col}{rows[1]}", second[key]) \
+        if len(rows) > 1 and shares(text, f"{col}{rows[0]}", f"{col}{rows[1]}", second[key]) \
                 and shares(text, f"{col}{rows[0]}", f"{col}{rows[-1]}", last[key]):
             shared.append(key)
         else:
