@@ -289,11 +289,10 @@ def test_clock_starts_when_the_request_is_due(tmp_path):
     for r in rows:
         assert float(r["sent_s"]) >= float(r["scheduled_s"])
         assert 0.019 <= float(r["ttft_s"]) < float(r["latency_s"])  # timers may fire up to 1 ms early
-        # the mean gap between chunks, from the request's own clock (a loaded machine only lengthens
-        # the gaps, so only the lower bound is the simulator's)
+        # the mean gap between chunks, from the request's own clock: not the simulator's 5 ms, which
+        # a loaded machine stretches or (chunks read in one burst after a stall) squeezes
         gaps = (float(r["latency_s"]) - float(r["ttft_s"])) / (int(r["chunks"]) - 1)
         assert float(r["mean_itl_s"]) == pytest.approx(gaps, abs=2e-6)
-        assert float(r["mean_itl_s"]) >= 0.004
         assert float(r["max_itl_s"]) >= float(r["mean_itl_s"])
 
 
