@@ -288,7 +288,8 @@ def test_clock_starts_when_the_request_is_due(tmp_path):
             assert float(current["scheduled_s"]) == pytest.approx(ended, abs=1e-5)
     for r in rows:
         assert float(r["sent_s"]) >= float(r["scheduled_s"])
-        assert 0.019 <= float(r["ttft_s"]) < float(r["latency_s"])  # timers may fire up to 1 ms early
+        # timers may fire up to 1 ms early; chunks read in one burst after a stall give TTFT = latency
+        assert 0.019 <= float(r["ttft_s"]) <= float(r["latency_s"])
         # the mean gap between chunks, from the request's own clock: not the simulator's 5 ms, which
         # a loaded machine stretches or (chunks read in one burst after a stall) squeezes
         gaps = (float(r["latency_s"]) - float(r["ttft_s"])) / (int(r["chunks"]) - 1)
