@@ -27,7 +27,7 @@ from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.layout import CELLS_TABLE, CONSISTENCY_COLUMNS, MAX_MODELS, RAW_COLUMNS, Layout
 from scm_xl.workbook.registry import build_workbook
 from scm_xl.workbook.io import write_rows
-from scm_xl.workbook.stamp import SharedFormula, deferred_formula, save_workbook, shares, stamp_rows, write_filled
+from scm_xl.workbook.stamp import SharedFormula, deferred_rows, save_workbook, shares, stamp_rows, write_filled
 
 
 def _formulas_by_cell(path: Path, title: str) -> dict[str, str]:
@@ -130,5 +130,5 @@ def test_a_deferred_build_saves_the_same_cells_as_a_full_one(tmp_path: Path) -> 
                 assert (_plain(x.value), x.number_format) == (_plain(y.value), y.number_format), (title, x.coordinate)
                 compared += 1
     assert compared > 60 * (len(RAW_COLUMNS) + len(CONSISTENCY_COLUMNS))
-    assert deferred_formula(deferred[layout.title("calc")], layout.raw_first + 1, 1)
-    assert not deferred_formula(full[layout.title("calc")], layout.raw_first + 1, 1)
+    assert deferred_rows(deferred[layout.title("calc")], 1) == range(layout.raw_first + 1, layout.raw_last)
+    assert deferred_rows(full[layout.title("calc")], 1) == range(0)

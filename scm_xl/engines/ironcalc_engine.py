@@ -13,11 +13,9 @@ MINIFS/MAXIFS it computes right.
 from __future__ import annotations
 
 import importlib
-import re
-import shutil
 import tempfile
 import time
-import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,23 +62,18 @@ class IronCalcEngine(Engine):
 # An empty cell that only carries a style (<c r="B4" s="11"/>, every yellow input cell a
 # person has not typed into): IronCalc 0.9.1 reads it as the number 0, so `=B4<>""` is TRUE
 # there and FALSE in Excel and LibreOffice. IronCalc gets a copy without them.
-# openpyxl writes it as <c .../> with ElementTree and as <c ...></c> with lxml.
-_STYLED_EMPTY = re.compile(rb'<c r="[A-Z]+[0-9]+"(?: s="[0-9]+")?(?: t="n")?\s*(?:/>|></c>)')
-
-
 def _without_styled_empty_cells(path: Path, into: Path) -> Path:
     copy = into / path.name
-    # Stored, not deflated: the copy is read once, and compressing it would cost more than the rest.
-    with zipfile.ZipFile(path) as source, zipfile.ZipFile(copy, "w", zipfile.ZIP_STORED) as target:
-        for info in source.infolist():
-            out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-            with source.open(info) as reader, target.open(out, "w", force_zip64=True) as writer:
-                if info.filename.startswith("xl/worksheets/sheet") and info.filename.endswith(".xml"):
-                    for block in xlsx_cells.row_blocks(reader):  # whole rows: no cell split in two
-                        writer.write(_STYLED_EMPTY.sub(b"", block))
-                else:
-                    shutil.copyfileobj(reader, writer)
+
+    def strip(blocks: Iterator[bytes]) -> Iterator[bytes]:
+        return (xlsx_cells.STYLED_EMPTY_CELL.sub(b"", block) for block in blocks)
+
+    xlsx_cells.copy_package(path, copy, lambda name: strip if _is_sheet(name) else None)
     return copy
+
+
+def _is_sheet(name: str) -> bool:
+    return name.startswith("xl/worksheets/sheet") and name.endswith(".xml")
 
 
 def _evaluated(ironcalc: Any, path: Path) -> Any:

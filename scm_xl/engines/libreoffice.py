@@ -175,18 +175,14 @@ _COL = re.compile(rb"<col\b[^>]*>")
 def _with_columns_shown(path: Path, folder: Path) -> Path:
     folder.mkdir()
     copy = folder / path.name
-    with zipfile.ZipFile(path) as source, zipfile.ZipFile(copy, "w", zipfile.ZIP_STORED) as target:
-        for info in source.infolist():
-            out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-            with source.open(info) as reader, target.open(out, "w", force_zip64=True) as writer:
-                if info.filename.startswith("xl/worksheets/") and info.filename.endswith(".xml"):
-                    first = True
-                    for block in xlsx_cells.row_blocks(reader):
-                        # <cols> comes before the first row, so it lies in the first block
-                        writer.write(_COL.sub(lambda m: _HIDDEN.sub(b"", m.group(0)), block) if first else block)
-                        first = False
-                else:
-                    shutil.copyfileobj(reader, writer)
+
+    def show(blocks: Iterator[bytes]) -> Iterator[bytes]:
+        for i, block in enumerate(blocks):
+            # <cols> comes before the first row, so it lies in the first block
+            yield _COL.sub(lambda m: _HIDDEN.sub(b"", m.group(0)), block) if i == 0 else block
+
+    xlsx_cells.copy_package(path, copy, lambda name: show if name.startswith("xl/worksheets/")
+                            and name.endswith(".xml") else None)
     return copy
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 import posixpath
 import re
+import shutil
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import IO
 
 from defusedxml import ElementTree
@@ -23,7 +25,8 @@ _PKG_REL_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
 _CHUNK = 1 << 20
 
 # "Anything up to </c>" written as runs of bytes other than "<": several times faster than .*?
-_ROW = re.compile(rb"<row\b([^>]*?)(?:/>|>([^<]*(?:<(?!/row>)[^<]*)*)</row>)")
+# A <row> element, whole: group 1 its attributes, group 2 its cells.
+ROW_ELEMENT = re.compile(rb"<row\b([^>]*?)(?:/>|>([^<]*(?:<(?!/row>)[^<]*)*)</row>)")
 _CELL = re.compile(rb"<c\b([^>]*?)(?:/>|>([^<]*(?:<(?!/c>)[^<]*)*)</c>)")
 _CELL_WITH_R = re.compile(rb'<c r="([A-Z]+)([0-9]+)"([^>]*?)(?:/>|>([^<]*(?:<(?!/c>)[^<]*)*)</c>)')
 _R = re.compile(rb'\sr\s*=\s*["\']([A-Z]*)([0-9]+)["\']')
@@ -66,7 +69,7 @@ def cells(stream: IO[bytes]) -> Iterator[Cell]:
 
 def _cells_counted(block: bytes) -> Iterator[Cell]:
     last_row = 0
-    for row_match in _ROW.finditer(block):
+    for row_match in ROW_ELEMENT.finditer(block):
         number = _R.search(b" " + row_match.group(1))
         last_row = int(number.group(2)) if number else last_row + 1
         column = 0
@@ -95,6 +98,32 @@ def row_blocks(stream: IO[bytes]) -> Iterator[bytes]:
             yield buffer[:cut + len(b"</row>")]
             buffer = buffer[cut + len(b"</row>"):]
     yield buffer
+
+
+# An empty cell that carries only a style, as openpyxl writes it: <c r="B4" s="11"/> (with
+# ElementTree) or <c r="B4" s="11"></c> (with lxml), possibly with t="n".
+STYLED_EMPTY_CELL = re.compile(rb'<c r="[A-Z]+[0-9]+"(?: s="[0-9]+")?(?: t="n")?\s*(?:/>|></c>)')
+
+SheetRewrite = Callable[[Iterator[bytes]], Iterable[bytes]]
+
+
+def copy_package(source: str | Path, target: str | Path, rewrite: Callable[[str], SheetRewrite | None], *,
+                 compression: int = zipfile.ZIP_STORED) -> None:
+    """Copy the xlsx package `source` to `target` member by member. A member for which
+    `rewrite(member name)` gives a function is streamed through it in whole-row blocks
+    (`row_blocks`); every other member is copied as it is. `compression` is the copy's
+    (stored by default: a copy made for an engine is read once)."""
+    with zipfile.ZipFile(source) as book, zipfile.ZipFile(target, "w", compression) as copy:
+        for info in book.infolist():
+            out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            out.compress_type = compression
+            change = rewrite(info.filename)
+            with book.open(info) as reader, copy.open(out, "w", force_zip64=True) as writer:
+                if change is None:
+                    shutil.copyfileobj(reader, writer)
+                else:
+                    for piece in change(row_blocks(reader)):
+                        writer.write(piece)
 
 
 def _formula_refs_in(block: bytes) -> list[str]:

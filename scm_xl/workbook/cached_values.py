@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from scm_xl.engines.base import CellError, CellValue
-from scm_xl.engines.xlsx_cells import column_number, sheet_parts
+from scm_xl.engines.xlsx_cells import ROW_ELEMENT, column_number, sheet_parts
 
 Position = tuple[int, int]  # (row, column), both from 1
 SheetValues = Mapping[Position, CellValue]
@@ -36,7 +36,6 @@ SheetValues = Mapping[Position, CellValue]
 _CHUNK = 1 << 20
 
 # "Anything up to </c>" is written as runs of bytes other than "<": several times faster than .*?
-_ROW = re.compile(rb"<row\b[^>]*?/>|<row\b[^>]*>[^<]*(?:<(?!/row>)[^<]*)*</row>")
 _CELL = re.compile(rb'<c\b((?:\s+r="([A-Z]+)[0-9]+")?[^>]*?)(/>|>([^<]*(?:<(?!/c>)[^<]*)*)</c>)')
 _FORMULA = re.compile(rb"<f\b[^>]*?/>|<f\b[^>]*>[^<]*</f>")  # formula text has no "<": it is escaped
 _EXT = re.compile(rb"<extLst\b[^<]*(?:<(?!/extLst>)[^<]*)*</extLst>")
@@ -187,7 +186,7 @@ class _SheetState:
 
     def rows(self, xml: bytes) -> Iterator[bytes | int]:
         at = 0
-        for match in _ROW.finditer(xml):
+        for match in ROW_ELEMENT.finditer(xml):
             yield xml[at:match.start()]
             at = match.end()
             yield from self._row(match.group(0))

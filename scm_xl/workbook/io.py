@@ -16,7 +16,7 @@ from scm_xl.errors import InputError
 from scm_xl.model import Settings
 from scm_xl.results import ResultRow, normalise_override
 from scm_xl.rules import Lang
-from scm_xl.workbook.stamp import deferred_formula, is_formula
+from scm_xl.workbook.stamp import deferred_rows, is_formula
 from scm_xl.workbook.styles import write_value
 from scm_xl.workbook import replicates_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
@@ -167,9 +167,10 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
     display_rows = set()
     last = max(raw.max_row, layout.raw_last)
     width = max(*indexes.values(), display_index) + 1
+    deferred = deferred_rows(raw, display_index + 1)  # display cells not yet in the workbook object
     for sheet_row, cells in enumerate(raw.iter_rows(min_row=layout.raw_first, max_row=last, max_col=width,
                                                     values_only=True), start=layout.raw_first):
-        if is_formula(cells[display_index]) or deferred_formula(raw, sheet_row, display_index + 1):
+        if is_formula(cells[display_index]) or sheet_row in deferred:
             display_rows.add(sheet_row)
         values = {key: cells[index] for key, index in indexes.items()}
         position = sheet_row - layout.raw_header_row

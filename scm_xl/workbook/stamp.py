@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,7 +30,9 @@ from openpyxl.utils import column_index_from_string
 from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
-from scm_xl.engines.xlsx_cells import column_name, column_number, row_blocks, sheet_parts
+from scm_xl.engines.xlsx_cells import (
+    ROW_ELEMENT, STYLED_EMPTY_CELL, column_name, column_number, copy_package, sheet_parts,
+)
 
 SENTINEL_ROW = 1048000  # a row number no sheet reaches
 
@@ -167,19 +168,20 @@ def _next_index(ws: Worksheet) -> int:
     return index
 
 
-def deferred_formula(ws: Worksheet, row: int, column: int) -> bool:
-    """Whether cell (row, column) of `ws` is a middle cell of a deferred shared formula (it
-    holds that formula once `save_workbook` has written the file)."""
+def deferred_rows(ws: Worksheet, column: int) -> range:
+    """The rows of `ws`'s column `column` (from 1) whose cells are a deferred shared formula's
+    middle cells: each holds that formula once `save_workbook` has written the file."""
     fills: list[_Fill] = getattr(ws.parent, "_scm_fills", None) or []
-    return any(f.column == column and f.first <= row <= f.last and f.anchor.parent is ws for f in fills)
+    for fill in fills:
+        if fill.column == column and fill.anchor.parent is ws:
+            return range(fill.first, fill.last + 1)
+    return range(0)
 
 
 # -- writing the deferred cells into the saved file ----------------------------------------------
 
-_ROW = re.compile(rb"<row\b[^>]*?/>|<row\b[^>]*>[^<]*(?:<(?!/row>)[^<]*)*</row>")
 _ROW_NUMBER = re.compile(rb'<row\b[^>]*?\sr="([0-9]+)"')
 _CELL = re.compile(rb'<c\b[^>]*?\sr="([A-Z]+)[0-9]+"[^>]*?(?:/>|>[^<]*(?:<(?!/c>)[^<]*)*</c>)')
-_EMPTY_STYLED = re.compile(rb'<c r="[A-Z]+[0-9]+"( s="[0-9]+")?(?: t="n")?\s*(?:/>|></c>)')
 
 
 def save_workbook(wb: Workbook, path: str | Path) -> None:
@@ -194,18 +196,15 @@ def save_workbook(wb: Workbook, path: str | Path) -> None:
         by_sheet.setdefault(fill.anchor.parent.title, []).append(fill)
     path = Path(path)
     staged = path.with_name(path.name + ".fills")
+    with zipfile.ZipFile(path) as book:
+        parts = {sheet_parts(book)[title]: sheet_fills for title, sheet_fills in by_sheet.items()}
+
+    def rewrite(name: str) -> Callable[[Iterator[bytes]], Iterator[bytes]] | None:
+        fills = parts.get(name)
+        return None if fills is None else lambda blocks: _with_fills(blocks, fills)
+
     try:
-        with zipfile.ZipFile(path) as source, zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as target:
-            parts = {sheet_parts(source)[title]: sheet_fills for title, sheet_fills in by_sheet.items()}
-            for info in source.infolist():
-                out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-                out.compress_type = info.compress_type
-                with source.open(info) as reader, target.open(out, "w", force_zip64=True) as writer:
-                    if info.filename in parts:
-                        for piece in _with_fills(row_blocks(reader), parts[info.filename]):
-                            writer.write(piece)
-                    else:
-                        shutil.copyfileobj(reader, writer)
+        copy_package(path, staged, rewrite, compression=zipfile.ZIP_DEFLATED)
         os.replace(staged, path)
     finally:
         if staged.exists():
@@ -238,7 +237,7 @@ def _with_fills(blocks: Iterator[bytes], fills: list[_Fill]) -> Iterator[bytes]:
     for block in blocks:
         out: list[bytes] = []
         at = 0
-        for match in _ROW.finditer(block):
+        for match in ROW_ELEMENT.finditer(block):
             number = _ROW_NUMBER.match(match.group(0))
             if number is None:
                 raise ValueError("a sheet row without r=: cannot place the shared formulas' cells")
@@ -275,7 +274,7 @@ def _merged(row_xml: bytes, extra: list[tuple[int, bytes]]) -> bytes:
         for col in sorted(c for c in pending if c < column):
             out.append(pending.pop(col))
         if column in pending:
-            empty = _EMPTY_STYLED.fullmatch(match.group(0))
+            empty = STYLED_EMPTY_CELL.fullmatch(match.group(0))
             if empty is None:
                 raise ValueError(f"cell {match.group(1).decode()} of a shared formula's range already holds something")
             out.append(pending.pop(column))
