@@ -67,9 +67,9 @@ REASON_WORDS = {
     MAX_CONCURRENCY: "above the highest concurrency allowed",
     RATE_LIMIT: "at or above the concurrency where the provider answers HTTP 429",
     EXTRAPOLATION: "outside the measured concurrency range (extrapolation not allowed)",
-    LATENCY_P95: "measured P95 latency over the limit",
+    LATENCY_P95: "P95 latency (measured, or predicted by the latency model) over the limit",
     LATENCY_P95_UNMEASURED: "no measured P95 latency for that configuration, so the limit cannot be proven",
-    TTFT_P95: "measured P95 time to first token over the limit",
+    TTFT_P95: "P95 time to first token (measured, or predicted by the latency model) over the limit",
     TTFT_P95_UNMEASURED: "no measured P95 time to first token for that configuration, so the limit cannot be proven",
     TARGET_TPS: "the target itself: every cheaper configuration is predicted to fall short",
 }
@@ -92,6 +92,10 @@ class Surface:
     concurrency_levels: tuple[int, ...]  # measured levels with a known f
     max_tokens_levels: tuple[int, ...]  # lengths with a known K_len
     models: tuple[tuple[str, float], ...]  # (model, C_model) with a known C_model
+    # The latency model predicts P95 latency and TTFT at every candidate; the others are
+    # judged on the measured percentiles of the cell.
+    predicts_percentiles: bool = False
+    knee: float | None = None  # where throughput stops growing (a fitted slot limit), when known
 
 
 def chain_surface(cal: Calibration) -> Surface:
@@ -116,6 +120,36 @@ def chain_surface(cal: Calibration) -> Surface:
         max_tokens_levels=tuple(level.max_tokens for level in cal.length_levels if level.k_len is not None),
         models=tuple((m.model, m.c_model) for m in cal.models if m.c_model is not None),
     )
+
+
+def latency_surface(latency: Any, prompt_tokens: float | None, max_tokens_levels: Sequence[int]) -> Surface:
+    """The latency model (`scm_xl.latency.LatencyModel`) as a surface for a workload's prompt length:
+    continuous in concurrency (interpolated between measured levels, extrapolated beyond them
+    only when allowed), with predicted P95s."""
+    fits = list(latency.fits.values())
+
+    def forecast(concurrency: int, max_tokens: int, model: str, extrapolate: bool) -> Forecast:
+        result = latency.forecast(concurrency, max_tokens, model, prompt_tokens)
+        if result.tps is None:
+            return Forecast(concurrency, max_tokens, model, None, missing=result.missing)
+        fit = latency.fit_for(model)
+        low, high = fit.concurrency_range
+        outside = not low <= concurrency <= high
+        if outside and not extrapolate:
+            return Forecast(concurrency, max_tokens, model, None, missing=(f"concurrency {concurrency} outside "
+                                                                          f"the measured {low}-{high}",),
+                            extrapolated=True)
+        measured = concurrency in {r.concurrency for r in fit.rows}
+        return Forecast(concurrency, max_tokens, model, result.tps, prediction_interval=result.tps_interval,
+                        interpolated=not measured and not outside, extrapolated=outside,
+                        latency_p95_s=result.latency_p95_s, ttft_p95_s=result.ttft_p95_s)
+
+    top = max((fit.concurrency_range[1] for fit in fits), default=0)
+    knees = [fit.knee_limit for fit in fits if fit.knee_limit is not None]
+    return Surface(method="latency", forecast=forecast,
+                   concurrency_levels=tuple(sorted({r.concurrency for fit in fits for r in fit.rows})) or (top,),
+                   max_tokens_levels=tuple(max_tokens_levels), models=tuple((fit.model, 1.0) for fit in fits),
+                   predicts_percentiles=True, knee=min(knees) if knees else None)
 
 
 def lsq_surface(result: LsqFit) -> Surface:
@@ -209,11 +243,14 @@ class SolveRequest:
     rate_limit_concurrency: int | None = None
     extrapolate: bool = False
     conservative: bool = False
+    prompt_tokens: float | None = None  # the workload's prompt length (latency method); None: the base level
 
     @property
     def searches_every_knob(self) -> bool:
-        """Plain requests get the article's inverse; a method or any constraint asks for the search."""
+        """Plain requests get the article's inverse; a method, a prompt length or any constraint asks
+        for the search."""
         return self.method is not None or self.extrapolate or self.conservative or any(v is not None for v in (
+            self.prompt_tokens,
             self.max_latency_p95_s, self.max_ttft_p95_s, self.max_concurrency, self.allowed_max_tokens,
             self.allowed_models, self.rate_limit_concurrency))
 
@@ -231,14 +268,28 @@ class SolveRequest:
 
 
 def solve_request(request: SolveRequest, target_tps: float, *, calibration: Calibration,
-                  statuses: Sequence[Any], settings: Any, rows: Sequence[Any] = ()) -> ConstrainedSolution:
-    """Search every knob with the request's method (chain unless "lsq") under its constraints."""
-    if (request.method or "chain") == "lsq":
-        from scm_xl.lsq import fit
+                  statuses: Sequence[Any], settings: Any, rows: Sequence[Any] = (),
+                  latency: Any = None) -> ConstrainedSolution:
+    """Search every knob with the request's method (chain unless "lsq" or "latency") under its
+    constraints. Chain and lsq are judged on the measured percentiles of rows at their base
+    prompt level; the latency model (`latency`, a fitted `scm_xl.latency.LatencyModel`) predicts
+    them for the request's prompt length."""
+    from scm_xl.model import at_base_prompt, base_prompt_level
 
-        surface = lsq_surface(fit(statuses, settings))
+    method = request.method or "chain"
+    if method == "latency":
+        lengths = sorted({r.max_tokens for fit in latency.fits.values() for r in fit.rows}
+                         | ({request.max_tokens} if request.max_tokens is not None else set()))
+        surface = latency_surface(latency, request.prompt_tokens, lengths)
     else:
-        surface = chain_surface(calibration)
+        level = base_prompt_level(rows, settings)
+        rows = [r for r in rows if at_base_prompt(r, level)]
+        if method == "lsq":
+            from scm_xl.lsq import fit
+
+            surface = lsq_surface(fit(statuses, settings))
+        else:
+            surface = chain_surface(calibration)
     return solve(surface, target_tps, rows=rows, constraints=request.constraints(),
                  extrapolate=request.extrapolate, conservative=request.conservative)
 
@@ -254,7 +305,7 @@ class Candidate:
     prediction_interval: tuple[float, float] | None
     interpolated: bool
     extrapolated: bool
-    latency_p95_s: float | None  # measured, None when the cell was not measured
+    latency_p95_s: float | None  # measured (predicted by the latency model), None when unknown
     ttft_p95_s: float | None
     rejected_by: tuple[str, ...]
 
@@ -338,6 +389,9 @@ def solve(surface: Surface, target_tps: float, *, rows: Sequence[Any] = (),
                 if forecast.tps is None:
                     continue
                 cell = percentiles.get((model.casefold(), concurrency, length))
+                if surface.predicts_percentiles:
+                    cell = CellPercentiles(latency_p95_s=forecast.latency_p95_s, ttft_p95_s=forecast.ttft_p95_s,
+                                           runs=0)
                 reasons = _rejections(model, concurrency, length, forecast, cell, constraints, onsets, extrapolate)
                 candidates.append(Candidate(
                     model=model, concurrency=concurrency, max_tokens=length, c_model=c_model,
@@ -375,7 +429,12 @@ def solve(surface: Surface, target_tps: float, *, rows: Sequence[Any] = (),
         best_blocked = next(c for c in higher if c.tps == top_tps)
     best_binding = best_blocked.rejected_by if best_blocked else ()
 
-    notes.extend(_explain(cheapest, blocked, candidates, constraints, target_tps))
+    notes.extend(_explain(cheapest, blocked, candidates, constraints, target_tps, surface.method))
+    if surface.knee is not None:
+        for label, answer in (("the answer", cheapest), ("the best answer", best)):
+            if answer is not None and answer.concurrency > surface.knee:
+                notes.append(f"{label} is beyond the knee near concurrency {surface.knee:g}, "
+                             "where throughput stops growing: more concurrency there only adds waiting")
     return ConstrainedSolution(method=surface.method, target_tps=target_tps, cheapest=cheapest,
                                binding=binding, blocked=blocked, best=best, best_binding=best_binding,
                                best_blocked=best_blocked, notes=notes, candidates=candidates)
@@ -413,11 +472,12 @@ def _describe(c: Candidate) -> str:
 
 
 def _explain(cheapest: Candidate | None, blocked: Candidate | None, candidates: list[Candidate],
-             constraints: Constraints, target_tps: float) -> list[str]:
+             constraints: Constraints, target_tps: float, method: str = "chain") -> list[str]:
     notes = []
     if cheapest is not None and cheapest.interpolated:
-        notes.append(f"concurrency {cheapest.concurrency} lies between measured levels: "
-                     "f interpolated in log-log space")
+        how = ("the latency model's TTFT and ITL fits" if method == "latency"
+               else "f interpolated in log-log space")
+        notes.append(f"concurrency {cheapest.concurrency} lies between measured levels: {how}")
     if cheapest is not None and cheapest.extrapolated:
         notes.append(f"concurrency {cheapest.concurrency} is outside the measured range: extrapolated")
     if blocked is not None and EXTRAPOLATION in blocked.rejected_by:

@@ -241,6 +241,9 @@ class Forecast:
     interpolated: bool = False
     extrapolated: bool = False
     missing: tuple[str, ...] = ()  # why there is no prediction
+    # Predicted percentiles (the latency model predicts them; chain and lsq do not).
+    latency_p95_s: float | None = None
+    ttft_p95_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,9 @@ class Settings:
     base_model: str | None = None
     base_max_tokens: int | None = None
     base_concurrency: int | None = None
+    # Rows measured at another prompt level (results column prompt_level) are not calibrated by
+    # the chain or least squares; None: the smallest level present.
+    base_prompt_level: int | None = None
     monotonic_tolerance_pct: float = 0.0
     # Physics checks are warnings unless strict_physics; then a warned row is excluded
     # (a manual include still wins).
@@ -116,7 +119,7 @@ class RowStatus:
     faster_lower_tps: float  # highest eligible TPS at a lower concurrency, same model and max_tokens (0: none)
     monotonic_violation: bool
     included: bool
-    reason_code: str  # "", "no_output", "manual_exclude", "manual_include", "fault", "mono", "physics"
+    reason_code: str  # "", "no_output", "manual_exclude", "manual_include", "fault", "prompt_level", "mono", "physics"
     physics: "PhysicsChecks"
 
     def reason(self, lang: Lang = "en") -> str:
@@ -287,6 +290,7 @@ class Analysis:
     calibration: Calibration
     checks: list[RowCheck]
     consistency: Consistency
+    base_prompt_level: int | None = None  # rows at another prompt level are excluded (model.base_prompt_level)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per experiment, as a pandas DataFrame: measured TPS, whether it is included and
@@ -413,11 +417,29 @@ def cells_of(rows: Sequence[RowLike], tps: list[float], eligible: list[bool],
     return done
 
 
+def base_prompt_level(rows: Sequence[object], settings: Settings = Settings()) -> int | None:
+    """The prompt level the chain and least squares calibrate at: the hand-set one, else the
+    smallest `prompt_level` among the rows (None: no row has one)."""
+    if settings.base_prompt_level is not None:
+        return settings.base_prompt_level
+    levels = [level for r in rows if (level := getattr(r, "prompt_level", None)) is not None and level > 0]
+    return min(levels) if levels else None
+
+
+def at_base_prompt(row: object, base_level: int | None) -> bool:
+    """A row without a prompt level, or with the base one."""
+    level = getattr(row, "prompt_level", None)
+    return level is None or base_level is None or level == base_level
+
+
 def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> list[RowStatus]:
     tps = [row_tps(r) for r in rows]
     ln = [math.log(t) if t > 0 else None for t in tps]
     fault = [has_fault(r) for r in rows]
-    eligible = [not fault[i] and tps[i] > 0 and r.override != "exclude" for i, r in enumerate(rows)]
+    base_level = base_prompt_level(rows, settings)
+    other_prompt = [not at_base_prompt(r, base_level) for r in rows]
+    eligible = [not fault[i] and tps[i] > 0 and r.override != "exclude" and not other_prompt[i]
+                for i, r in enumerate(rows)]
     factor = 1 + settings.monotonic_tolerance_pct / 100 + MONOTONIC_EPSILON
     catalog = settings.catalog or physics_catalog()
     nbytes = physics_bytes(settings.physics_precision)
@@ -436,6 +458,8 @@ def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> lis
             included, code = True, "manual_include"
         elif fault[i]:
             included, code = False, "fault"
+        elif other_prompt[i]:
+            included, code = False, "prompt_level"
         elif violation:
             included, code = False, "mono"
         elif settings.strict_physics and physics.count > 0:
@@ -626,7 +650,7 @@ def analyze(rows: Sequence[RowLike], settings: Settings = Settings()) -> Analysi
     cal = calibrate(statuses, settings)
     checks = check_rows(statuses, cal)
     return Analysis(settings=settings, statuses=statuses, calibration=cal, checks=checks,
-                    consistency=summarize(checks))
+                    consistency=summarize(checks), base_prompt_level=base_prompt_level(rows, settings))
 
 
 # ---------------------------------------------------------------------------

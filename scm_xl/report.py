@@ -117,6 +117,23 @@ def render_holdout(holdout: dict[str, Any]) -> str:
         wrapped(f"separable model: {holdout.get('interaction_summary', NA)}")])
 
 
+def render_latency(latency: dict[str, Any]) -> str:
+    """The latency model's hold-out, knee and Little's-law flags, for fill and verify."""
+    holdout = latency["holdout"]
+    lines = [wrapped(f"leave-one-out, latency: MAPE {_pct(holdout.get('loo_mape_pct'))}, max "
+                     f"{_pct(holdout.get('loo_max_pct'))} over {holdout.get('loo_rows')} rows, verdict "
+                     f"{holdout.get('verdict')} (TTFT + (L - 1) x ITL, every prompt level)")]
+    if latency.get("knee"):
+        lines.append(wrapped(f"knee: {latency['knee']}"))
+    flags = latency.get("little_law_flags") or []
+    if flags:
+        shown = ", ".join(f"{f['exp_id']} ({f['ratio']:.2f})" for f in flags[:5])
+        more = f" and {len(flags) - 5} more" if len(flags) > 5 else ""
+        lines.append(wrapped(f"Little's law off by more than 15% (c x L / TPS against the mean latency) on "
+                             f"{len(flags)} rows: {shown}{more}: the client did not keep its slots busy there"))
+    return "\n".join(lines)
+
+
 def _pct(value: Any, digits: int = 2) -> str:
     """A percentage with its sign, or "n/a" (never "-%")."""
     return NA if value is None else f"{_fmt(value, digits)}%"

@@ -39,17 +39,17 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 OPTIONAL_COLUMNS: tuple[str, ...] = (
     "tps", "repeat", "ok_requests", "failed_requests", "rate_limited_requests",
     "latency_p50_s", "latency_p95_s", "latency_p99_s", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s",
-    "mean_itl_s", "prompt_tokens", "gpu", "override", "notes",
+    "mean_itl_s", "prompt_tokens", "prompt_level", "ttft_mean_s", "latency_mean_s", "gpu", "override", "notes",
 )
 RESULT_COLUMNS: tuple[str, ...] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
 # The one home of each column's type (the workbook's reader takes them from here).
 INT_COLUMNS: frozenset[str] = frozenset({
     "concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_output_tokens",
-    "repeat", "ok_requests", "failed_requests", "rate_limited_requests", "prompt_tokens",
+    "repeat", "ok_requests", "failed_requests", "rate_limited_requests", "prompt_tokens", "prompt_level",
 })
 FLOAT_COLUMNS: frozenset[str] = frozenset({
     "tps", "total_time_s", "latency_p50_s", "latency_p95_s", "latency_p99_s",
-    "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "mean_itl_s",
+    "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "mean_itl_s", "ttft_mean_s", "latency_mean_s",
 })
 NUMERIC_COLUMNS: frozenset[str] = INT_COLUMNS | FLOAT_COLUMNS
 # Numeric columns a person types (tps is always recomputed), in the CSV's column order.
@@ -71,7 +71,7 @@ _HEADER_ALIASES: dict[str, str] = {name: name for name in RESULT_COLUMNS} | {
     header.lower(): canonical for header, canonical in CHINESE_HEADERS.items()}
 
 _POSITIVE_COLUMNS = frozenset({
-    "concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_time_s",
+    "concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_time_s", "prompt_level",
 })
 _NON_NEGATIVE_COLUMNS = NUMERIC_COLUMNS - _POSITIVE_COLUMNS
 
@@ -143,7 +143,10 @@ class ResultRow:
     ttft_p95_s: float | None = None
     ttft_p99_s: float | None = None
     mean_itl_s: float | None = None
-    prompt_tokens: int | None = None
+    prompt_tokens: int | None = None  # the server-counted mean prompt tokens per request
+    prompt_level: int | None = None  # the requested prompt length (collect --prompt-tokens); blank: one prompt
+    ttft_mean_s: float | None = None
+    latency_mean_s: float | None = None
     gpu: str | None = None
     override: str | None = None
     notes: str | None = None

@@ -380,7 +380,7 @@ def test_append_after_interrupted_line_starts_a_new_line(tmp_path: Path) -> None
     lines = path.read_text(encoding="utf-8").splitlines()
     assert lines[2] == "E02,m,1"
     assert lines[3].startswith("E03,")
-    assert error_of(path) == f"{path}:3: expected 24 fields (as in the header) but found 3"
+    assert error_of(path) == f"{path}:3: expected {len(RESULT_COLUMNS)} fields (as in the header) but found 3"
 
 
 def test_append_rejects_duplicate_exp_id(tmp_path: Path) -> None:

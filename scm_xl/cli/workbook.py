@@ -73,10 +73,18 @@ def _holdout_of(report: Any) -> Any:
     return holdout.report() if hasattr(holdout, "report") else holdout
 
 
+def _latency_of(report: Any) -> Any:
+    """The latency model of a fill/verify report's rows (None when no row recorded TTFT and ITL)."""
+    from scm_xl.latency import latency_model
+
+    model = latency_model([row for _, row in report.inputs.rows])
+    return model if model.available else None
+
+
 def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None) -> None:
     from scm_xl.errors import CheckFailed
     from scm_xl.report import (
-        analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_physics,
+        analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_latency, render_physics,
         render_verification, write_json,
     )
 
@@ -88,6 +96,9 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None) -
     click.echo()
     click.echo(render_consistency(report.analysis))
     click.echo(render_holdout(holdout))
+    latency = _latency_of(report)
+    if latency is not None:
+        click.echo(render_latency(latency.report()))
     physics = render_physics(report.analysis)
     if physics:
         click.echo()
@@ -95,7 +106,9 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None) -
     click.echo()
     click.echo(render_verification(report.verification))
     if json_path:
-        write_json(json_path, analysis_to_dict(report.analysis, report.verification, holdout))
+        data = analysis_to_dict(report.analysis, report.verification, holdout)
+        data["latency"] = latency.report() if latency is not None else None
+        write_json(json_path, data)
     if not report.verification.ok:
         raise CheckFailed("")  # the mismatch is printed above; exit 1
 
@@ -237,6 +250,7 @@ def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_pr
 
 
 METHOD_CHOICE = click.Choice(["chain", "lsq"])
+METHOD_ANY_CHOICE = click.Choice(["auto", "chain", "lsq", "latency"])
 STRICT_OPTION = click.option(
     "--strict-physics/--physics-warnings", default=None,
     help="Exclude rows with physics warnings (default: the workbook's switch; off for a CSV).")
@@ -256,44 +270,79 @@ def _holdout_for_answers(analysis: Any) -> dict[str, Any]:
     return least_squares_analysis(analysis.statuses, analysis.settings).report()
 
 
+def _choose(analysis: Any, rows: Any, method: str, prompt_tokens: float | None) -> tuple[Any, Any, Any]:
+    """(the least-squares report, the latency model, the method choice) for a forward or inverse
+    question (`scm_xl.methods.choose_method`)."""
+    from scm_xl.latency import latency_model
+    from scm_xl.methods import base_prompt, choose_method
+
+    lsq_report = _holdout_for_answers(analysis)
+    latency = latency_model(rows) if method in ("auto", "latency") else None
+    choice = choose_method(method, analysis, lsq_report, latency, prompt_tokens=prompt_tokens,
+                           base=base_prompt(analysis, rows))
+    return lsq_report, latency, choice
+
+
 @click.command()
 @click.argument("source", type=click.Path(dir_okay=False))
-@click.option("--concurrency", type=FiniteFloat(0), required=True)
-@click.option("--max-tokens", type=click.IntRange(min=1), required=True)
+@click.option("--concurrency", type=FiniteFloat(0), required=True, help="Concurrent requests (slots) to predict at.")
+@click.option("--max-tokens", type=click.IntRange(min=1), required=True, help="Output length (max_tokens).")
+@click.option("--prompt-tokens", type=FiniteFloat(0),
+              help="The workload's prompt length in tokens (default: the base prompt level).")
 @click.option("--model", help="Model (default: the base model).")
-@click.option("--method", type=METHOD_CHOICE, default="chain", show_default=True,
+@click.option("--method", type=METHOD_ANY_CHOICE, default="auto", show_default=True,
               help="chain: the article's one-row-per-coefficient chain; lsq: least squares on all rows, "
-                   "with a 90% interval, interpolating between measured concurrency levels.")
+                   "with a 90% interval, interpolating between measured concurrency levels; latency: "
+                   "TTFT + (L - 1) x ITL and Little's law, over prompt length too, up to the knee; "
+                   "auto: the one with the lowest leave-one-out error that can answer.")
 @click.option("--extrapolate", is_flag=True, help="lsq: allow concurrency outside the measured range.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @STRICT_OPTION
 @handle_errors
-def predict(source: str, concurrency: float, max_tokens: int, model: str | None, method: str,
-            extrapolate: bool, as_json: bool, strict_physics: bool | None) -> None:
+def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: float | None, model: str | None,
+            method: str, extrapolate: bool, as_json: bool, strict_physics: bool | None) -> None:
     """Forward: the predicted TPS at a configuration, with what it rests on (a
-    measured row there, the verdict, the hold-out error). SOURCE is a results CSV
-    or a filled workbook. Exits 1 when the data cannot identify the answer."""
+    measured row there, the verdict, the hold-out error) and which method answered
+    and why. SOURCE is a results CSV or a filled workbook. Exits 1 when the data
+    cannot identify the answer."""
     from scm_xl.errors import CheckFailed
+    from scm_xl.methods import base_prompt, other_prompt_level
     from scm_xl.report import (
         caveats_to_dict, forecast_to_dict, prediction_to_dict, render_caveats, to_json, unidentified_hints, wrapped,
     )
 
-    analysis, _ = _analysis_of(source, strict_physics)
-    if method == "chain":
+    analysis, rows = _analysis_of(source, strict_physics)
+    lsq_report, latency, choice = _choose(analysis, rows, method, prompt_tokens)
+    method = choice.method
+    model_name = model or analysis.calibration.base_model
+    if method == "latency":
+        result = latency.forecast(concurrency, max_tokens, model_name, prompt_tokens)
+        fit = latency.fit_for(model_name)
+        data = {"tps": result.tps, "missing": list(result.missing), "method": "latency", **result.as_dict(),
+                "prompt_tokens": result.prompt_tokens, "knee": fit.knee.as_dict() if fit else None}
+    elif other_prompt_level(prompt_tokens, base := base_prompt(analysis, rows)):
+        data = {"tps": None, "method": method, "missing": [
+            f"prompt length {prompt_tokens:g}: {method} calibrates at {base:g} tokens (use --method latency)"]}
+    elif method == "chain":
         from scm_xl.model import predict as chain_predict
 
         data = prediction_to_dict(chain_predict(analysis.calibration, concurrency, max_tokens, model))
     else:
-        from scm_xl.lsq import fit
+        from scm_xl.lsq import fit as lsq_fit
 
-        data = forecast_to_dict(fit(analysis.statuses, analysis.settings).forecast(
+        data = forecast_to_dict(lsq_fit(analysis.statuses, analysis.settings).forecast(
             concurrency, max_tokens, model, extrapolate=extrapolate))
-    model_name = model or analysis.calibration.base_model
-    caveats = caveats_to_dict(analysis, _holdout_for_answers(analysis), concurrency=concurrency,
-                              max_tokens=max_tokens, model=model_name, method=method)
+    caveat_method = method if method != "latency" else "chain"
+    caveats = caveats_to_dict(analysis, lsq_report, concurrency=concurrency,
+                              max_tokens=max_tokens, model=model_name, method=caveat_method)
+    if method == "latency":
+        holdout = latency.holdout.as_dict()
+        caveats.update(holdout_method="latency", holdout_mape_pct=holdout["loo_mape_pct"],
+                       holdout_max_pct=holdout["loo_max_pct"], holdout_rows=holdout["loo_rows"],
+                       holdout_verdict=holdout["verdict"], measured_rows=[])
     hints = unidentified_hints(analysis, data["missing"], concurrency=concurrency, max_tokens=max_tokens,
-                               model=model_name, method=method) if data["tps"] is None else []
-    data.update(caveats=caveats, hints=hints)
+                               model=model_name, method=caveat_method) if data["tps"] is None else []
+    data.update(caveats=caveats, hints=hints, method_choice=choice.as_dict())
     if as_json:
         click.echo(to_json(data))
         if data["tps"] is None:
@@ -304,20 +353,34 @@ def predict(source: str, concurrency: float, max_tokens: int, model: str | None,
                           + "".join(f"\n  {hint}" for hint in hints))
     interval = data.get("tps_interval")
     extra = f" (90% interval {interval[0]:.2f} to {interval[1]:.2f})" if interval else ""
-    marks = [m for m in ("interpolated", "extrapolated") if data.get(m)]
+    marks = [m for m in ("interpolated",) if data.get(m)]
+    if data.get("extrapolated"):
+        marks.append("extrapolated" + (f": {', '.join(data['extrapolated'])}"
+                                       if isinstance(data["extrapolated"], list) else ""))
     click.echo(f"predicted TPS: {data['tps']:.2f}{extra}{' (' + ', '.join(marks) + ')' if marks else ''}")
+    click.echo(wrapped(f"  method: {choice.method} ({choice.why})", indent="    "))
+    if method == "latency":
+        p95 = (f", P95 latency {data['latency_p95_s']:.3g} s" if data.get("latency_p95_s") else "")
+        click.echo(wrapped(f"  TTFT {data['ttft_s']:.3g} s, latency {data['latency_s']:.3g} s{p95} "
+                           f"at a prompt of {data['prompt_tokens']:g} tokens", indent="    "))
+        if data.get("knee"):
+            click.echo(wrapped(f"  knee: {data['knee']['text']}" + (
+                "; this concurrency is beyond it: the extra requests only wait" if data.get("beyond_knee") else ""),
+                indent="    "))
     for line in render_caveats(caveats, data["tps"]):
         click.echo(wrapped(f"  {line}", indent="    "))
 
 
 @click.command()
 @click.argument("source", type=click.Path(dir_okay=False))
-@click.option("--target-tps", type=FiniteFloat(0), required=True)
+@click.option("--target-tps", type=FiniteFloat(0), required=True, help="The throughput to reach (tokens/s).")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Output length (default: the base max_tokens).")
+@click.option("--prompt-tokens", type=FiniteFloat(0),
+              help="The workload's prompt length in tokens (searches every knob; default method auto).")
 @click.option("--model", help="Model (default: the base model).")
-@click.option("--method", type=METHOD_CHOICE, default=None,
-              help="Search every knob with this method's model (default: the article's inverse, "
-                   "smallest measured concurrency at one max_tokens and model).")
+@click.option("--method", type=METHOD_ANY_CHOICE, default=None,
+              help="Search every knob with this method's model (auto: the lowest leave-one-out error; "
+                   "default: the article's inverse, smallest measured concurrency at one max_tokens and model).")
 @click.option("--max-latency-p95", type=FiniteFloat(0),
               help="Limit on the measured P95 latency (s) of the chosen configuration.")
 @click.option("--max-ttft-p95", type=FiniteFloat(0),
@@ -332,7 +395,8 @@ def predict(source: str, concurrency: float, max_tokens: int, model: str | None,
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @STRICT_OPTION
 @handle_errors
-def solve(source: str, target_tps: float, max_tokens: int | None, model: str | None, method: str | None,
+def solve(source: str, target_tps: float, max_tokens: int | None, prompt_tokens: float | None, model: str | None,
+          method: str | None,
           max_latency_p95: float | None, max_ttft_p95: float | None, max_concurrency: int | None,
           allowed_max_tokens: tuple[int, ...] | None, allowed_models: str | None, rate_limit: int | None,
           extrapolate: bool, conservative: bool, as_json: bool, strict_physics: bool | None) -> None:
@@ -344,17 +408,25 @@ def solve(source: str, target_tps: float, max_tokens: int | None, model: str | N
     that meets the target under the constraints, names the binding constraint, and gives
     the dual answer: the best TPS under the constraints. Each answer says what it rests
     on; exits 1 when the data cannot identify any answer."""
+    from dataclasses import replace
+
     from scm_xl.constrained import SolveRequest
 
     request = SolveRequest(
-        method=method, max_tokens=max_tokens, model=model,
+        method=method, max_tokens=max_tokens, model=model, prompt_tokens=prompt_tokens,
         allowed_max_tokens=allowed_max_tokens,
         allowed_models=parse_text_list(allowed_models), max_latency_p95_s=max_latency_p95,
         max_ttft_p95_s=max_ttft_p95, max_concurrency=max_concurrency, rate_limit_concurrency=rate_limit,
         extrapolate=extrapolate, conservative=conservative)
     analysis, rows = _analysis_of(source, strict_physics)
     if request.searches_every_knob:
-        _solve_across(analysis, rows, request, target_tps, as_json)
+        lsq_report, latency, choice = _choose(analysis, rows, method or "auto", prompt_tokens)
+        if latency is None and choice.method == "latency":
+            from scm_xl.latency import latency_model
+
+            latency = latency_model(rows)
+        _solve_across(analysis, rows, replace(request, method=choice.method), target_tps, as_json,
+                      latency=latency, choice=choice, lsq_report=lsq_report)
     else:
         _solve_plain(analysis, request, target_tps, as_json)
 
@@ -413,23 +485,33 @@ def _answered_as_json_or_refused(data: dict[str, Any], as_json: bool, identified
     return False
 
 
-def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_json: bool) -> None:
+def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_json: bool, *,
+                  latency: Any, choice: Any, lsq_report: Any) -> None:
     from scm_xl.constrained import describe_reasons, solve_request
     from scm_xl.report import caveats_to_dict, constrained_to_dict, render_caveats, unidentified_hints, wrapped
 
     result = solve_request(request, target_tps, calibration=analysis.calibration, statuses=analysis.statuses,
-                           settings=analysis.settings, rows=rows)
+                           settings=analysis.settings, rows=rows, latency=latency)
     method = request.method or "chain"
     best = result.cheapest
     data = constrained_to_dict(result)
-    caveats = caveats_to_dict(analysis, _holdout_for_answers(analysis),
+    caveat_method = method if method != "latency" else "chain"
+    caveats = caveats_to_dict(analysis, lsq_report,
                               concurrency=best.concurrency if best else None,
                               max_tokens=best.max_tokens if best else None, model=best.model if best else None,
-                              method=method)
+                              method=caveat_method)
+    if method == "latency":
+        holdout = latency.holdout.as_dict()
+        caveats.update(holdout_method="latency", holdout_mape_pct=holdout["loo_mape_pct"],
+                       holdout_max_pct=holdout["loo_max_pct"], holdout_rows=holdout["loo_rows"],
+                       holdout_verdict=holdout["verdict"], measured_rows=[])
+        data["knee"] = latency.knee_text()
+        data["prompt_tokens"] = request.prompt_tokens
+    data["method_choice"] = choice.as_dict()
     identified = bool(result.candidates)
     hints = [] if identified else unidentified_hints(
         analysis, ["f(", "K_len(", "C_model("], concurrency=None, max_tokens=request.max_tokens,
-        model=request.model, method=method)
+        model=request.model, method=caveat_method)
     data.update(caveats=caveats, hints=hints, identified=identified)
     if _answered_as_json_or_refused(data, as_json, identified, hints, "no configuration is identified by the data"):
         return
@@ -450,6 +532,9 @@ def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_
                            f" (what stops a higher TPS: {bound})"))
     for note in result.notes:
         click.echo(wrapped(f"note: {note}"))
+    click.echo(wrapped(f"method: {choice.method} ({choice.why})"))
+    if method == "latency" and latency.knee_text():
+        click.echo(wrapped(f"knee: {latency.knee_text()}"))
     for line in render_caveats(caveats, best.tps if best else None):
         click.echo(wrapped(f"  {line}", indent="    "))
 

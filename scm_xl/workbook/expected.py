@@ -319,6 +319,7 @@ def calibration(exp: Expected, layout: Layout, analysis: Analysis) -> None:
     exp[(title, f"C{s['short_output_ratio']}")] = float(st.short_output_ratio)
     exp[(title, f"C{s['physics_precision']}")] = st.physics_precision
     exp[(title, f"C{s['method']}")] = st.method
+    exp[(title, f"C{s['base_prompt_level']}")] = _num(analysis.base_prompt_level)
     exp[(title, f"D{s['physics_precision']}")] = physics_bytes(st.physics_precision)
     exp[(title, f"C{layout.base_tps_row}")] = cal.base_tps
     exp[(title, f"C{layout.base_rows_row}")] = float(cal.base_rows)

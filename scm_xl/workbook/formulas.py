@@ -8,6 +8,10 @@ SMALL, MATCH on a scalar) read whole bounded columns of the workings sheet. Only
 functions that every supported engine computes identically are used: no TRIM
 (engines differ on inner spaces), no number-to-text of non-integers, MINIFS/MAXIFS
 written with their `_xlfn.` prefix.
+
+Long because it is the formula text of the six core sheets (workings, cells, calibration,
+consistency, derivation, summary links) in one place, mirroring model.py rule by rule; the house
+issue's one-module-per-sheet shape is where it splits.
 """
 
 from __future__ import annotations
@@ -68,6 +72,10 @@ class Formulas:
             return f"${lo.raw_col(key)}{row}"
 
         present = me("present")
+        # 1 when the row was measured at another prompt level than the base one (model.at_base_prompt)
+        base_level = self.name("BasePromptLevel")
+        other_prompt = (f"(IF(ISNUMBER({me('prompt_level')}),IF(ISNUMBER({base_level}),"
+                        f"({me('prompt_level')}<>{base_level})*1,0),0))")
         tol = self.name("MonotonicTolerancePct")
         strict = self.name("StrictPhysics")
         out: dict[str, str] = {}
@@ -88,7 +96,8 @@ class Formulas:
             "ln_tps": f"=IF({present}=1,IF({me('tps')}>0,LN({me('tps')}),\"\"),\"\")",
             "fault": (f"=IF({present}=1,((IF(ISNUMBER({me('failed_requests')}),{me('failed_requests')},0)"
                       f"+IF(ISNUMBER({me('rate_limited_requests')}),{me('rate_limited_requests')},0))>0)*1,\"\")"),
-            "eligible": (f"=IF({present}=1,({me('fault')}=0)*({me('tps')}>0)*({me('override')}<>\"exclude\"),0)"),
+            "eligible": (f"=IF({present}=1,({me('fault')}=0)*({me('tps')}>0)*({me('override')}<>\"exclude\")"
+                         f"*({other_prompt}=0),0)"),
             "cell_key": (f"=IF({present}=1,{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')},"
                          f"\"\")"),
             # The row's model number: its model's place among the models in order of first
@@ -102,7 +111,7 @@ class Formulas:
                      f"\"\")"),
             "included": (
                 f"=IF({present}=1,({me('tps')}>0)*IF({me('override')}=\"include\",1,"
-                f"IF({me('override')}=\"exclude\",0,({me('fault')}=0)*({me('mono')}=0)"
+                f"IF({me('override')}=\"exclude\",0,({me('fault')}=0)*({other_prompt}=0)*({me('mono')}=0)"
                 f"*IF({strict}=1,({me('physics')}=0)*1,1))),\"\")"
             ),
             "reason": (
@@ -110,8 +119,9 @@ class Formulas:
                 f"IF({me('override')}=\"exclude\",{q(t('manual_exclude'))},"
                 f"IF({me('override')}=\"include\",{q(t('manual_include'))},"
                 f"IF({me('fault')}=1,{q(t('fault'))},"
+                f"IF({other_prompt}=1,{q(t('prompt_level'))},"
                 f"IF({me('mono')}=1,{q(t('mono'))},"
-                f"IF(({strict}=1)*({me('physics')}>0)=1,{q(t('physics'))},\"\")))))),\"\")"
+                f"IF(({strict}=1)*({me('physics')}>0)=1,{q(t('physics'))},\"\"))))))),\"\")"
             ),
             "c_included": f"=IF({me('included')}=1,{me('concurrency')},\"\")",
             "l_included": f"=IF({me('included')}=1,{me('max_tokens')},\"\")",
@@ -319,6 +329,11 @@ class Formulas:
                 f"=IF({inp['physics_precision']}&\"\"<>\"\",{inp['physics_precision']}&\"\",{q(DEFAULT_PHYSICS_PRECISION)})"
             ),
             "method": f"=IF({inp['method']}=\"lsq\",\"lsq\",\"chain\")",
+            "base_prompt_level": (
+                f"=IF(ISNUMBER({inp['base_prompt_level']}),{inp['base_prompt_level']},"
+                f"IF(COUNTIFS({raw('prompt_level')},\">0\",{raw('present')},1)>0,"
+                f"_xlfn.MINIFS({raw('prompt_level')},{raw('prompt_level')},\">0\",{raw('present')},1),\"\"))"
+            ),
             "physics_bytes": (
                 f"=IF(COUNTIF({self.cat.precision('precision')},{self.name('PhysicsPrecision')})>0,"
                 f"SUMIFS({self.cat.precision('bytes')},{self.cat.precision('precision')},"

@@ -213,6 +213,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         short_output_ratio=short_output_ratio if short_output_ratio is not None else DEFAULT_SHORT_OUTPUT_RATIO,
         physics_precision=_text_or_default(cal[f"B{s['physics_precision']}"].value, DEFAULT_PHYSICS_PRECISION),
         method="lsq" if str(cal[f"B{s['method']}"].value or "").casefold() == "lsq" else "chain",
+        base_prompt_level=_number_or_none(cal[f"B{s['base_prompt_level']}"].value),  # type: ignore[arg-type]
         concurrency_slots=layout.c_slots, length_slots=layout.l_slots, model_slots=layout.m_slots,
         cell_slots=layout.cell_slots,
     )
@@ -351,7 +352,7 @@ def _write_settings(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
                        ("strict_physics", int(settings.strict_physics)),
                        ("short_output_ratio", settings.short_output_ratio),
                        ("physics_precision", settings.physics_precision),
-                       ("method", settings.method)):
+                       ("method", settings.method), ("base_prompt_level", settings.base_prompt_level)):
         cell = cal[f"B{s[key]}"]
         write_value(cell, value)
 

@@ -104,6 +104,9 @@ ENTRY_COLUMNS: tuple[Column, ...] = (
     Column("ttft_p99_s", "首字P99(s)", "ttft_p99_s", "input", 10),
     Column("mean_itl_s", "平均字间隔(s)", "mean_itl_s", "input", 10),
     Column("prompt_tokens", "平均输入Token", "prompt_tokens", "input", 10),
+    Column("prompt_level", "提示长度档位", "prompt_level", "input", 10),
+    Column("ttft_mean_s", "首字均值(s)", "ttft_mean_s", "input", 10),
+    Column("latency_mean_s", "延迟均值(s)", "latency_mean_s", "input", 10),
     Column("gpu", "GPU", "gpu", "input", 12),
     Column("override", "人工纳入/剔除", "override", "input", 12),
     Column("notes", "备注", "notes", "input", 24),
@@ -372,6 +375,7 @@ class Layout:
         "short_output_ratio": 9,
         "physics_precision": 10,
         "method": 11,
+        "base_prompt_level": 12,
     }
     base_tps_row = 13
     base_rows_row = 14
@@ -505,6 +509,7 @@ class Layout:
             "PhysicsPrecision": Cell("calibration", f"C{s['physics_precision']}"),
             "PhysicsBytes": Cell("calibration", f"D{s['physics_precision']}"),
             "Method": Cell("calibration", f"C{s['method']}"),
+            "BasePromptLevel": Cell("calibration", f"C{s['base_prompt_level']}"),
             "BaseTPS": Cell("calibration", f"C{self.base_tps_row}"),
             "BaseRows": Cell("calibration", f"C{self.base_rows_row}"),
             "CheckRows": Cell("consistency", f"B{c['check_rows']}"),

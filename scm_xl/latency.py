@@ -1,0 +1,563 @@
+"""The latency model of the first-principles article (§5.2), fitted to the measurements (no I/O).
+
+One request's latency is its time to first token plus one inter-token gap per further token,
+
+    latency = TTFT(n, P) + (L_out - 1) x ITL(n, P, L_out),        n = min(c, K)
+
+and a closed loop of c clients (what `scm-xl collect` runs) turns latency into throughput by
+Little's law: TPS = c x L_out / latency. Above the server's knee K (its slot limit, or where KV
+capacity or compute stops the batch from growing) only K requests are served at once; the
+others wait, so the served part stays that of K and the wait grows with c:
+
+    latency(c) = latency_K x c / K,     TTFT(c) = TTFT_K + latency_K x (c / K - 1),
+    TPS(c) = K x L_out / latency_K      (flat: throughput stops growing at K)
+
+The two parts are linear in their coefficients, so each is one least-squares fit a person can
+redo with LINEST (weighted by 1/y, i.e. relative errors, so short and long requests count alike):
+
+    ITL  = a + b n + d n (P + L_out / 2) + e n P / L_out     step time: fixed (weights read once per
+                                                            step), per sequence, KV cache read over the
+                                                            context, and the prefill of requests joining
+                                                            the batch (n / L_out of them per step)
+    TTFT = t0 + t1 n + p P + q n P [+ r P^2]                a fixed cost, prefill at a rate per prompt
+                                                            token, and the queueing of prefills that
+                                                            arrive together (c x P); P^2 (attention over
+                                                            the prompt) with three or more prompt levels
+
+P is the server-counted mean prompt length of the experiment (`prompt_tokens`; the requested
+`prompt_level` when the server sent no usage). A term whose factor was never varied (one prompt
+level, one concurrency) is left out and the model answers only where that factor was measured.
+
+The knee K is chosen by profile: every candidate (the measured concurrency levels and a geometric
+grid between them, and "none") is fitted, and the one with the smallest squared log error of TPS
+and latency over all rows wins; a finite K must beat "none" by an F test (one extra parameter,
+90%). Its interval is the set of candidates whose error is not significantly worse (the same F
+bound): the data cannot tell those apart. Each model (by name) gets its own fit.
+
+Little's law is checked per experiment: c x L_out / TPS should equal the mean latency. A row
+where it does not (by more than LITTLE_TOLERANCE) is flagged: the client did not keep its slots
+busy (or the run was too short for its start-up and tail to average out), so its TPS is not the
+server's; it is still fitted. Experiments with failed or rate-limited requests, no output or a
+manual exclude are not fitted.
+
+Hold-out: every fitted row is predicted by a refit without it (knee included), the error in TPS
+is the method's leave-one-out error, comparable with the chain's and least squares'.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from scm_xl.lsq import HoldOut, HoldOutRow, _holdout, t_two_sided
+from scm_xl.results import has_fault
+
+CONFIDENCE = 0.90
+# Little's law: flag an experiment whose c x L_out / TPS and mean latency differ by more than this.
+LITTLE_TOLERANCE = 0.15
+# Candidate knees between measured levels: this many per doubling of concurrency.
+KNEE_GRID_PER_OCTAVE = 8
+# Two prompt lengths within this ratio count as one level (a server counts a few tokens either way).
+PROMPT_LEVEL_RATIO = 1.05
+# A soft knee (no slot limit, compute binds): the concurrency from which doubling gains under this.
+SOFT_KNEE_GAIN = 1.10
+
+ITL_TERMS = ("a", "b", "d", "e")
+TTFT_TERMS = ("t0", "t1", "p", "q", "r")
+TERM_WORDS = {
+    "a": "s per decode step (fixed)", "b": "s per step per sequence", "d": "s per step per context token",
+    "e": "s per step per joining prompt token", "t0": "s fixed", "t1": "s per concurrent request",
+    "p": "s per prompt token (prefill)", "q": "s per prompt token per concurrent request (queued prefill)",
+    "r": "s per prompt token squared (attention)",
+}
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the latency model reads of one experiment."""
+
+    exp_id: str
+    model: str
+    concurrency: int
+    max_tokens: int
+    prompt: float  # server-counted mean prompt tokens (or the requested level); 0 when unknown
+    output: float  # mean output tokens per successful request
+    tps: float
+    ttft: float  # mean TTFT (P50 where the mean was not recorded)
+    latency: float  # mean end-to-end latency (P50 where the mean was not recorded)
+    itl: float
+    ttft_p95: float | None
+    latency_p95: float | None
+
+    @property
+    def little_ratio(self) -> float:
+        """c x L_out / TPS over the measured latency: 1 when the client kept every slot busy."""
+        return self.concurrency * self.output / self.tps / self.latency
+
+
+def observations(rows: Iterable[Any]) -> tuple[list[Observation], list[str]]:
+    """The rows the latency model can fit, and why each other row cannot be used (exp_id: reason):
+    the physical filter's fault rule, some output, no manual exclude; every prompt level counts."""
+    used, skipped = [], []
+    for row in rows:
+        if has_fault(row) or row.total_output_tokens <= 0 or row.override == "exclude":
+            skipped.append(f"{row.exp_id}: not eligible (faults, no output or excluded)")
+            continue
+        ttft = row.ttft_mean_s if getattr(row, "ttft_mean_s", None) is not None else row.ttft_p50_s
+        latency = row.latency_mean_s if getattr(row, "latency_mean_s", None) is not None else row.latency_p50_s
+        if ttft is None or latency is None or row.mean_itl_s is None:
+            skipped.append(f"{row.exp_id}: no TTFT, latency or ITL recorded")
+            continue
+        good = row.ok_requests if row.ok_requests else row.total_requests
+        prompt = row.prompt_tokens if row.prompt_tokens is not None else getattr(row, "prompt_level", None)
+        used.append(Observation(
+            exp_id=row.exp_id, model=row.model, concurrency=row.concurrency, max_tokens=row.max_tokens,
+            prompt=float(prompt or 0), output=row.total_output_tokens / good, tps=row.tps, ttft=ttft,
+            latency=latency, itl=row.mean_itl_s, ttft_p95=row.ttft_p95_s, latency_p95=row.latency_p95_s))
+    return used, skipped
+
+
+def _levels(values: Iterable[float], ratio: float = PROMPT_LEVEL_RATIO) -> list[float]:
+    """Distinct values, merging those within `ratio` of the previous one."""
+    levels: list[float] = []
+    for value in sorted(values):
+        if not levels or value > levels[-1] * ratio + 1e-9:
+            levels.append(value)
+    return levels
+
+
+@dataclass(frozen=True)
+class Terms:
+    """Which terms the data can identify (a factor never varied leaves its terms out)."""
+
+    prompt: bool  # two or more prompt levels
+    prompt_squared: bool  # three or more
+    batch: bool  # two or more concurrency levels
+
+    def itl(self, n: float, prompt: float, output: float) -> list[float]:
+        features = [1.0]
+        if self.batch:
+            features += [n, n * (prompt + output / 2)]
+            if self.prompt:
+                features.append(n * prompt / output)
+        return features
+
+    def ttft(self, n: float, prompt: float) -> list[float]:
+        features = [1.0]
+        if self.batch:
+            features.append(n)
+        if self.prompt:
+            features.append(prompt)
+            if self.batch:
+                features.append(n * prompt)
+            if self.prompt_squared:
+                features.append(prompt * prompt)
+        return features
+
+    def itl_names(self) -> list[str]:
+        return ["a"] + (["b", "d"] + (["e"] if self.prompt else []) if self.batch else [])
+
+    def ttft_names(self) -> list[str]:
+        names = ["t0"] + (["t1"] if self.batch else [])
+        if self.prompt:
+            names += ["p"] + (["q"] if self.batch else []) + (["r"] if self.prompt_squared else [])
+        return names
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """A relative least-squares fit y ~ X beta (weights 1/y^2), with standard errors."""
+
+    names: tuple[str, ...]
+    beta: tuple[float, ...]
+    std_errors: tuple[float | None, ...]
+    dof: int
+
+    def value(self, features: Sequence[float]) -> float:
+        return float(sum(b * x for b, x in zip(self.beta, features)))
+
+    def coefficients(self) -> dict[str, float]:
+        return dict(zip(self.names, self.beta))
+
+    def intervals(self, confidence: float = CONFIDENCE) -> dict[str, list[float] | None]:
+        if self.dof <= 0:
+            return {name: None for name in self.names}
+        t = t_two_sided(confidence, self.dof)
+        return {name: (None if se is None else [b - t * se, b + t * se])
+                for name, b, se in zip(self.names, self.beta, self.std_errors)}
+
+
+def _relative_lstsq(names: Sequence[str], x: list[list[float]], y: list[float]) -> LinearFit:
+    design = np.array(x, dtype=float)
+    target = np.array(y, dtype=float)
+    weights = 1.0 / target
+    scaled = design * weights[:, None]
+    ones = target * weights
+    beta, _, rank, _ = np.linalg.lstsq(scaled, ones, rcond=None)
+    dof = len(y) - int(rank)
+    errors: list[float | None] = [None] * len(names)
+    if dof > 0 and rank == len(names):
+        residual = ones - scaled @ beta
+        sigma2 = float(residual @ residual) / dof
+        covariance = sigma2 * np.linalg.pinv(scaled.T @ scaled)
+        errors = [math.sqrt(max(float(covariance[i, i]), 0.0)) for i in range(len(names))]
+    return LinearFit(tuple(names), tuple(float(b) for b in beta), tuple(errors), dof)
+
+
+@dataclass(frozen=True)
+class Knee:
+    """Where throughput stops growing: a fitted slot limit (with the candidates the data cannot
+    tell from it), or a soft knee from the fitted curve, or none within the measured levels."""
+
+    kind: str  # "limit" | "soft" | "none"
+    concurrency: float | None
+    interval: tuple[float, float] | None
+    measured_max: int
+
+    def describe(self) -> str:
+        if self.kind == "limit" and self.concurrency is not None:
+            span = (f" (the data allow {_fmt(self.interval[0])}-{_fmt(self.interval[1])})"
+                    if self.interval and self.interval[0] != self.interval[1] else "")
+            return f"throughput stops growing near concurrency {_fmt(self.concurrency)}{span}"
+        if self.kind == "soft" and self.concurrency is not None:
+            return (f"throughput grows less than {round((SOFT_KNEE_GAIN - 1) * 100)}% per doubling from "
+                    f"concurrency {_fmt(self.concurrency)} (no hard limit seen)")
+        return f"no knee within the measured concurrency (up to {self.measured_max})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "concurrency": self.concurrency,
+                "interval": list(self.interval) if self.interval else None, "text": self.describe()}
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.0f}" if abs(value - round(value)) < 0.05 or value >= 10 else f"{value:.1f}"
+
+
+@dataclass(frozen=True)
+class LatencyForecast:
+    """A forward prediction of the latency model; None fields where it cannot answer."""
+
+    concurrency: float
+    max_tokens: int
+    prompt_tokens: float
+    model: str
+    tps: float | None
+    ttft_s: float | None = None
+    latency_s: float | None = None
+    itl_s: float | None = None
+    ttft_p95_s: float | None = None
+    latency_p95_s: float | None = None
+    tps_interval: tuple[float, float] | None = None  # 90% prediction interval for one run
+    beyond_knee: bool = False
+    extrapolated: tuple[str, ...] = ()  # factors outside the measured range
+    missing: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tps": self.tps, "ttft_s": self.ttft_s, "latency_s": self.latency_s, "itl_s": self.itl_s,
+                "ttft_p95_s": self.ttft_p95_s, "latency_p95_s": self.latency_p95_s,
+                "tps_interval": list(self.tps_interval) if self.tps_interval else None,
+                "beyond_knee": self.beyond_knee, "extrapolated": list(self.extrapolated),
+                "missing": list(self.missing)}
+
+
+@dataclass
+class ModelFit:
+    """The latency model of one served model."""
+
+    model: str
+    terms: Terms
+    itl: LinearFit
+    ttft: LinearFit
+    knee_limit: float | None  # the K used (None: no limit)
+    knee: Knee
+    efficiency: float  # median measured TPS / (c L_out / latency): Little's law as the client saw it
+    output_ratio: float  # median L_out / max_tokens (1: every request ran to max_tokens)
+    ttft_p95_ratio: float | None
+    latency_p95_ratio: float | None
+    sigma_log: float | None  # of TPS, residual
+    dof: int
+    rows: list[Observation]
+    concurrency_range: tuple[int, int]
+    prompt_levels: tuple[float, ...]
+    max_tokens_range: tuple[int, int]
+
+    def served(self, concurrency: float) -> float:
+        return min(concurrency, self.knee_limit) if self.knee_limit is not None else concurrency
+
+    def _parts(self, concurrency: float, output: float, prompt: float) -> tuple[float, float, float]:
+        n = self.served(concurrency)
+        itl = self.itl.value(self.terms.itl(n, prompt, output))
+        ttft = self.ttft.value(self.terms.ttft(n, prompt))
+        return ttft, itl, ttft + (output - 1) * itl
+
+    def forecast(self, concurrency: float, max_tokens: int, prompt_tokens: float | None = None, *,
+                 output_tokens: float | None = None) -> LatencyForecast:
+        """TPS, TTFT and latency at a configuration; `output_tokens` (the mean per request) defaults
+        to max_tokens times the share the measured requests reached."""
+        prompt = self.prompt_levels[0] if prompt_tokens is None else float(prompt_tokens)
+        output = max(1.0, output_tokens if output_tokens is not None else max_tokens * self.output_ratio)
+        base = dict(concurrency=concurrency, max_tokens=max_tokens, prompt_tokens=prompt, model=self.model)
+        missing = []
+        if not self.terms.prompt and not any(abs(prompt - level) <= level * (PROMPT_LEVEL_RATIO - 1) + 1
+                                             for level in self.prompt_levels):
+            missing.append(f"prompt length: only {_fmt(self.prompt_levels[0])} tokens measured")
+        if not self.terms.batch and concurrency != self.concurrency_range[0]:
+            missing.append(f"concurrency: only {self.concurrency_range[0]} measured")
+        if missing:
+            return LatencyForecast(tps=None, missing=tuple(missing), **base)  # type: ignore[arg-type]
+        ttft_s, itl, latency_s = self._parts(concurrency, output, prompt)
+        if not (ttft_s > 0 and itl > 0 and latency_s > 0):
+            return LatencyForecast(tps=None, missing=("the fitted times are not positive there",),
+                                   **base)  # type: ignore[arg-type]
+        factor = 1.0
+        if self.knee_limit is not None and concurrency > self.knee_limit:
+            factor = concurrency / self.knee_limit
+        latency_total = latency_s * factor
+        ttft_total = ttft_s + latency_s * (factor - 1)
+        tps = self.efficiency * concurrency * output / latency_total
+        interval = None
+        if self.sigma_log is not None and self.dof > 0:
+            spread = t_two_sided(CONFIDENCE, self.dof) * self.sigma_log * math.sqrt(1 + 1 / len(self.rows))
+            interval = (tps * math.exp(-spread), tps * math.exp(spread))
+        outside = []
+        low_c, high_c = self.concurrency_range
+        if not low_c <= concurrency <= high_c:
+            outside.append("concurrency")
+        if self.terms.prompt and not self.prompt_levels[0] / PROMPT_LEVEL_RATIO <= prompt \
+                <= self.prompt_levels[-1] * PROMPT_LEVEL_RATIO:
+            outside.append("prompt length")
+        if not self.max_tokens_range[0] <= max_tokens <= self.max_tokens_range[1]:
+            outside.append("max_tokens")
+        return LatencyForecast(
+            tps=tps, ttft_s=ttft_total, latency_s=latency_total, itl_s=itl,
+            ttft_p95_s=ttft_total * self.ttft_p95_ratio if self.ttft_p95_ratio else None,
+            latency_p95_s=latency_total * self.latency_p95_ratio if self.latency_p95_ratio else None,
+            tps_interval=interval, beyond_knee=factor > 1, extrapolated=tuple(outside),
+            **base)  # type: ignore[arg-type]
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "rows": len(self.rows), "knee": self.knee.as_dict(),
+            "itl": {"coefficients": self.itl.coefficients(), "intervals": self.itl.intervals()},
+            "ttft": {"coefficients": self.ttft.coefficients(), "intervals": self.ttft.intervals()},
+            "efficiency": self.efficiency, "output_ratio": self.output_ratio,
+            "ttft_p95_ratio": self.ttft_p95_ratio, "latency_p95_ratio": self.latency_p95_ratio,
+            "sigma_log_tps": self.sigma_log, "prompt_levels": list(self.prompt_levels),
+            "concurrency_range": list(self.concurrency_range), "max_tokens_range": list(self.max_tokens_range),
+        }
+
+
+def _fit_given_knee(rows: Sequence[Observation], terms: Terms, knee: float | None) -> tuple[LinearFit, LinearFit] | None:
+    def served(c: int) -> float:
+        return min(c, knee) if knee is not None else c
+
+    itl_x = [terms.itl(served(r.concurrency), r.prompt, r.output) for r in rows]
+    itl = _relative_lstsq(terms.itl_names(), itl_x, [r.itl for r in rows])
+    # TTFT of the served part: measured directly below the knee; above it the wait for a slot,
+    # latency x (1 - K / c) by Little's law, is taken off first.
+    ttft_rows, ttft_y = [], []
+    for r in rows:
+        wait = r.latency * (1 - knee / r.concurrency) if knee is not None and r.concurrency > knee else 0.0
+        served_ttft = r.ttft - wait
+        if served_ttft > 0 and (wait == 0 or served_ttft > 0.05 * r.ttft):
+            ttft_rows.append(terms.ttft(served(r.concurrency), r.prompt))
+            ttft_y.append(served_ttft)
+    names = terms.ttft_names()
+    if len(ttft_y) < len(names):
+        return None
+    return itl, _relative_lstsq(names, ttft_rows, ttft_y)
+
+
+def _predict_row(itl: LinearFit, ttft: LinearFit, terms: Terms, knee: float | None,
+                 r: Observation) -> tuple[float, float] | None:
+    """(TPS by Little's law before the efficiency factor, latency) for a row."""
+    n = min(r.concurrency, knee) if knee is not None else r.concurrency
+    step = itl.value(terms.itl(n, r.prompt, r.output))
+    first = ttft.value(terms.ttft(n, r.prompt))
+    served = first + (r.output - 1) * step
+    if not served > 0:
+        return None
+    latency = served * (r.concurrency / knee if knee is not None and r.concurrency > knee else 1.0)
+    return r.concurrency * r.output / latency, latency
+
+
+def _profile(rows: Sequence[Observation], terms: Terms, knee: float | None) -> tuple[float, Any] | None:
+    fitted = _fit_given_knee(rows, terms, knee)
+    if fitted is None:
+        return None
+    itl, ttft = fitted
+    error = 0.0
+    for r in rows:
+        predicted = _predict_row(itl, ttft, terms, knee, r)
+        if predicted is None:
+            return None
+        tps, latency = predicted
+        error += math.log(r.tps / tps) ** 2 + math.log(r.latency / latency) ** 2
+    return error, fitted
+
+
+def _knee_candidates(levels: Sequence[int]) -> list[float]:
+    low, high = min(levels), max(levels)
+    candidates = set(float(c) for c in levels if c < high)
+    if high > low:
+        steps = int(math.ceil(math.log2(high / low) * KNEE_GRID_PER_OCTAVE))
+        for i in range(steps):
+            value = low * 2 ** (i / KNEE_GRID_PER_OCTAVE)
+            if value < high:
+                candidates.add(round(value, 3))
+    return sorted(candidates)
+
+
+def fit_model(rows: Sequence[Observation], model: str) -> ModelFit | None:
+    """The latency model of one served model's rows; None when too few rows to fit it."""
+    if len(rows) < 2:
+        return None
+    prompts = _levels(r.prompt for r in rows)
+    concurrency = sorted({r.concurrency for r in rows})
+    terms = Terms(prompt=len(prompts) >= 2, prompt_squared=len(prompts) >= 3, batch=len(concurrency) >= 2)
+    best = _profile(rows, terms, None)
+    if best is None:
+        return None
+    none_error, fitted = best
+    knee: float | None = None
+    profile: list[tuple[float, float]] = []
+    if terms.batch and len(concurrency) >= 3:
+        for candidate in _knee_candidates(concurrency):
+            result = _profile(rows, terms, candidate)
+            if result is not None:
+                profile.append((candidate, result[0]))
+                if result[0] < best[0]:
+                    best, knee, fitted = result, candidate, result[1]
+    itl, ttft = fitted
+    observations_count = 2 * len(rows)
+    parameters = len(itl.names) + len(ttft.names) + 1
+    dof = max(observations_count - parameters, 1)
+    knee_info = Knee("none", None, None, max(concurrency))
+    if knee is not None:
+        f_crit = t_two_sided(CONFIDENCE, dof) ** 2
+        scale = best[0] / dof
+        if scale <= 0 or (none_error - best[0]) / max(scale, 1e-300) > f_crit:
+            allowed = [c for c, error in profile if (error - best[0]) / max(scale, 1e-300) <= f_crit]
+            knee_info = Knee("limit", knee, (min(allowed), max(allowed)) if allowed else (knee, knee),
+                             max(concurrency))
+        else:
+            knee, (itl, ttft) = None, _fit_given_knee(rows, terms, None) or (itl, ttft)
+    little = [r.tps * r.latency / (r.concurrency * r.output) for r in rows]
+    efficiency = median(little)
+    residuals = []
+    for r in rows:
+        predicted = _predict_row(itl, ttft, terms, knee, r)
+        if predicted is not None:
+            residuals.append(math.log(r.tps / (efficiency * predicted[0])))
+    tps_dof = len(residuals) - (len(itl.names) + len(ttft.names) + 1 + (knee is not None))
+    sigma = math.sqrt(sum(e * e for e in residuals) / tps_dof) if tps_dof > 0 else None
+    fit = ModelFit(
+        model=model, terms=terms, itl=itl, ttft=ttft, knee_limit=knee, knee=knee_info, efficiency=efficiency,
+        output_ratio=min(1.0, median(r.output / r.max_tokens for r in rows)),
+        ttft_p95_ratio=None, latency_p95_ratio=None, sigma_log=sigma, dof=max(tps_dof, 0), rows=list(rows),
+        concurrency_range=(concurrency[0], concurrency[-1]), prompt_levels=tuple(prompts),
+        max_tokens_range=(min(r.max_tokens for r in rows), max(r.max_tokens for r in rows)))
+    ttft_ratios, latency_ratios = [], []
+    for r in rows:
+        forecast = fit.forecast(r.concurrency, r.max_tokens, r.prompt, output_tokens=r.output)
+        if forecast.ttft_s and r.ttft_p95 is not None:
+            ttft_ratios.append(r.ttft_p95 / forecast.ttft_s)
+        if forecast.latency_s and r.latency_p95 is not None:
+            latency_ratios.append(r.latency_p95 / forecast.latency_s)
+    fit.ttft_p95_ratio = median(ttft_ratios) if ttft_ratios else None
+    fit.latency_p95_ratio = median(latency_ratios) if latency_ratios else None
+    if knee_info.kind == "none" and terms.batch:
+        fit.knee = _soft_knee(fit, rows, max(concurrency))
+    return fit
+
+
+def _soft_knee(fit: ModelFit, rows: Sequence[Observation], measured_max: int) -> Knee:
+    """The lowest measured-range concurrency from which doubling gains less than SOFT_KNEE_GAIN."""
+    reference = median(r.max_tokens for r in rows)
+    prompt = fit.prompt_levels[0]
+    c = float(fit.concurrency_range[0])
+    while c * 2 <= measured_max:
+        now, doubled = fit.forecast(c, int(reference), prompt).tps, fit.forecast(c * 2, int(reference), prompt).tps
+        if now and doubled and doubled / now < SOFT_KNEE_GAIN:
+            return Knee("soft", c, None, measured_max)
+        c *= 2 ** (1 / KNEE_GRID_PER_OCTAVE)
+    return Knee("none", None, None, measured_max)
+
+
+@dataclass
+class LatencyModel:
+    """The latency model of every model in the data, its hold-out error and its Little's-law flags."""
+
+    fits: dict[str, ModelFit]  # by model name casefolded
+    holdout: HoldOut
+    skipped: list[str]
+    little_flags: list[tuple[str, float]] = field(default_factory=list)  # (exp_id, ratio) off by > tolerance
+
+    @property
+    def available(self) -> bool:
+        return bool(self.fits)
+
+    def fit_for(self, model: str | None) -> ModelFit | None:
+        if model is None:
+            return next(iter(self.fits.values()), None)
+        return self.fits.get(model.casefold())
+
+    def forecast(self, concurrency: float, max_tokens: int, model: str | None = None,
+                 prompt_tokens: float | None = None) -> LatencyForecast:
+        fit = self.fit_for(model)
+        if fit is None:
+            name = model or ""
+            reason = ("no experiment has TTFT, latency and ITL recorded" if not self.fits
+                      else f"the latency model has no fit for {name!r}")
+            return LatencyForecast(concurrency, max_tokens, float(prompt_tokens or 0), name, None, missing=(reason,))
+        return fit.forecast(concurrency, max_tokens, prompt_tokens)
+
+    def knee_text(self) -> str | None:
+        texts = [f"{fit.model}: {fit.knee.describe()}" if len(self.fits) > 1 else fit.knee.describe()
+                 for fit in self.fits.values()]
+        return "; ".join(texts) if texts else None
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "method": "latency", "available": self.available,
+            "models": [fit.report() for fit in self.fits.values()],
+            "knee": self.knee_text(),
+            "holdout": self.holdout.as_dict(),
+            "little_law_flags": [{"exp_id": exp_id, "ratio": ratio} for exp_id, ratio in self.little_flags],
+            "skipped": list(self.skipped),
+        }
+
+
+def _fit_all(rows: Sequence[Observation]) -> dict[str, ModelFit]:
+    by_model: dict[str, list[Observation]] = {}
+    names: dict[str, str] = {}
+    for r in rows:
+        by_model.setdefault(r.model.casefold(), []).append(r)
+        names.setdefault(r.model.casefold(), r.model)
+    fits = {}
+    for key, members in by_model.items():
+        fit = fit_model(members, names[key])
+        if fit is not None:
+            fits[key] = fit
+    return fits
+
+
+def latency_model(rows: Iterable[Any]) -> LatencyModel:
+    """Fit the latency model on results rows (see the module docstring), with its hold-out."""
+    used, skipped = observations(rows)
+    fits = _fit_all(used)
+    holdout_rows = []
+    for i, r in enumerate(used):
+        rest = [o for j, o in enumerate(used) if j != i and o.model.casefold() == r.model.casefold()]
+        fit = fit_model(rest, r.model)
+        # Each row is predicted at its own measured output length.
+        predicted = (fit.forecast(r.concurrency, r.max_tokens, r.prompt, output_tokens=r.output).tps
+                     if fit is not None else None)
+        error = (r.tps - predicted) / r.tps * 100 if predicted is not None else None
+        holdout_rows.append(HoldOutRow(r.exp_id, r.model, r.concurrency, r.max_tokens, r.tps, predicted, error))
+    flags = [(r.exp_id, r.little_ratio) for r in used if abs(r.little_ratio - 1) > LITTLE_TOLERANCE]
+    return LatencyModel(fits=fits, holdout=_holdout("latency", holdout_rows), skipped=skipped, little_flags=flags)
