@@ -9,8 +9,11 @@ Little's law: TPS = c x L_out / latency. Above the server's knee K (its slot lim
 capacity or compute stops the batch from growing) only K requests are served at once; the
 others wait, so the served part stays that of K and the wait grows with c:
 
-    latency(c) = latency_K x c / K,     TTFT(c) = TTFT_K + latency_K x (c / K - 1),
+    wait(c) = w x latency_K x (c / K - 1),   TTFT(c) = TTFT_K + wait,   latency(c) = latency_K + wait,
     TPS(c) = K x L_out / latency_K      (flat: throughput stops growing at K)
+
+(w = 1 in a steady state; a finite run starts and ends with short queues, so w, the measured share
+of that wait, is taken from the rows above the knee.)
 
 The two parts are linear in their coefficients, so each is one least-squares fit a person can
 redo with LINEST (weighted by 1/y, i.e. relative errors, so short and long requests count alike):
@@ -19,8 +22,10 @@ redo with LINEST (weighted by 1/y, i.e. relative errors, so short and long reque
                                                             step), per sequence, KV cache read over the
                                                             context, and the prefill of requests joining
                                                             the batch (n / L_out of them per step)
-    TTFT = t0 + t1 n + p P + q n P [+ r P^2]                a fixed cost, prefill at a rate per prompt
-                                                            token, and the queueing of prefills that
+    TTFT = t0 + s ITL + p P + q n P [+ r P^2]               a fixed cost, the decode steps it waits
+                                                            through (ITL as fitted above), prefill at
+                                                            a rate per prompt token, the queueing of
+                                                            prefills that
                                                             arrive together (c x P); P^2 (attention over
                                                             the prompt) with three or more prompt levels
 
@@ -28,8 +33,8 @@ P is the server-counted mean prompt length of the experiment (`prompt_tokens`; t
 `prompt_level` when the server sent no usage). A term whose factor was never varied (one prompt
 level, one concurrency) is left out and the model answers only where that factor was measured.
 
-The knee K is chosen by profile: every candidate (the measured concurrency levels and a geometric
-grid between them, and "none") is fitted, and the one with the smallest squared log error of TPS
+The knee K is chosen by profile: every candidate (each whole number of slots from the lowest
+measured concurrency to below the highest, a geometric grid of them over wide ranges, and "none") is fitted, and the one with the smallest squared log error of TPS
 and latency over all rows wins; a finite K must beat "none" by an F test (one extra parameter,
 90%). Its interval is the set of candidates whose error is not significantly worse (the same F
 bound): the data cannot tell those apart. Each model (by name) gets its own fit.
@@ -59,7 +64,9 @@ from scm_xl.results import has_fault
 CONFIDENCE = 0.90
 # Little's law: flag an experiment whose c x L_out / TPS and mean latency differ by more than this.
 LITTLE_TOLERANCE = 0.15
-# Candidate knees between measured levels: this many per doubling of concurrency.
+# Candidate knees (slot counts are whole numbers): every whole number up to this span of
+# concurrency, beyond it this many per doubling.
+KNEE_MAX_WHOLE = 64
 KNEE_GRID_PER_OCTAVE = 8
 # Two prompt lengths within this ratio count as one level (a server counts a few tokens either way).
 PROMPT_LEVEL_RATIO = 1.05
@@ -67,10 +74,11 @@ PROMPT_LEVEL_RATIO = 1.05
 SOFT_KNEE_GAIN = 1.10
 
 ITL_TERMS = ("a", "b", "d", "e")
-TTFT_TERMS = ("t0", "t1", "p", "q", "r")
+TTFT_TERMS = ("t0", "s", "p", "q", "r")
 TERM_WORDS = {
     "a": "s per decode step (fixed)", "b": "s per step per sequence", "d": "s per step per context token",
-    "e": "s per step per joining prompt token", "t0": "s fixed", "t1": "s per concurrent request",
+    "e": "s per step per joining prompt token", "t0": "s fixed",
+    "s": "decode steps (the step in progress, then the one the request joins)",
     "p": "s per prompt token (prefill)", "q": "s per prompt token per concurrent request (queued prefill)",
     "r": "s per prompt token squared (attention)",
 }
@@ -146,10 +154,12 @@ class Terms:
                 features.append(n * prompt / output)
         return features
 
-    def ttft(self, n: float, prompt: float) -> list[float]:
+    def ttft(self, n: float, prompt: float, step: float) -> list[float]:
+        """`step`: the fitted decode step (ITL) at n and this prompt: a request waits for the step
+        in progress to end and then joins the next."""
         features = [1.0]
         if self.batch:
-            features.append(n)
+            features.append(step)
         if self.prompt:
             features.append(prompt)
             if self.batch:
@@ -162,7 +172,7 @@ class Terms:
         return ["a"] + (["b", "d"] + (["e"] if self.prompt else []) if self.batch else [])
 
     def ttft_names(self) -> list[str]:
-        names = ["t0"] + (["t1"] if self.batch else [])
+        names = ["t0"] + (["s"] if self.batch else [])
         if self.prompt:
             names += ["p"] + (["q"] if self.batch else []) + (["r"] if self.prompt_squared else [])
         return names
@@ -275,6 +285,7 @@ class ModelFit:
     knee_limit: float | None  # the K used (None: no limit)
     knee: Knee
     efficiency: float  # median measured TPS / (c L_out / latency): Little's law as the client saw it
+    queue_share: float  # measured wait for a slot / the steady-state wait (c / K - 1) x latency_K
     output_ratio: float  # median L_out / max_tokens (1: every request ran to max_tokens)
     ttft_p95_ratio: float | None
     latency_p95_ratio: float | None
@@ -291,7 +302,7 @@ class ModelFit:
     def _parts(self, concurrency: float, output: float, prompt: float) -> tuple[float, float, float]:
         n = self.served(concurrency)
         itl = self.itl.value(self.terms.itl(n, prompt, output))
-        ttft = self.ttft.value(self.terms.ttft(n, prompt))
+        ttft = self.ttft.value(self.terms.ttft(n, prompt, itl))
         return ttft, itl, ttft + (output - 1) * itl
 
     def forecast(self, concurrency: float, max_tokens: int, prompt_tokens: float | None = None, *,
@@ -316,9 +327,10 @@ class ModelFit:
         factor = 1.0
         if self.knee_limit is not None and concurrency > self.knee_limit:
             factor = concurrency / self.knee_limit
-        latency_total = latency_s * factor
-        ttft_total = ttft_s + latency_s * (factor - 1)
-        tps = self.efficiency * concurrency * output / latency_total
+        wait = self.queue_share * latency_s * (factor - 1)
+        latency_total = latency_s + wait
+        ttft_total = ttft_s + wait
+        tps = self.efficiency * self.served(concurrency) * output / latency_s
         interval = None
         if self.sigma_log is not None and self.dof > 0:
             spread = t_two_sided(CONFIDENCE, self.dof) * self.sigma_log * math.sqrt(1 + 1 / len(self.rows))
@@ -344,7 +356,7 @@ class ModelFit:
             "model": self.model, "rows": len(self.rows), "knee": self.knee.as_dict(),
             "itl": {"coefficients": self.itl.coefficients(), "intervals": self.itl.intervals()},
             "ttft": {"coefficients": self.ttft.coefficients(), "intervals": self.ttft.intervals()},
-            "efficiency": self.efficiency, "output_ratio": self.output_ratio,
+            "efficiency": self.efficiency, "queue_share": self.queue_share, "output_ratio": self.output_ratio,
             "ttft_p95_ratio": self.ttft_p95_ratio, "latency_p95_ratio": self.latency_p95_ratio,
             "sigma_log_tps": self.sigma_log, "prompt_levels": list(self.prompt_levels),
             "concurrency_range": list(self.concurrency_range), "max_tokens_range": list(self.max_tokens_range),
@@ -357,15 +369,12 @@ def _fit_given_knee(rows: Sequence[Observation], terms: Terms, knee: float | Non
 
     itl_x = [terms.itl(served(r.concurrency), r.prompt, r.output) for r in rows]
     itl = _relative_lstsq(terms.itl_names(), itl_x, [r.itl for r in rows])
-    # TTFT of the served part: measured directly below the knee; above it the wait for a slot,
-    # latency x (1 - K / c) by Little's law, is taken off first.
-    ttft_rows, ttft_y = [], []
-    for r in rows:
-        wait = r.latency * (1 - knee / r.concurrency) if knee is not None and r.concurrency > knee else 0.0
-        served_ttft = r.ttft - wait
-        if served_ttft > 0 and (wait == 0 or served_ttft > 0.05 * r.ttft):
-            ttft_rows.append(terms.ttft(served(r.concurrency), r.prompt))
-            ttft_y.append(served_ttft)
+    # TTFT of the served part: fitted on the rows at or below the knee (above it the measured TTFT
+    # is mostly the wait for a slot, which a finite run only approximates).
+    served_rows = [r for r in rows if knee is None or r.concurrency <= knee]
+    ttft_rows = [terms.ttft(r.concurrency, r.prompt, itl.value(terms.itl(r.concurrency, r.prompt, r.output)))
+                 for r in served_rows]
+    ttft_y = [r.ttft for r in served_rows]
     names = terms.ttft_names()
     if len(ttft_y) < len(names):
         return None
@@ -377,7 +386,7 @@ def _predict_row(itl: LinearFit, ttft: LinearFit, terms: Terms, knee: float | No
     """(TPS by Little's law before the efficiency factor, latency) for a row."""
     n = min(r.concurrency, knee) if knee is not None else r.concurrency
     step = itl.value(terms.itl(n, r.prompt, r.output))
-    first = ttft.value(terms.ttft(n, r.prompt))
+    first = ttft.value(terms.ttft(n, r.prompt, step))
     served = first + (r.output - 1) * step
     if not served > 0:
         return None
@@ -396,19 +405,22 @@ def _profile(rows: Sequence[Observation], terms: Terms, knee: float | None) -> t
         if predicted is None:
             return None
         tps, latency = predicted
-        error += math.log(r.tps / tps) ** 2 + math.log(r.latency / latency) ** 2
+        error += math.log(r.tps / tps) ** 2
     return error, fitted
 
 
 def _knee_candidates(levels: Sequence[int]) -> list[float]:
+    """Slot counts to try: every whole number from the lowest measured concurrency up to (not
+    including) the highest; beyond KNEE_MAX_WHOLE levels, a geometric grid of whole numbers."""
     low, high = min(levels), max(levels)
-    candidates = set(float(c) for c in levels if c < high)
-    if high > low:
-        steps = int(math.ceil(math.log2(high / low) * KNEE_GRID_PER_OCTAVE))
-        for i in range(steps):
-            value = low * 2 ** (i / KNEE_GRID_PER_OCTAVE)
-            if value < high:
-                candidates.add(round(value, 3))
+    if high - low <= KNEE_MAX_WHOLE:
+        return [float(c) for c in range(low, high)]
+    candidates = {float(c) for c in levels if c < high}
+    steps = int(math.ceil(math.log2(high / low) * KNEE_GRID_PER_OCTAVE))
+    for i in range(steps):
+        value = round(low * 2 ** (i / KNEE_GRID_PER_OCTAVE))
+        if value < high:
+            candidates.add(float(value))
     return sorted(candidates)
 
 
@@ -457,10 +469,20 @@ def fit_model(rows: Sequence[Observation], model: str) -> ModelFit | None:
     sigma = math.sqrt(sum(e * e for e in residuals) / tps_dof) if tps_dof > 0 else None
     fit = ModelFit(
         model=model, terms=terms, itl=itl, ttft=ttft, knee_limit=knee, knee=knee_info, efficiency=efficiency,
+        queue_share=1.0,
         output_ratio=min(1.0, median(r.output / r.max_tokens for r in rows)),
         ttft_p95_ratio=None, latency_p95_ratio=None, sigma_log=sigma, dof=max(tps_dof, 0), rows=list(rows),
         concurrency_range=(concurrency[0], concurrency[-1]), prompt_levels=tuple(prompts),
         max_tokens_range=(min(r.max_tokens for r in rows), max(r.max_tokens for r in rows)))
+    if knee is not None:  # a finite run starts and ends with short queues: its mean wait is less
+        shares = []
+        for r in rows:
+            if r.concurrency > knee:
+                served = fit.forecast(knee, r.max_tokens, r.prompt, output_tokens=r.output)
+                if served.latency_s and served.ttft_s is not None:
+                    shares.append((r.ttft - served.ttft_s) / (served.latency_s * (r.concurrency / knee - 1)))
+        if shares:
+            fit.queue_share = max(0.0, median(shares))
     ttft_ratios, latency_ratios = [], []
     for r in rows:
         forecast = fit.forecast(r.concurrency, r.max_tokens, r.prompt, output_tokens=r.output)

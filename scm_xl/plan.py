@@ -1,13 +1,15 @@
-"""Designed experiments: which (model, concurrency, max_tokens) cells to measure, how often, in what order.
+"""Designed experiments: which (model, concurrency, max_tokens[, prompt level]) cells to measure, how often,
+in what order.
 
 Designs (`make_plan(design=...)`):
 
     ofat        one factor at a time, the article's design: every concurrency at the
                 base model and base max_tokens, every other max_tokens at the base
-                concurrency, every other model at the base point. Exactly identifies
-                the chain (base: first model, max_tokens 50 if listed else the
-                smallest, the lowest concurrency).
-    full        the full factorial models x concurrency x max_tokens.
+                concurrency, every other prompt level (if any) at the base point, every
+                other model at the base point. Exactly identifies the chain (base: first
+                model, max_tokens 50 if listed else the smallest, the lowest concurrency,
+                the shortest prompt level).
+    full        the full factorial models x concurrency x max_tokens (x prompt levels).
     orthogonal  the smallest orthogonal array over the factors with two or more levels:
                 the full factorial when there are only two such factors (for two
                 factors nothing smaller keeps every pair of levels), else the Latin-square
@@ -19,8 +21,8 @@ Designs (`make_plan(design=...)`):
 
 Every cell is repeated `repeats` times. The run order is randomised in blocks: each
 repeat is one block holding every cell once (a cell a collapsed array lists twice:
-twice, numbered as further repeats, so (model, concurrency, max_tokens, repeat) stays
-unique), shuffled with `random.Random(seed)`, so
+twice, numbered as further repeats, so (model, concurrency, max_tokens, prompt level,
+repeat) stays unique), shuffled with `random.Random(seed)`, so
 slow drift of the endpoint neither lines up with a factor nor with a repeat. Without a
 seed one is drawn and recorded in the plan, so every plan can be regenerated.
 
@@ -31,6 +33,7 @@ The matrix file (`Plan.to_toml`, read back with tomllib) runs with
     models = ["m1", "m2"]          # the level sets (the collector's own keys)
     concurrency = [1, 2, 4, 8]
     max_tokens = [50, 100, 200]
+    prompt_tokens = [128, 1024]     # only with prompt levels (`scm-xl plan --prompt-tokens`)
     requests_per_slot = 10
 
     [plan]                          # what was planned (informational)
@@ -51,11 +54,14 @@ The matrix file (`Plan.to_toml`, read back with tomllib) runs with
     model = "m1"
     concurrency = 4
     max_tokens = 100
+    prompt_tokens = 128             # the prompt level, only with prompt levels
     repeat = 1
 
 The collector runs `[[experiments]]` exactly, in `order`, instead of its own full
-factorial; cells are numbered in models, concurrency, max_tokens order, as the
-collector numbers its own matrix, so a full plan's exp_ids match its own.
+factorial; cells are numbered in models, concurrency, max_tokens, prompt level order,
+as the collector numbers its own matrix, so a full plan's exp_ids match its own.
+Prompt levels are a factor like max_tokens: synthetic prompts of that many tokens as the
+server counts them (`scm-xl collect --prompt-tokens`).
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from scm_xl.collect.matrix import EXPERIMENT_KEYS, check_model_names, experiment_id
 from scm_xl.errors import InputError, UsageError
@@ -75,7 +81,9 @@ DEFAULT_TPS = 100.0
 PREFERRED_BASE_MAX_TOKENS = 50  # as model.PREFERRED_BASE_MAX_TOKENS
 _MAX_FIELD_ORDER = 64  # largest GF(q) the orthogonal arrays use; beyond it: full factorial
 
-Cell = tuple[str, int, int]  # (model, concurrency, max_tokens)
+# (model, concurrency, max_tokens), or (model, concurrency, max_tokens, prompt_level) in a plan
+# with prompt levels
+Cell = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,7 @@ class Experiment:
     max_tokens: int
     repeat: int
     cell: int  # 1-based index into Plan.cells
+    prompt_level: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,9 +108,10 @@ class Plan:
     repeats: int
     requests_per_slot: int
     seed: int
-    cells: tuple[Cell, ...]  # distinct cells, in models, concurrency, max_tokens order
+    cells: tuple[Cell, ...]  # distinct cells, in models, concurrency, max_tokens (, prompt level) order
     runs_per_repeat: tuple[int, ...]  # per cell: runs in each repeat block (2 where an array doubles it)
     experiments: tuple[Experiment, ...]  # run order
+    prompt_tokens: tuple[int, ...] = ()  # prompt levels; () without
 
     @property
     def runs_per_block(self) -> int:
@@ -145,6 +155,7 @@ class Plan:
             f"models = {_toml_list(self.models)}",
             f"concurrency = {_toml_list(self.concurrency)}",
             f"max_tokens = {_toml_list(self.max_tokens)}",
+            *([f"prompt_tokens = {_toml_list(self.prompt_tokens)}"] if self.prompt_tokens else []),
             f"requests_per_slot = {self.requests_per_slot}",
             "",
             "[plan]",
@@ -162,8 +173,9 @@ class Plan:
         for e in self.experiments:
             lines += ["", "[[experiments]]"]
             for key in EXPERIMENT_KEYS:  # the keys `collect --matrix` reads back
-                value = getattr(e, key)
-                lines.append(f"{key} = {_toml_str(value) if isinstance(value, str) else value}")
+                value = getattr(e, "prompt_level" if key == "prompt_tokens" else key)
+                if value is not None:
+                    lines.append(f"{key} = {_toml_str(value) if isinstance(value, str) else value}")
         return "\n".join(lines) + "\n"
 
 
@@ -210,34 +222,51 @@ def _check_models(models: Sequence[str]) -> tuple[str, ...]:
     return cleaned
 
 
-def ofat_cells(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int]) -> list[Cell]:
+def _cell(model: str, c: int, length: int, prompt: int | None) -> Cell:
+    return (model, c, length) if prompt is None else (model, c, length, prompt)
+
+
+def _prompts(prompt_tokens: Sequence[int]) -> list[int | None]:
+    return list(sorted(prompt_tokens)) if prompt_tokens else [None]
+
+
+def ofat_cells(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int],
+               prompt_tokens: Sequence[int] = ()) -> list[Cell]:
     base_model = models[0]
     base_length = PREFERRED_BASE_MAX_TOKENS if PREFERRED_BASE_MAX_TOKENS in max_tokens else min(max_tokens)
     base_c = min(concurrency)
-    cells = [(base_model, c, base_length) for c in sorted(concurrency)]
-    cells += [(base_model, base_c, length) for length in sorted(max_tokens) if length != base_length]
-    cells += [(m, base_c, base_length) for m in models[1:]]
+    prompts = _prompts(prompt_tokens)
+    base_prompt = prompts[0]
+    cells = [_cell(base_model, c, base_length, base_prompt) for c in sorted(concurrency)]
+    cells += [_cell(base_model, base_c, length, base_prompt) for length in sorted(max_tokens) if length != base_length]
+    cells += [_cell(base_model, base_c, base_length, prompt) for prompt in prompts[1:]]
+    cells += [_cell(m, base_c, base_length, base_prompt) for m in models[1:]]
     return cells
 
 
-def full_cells(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int]) -> list[Cell]:
-    return [(m, c, length) for m in models for c in sorted(concurrency) for length in sorted(max_tokens)]
+def full_cells(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int],
+               prompt_tokens: Sequence[int] = ()) -> list[Cell]:
+    return [_cell(m, c, length, prompt) for m in models for c in sorted(concurrency) for length in sorted(max_tokens)
+            for prompt in _prompts(prompt_tokens)]
 
 
-def orthogonal_cells(models: Sequence[str], concurrency: Sequence[int],
-                     max_tokens: Sequence[int]) -> tuple[str, list[Cell]]:
+def orthogonal_cells(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int],
+                     prompt_tokens: Sequence[int] = ()) -> tuple[str, list[Cell]]:
     """(array name, runs): the smallest orthogonal array over the factors with 2+ levels.
 
     The runs of a collapsed array can repeat a cell; `make_plan` merges them.
     """
     factors: list[list[str] | list[int]] = [list(models), sorted(concurrency), sorted(max_tokens)]
+    if prompt_tokens:
+        factors.append(sorted(prompt_tokens))
     varying = [i for i, levels in enumerate(factors) if len(levels) > 1]
-    full = full_cells(models, concurrency, max_tokens)
-    full_name = _full_name(models, concurrency, max_tokens)
+    full = full_cells(models, concurrency, max_tokens, prompt_tokens)
+    full_name = _full_name(models, concurrency, max_tokens, prompt_tokens)
     if len(varying) < 3:
         return full_name, full
     counts = [len(factors[i]) for i in varying]
-    q = smallest_prime_power(max(counts))
+    # L(q^2) has q + 1 columns: four varying factors need q >= 3
+    q = smallest_prime_power(max(*counts, len(varying) - 1))
     if q is None or q * q >= len(full):
         return full_name, full
     rows = orthogonal_array(q, len(varying))
@@ -246,12 +275,14 @@ def orthogonal_cells(models: Sequence[str], concurrency: Sequence[int],
         chosen: list[str | int] = [levels[0] for levels in factors]
         for column, i in enumerate(varying):
             chosen[i] = factors[i][row[column] % len(factors[i])]
-        cells.append((str(chosen[0]), int(chosen[1]), int(chosen[2])))
+        cells.append(_cell(str(chosen[0]), int(chosen[1]), int(chosen[2]),
+                           int(chosen[3]) if prompt_tokens else None))
     return f"L{q * q}", cells
 
 
-def _full_name(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int]) -> str:
-    counts = [len(levels) for levels in (models, concurrency, max_tokens) if len(levels) > 1]
+def _full_name(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int],
+               prompt_tokens: Sequence[int] = ()) -> str:
+    counts = [len(levels) for levels in (models, concurrency, max_tokens, prompt_tokens) if len(levels) > 1]
     return "full factorial " + "x".join(map(str, counts)) if counts else "single cell"
 
 
@@ -334,13 +365,15 @@ def galois_field(q: int) -> tuple[list[list[int]], list[list[int]]]:
 
 def make_plan(*, models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int],
               design: str = "orthogonal", repeats: int = 3, requests_per_slot: int = 10,
-              seed: int | None = None) -> Plan:
-    """Cells of the design, each `repeats` times, in blocked random order (see module doc)."""
+              seed: int | None = None, prompt_tokens: Sequence[int] = ()) -> Plan:
+    """Cells of the design, each `repeats` times, in blocked random order (see module doc);
+    `prompt_tokens`, when given, is a fourth factor (prompt levels)."""
     if design not in DESIGNS:
         raise UsageError(f"unknown design {design!r} (choose from {', '.join(DESIGNS)})")
     models_ = _check_models(models)
     concurrency_ = _check_levels("concurrency", concurrency)
     lengths = _check_levels("max_tokens", max_tokens)
+    prompts = _check_levels("prompt_tokens", prompt_tokens) if prompt_tokens else ()
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise UsageError(f"repeats must be at least 1, got {repeats!r}")
     if isinstance(requests_per_slot, bool) or not isinstance(requests_per_slot, int) or requests_per_slot < 1:
@@ -349,15 +382,16 @@ def make_plan(*, models: Sequence[str], concurrency: Sequence[int], max_tokens: 
         seed = random.SystemRandom().randrange(1, 2 ** 31)
 
     if design == "ofat":
-        array, cells = "one factor at a time", ofat_cells(models_, concurrency_, lengths)
+        array, cells = "one factor at a time", ofat_cells(models_, concurrency_, lengths, prompts)
     elif design == "full":
-        array, cells = _full_name(models_, concurrency_, lengths), full_cells(models_, concurrency_, lengths)
+        array = _full_name(models_, concurrency_, lengths, prompts)
+        cells = full_cells(models_, concurrency_, lengths, prompts)
     else:
-        array, cells = orthogonal_cells(models_, concurrency_, lengths)
+        array, cells = orthogonal_cells(models_, concurrency_, lengths, prompts)
 
     # Distinct cells in canonical order; a cell an array lists twice runs twice per block.
     model_rank = {m: i for i, m in enumerate(models_)}
-    distinct = sorted(set(cells), key=lambda cell: (model_rank[cell[0]], cell[1], cell[2]))
+    distinct = sorted(set(cells), key=lambda cell: (model_rank[cell[0]], *cell[1:]))
     runs = tuple(cells.count(cell) for cell in distinct)
     numbered_repeats = repeats * max(runs)
 
@@ -368,14 +402,15 @@ def make_plan(*, models: Sequence[str], concurrency: Sequence[int], max_tokens: 
         block = [index for index, count in enumerate(runs) for _ in range(count)]
         rng.shuffle(block)
         for index in block:
-            model, c, length = distinct[index]
+            model, c, length, *prompt = distinct[index]
             done[index] += 1
             exp_id = experiment_id(index + 1, done[index], numbered=numbered_repeats > 1)
             experiments.append(Experiment(order=len(experiments) + 1, exp_id=exp_id, model=model,
-                                          concurrency=c, max_tokens=length, repeat=done[index], cell=index + 1))
+                                          concurrency=c, max_tokens=length, repeat=done[index], cell=index + 1,
+                                          prompt_level=prompt[0] if prompt else None))
     return Plan(design=design, array=array, models=models_, concurrency=concurrency_, max_tokens=lengths,
                 repeats=repeats, requests_per_slot=requests_per_slot, seed=seed, cells=tuple(distinct),
-                runs_per_repeat=runs, experiments=tuple(experiments))
+                runs_per_repeat=runs, experiments=tuple(experiments), prompt_tokens=prompts)
 
 
 def write_plan(plan: Plan, path: str | Path, *, tps: float = DEFAULT_TPS, overwrite: bool = False) -> None:

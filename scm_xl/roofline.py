@@ -60,6 +60,11 @@ Formulas (N = parameters, L = layers, d = hidden size, T = sequence length):
 - Prefill of P prompt tokens = max((P x 2 N_read + 2 L w P^2) / compute,
   min(N_total, P x N_active) weight bytes / bandwidth) + TP communication:
   a long prompt touches every expert, a one-token prompt only the active ones.
+- One prompt of P tokens with up to L output tokens (`prompt_bounds`): prefill
+  as above; TTFT lower bound = prefill + one decode step at batch 1 with the
+  prompt's P tokens of KV cache (the simulator's first token ends the step its
+  request joins in, so the two agree); max batch = max batch by memory with the
+  KV cache of P + L tokens per sequence.
 - Tensor parallelism over k GPUs multiplies memory, bandwidth and compute by k
   and adds, per decode step, 2 x L x (k-1)/k x b x d x activation bytes /
   link bandwidth (two all-reduces per layer). The link bandwidth is per
@@ -77,7 +82,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -546,6 +551,12 @@ class Deployment:
         kv = self.kv_cache_bytes_per_seq
         return None if kv is None else kv * self.kv_replication
 
+    @property
+    def kv_resident_bytes_per_token(self) -> float | None:
+        """What one token adds to a sequence's KV cache over all `tp` GPUs (copies included)."""
+        kv = self.kv_bytes_per_token
+        return None if kv is None else kv * self.kv_replication
+
     # The hardware, summed over tp GPUs ----------------------------------------
 
     @property
@@ -674,11 +685,64 @@ class RooflineReport:
     prefill_ms: float
     batches: list[BatchRow]
     notes: list[str]
+    prompt: PromptBounds | None = None  # analyze(..., prompt_tokens=P)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["units"] = dict(UNITS)
+        units = dict(UNITS)
+        if self.prompt is None:
+            del data["prompt"]
+        else:
+            units.update(PROMPT_UNITS)
+        data["units"] = units
         return data
+
+
+PROMPT_UNITS: dict[str, str] = {
+    "prompt.prefill_s": "seconds to prefill `prompt_tokens` (compute or weight reads, whichever is longer)",
+    "prompt.decode_step_s": "seconds: one decode step at batch 1 with `prompt_tokens` of KV cache",
+    "prompt.ttft_lower_bound_s": "seconds: prefill_s + decode_step_s",
+    "prompt.kv_resident_bytes_per_seq": "bytes at `context` (= prompt_tokens + max_tokens) over all GPUs",
+    "prompt.max_batch": "sequences whose KV cache fits at `context` tokens (null: unknown)",
+}
+"""Units of the `prompt` section of the JSON report (present with --prompt-tokens)."""
+
+
+@dataclass(frozen=True)
+class PromptBounds:
+    """What one prompt of `prompt_tokens` tokens, answered with up to `max_tokens`, costs at best."""
+
+    prompt_tokens: int
+    max_tokens: int
+    context: int  # prompt_tokens + max_tokens
+    prefill_s: float
+    decode_step_s: float
+    ttft_lower_bound_s: float
+    kv_resident_bytes_per_seq: float | None
+    max_batch: int | None
+
+
+def prompt_bounds(deployment: Deployment, prompt_tokens: int, max_tokens: int = 0) -> PromptBounds:
+    """Prefill of a `prompt_tokens` prompt (`Deployment.prefill_seconds`: 2 x params read x P
+    plus quadratic attention at peak x efficiency, or the weight reads, whichever is longer),
+    the TTFT lower bound (that prefill + one decode step at batch 1 with the prompt's KV cache)
+    and the largest batch whose KV cache fits at prompt_tokens + max_tokens."""
+    for value, what, least in ((prompt_tokens, "prompt tokens", 1), (max_tokens, "max tokens", 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InputError(f"{what} must be a whole number >= {least}, got {value!r}")
+    prefill = deployment.prefill_seconds(prompt_tokens)
+    step = _batch_row(replace(deployment, context=prompt_tokens), 1).step_ms / 1e3
+    at_context = replace(deployment, context=prompt_tokens + max_tokens)
+    return PromptBounds(
+        prompt_tokens=prompt_tokens,
+        max_tokens=max_tokens,
+        context=at_context.context,
+        prefill_s=prefill,
+        decode_step_s=step,
+        ttft_lower_bound_s=prefill + step,
+        kv_resident_bytes_per_seq=at_context.kv_resident_bytes_per_seq,
+        max_batch=at_context.max_batch_by_memory,
+    )
 
 
 def _batch_row(deployment: Deployment, batch: int) -> BatchRow:
@@ -759,8 +823,10 @@ def _notes(deployment: Deployment) -> list[str]:
     return notes
 
 
-def analyze(deployment: Deployment, batches: list[int] | None = None) -> RooflineReport:
-    """The first-principles bounds of a deployment at each batch size (default: batch 1)."""
+def analyze(deployment: Deployment, batches: list[int] | None = None, *, prompt_tokens: int | None = None,
+            max_tokens: int = 0) -> RooflineReport:
+    """The first-principles bounds of a deployment at each batch size (default: batch 1);
+    with `prompt_tokens`, also those of one such prompt (`prompt_bounds`, in `prompt`)."""
     sizes = [1] if batches is None else list(batches)
     for batch in sizes:
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
@@ -806,6 +872,7 @@ def analyze(deployment: Deployment, batches: list[int] | None = None) -> Rooflin
         prefill_ms=deployment.prefill_seconds(deployment.context) * 1e3,
         batches=[_batch_row(deployment, batch) for batch in sizes],
         notes=_notes(deployment),
+        prompt=None if prompt_tokens is None else prompt_bounds(deployment, prompt_tokens, max_tokens),
     )
 
 
@@ -842,20 +909,38 @@ def simulator_params(deployment: Deployment) -> dict[str, float | int | None]:
     which equals the decode step of `analyze` at the deployment's context, and
     a prompt of P tokens takes about P x prefill_seconds_per_token (the prefill
     bound of a `context`-token prompt, spread over its tokens).
+
+    per_sequence_seconds is the KV-cache read of one sequence at `context` tokens:
+    context x per_context_token_seconds, the read of one token's KV cache (resident
+    bytes per token / effective bandwidth). A simulator that follows each sequence's own
+    length charges per_context_token_seconds x (its prompt + tokens so far) instead,
+
+        step = max(base_step_seconds + per_context_token_seconds x sum of contexts,
+                   b x per_sequence_compute_seconds) + b x per_sequence_comm_seconds,
+
+    the same step when every sequence is at `context`; use one term or the other, never
+    both (they are the same bytes). max_batch is `Deployment.max_batch_by_memory` at
+    `context` (None: unknown); max_seqs the slot limit a simulator takes from it, at least 1
+    (None when it is unknown).
     """
     kv_per_seq = deployment.kv_resident_bytes_per_seq or 0.0
+    kv_per_token = deployment.kv_resident_bytes_per_token or 0.0
     peak = deployment.peak_flops
+    max_batch = deployment.max_batch_by_memory
     return {
         "base_step_seconds": memory_seconds(deployment.weight_bytes_read, deployment.bandwidth,
                                             deployment.bandwidth_efficiency),
         "per_sequence_seconds": memory_seconds(kv_per_seq, deployment.bandwidth,
                                                deployment.bandwidth_efficiency),
+        "per_context_token_seconds": memory_seconds(kv_per_token, deployment.bandwidth,
+                                                    deployment.bandwidth_efficiency),
         "per_sequence_compute_seconds": None if peak is None else compute_seconds(
             deployment.flops_per_token, peak, deployment.compute_efficiency),
         "per_sequence_comm_seconds": deployment.comm_seconds(1),
         "prefill_seconds_per_token": deployment.prefill_seconds(deployment.context) / deployment.context,
         "context": deployment.context,
-        "max_batch": deployment.max_batch_by_memory,
+        "max_batch": max_batch,
+        "max_seqs": None if max_batch is None else max(1, max_batch),
     }
 
 
@@ -1104,6 +1189,7 @@ __all__ = [
     "attention_flops_quadratic", "c_model_from_first_principles", "compute_seconds",
     "decode_step_seconds", "find_gpu", "find_model", "flops_per_token", "kv_bytes_per_token",
     "kv_cache_bytes_per_seq", "load_catalog", "max_batch_by_memory", "memory_seconds",
-    "parse_batches", "precision_bytes", "prefill_seconds", "simulator_params",
+    "parse_batches", "precision_bytes", "prefill_seconds", "PROMPT_UNITS", "PromptBounds", "prompt_bounds",
+    "simulator_params",
     "tp_comm_seconds", "training_flops_per_token", "weight_bytes",
 ]

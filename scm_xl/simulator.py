@@ -16,13 +16,30 @@ Token timing, in order of precedence:
   token `ttft_s` after it arrived and every further token `itl_s` later, on
   absolute deadlines, whatever the load. Used to check measurement accuracy.
 * **Continuous batching** (the default): one global decode loop. Each step
-  emits one token to every active sequence and lasts
-  `step_base_s + step_per_seq_s * active_sequences`, plus
-  `prefill_s_per_token * prompt_tokens` for each request joining in that step
-  (its prefill runs in that step and yields its first token). Prompt tokens
-  are estimated as message characters / `chars_per_token`.
+  emits one token to every active sequence and lasts (`SimConfig.step_s`)
+
+      step_base_s + step_per_seq_s * active_sequences
+        + step_per_ctx_token_s * sum over the active sequences of (prompt_tokens + tokens produced so far)
+        + prefill_s_per_token * sum over the requests joining in this step of prompt_tokens
+
+  A joining request is active in the step it joins (its prefill runs in that step
+  and yields its first token), so the step that produces a sequence's k-th token
+  counts its context as prompt_tokens + k - 1: the KV cache a decode step reads
+  grows with the prompt, with every token produced and with the batch. The sum of
+  contexts is kept as a running total, so a step costs O(1) to time whatever the
+  batch. Prompt tokens are estimated as message characters / `chars_per_token`.
+  `max_seqs` (0: unlimited) caps the sequences decoding at once, like a server's
+  KV-cache slots: further requests wait first in, first out, join in arrival order
+  as slots free up (a slot freed at the end of a step is taken in the next one),
+  and their TTFT includes the wait. In a closed-loop load test this makes the
+  throughput knee at concurrency = max_seqs.
 * **Zero delay** (all step costs 0, e.g. `SimConfig.zero_delay()`): the same
   loop with no sleeping, one token per chunk as fast as the core allows.
+
+One stream alone (concurrency 1, prompt P tokens, L tokens, b = step_base_s +
+step_per_seq_s, c = step_per_ctx_token_s, p = prefill_s_per_token) therefore sees
+TTFT = b + (p + c) P and the gap before token k (2 <= k <= L) = b + c (P + k - 1):
+a mean ITL of b + c (P + L / 2) (`SimConfig.expected_stream`).
 
 A sequence ends at `max_tokens` (finish_reason "length") unless an EOS is
 sampled with probability `eos_prob` per token after `min_tokens` (finish_reason
@@ -37,7 +54,11 @@ millisecond off and a loaded core adds its own queueing: `GET /sim/stats`
 returns the TTFT (from when the request's last byte was read) and inter-token
 gaps it actually produced, `GET /sim/requests` the same per request (the last
 100,000), both on `time.perf_counter()` (CLOCK_MONOTONIC, comparable across
-processes on Linux); `POST /sim/reset` clears them.
+processes on Linux); `POST /sim/reset` clears them. The stats also give
+`max_active` (most requests in flight: decoding or waiting), `max_decoding` (most
+sequences in one decode step), `max_waiting` (most requests left waiting for a slot
+after a step took its joiners; 0 without `max_seqs`), and right now `decoding` and
+`queued` (received, not yet decoding).
 
 Library use: `SimServer(config)` with `await start()` -> (host, port) and
 `await stop()` inside a running loop, or `with running_simulator(config) as
@@ -80,10 +101,12 @@ class SimConfig:
     model_name: str = DEFAULT_MODEL
     host: str = LOOPBACK
     port: int = 0
-    # Continuous-batching decode loop (a roofline can derive these three).
+    # Continuous-batching decode loop (a roofline can derive these: `roofline_timing`).
     step_base_s: float = 0.008
     step_per_seq_s: float = 0.0002
     prefill_s_per_token: float = 0.00005
+    step_per_ctx_token_s: float = 0.0  # per step, per context token of every active sequence
+    max_seqs: int = 0  # sequences decoding at once (KV slots); 0: unlimited. Decode loop only.
     chars_per_token: float = 4.0
     default_max_tokens: int = 256
     eos_prob: float = 0.0
@@ -102,7 +125,8 @@ class SimConfig:
     strict_model: bool = False  # 404 for a model other than model_name
 
     def __post_init__(self) -> None:
-        for name in ("step_base_s", "step_per_seq_s", "prefill_s_per_token", "retry_after_s", "stall_s"):
+        for name in ("step_base_s", "step_per_seq_s", "prefill_s_per_token", "step_per_ctx_token_s",
+                     "retry_after_s", "stall_s"):
             if getattr(self, name) < 0:
                 raise UsageError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("ttft_s", "itl_s"):
@@ -117,15 +141,17 @@ class SimConfig:
             raise UsageError(f"chars_per_token must be > 0, got {self.chars_per_token}")
         if self.default_max_tokens < 1:
             raise UsageError(f"default_max_tokens must be >= 1, got {self.default_max_tokens}")
-        if self.max_concurrency < 0:
-            raise UsageError(f"max_concurrency must be >= 0, got {self.max_concurrency}")
+        for name in ("max_concurrency", "max_seqs"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0 <= self.port <= 65535:
             raise UsageError(f"port must be between 0 and 65535, got {self.port}")
 
     @classmethod
     def zero_delay(cls, **overrides: Any) -> SimConfig:
         """A config that emits tokens as fast as possible (for client-overhead benchmarks)."""
-        values: dict[str, Any] = {"step_base_s": 0.0, "step_per_seq_s": 0.0, "prefill_s_per_token": 0.0}
+        values: dict[str, Any] = {"step_base_s": 0.0, "step_per_seq_s": 0.0, "prefill_s_per_token": 0.0,
+                                  "step_per_ctx_token_s": 0.0}
         values.update(overrides)
         return cls(**values)
 
@@ -133,16 +159,35 @@ class SimConfig:
     def fixed_delay(self) -> bool:
         return self.ttft_s is not None or self.itl_s is not None
 
+    def step_s(self, sequences: int, context_tokens: int = 0, prefill_tokens: int = 0) -> float:
+        """One decode step of the batching loop, in seconds: `sequences` active (joiners
+        included), `context_tokens` their prompt + produced tokens summed, `prefill_tokens`
+        the prompt tokens of those joining in this step."""
+        step = self.step_base_s + self.step_per_seq_s * sequences
+        if context_tokens and self.step_per_ctx_token_s:
+            step += self.step_per_ctx_token_s * context_tokens
+        if prefill_tokens and self.prefill_s_per_token:
+            step += self.prefill_s_per_token * prefill_tokens
+        return step
+
     def expected_stream(self, prompt_tokens: int, max_tokens: int) -> dict[str, float]:
-        """What one stream alone (concurrency 1) should see, in seconds, from the step costs:
-        the first token ends the step the request joins in (one decode step plus its
-        prefill), every further token one step later. `tps` = max_tokens / total, the
-        per-stream TPS net of network and client time; `ttft_share` = ttft / total."""
+        """What one stream alone (concurrency 1) should see, in seconds, from the step costs.
+
+        The first token ends the step the request joins in: one decode step with the
+        prompt as context plus its prefill, ttft = b + (p + c) P (b = step_base_s +
+        step_per_seq_s, c = step_per_ctx_token_s, p = prefill_s_per_token, P =
+        prompt_tokens). Token k (2 <= k <= L = max_tokens) comes one step later, a step
+        with context P + k - 1: gap b + c (P + k - 1). `itl_s` is the mean of those L - 1
+        gaps, b + c (P + L / 2) (for L = 1 the gap a second token would have, b + c (P + 1));
+        total = ttft + (L - 1) itl_s. `tps` = max_tokens / total, the per-stream TPS net of
+        network and client time; `ttft_share` = ttft / total. Fixed delays: ttft_s, itl_s."""
         if self.fixed_delay:
             ttft, itl = self.ttft_s or 0.0, self.itl_s or 0.0
         else:
-            itl = self.step_base_s + self.step_per_seq_s
-            ttft = itl + self.prefill_s_per_token * prompt_tokens
+            step = self.step_base_s + self.step_per_seq_s
+            ctx = self.step_per_ctx_token_s
+            ttft = step + (self.prefill_s_per_token + ctx) * prompt_tokens
+            itl = step + ctx * (prompt_tokens + (max_tokens / 2 if max_tokens > 1 else 1))
         total = ttft + (max_tokens - 1) * itl
         return {"ttft_s": ttft, "itl_s": itl, "total_s": total,
                 "tps": max_tokens / total if total > 0 else math.inf,
@@ -168,7 +213,9 @@ class SimStats:
     itl_span_sum_s: float = 0.0  # sum over sequences of (last token - first token)
     itl_gaps: int = 0  # sum over sequences of (tokens - 1)
     max_itl_s: float = 0.0
-    max_active: int = 0
+    max_active: int = 0  # requests in flight (decoding or waiting for a slot)
+    max_decoding: int = 0  # sequences in one decode step
+    max_waiting: int = 0  # requests left waiting for a slot after a step took its joiners
     first_request_at: float | None = None
     last_byte_at: float | None = None
 
@@ -421,7 +468,8 @@ class SimServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._connections: set[_HTTPConnection] = set()
         self._active: list[_Sequence] = []
-        self._joining: list[_Sequence] = []
+        self._waiting: collections.deque[_Sequence] = collections.deque()  # received, not yet decoding (FIFO)
+        self._context_tokens = 0  # sum over self._active of prompt_tokens + produced
         self._wake: asyncio.Event | None = None
         self._in_flight = 0
         self._ids = 0
@@ -441,7 +489,10 @@ class SimServer:
         return f"http://{self.host}:{self.port}/v1"
 
     def stats(self) -> dict[str, Any]:
-        return self._stats.as_dict()
+        data = self._stats.as_dict()
+        data["decoding"] = len(self._active)
+        data["queued"] = len(self._waiting)
+        return data
 
     def recent_requests(self) -> list[dict[str, Any]]:
         """Per-request truth of the last (up to 100,000) finished requests, oldest first."""
@@ -496,19 +547,36 @@ class SimServer:
         clock = loop.time
         perf = time.perf_counter
         assert self._wake is not None
+        waiting = self._waiting
+        slots = config.max_seqs
         deadline = clock()
         while True:
-            if not self._active and not self._joining:
+            if not self._active and not waiting:
                 self._wake.clear()
                 await self._wake.wait()
                 deadline = clock()
-            joining = self._joining
-            self._joining = []
             active = self._active
-            active.extend(joining)
-            step = config.step_base_s + config.step_per_seq_s * len(active)
-            if joining and config.prefill_s_per_token:
-                step += config.prefill_s_per_token * sum(seq.prompt_tokens for seq in joining)
+            prefill_tokens = 0
+            if waiting:
+                # Join in arrival order while slots are free (all of them without max_seqs).
+                free = len(waiting) if not slots else slots - len(active)
+                while free > 0 and waiting:
+                    seq = waiting.popleft()
+                    if seq.connection.closed:  # the client left while waiting: it takes no slot
+                        seq._close(perf(), aborted=True)
+                        continue
+                    active.append(seq)
+                    prefill_tokens += seq.prompt_tokens
+                    free -= 1
+                self._context_tokens += prefill_tokens
+                stats = self._stats
+                if len(active) > stats.max_decoding:
+                    stats.max_decoding = len(active)
+                if len(waiting) > stats.max_waiting:
+                    stats.max_waiting = len(waiting)
+                if not active:
+                    continue
+            step = config.step_s(len(active), self._context_tokens, prefill_tokens)
             if step > 0:
                 # Absolute deadlines: a step that woke late (event-loop timers fire up to about
                 # a millisecond off) shortens the next sleep instead of adding its lateness to
@@ -522,7 +590,8 @@ class SimServer:
                 await asyncio.sleep(0)
             now = perf()
             still: list[_Sequence] = []
-            for seq in self._active:
+            context = self._context_tokens
+            for seq in active:
                 if seq.stall_at and seq.produced + 1 == seq.stall_at:
                     if not seq.stall_until:
                         seq.stall_until = now + config.stall_s
@@ -530,8 +599,13 @@ class SimServer:
                         still.append(seq)
                         continue
                     seq.stall_at = 0
+                before = seq.produced
                 if seq.emit(now):
                     still.append(seq)
+                    context += seq.produced - before  # 0 when its reader is behind
+                else:
+                    context -= seq.prompt_tokens + before  # it leaves the batch and frees its slot
+            self._context_tokens = context
             self._active = still
 
     async def _run_fixed(self, seq: _Sequence) -> None:
@@ -642,7 +716,7 @@ class SimServer:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         else:
-            self._joining.append(seq)
+            self._waiting.append(seq)
             assert self._wake is not None
             self._wake.set()
 
@@ -772,19 +846,33 @@ def running_simulator(config: SimConfig | None = None, **overrides: Any) -> Iter
 
 
 class RooflineTiming(TypedDict):
-    """The SimConfig step times that `roofline_timing` derives (SimConfig(**timing) takes them)."""
+    """The SimConfig fields that `roofline_timing` derives (SimConfig(**timing) takes them)."""
 
     step_base_s: float
     step_per_seq_s: float
+    step_per_ctx_token_s: float
     prefill_s_per_token: float
+    max_seqs: int
 
 
 def roofline_timing(model: str, gpu: str, *, efficiency: float = 1.0, context: int = 1024) -> RooflineTiming:
-    """SimConfig step times for a catalog model on a catalog GPU at an efficiency.
+    """SimConfig step times and slot limit for a catalog model on a catalog GPU (one GPU,
+    bf16) at an efficiency (scm_xl.roofline.simulator_params):
 
-    step_base_s is the weights' read time per decode step, step_per_seq_s the KV cache
-    read per active sequence at `context`, prefill_s_per_token the prefill cost per
-    prompt token (scm_xl.roofline.simulator_params).
+    * step_base_s: the weights' read time per decode step;
+    * step_per_ctx_token_s: the KV-cache read of one context token (KV bytes per token /
+      effective bandwidth), charged per step for every token of every active sequence's
+      prompt + output so far, so the simulator's KV read follows each sequence's own length;
+    * step_per_seq_s: what a sequence costs per step besides that read: tensor-parallel
+      communication, 0 on one GPU. (The roofline's per-sequence KV read at `context` is
+      step_per_ctx_token_s x context; charging it here too would count the same bytes twice.)
+    * prefill_s_per_token: the prefill bound of a `context`-token prompt spread over its tokens;
+    * max_seqs: the sequences whose KV cache fits at `context` tokens beside the weights
+      (floor((memory - weights) / (KV bytes per token x context)), at least 1; 0, unlimited,
+      when the model's KV shape is unknown).
+
+    With every sequence at `context` tokens the simulator's step equals the memory-bound
+    decode step of `scm_xl.roofline.analyze` at that context.
     """
     from scm_xl.roofline import Deployment, load_catalog, simulator_params
 
@@ -793,5 +881,7 @@ def roofline_timing(model: str, gpu: str, *, efficiency: float = 1.0, context: i
                             bandwidth_efficiency=efficiency, compute_efficiency=efficiency)
     params = simulator_params(deployment)
     return {"step_base_s": float(params["base_step_seconds"] or 0.0),
-            "step_per_seq_s": float(params["per_sequence_seconds"] or 0.0),
-            "prefill_s_per_token": float(params["prefill_seconds_per_token"] or 0.0)}
+            "step_per_seq_s": float(params["per_sequence_comm_seconds"] or 0.0),
+            "step_per_ctx_token_s": float(params["per_context_token_seconds"] or 0.0),
+            "prefill_s_per_token": float(params["prefill_seconds_per_token"] or 0.0),
+            "max_seqs": int(params["max_seqs"] or 0)}

@@ -673,3 +673,60 @@ def test_config_with_tied_embeddings_and_a_nested_text_config(tmp_path: Path):
     assert spec.total_params == 596049920
     assert spec.read_params == spec.active_params  # tied: the table is the LM head, read once
     assert (spec.kv_layout, spec.name) == ("GQA", "tiny-vl")
+
+
+# --- One prompt: prefill, TTFT lower bound, max batch at prompt + output; the simulator's terms ------
+
+
+def test_prompt_bounds_qwen_7b_on_a100():
+    deployment = Deployment(roofline.find_model("qwen2.5-7b"), roofline.find_gpu("a100-80gb"))
+    bounds = roofline.prompt_bounds(deployment, 1000, 500)
+    # compute-bound: (1,000 x 2 x 7,070,619,136 + 2 x 28 layers x 3,584 x 1,000^2) / 312e12 = 45.97 ms,
+    # above the 15.23 GB of weights' 7.47 ms read
+    assert bounds.prefill_s == pytest.approx((1000 * 2 * 7070619136 + 2 * 28 * 3584 * 1000**2) / 312e12)
+    assert bounds.prefill_s == deployment.prefill_seconds(1000)
+    # one decode step at batch 1 with 1,000 tokens of KV: (14,141,238,272 + 57,344 x 1,000) B / 2,039e9 B/s
+    assert bounds.decode_step_s == pytest.approx((2 * 7070619136 + 57344 * 1000) / 2039e9)
+    assert bounds.ttft_lower_bound_s == pytest.approx(bounds.prefill_s + bounds.decode_step_s)
+    # (80e9 - 15,231,233,024) / (57,344 x 1,500) = 752.99
+    assert (bounds.context, bounds.max_batch) == (1500, 752)
+    assert bounds.kv_resident_bytes_per_seq == 57344 * 1500
+    with pytest.raises(InputError, match="prompt tokens"):
+        roofline.prompt_bounds(deployment, 0)
+
+
+def test_roofline_cli_prompt_tokens():
+    args = ("--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--prompt-tokens", "1000", "--max-tokens", "500")
+    code, text = run_cli(*args)
+    assert code == 0, text
+    assert "Prompt prefill          45.97 ms" in text
+    assert "TTFT lower bound        52.93 ms" in text
+    assert "Max batch at P + L      752" in text and "1,000 + 500 = 1,500 tokens" in text
+    prompt = run_json(*args)["prompt"]
+    assert set(prompt) == {"prompt_tokens", "max_tokens", "context", "prefill_s", "decode_step_s",
+                           "ttft_lower_bound_s", "kv_resident_bytes_per_seq", "max_batch"}
+    assert prompt["ttft_lower_bound_s"] == pytest.approx(prompt["prefill_s"] + prompt["decode_step_s"])
+    assert prompt["max_batch"] == 752
+    assert "prompt.ttft_lower_bound_s" in run_json(*args)["units"]
+    # without --prompt-tokens the report is as before; --max-tokens alone is refused
+    plain = run_json("--model", "qwen2.5-7b", "--gpu", "a100-80gb")
+    assert "prompt" not in plain and not any(key.startswith("prompt.") for key in plain["units"])
+    code, text = run_cli("--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--max-tokens", "5")
+    assert code == 2 and "--max-tokens goes with --prompt-tokens" in text
+    # an ad-hoc GPU without memory: no batch bound, the rest still given
+    code, text = run_cli("--params-b", "7", "--bandwidth-gbs", "800", "--precision", "fp16", "--prompt-tokens", "100")
+    assert code == 0 and "Max batch at P + L      unknown" in text
+
+
+def test_simulator_params_per_context_token_is_the_per_sequence_read_spread():
+    deployment = Deployment(roofline.find_model("llama-3.1-70b"), roofline.find_gpu("h100-sxm"), tp=4,
+                            context=2048, bandwidth_efficiency=0.8)
+    params = roofline.simulator_params(deployment)
+    # the same KV bytes: per sequence at the context = context x per context token
+    assert params["per_context_token_seconds"] * 2048 == pytest.approx(params["per_sequence_seconds"])
+    assert params["per_context_token_seconds"] == pytest.approx(
+        deployment.kv_resident_bytes_per_token / (0.8 * 4 * 3350e9))
+    assert params["max_seqs"] == params["max_batch"] == deployment.max_batch_by_memory
+    # weights that leave no room still give one slot
+    tight = Deployment(roofline.find_model("llama-3.1-70b"), roofline.find_gpu("h100-sxm"))
+    assert tight.max_batch_by_memory == 0 and roofline.simulator_params(tight)["max_seqs"] == 1

@@ -58,7 +58,9 @@ _MATRIX_OPTIONS = {
     "repeats": "repeats", "requests_per_slot": "requests_per_slot", "warmup": "warmup", "prompt": "prompt",
     "ignore_eos": "ignore_eos", "min_tokens": "min_tokens", "temperature": "temperature",
     "timeout": "timeout_s", "request_timeout": "request_timeout_s", "max_retries": "max_retries",
-    "max_retry_after": "max_retry_after_s", "gpu": "gpu",
+    "max_retry_after": "max_retry_after_s", "gpu": "gpu", "prompt_tokens": "prompt_tokens",
+    "shared_prefix": "shared_prefix", "prompts": "prompts_path", "prompt_levels": "prompt_levels",
+    "prompt_seed": "prompt_seed",
 }
 
 
@@ -81,7 +83,21 @@ _MATRIX_OPTIONS = {
               help="Requests each concurrency slot sends in sequence (total = n x concurrency).")
 @click.option("--warmup", type=click.IntRange(min=0), default=0, show_default=True,
               help="Warm-up requests before each experiment, excluded from its figures.")
-@click.option("--prompt", default=None, help="The user message sent with every request.")
+@click.option("--prompt", default=None, help="The user message sent with every request (no prompt levels).")
+@click.option("--prompt-tokens", callback=int_list, default=None,
+              help="Comma-separated prompt lengths in tokens as the server counts them (usage.prompt_tokens): "
+                   "synthetic prompts, measured at pre-flight; a factor like --max-tokens.")
+@click.option("--shared-prefix", type=click.IntRange(min=0), default=None, metavar="N",
+              help="With --prompt-tokens: the first N tokens (about) are the same in every request, the "
+                   "per-request nonce after them [default: 0, every prompt differs from its first token].")
+@click.option("--prompts", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help='Your own prompts: JSONL ({"prompt": ...} or {"messages": [...]} per line) or plain text, one '
+                   "per line; grouped by server-counted length into --prompt-levels levels.")
+@click.option("--prompt-levels", type=click.IntRange(min=1), default=None, metavar="K",
+              help="With --prompts: at most K levels, by quantiles of length [default: 3].")
+@click.option("--prompt-seed", type=int, default=None,
+              help="With --prompts: seed of the order prompts are sent in [default: drawn; recorded in the "
+                   "requests CSV, and reused by --resume].")
 @click.option("--ignore-eos/--no-ignore-eos", default=False, show_default=True,
               help="Send ignore_eos=true so outputs run to max_tokens (vLLM/SGLang).")
 @click.option("--min-tokens", type=click.IntRange(min=0), default=None, help="Send min_tokens (vLLM/SGLang).")
@@ -133,6 +149,13 @@ def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, ap
     Exit 1 when an experiment had no successful request.
 
     \b
+    Prompt length as a factor: --prompt-tokens 128,1024,4096 sends synthetic
+    prompts of those lengths as the server counts them (measured at pre-flight;
+    the server must report usage), or --prompts FILE your own prompts, grouped
+    by length. Every request's prompt starts with a nonce, so a prefix cache
+    cannot make repeats cheap (--shared-prefix N shares the first N tokens).
+
+    \b
     Against the built-in simulator (no key needed):
       scm-xl serve-sim --port 8000 &
       scm-xl collect --base-url http://127.0.0.1:8000/v1 -c 1,4,16 --max-tokens 64,128
@@ -144,13 +167,15 @@ def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, ap
     values = load_matrix_file(matrix_file) if matrix_file is not None else {}
     for option, field_name in _MATRIX_OPTIONS.items():
         explicit = ctx.get_parameter_source(option) not in (click.core.ParameterSource.DEFAULT, None)
-        if explicit and "experiments" in values and option in ("model", "concurrency", "max_tokens", "repeats"):
+        if explicit and "experiments" in values and option in ("model", "concurrency", "max_tokens", "repeats",
+                                                               "prompt_tokens", "prompt_levels"):
             raise UsageError(f"--{option.replace('_', '-')} cannot change a plan's [[experiments]] list; "
                              "edit the plan or run `scm-xl plan` again")
         if explicit or field_name not in values:
             value = options[option]
             if value is not None:
                 values[field_name] = value
+    _check_prompt_options(values)
     api_key, source = resolve_api_key(api_key_file)
     config = CollectConfig(**values, results_path=results_path, requests_path=requests_path, resume=resume,
                            overwrite=overwrite, api_key=api_key, api_key_source=source,
@@ -167,6 +192,21 @@ def collect(ctx, matrix_file, results_path, requests_path, resume, overwrite, ap
     if report.failed_experiments:
         raise CheckFailed(f"{len(report.failed_experiments)} of {len(report.rows)} experiment(s) had no "
                           f"successful request ({_classes(report)}); see {config.requests_csv}")
+
+
+def _check_prompt_options(values) -> None:
+    """Prompt options that exclude or need each other, named as given (command line or matrix)."""
+    given = {"--prompt": "prompt", "--prompt-tokens": "prompt_tokens", "--prompts": "prompts_path"}
+    used = [option for option, field_name in given.items() if values.get(field_name)]
+    if "experiments" in values and any(p.prompt_level is not None for p in values["experiments"]):
+        used = [option for option in used if option != "--prompt-tokens"] + ["--prompt-tokens"]
+    if len(used) > 1:
+        raise UsageError(f"{used[0]} and {used[1]} exclude each other: --prompt sends one fixed prompt, "
+                         "--prompt-tokens synthetic prompts of chosen lengths, --prompts your own prompts")
+    if values.get("prompt_levels") is not None and not values.get("prompts_path"):
+        raise UsageError("--prompt-levels needs --prompts (it groups the file's prompts by length)")
+    if values.get("prompt_seed") is not None and not values.get("prompts_path"):
+        raise UsageError("--prompt-seed needs --prompts (it orders the file's prompts)")
 
 
 def _classes(report) -> str:
@@ -195,6 +235,14 @@ def _classes(report) -> str:
 @click.option("--prefill-s-per-token", type=click.FloatRange(min=0),
               default=library_default(SimConfig, "prefill_s_per_token"), show_default=True,
               help="Prefill time per prompt token of a joining request (s).")
+@click.option("--step-per-ctx-token-s", type=click.FloatRange(min=0),
+              default=library_default(SimConfig, "step_per_ctx_token_s"), show_default=True,
+              help="Added step time per context token (prompt + tokens so far) of every active sequence "
+                   "(s): the KV-cache read, so ITL grows with prompt length and batch.")
+@click.option("--max-seqs", type=click.IntRange(min=0),
+              default=library_default(SimConfig, "max_seqs"), show_default=True,
+              help="Sequences decoding at once (KV-cache slots); more wait first in, first out, their "
+                   "TTFT including the wait (0: no limit) [with --model/--gpu: what fits at --context].")
 @click.option("--chars-per-token", type=click.FloatRange(min=0, min_open=True),
               default=library_default(SimConfig, "chars_per_token"), show_default=True,
               help="Characters per prompt token, to estimate prompt tokens.")
@@ -229,31 +277,39 @@ def _classes(report) -> str:
 @click.option("--efficiency", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
               help="Fraction of the roofline bound the simulated deployment reaches.")
 @click.option("--context", type=click.IntRange(min=1), default=1024, show_default=True,
-              help="Sequence length the roofline assumes for the KV cache read per step.")
+              help="Sequence length the roofline sizes the slots (--max-seqs) and the prefill per token "
+                   "at; the KV read per step follows each sequence's own prompt + tokens so far.")
 @click.pass_context
 @handle_errors
 def serve_sim(ctx, host, port, model_name, strict_model, zero_delay, no_usage, roofline_model, roofline_gpu,
               efficiency, context, **options):
     """Serve a simulated OpenAI-compatible endpoint (/v1/chat/completions,
     /v1/models) whose token timing comes from a continuous-batching decode
-    loop: step = step_base_s + step_per_seq_s x active sequences, plus prefill
-    for joining requests. With --model and --gpu the three come from the
-    first-principles roofline of that deployment. Runs until Ctrl-C."""
+    loop: step = step_base_s + step_per_seq_s x active sequences +
+    step_per_ctx_token_s x their context tokens (prompt + produced), plus
+    prefill for joining requests; at most --max-seqs decode at once. With
+    --model and --gpu these come from the first-principles roofline of that
+    deployment (--max-seqs, when given, wins over the roofline's). Runs until
+    Ctrl-C."""
     from scm_xl.simulator import LOOPBACK, SimConfig, SimServer, roofline_timing
 
     if (roofline_model is None) != (roofline_gpu is None):
         raise UsageError("--model and --gpu go together: the roofline needs both")
     if roofline_model is not None:
-        timing_flags = [name for name in ("step_base_s", "step_per_seq_s", "prefill_s_per_token")
-                        if ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)]
-        if timing_flags or zero_delay:
+        given = {name for name in ("step_base_s", "step_per_seq_s", "prefill_s_per_token", "step_per_ctx_token_s",
+                                   "max_seqs")
+                 if ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)}
+        if given - {"max_seqs"} or zero_delay:
             raise UsageError("--model/--gpu set the step times; drop --step-base-s, --step-per-seq-s, "
-                             "--prefill-s-per-token and --zero-delay")
+                             "--prefill-s-per-token, --step-per-ctx-token-s and --zero-delay")
+        max_seqs = options["max_seqs"]
         options.update(roofline_timing(roofline_model, roofline_gpu, efficiency=efficiency, context=context))
+        if "max_seqs" in given:
+            options["max_seqs"] = max_seqs
     if zero_delay:
         if options["ttft_s"] is not None or options["itl_s"] is not None:
             raise UsageError("--zero-delay excludes --ttft-s and --itl-s")
-        options.update(step_base_s=0.0, step_per_seq_s=0.0, prefill_s_per_token=0.0)
+        options.update(step_base_s=0.0, step_per_seq_s=0.0, prefill_s_per_token=0.0, step_per_ctx_token_s=0.0)
     config = SimConfig(host=host, port=port, model_name=model_name, strict_model=strict_model,
                        usage=not no_usage, **options)
     if host != LOOPBACK:

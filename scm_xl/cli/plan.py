@@ -37,6 +37,9 @@ def _models(ctx, param, value):
               help="Comma-separated concurrency levels.")
 @click.option("--max-tokens", default="50,100,200", callback=int_list, show_default=True,
               help="Comma-separated max_tokens levels.")
+@click.option("--prompt-tokens", default=None, callback=int_list,
+              help="Comma-separated prompt lengths in tokens (collect --prompt-tokens): a fourth factor "
+                   "[default: none, one plain prompt].")
 @click.option("--design", type=click.Choice(["ofat", "full", "orthogonal"]), default="orthogonal",
               show_default=True,
               help="ofat: one factor at a time (the article's); full: full factorial; "
@@ -53,10 +56,12 @@ def _models(ctx, param, value):
 @click.option("--force", "--overwrite", "overwrite", is_flag=True,
               help="Replace an existing matrix file (otherwise refused; --overwrite is the old name).")
 @handle_errors
-def plan(models, concurrency, max_tokens, design, repeats, requests_per_slot, seed, tps, path, overwrite):
-    """Plan the experiments: which models x concurrency x max_tokens cells to
-    measure, how many times, in what (randomised) order. Prints the number of
-    experiments and requests and roughly how long the plan takes at --tps.
+def plan(models, concurrency, max_tokens, prompt_tokens, design, repeats, requests_per_slot, seed, tps, path,
+         overwrite):
+    """Plan the experiments: which models x concurrency x max_tokens (x prompt
+    tokens) cells to measure, how many times, in what (randomised) order. Prints
+    the number of experiments and requests and roughly how long the plan takes
+    at --tps.
 
     \b
     The article's next step, a 3x5 design with 5 repeats:
@@ -69,7 +74,8 @@ def plan(models, concurrency, max_tokens, design, repeats, requests_per_slot, se
     if not tps > 0:
         raise UsageError(f"--tps must be positive, got {tps:g}")
     matrix = make_plan(models=models, concurrency=concurrency, max_tokens=max_tokens, design=design,
-                       repeats=repeats, requests_per_slot=requests_per_slot, seed=seed)
+                       repeats=repeats, requests_per_slot=requests_per_slot, seed=seed,
+                       prompt_tokens=prompt_tokens or ())
     write_plan(matrix, path, tps=tps, overwrite=overwrite)
     click.echo(matrix.summary(tps))
     click.echo(f"Wrote {path}: run it with  scm-xl collect --matrix {path}")

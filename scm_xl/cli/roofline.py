@@ -35,6 +35,11 @@ from scm_xl.errors import UsageError
               help="Sequence length in tokens for KV-cache sizes and the prefill figure.")
 @click.option("--batch", "batch_list", default="1", show_default=True, metavar="LIST",
               help="Batch sizes, comma-separated, e.g. 1,8,64.")
+@click.option("--prompt-tokens", type=click.IntRange(min=1), metavar="P",
+              help="Also the prefill time of a P-token prompt, the TTFT lower bound (prefill + one decode "
+                   "step at batch 1) and the largest batch whose KV cache fits at P + L tokens.")
+@click.option("--max-tokens", type=click.IntRange(min=0), metavar="L",
+              help="Output tokens per sequence for that batch bound (with --prompt-tokens) [default: 0].")
 @click.option("--tp", type=int, default=1, show_default=True, metavar="K", help="Tensor-parallel GPUs.")
 @click.option("--bandwidth-efficiency", type=float, default=1.0, show_default=True,
               help="Fraction of peak bandwidth reached (1.0 = pure bound).")
@@ -48,16 +53,19 @@ from scm_xl.errors import UsageError
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (SI units).")
 @handle_errors
 def roofline_command(model_name, config_path, params_b, gpu_name, bandwidth_gbs, tflops, memory_gb, link_gbs, precision,
-                     kv_precision, context, batch_list, tp, bandwidth_efficiency, compute_efficiency,
-                     reserve_gb, catalog_path, list_only, as_json):
+                     kv_precision, context, batch_list, prompt_tokens, max_tokens, tp, bandwidth_efficiency,
+                     compute_efficiency, reserve_gb, catalog_path, list_only, as_json):
     """First-principles ceilings: FLOPs and bytes per token, KV cache, max batch,
     decode step time and tokens/s at each batch, and whether compute, bandwidth
-    or capacity binds. SI units (GB = 1e9 bytes)."""
+    or capacity binds; with --prompt-tokens, the prefill, TTFT lower bound and
+    max batch of such a prompt. SI units (GB = 1e9 bytes)."""
     catalog = roofline.load_catalog(catalog_path)
     if list_only:
         _print_catalog(catalog, as_json)
         return
 
+    if max_tokens is not None and prompt_tokens is None:
+        raise UsageError("--max-tokens goes with --prompt-tokens")
     if sum(v is not None for v in (model_name, config_path, params_b)) != 1:
         raise UsageError("give one of --model NAME, --config config.json or --params-b X (see --list)")
     adhoc_gpu = any(v is not None for v in (bandwidth_gbs, tflops, memory_gb))
@@ -82,7 +90,8 @@ def roofline_command(model_name, config_path, params_b, gpu_name, bandwidth_gbs,
         kv_precision=kv_precision, reserve_bytes=_gb_to_bytes(reserve_gb, "--reserve-gb"),
         link_bandwidth=None if link_gbs is None else _gb_to_bytes(link_gbs, "--link-gbs"),
     )
-    report = roofline.analyze(deployment, roofline.parse_batches(batch_list))
+    report = roofline.analyze(deployment, roofline.parse_batches(batch_list), prompt_tokens=prompt_tokens,
+                              max_tokens=max_tokens or 0)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
@@ -160,6 +169,20 @@ def _render(report: roofline.RooflineReport) -> str:
         ("Compute ceiling", compute_ceiling, "any batch: peak FLOP/s / FLOPs per token"),
         (f"Prefill {report.context:,} tokens", f"{report.prefill_ms:,.1f} ms", ""),
     ]
+    prompt = report.prompt
+    if prompt is not None:
+        prompt_batch = "unknown" if prompt.max_batch is None else f"{prompt.max_batch:,}"
+        summary += [
+            ("Prompt prefill", f"{prompt.prefill_s * 1e3:,.2f} ms",
+             f"{prompt.prompt_tokens:,} tokens: max(2 x params read x P + attention FLOPs, weight bytes), "
+             "at peak x efficiency"),
+            ("TTFT lower bound", f"{prompt.ttft_lower_bound_s * 1e3:,.2f} ms",
+             f"prefill + one decode step ({prompt.decode_step_s * 1e3:,.2f} ms at batch 1, "
+             f"{prompt.prompt_tokens:,} tokens of KV)"),
+            ("Max batch at P + L", prompt_batch,
+             f"KV cache of {prompt.prompt_tokens:,} + {prompt.max_tokens:,} = {prompt.context:,} tokens per sequence "
+             f"({_bytes(prompt.kv_resident_bytes_per_seq)}), reserve {_bytes(report.reserve_bytes)}"),
+        ]
     for label, value, detail in summary:
         lines.append(f"  {label:<24}{value:<18}{detail}".rstrip())
     lines.append("")

@@ -5,7 +5,8 @@
     records.py    per-request records, requests.csv, output checks and --resume
     send.py       the Sender interface every request goes through, and the senders it opens
     transport.py  FastTransport, scm-xl's HTTP/1.1 transport (see benchmarks/results/transport.md)
-    preflight.py  one short request per model before the matrix
+    prompts.py    prompt levels: synthetic filler, a --prompts file, grouping, the per-request nonce
+    preflight.py  one short request per model before the matrix (and the prompt-length measurements)
     run.py        the run loop: run_collection
     progress.py   the progress bar and the summary table
 """

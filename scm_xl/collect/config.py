@@ -8,12 +8,13 @@ where it came from, never its value.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from scm_xl.collect.matrix import MatrixPoint, check_model_names, full_factorial, shard_points
@@ -135,19 +136,29 @@ class CollectConfig:
     shard: tuple[int, int] | None = None  # (i, n): run every n-th experiment from the i-th
     gpu: str | None = None
     # An explicit run list (a `scm-xl plan` file); when given, it replaces the product of
-    # models x concurrency x max_tokens x repeats.
+    # models x concurrency x max_tokens (x prompt levels) x repeats.
     experiments: tuple[MatrixPoint, ...] | None = None
+    # Prompt levels (collect/prompts.py): synthetic prompts of these server-counted lengths, a
+    # factor like max_tokens; or the user's own prompts from `prompts_path`, grouped into at most
+    # `prompt_levels` levels. Either excludes `prompt` (the one plain prompt).
+    prompt_tokens: tuple[int, ...] = ()
+    shared_prefix: int = 0  # tokens of synthetic filler shared by every request, before the nonce
+    prompts_path: Path | None = None
+    prompt_levels: int = 3
+    prompt_seed: int | None = None  # the order --prompts prompts are sent in; None: drawn and recorded
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
         if isinstance(self.api_key, str):
             set_("api_key", Secret(self.api_key) if self.api_key else None)
-        for name in ("models", "concurrency", "max_tokens"):
+        for name in ("models", "concurrency", "max_tokens", "prompt_tokens"):
             value = getattr(self, name)
             set_(name, (value,) if isinstance(value, (str, int)) else tuple(value))
         set_("results_path", Path(self.results_path))
         if self.requests_path is not None:
             set_("requests_path", Path(self.requests_path))
+        if self.prompts_path is not None:
+            set_("prompts_path", Path(self.prompts_path))
         if not self.models or any(not isinstance(m, str) or not m.strip() for m in self.models):
             raise UsageError("models must be one or more non-empty names")
         if len(set(self.models)) != len(self.models):
@@ -183,6 +194,48 @@ class CollectConfig:
                 raise UsageError(f"shard must be i/n with 1 <= i <= n, got {index}/{count}")
         if self.resume and self.overwrite:
             raise UsageError("--resume and --force exclude each other")
+        self._check_prompts()
+
+    def _check_prompts(self) -> None:
+        levels = self.prompt_tokens
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in levels):
+            raise UsageError(f"prompt_tokens must be positive integers, got {list(levels)}")
+        if len(set(levels)) != len(levels):
+            raise UsageError(f"a prompt level is listed twice: {', '.join(map(str, levels))}")
+        planned = self.experiments is not None and any(p.prompt_level is not None for p in self.experiments)
+        if self.prompts_path is not None and levels:
+            raise UsageError("--prompts and --prompt-tokens exclude each other: --prompts groups the file's "
+                             "prompts into --prompt-levels levels by their length")
+        if self.prompts_path is not None and planned:
+            raise UsageError("--prompts cannot run a plan with prompt levels (prompt_tokens): the file's "
+                             "prompts make their own levels; plan without --prompt-tokens")
+        if self.prompt != DEFAULT_PROMPT and (levels or planned or self.prompts_path is not None):
+            other = "--prompts" if self.prompts_path is not None else "--prompt-tokens"
+            raise UsageError(f"--prompt and {other} exclude each other: --prompt sends one fixed prompt, "
+                             f"{other} prompts of chosen lengths")
+        if self.shared_prefix < 0:
+            raise UsageError(f"shared_prefix must be >= 0, got {self.shared_prefix}")
+        if self.shared_prefix and not (levels or planned):
+            raise UsageError("--shared-prefix needs --prompt-tokens: it shares the start of the synthetic prompts")
+        if self.prompt_levels < 1:
+            raise UsageError(f"prompt_levels must be >= 1, got {self.prompt_levels}")
+        smallest = min(levels) if levels else min((p.prompt_level for p in self.experiments or ()
+                                                   if p.prompt_level is not None), default=None)
+        if self.shared_prefix and smallest is not None and self.shared_prefix >= smallest:
+            raise UsageError(f"--shared-prefix {self.shared_prefix} must be smaller than the smallest prompt "
+                             f"level ({smallest}): the nonce and the rest of the prompt follow it")
+
+    @property
+    def file_prompt_levels(self) -> int:
+        """How many levels a --prompts file is grouped into: one for a plan's run list (the plan
+        fixes the experiments), else `prompt_levels`."""
+        return 1 if self.experiments else self.prompt_levels
+
+    @property
+    def uses_prompt_levels(self) -> bool:
+        """Whether requests get prompts of measured lengths (synthetic or from a file), not `prompt`."""
+        return bool(self.prompt_tokens) or self.prompts_path is not None or (
+            self.experiments is not None and any(p.prompt_level is not None for p in self.experiments))
 
     @property
     def requests_csv(self) -> Path:
@@ -194,9 +247,21 @@ class CollectConfig:
         return self.results_path.with_name("requests.csv" if stem == "results" else f"{stem}.requests.csv")
 
 
-def matrix_points(config: CollectConfig) -> list[MatrixPoint]:
+def matrix_points(config: CollectConfig, prompt_levels: Sequence[int] | None = None) -> list[MatrixPoint]:
     """The experiments this run covers, in run order: an explicit run list as given, else
-    the full factorial (models, concurrency, max_tokens, repeats); then its shard, if any."""
-    points = list(config.experiments) if config.experiments else full_factorial(
-        config.models, config.concurrency, config.max_tokens, config.repeats)
+    the full factorial (models, concurrency, max_tokens, prompt levels, repeats); then its
+    shard, if any.
+
+    `prompt_levels` are the levels a --prompts file's groups measured (at pre-flight); before
+    that, a --prompts run's points hold the placeholders 1..prompt_levels. A plan's run list
+    without prompt levels takes the one level a --prompts file then makes."""
+    levels: Sequence[int] = config.prompt_tokens
+    if config.prompts_path is not None:
+        levels = tuple(prompt_levels) if prompt_levels is not None else tuple(range(1, config.file_prompt_levels + 1))
+    if config.experiments:
+        points = list(config.experiments)
+        if config.prompts_path is not None:
+            points = [dataclasses.replace(point, prompt_level=levels[0]) for point in points]
+    else:
+        points = full_factorial(config.models, config.concurrency, config.max_tokens, config.repeats, levels)
     return shard_points(points, *config.shard) if config.shard is not None else points

@@ -16,8 +16,10 @@ from typing import Any, Iterable, Sequence
 from scm_xl.errors import InputError, UsageError
 from scm_xl.results import _check_model_name  # the workbook's rule for names used in COUNTIFS criteria
 
-# Keys of one `[[experiments]]` table, in the order `scm-xl plan` writes them.
-EXPERIMENT_KEYS: tuple[str, ...] = ("order", "exp_id", "model", "concurrency", "max_tokens", "repeat")
+# Keys of one `[[experiments]]` table, in the order `scm-xl plan` writes them; `prompt_tokens`
+# (the experiment's prompt level, MatrixPoint.prompt_level) only in a plan with prompt levels.
+EXPERIMENT_KEYS: tuple[str, ...] = ("order", "exp_id", "model", "concurrency", "max_tokens", "prompt_tokens",
+                                    "repeat")
 
 
 @dataclass(frozen=True)
@@ -29,13 +31,23 @@ class MatrixPoint:
     concurrency: int
     max_tokens: int
     repeat: int
+    prompt_level: int | None = None  # the requested prompt length in tokens; None: the one plain prompt
 
     @property
-    def key(self) -> tuple[str, int, int, int]:
-        return (self.model, self.concurrency, self.max_tokens, self.repeat)
+    def key(self) -> tuple[str | int, ...]:
+        """(model, concurrency, max_tokens, repeat), and the prompt level when there is one."""
+        return experiment_key(self.model, self.concurrency, self.max_tokens, self.repeat, self.prompt_level)
 
     def label(self) -> str:
-        return f"{self.exp_id} {self.model} c={self.concurrency} max_tokens={self.max_tokens}"
+        prompt = "" if self.prompt_level is None else f" prompt={self.prompt_level}"
+        return f"{self.exp_id} {self.model} c={self.concurrency} max_tokens={self.max_tokens}{prompt}"
+
+
+def experiment_key(model: str, concurrency: int, max_tokens: int, repeat: int,
+                   prompt_level: int | None) -> tuple[str | int, ...]:
+    """What makes an experiment the same one (`--resume` skips a point whose key has a row)."""
+    base: tuple[str | int, ...] = (model, concurrency, max_tokens, repeat)
+    return base if prompt_level is None else (*base, prompt_level)
 
 
 def experiment_id(cell: int, repeat: int, *, numbered: bool) -> str:
@@ -44,17 +56,20 @@ def experiment_id(cell: int, repeat: int, *, numbered: bool) -> str:
 
 
 def full_factorial(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int],
-                   repeats: int) -> list[MatrixPoint]:
-    """Models, then concurrency, then max_tokens, then repeats; cells numbered in that order."""
+                   repeats: int, prompt_levels: Sequence[int] = ()) -> list[MatrixPoint]:
+    """Models, then concurrency, then max_tokens, then prompt levels (when any), then repeats;
+    cells numbered in that order (without prompt levels, as before they existed)."""
     points: list[MatrixPoint] = []
     cell = 0
+    prompts: Sequence[int | None] = tuple(prompt_levels) or (None,)
     for model in models:
         for level in concurrency:
             for length in max_tokens:
-                cell += 1
-                for repeat in range(1, repeats + 1):
-                    points.append(MatrixPoint(experiment_id(cell, repeat, numbered=repeats > 1), model, level,
-                                              length, repeat))
+                for prompt in prompts:
+                    cell += 1
+                    for repeat in range(1, repeats + 1):
+                        points.append(MatrixPoint(experiment_id(cell, repeat, numbered=repeats > 1), model, level,
+                                                  length, repeat, prompt))
     return points
 
 
@@ -100,7 +115,10 @@ _MATRIX_KEYS: dict[str, type | tuple[type, ...]] = {
     "repeats": int, "requests_per_slot": int, "warmup": int, "prompt": str, "ignore_eos": bool,
     "min_tokens": int, "temperature": (int, float), "timeout_s": (int, float),
     "request_timeout_s": (int, float), "max_retries": int, "max_retry_after_s": (int, float), "gpu": str,
+    "prompt_tokens": list, "shared_prefix": int, "prompts": str, "prompt_levels": int, "prompt_seed": int,
 }
+# Matrix-file key -> CollectConfig field, where the two differ.
+_MATRIX_FIELDS: dict[str, str] = {"prompts": "prompts_path"}
 
 
 def load_matrix_file(path: str | Path) -> dict[str, Any]:
@@ -130,14 +148,16 @@ def load_matrix_file(path: str | Path) -> dict[str, Any]:
         if isinstance(value, bool) and expected is not bool or not isinstance(value, expected):
             raise InputError(f"{key!r} has the wrong type ({type(value).__name__})", path=where)
         items: list[Any] = value if isinstance(value, list) else []
-        if key in ("concurrency", "max_tokens") and not all(
+        if key in ("concurrency", "max_tokens", "prompt_tokens") and not all(
                 isinstance(v, int) and not isinstance(v, bool) for v in items):
             raise InputError(f"{key!r} must be a list of integers", path=where)
         if key == "models" and not all(isinstance(v, str) for v in items):
             raise InputError("'models' must be a list of strings", path=where)
         if key == "model":
             key, value = "models", [value]
-        values[key] = tuple(value) if isinstance(value, list) else value
+        if key == "prompts":  # relative to the matrix file, as a person writing it means
+            value = str(Path(path).parent / value)
+        values[_MATRIX_FIELDS.get(key, key)] = tuple(value) if isinstance(value, list) else value
     return values
 
 
@@ -153,15 +173,19 @@ def _experiments(tables: Any, where: str) -> tuple[MatrixPoint, ...]:
             raise InputError(f"experiment {i}: unknown key(s) {', '.join(sorted(unknown))}", path=where)
         model, concurrency, length = table.get("model"), table.get("concurrency"), table.get("max_tokens")
         repeat, order = table.get("repeat", 1), table.get("order", i)
+        prompt = table.get("prompt_tokens")
         if not isinstance(model, str) or not model.strip():
             raise InputError(f"experiment {i}: 'model' must be a name", path=where)
         for name, value in (("concurrency", concurrency), ("max_tokens", length), ("repeat", repeat),
-                            ("order", order)):
+                            ("order", order), ("prompt_tokens", 1 if prompt is None else prompt)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"experiment {i}: {name!r} must be a positive integer", path=where)
+        if (prompt is None) != ("prompt_tokens" not in tables[0]):
+            raise InputError(f"experiment {i}: 'prompt_tokens' must be given in every experiment or in none",
+                             path=where)
         exp_id = table.get("exp_id", experiment_id(i, 1, numbered=False))
         if not isinstance(exp_id, str) or not exp_id or exp_id in seen:
             raise InputError(f"experiment {i}: 'exp_id' must be a unique name", path=where)
         seen.add(exp_id)
-        points.append((order, MatrixPoint(exp_id, model, concurrency, length, repeat)))
+        points.append((order, MatrixPoint(exp_id, model, concurrency, length, repeat, prompt)))
     return tuple(point for _, point in sorted(points, key=lambda item: item[0]))

@@ -4,7 +4,9 @@ The bar (rich, on stderr) counts the run's measured requests; its label names th
 running and its rate is that experiment's tokens so far over its time so far, which settles
 instead of flickering to 0 between request ends. The summary table fits 80 columns: units
 sit in the headers, values are never cut (they wrap if a terminal is narrower still), and
-several models are named m1, m2... with a legend.
+several models are named m1, m2... with a legend. With prompt levels it gains a column of
+the requested level; that still fits 80 columns for one model at the widest figures, and for
+several at c <= 256, max_tokens <= 4096 and TTFT under 10 s (beyond, cells wrap).
 """
 
 from __future__ import annotations
@@ -61,8 +63,9 @@ class ProgressBar:
     def begin(self, point: MatrixPoint) -> None:
         """An experiment starts: its label, and the counters its rate is taken from."""
         model = f" {point.model}" if self.several_models else ""
+        prompt = "" if point.prompt_level is None else f" prompt={point.prompt_level}"
         self.label = f"[{self.done + 1}/{self.experiments}] {point.exp_id}{model} c={point.concurrency} " \
-                     f"max_tokens={point.max_tokens}"
+                     f"max_tokens={point.max_tokens}{prompt}"
         self.started_at = time.perf_counter()
         self.requests_at_start = self.counters.requests
         self.tokens_at_start = self.counters.tokens
@@ -121,13 +124,17 @@ def summary_table(report: CollectionReport) -> Any:
     table = Table(title=title, caption="\n".join(caption), box=box.SIMPLE_HEAD, pad_edge=False,
                   padding=0, caption_justify="left")  # the box puts one space between columns
     names = list(_COLUMNS)
+    levels = any(row.prompt_level is not None for row in report.rows)
+    if levels:  # the requested level; results.csv's prompt_tokens has the server's count
+        names.insert(3, ("prompt\ntokens", "right"))
     if len(models) > 1:
         names.insert(1, ("model", "left"))
     for header, justify in names:
         table.add_column(header, justify=justify, overflow="fold")
     for row in report.rows:
+        prompt = ["-" if row.prompt_level is None else str(row.prompt_level)] if levels else []
         cells = [row.exp_id] + ([f"m{models.index(row.model) + 1}"] if len(models) > 1 else []) + [
-            str(row.concurrency), str(row.max_tokens), figure(row.tps),
+            str(row.concurrency), str(row.max_tokens), *prompt, figure(row.tps),
             f"{figure(row.latency_p50_s)}/{figure(row.latency_p99_s)}",
             f"{figure(row.ttft_p50_s, 1000.0)}/{figure(row.ttft_p99_s, 1000.0)}",
             figure(row.mean_itl_s, 1000.0),

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from scm_xl.collect.config import CollectConfig
-from scm_xl.collect.matrix import MatrixPoint
+from scm_xl.collect.matrix import MatrixPoint, experiment_key
 from scm_xl.errors import InputError, UsageError
 from scm_xl.results import RESULT_COLUMNS, ResultRow, read_results
 
@@ -25,10 +25,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 REQUEST_COLUMNS: tuple[str, ...] = (
-    "exp_id", "model", "concurrency", "max_tokens", "repeat", "slot", "seq", "warmup",
+    "exp_id", "model", "concurrency", "max_tokens", "prompt_level", "repeat", "slot", "seq", "warmup",
     "scheduled_s", "sent_s", "ttft_s", "latency_s", "mean_itl_s", "max_itl_s",
     "prompt_tokens", "completion_tokens", "tokens_counted", "chunks", "finish_reason",
     "status", "http_status", "error_class", "error", "retries", "retry_wait_s",
+    "prompt_nonce", "prompt_line", "prompt_seed",
 )
 
 
@@ -58,6 +59,9 @@ class RequestRecord:
     retries: int = 0
     rate_limited_hits: int = 0
     retry_wait_s: float = 0.0
+    prompt_nonce: str = ""  # the number the prompt started with (prompt levels only)
+    prompt_line: int | None = None  # the --prompts file's line the prompt came from
+    prompt_seed: int | None = None  # the seed of the --prompts order
 
     @property
     def status(self) -> str:
@@ -86,15 +90,20 @@ class RequestRecord:
     def csv_row(self, origin: float) -> list[str]:
         point = self.point
         return [
-            point.exp_id, point.model, str(point.concurrency), str(point.max_tokens), str(point.repeat),
-            str(self.slot), str(self.seq), _bool(self.warmup),
+            point.exp_id, point.model, str(point.concurrency), str(point.max_tokens), _int(point.prompt_level),
+            str(point.repeat), str(self.slot), str(self.seq), _bool(self.warmup),
             _seconds(self.scheduled_at - origin), _seconds(None if self.sent_at is None else self.sent_at - origin),
             _seconds(self.ttft_s), _seconds(self.latency_s), _seconds(self.mean_itl_s), _seconds(self.max_itl_s),
             "" if self.prompt_tokens is None else str(self.prompt_tokens), str(self.completion_tokens),
             _bool(self.tokens_counted), str(self.chunks), self.finish_reason or "", self.status,
             "" if self.http_status is None else str(self.http_status), self.error_class, self.error,
             str(self.retries), _seconds(self.retry_wait_s),
+            self.prompt_nonce, _int(self.prompt_line), _int(self.prompt_seed),
         ]
+
+
+def _int(value: int | None) -> str:
+    return "" if value is None else str(value)
 
 
 def _bool(value: bool) -> str:
@@ -147,7 +156,24 @@ def _check_requests_header(path: Path) -> None:
     with open(path, encoding="utf-8", newline="") as handle:
         header = next(csv.reader(handle), [])
     if tuple(header) != REQUEST_COLUMNS:
-        raise InputError("cannot append: not a requests CSV written by this version of scm-xl", path=str(path), line=1)
+        older = _older_version("cannot append", "requests", header, REQUEST_COLUMNS)
+        raise InputError(older or "cannot append: not a requests CSV written by this version of scm-xl",
+                         path=str(path), line=1)
+
+
+def _older_version(action: str, kind: str, header: Iterable[str], columns: tuple[str, ...]) -> str | None:
+    """The message for a CSV another version of scm-xl wrote (its header: only our columns, in our
+    order, some missing), or None for a header that is not scm-xl's."""
+    cells = [cell.strip() for cell in header]
+    if len(cells) < 2 or cells[:2] != list(columns[:2]) or any(cell not in columns for cell in cells) \
+            or cells != sorted(cells, key=columns.index):
+        return None
+    missing = [column for column in columns if column not in cells]
+    if not missing:
+        return None
+    return (f"{action}: this {kind} CSV was written by an older scm-xl (it has no {', '.join(missing)} "
+            f"column{'s' if len(missing) > 1 else ''}): finish it with that version, or start a new file "
+            "(another --out, or --force to replace it)")
 
 
 def _prune_requests(path: Path, keep_exp_ids: set[str]) -> None:
@@ -253,7 +279,8 @@ def check_outputs(config: CollectConfig, points: list[MatrixPoint]) -> OutputPla
         plan._rewrite = (records[0], [record for record in records[1:]
                                       if record and record[0].strip() not in plan.rerun])
         rows = [row for row in rows if row.exp_id not in plan.rerun]
-    done_keys = {(row.model, row.concurrency, row.max_tokens, row.repeat or 1) for row in rows}
+    done_keys = {experiment_key(row.model, row.concurrency, row.max_tokens, row.repeat or 1, row.prompt_level)
+                 for row in rows}
     taken = {row.exp_id for row in rows}
     plan._keep = set(taken)
     for point in points:
@@ -286,8 +313,11 @@ def _complete_lines(path: Path) -> tuple[str, int | None]:
 
 def _read_scm_results(path: Path, text: str) -> list[ResultRow]:
     """The rows of a results CSV that scm-xl wrote (canonical header), else InputError."""
-    header = next(csv.reader(text.splitlines()[:1]), [])
-    if tuple(cell.strip() for cell in header) != RESULT_COLUMNS:
+    header = tuple(cell.strip() for cell in next(csv.reader(text.splitlines()[:1]), []))
+    older = _older_version("cannot resume", "results", header, RESULT_COLUMNS)
+    if older is not None:
+        raise InputError(older, path=str(path), line=1)
+    if header != RESULT_COLUMNS:
         raise InputError("cannot resume: not a results CSV written by scm-xl (its header is not "
                          f"{','.join(RESULT_COLUMNS[:4])},...)", path=str(path), line=1)
     if text.count("\n") <= 1:

@@ -3,7 +3,8 @@
 `run_collection(config)` checks everything it can before any traffic (output folders and
 files, names, an earlier run's files for `--resume`), sends a pre-flight request
 (collect/preflight.py), then runs the matrix models x concurrency x max_tokens x repeats
-(or a plan's run list, or one shard of it). In each experiment, `concurrency` slots each
+(x prompt levels: then the pre-flight measures the prompts first, and every request sends
+its own prompt, see collect/prompts.py) (or a plan's run list, or one shard of it). In each experiment, `concurrency` slots each
 send `requests_per_slot` streaming requests one after another. A request is *due* when the
 previous request of its slot ended (or when the experiment starts), and its clock starts
 then, not when it was sent, so client-side queueing shows in TTFT and latency instead of
@@ -11,7 +12,8 @@ hiding.
 
 Per request: scheduled and send times, TTFT (first content chunk), end-to-end latency (to
 the last byte), mean and max inter-chunk latency, prompt and completion tokens (from
-`usage`, else counted chunks, marked `tokens_counted`), HTTP status and an error class.
+`usage`, else counted chunks, marked `tokens_counted`), HTTP status and an error class;
+with prompt levels also the prompt's nonce, and for --prompts its file line and the seed.
 Every request ends in exactly one status:
 
     ok            a complete stream ([DONE] or a finish_reason), never throttled
@@ -50,9 +52,10 @@ import httpx
 from scm_xl import stats
 from scm_xl.collect.config import API_KEY_ENV_VARS, CollectConfig, is_loopback_url, matrix_points
 from scm_xl.collect.matrix import MatrixPoint
-from scm_xl.collect.preflight import preflight
+from scm_xl.collect.preflight import calibrate_levels, measure_prompts, preflight
 from scm_xl.collect.progress import ProgressBar, RunCounters, summary_table
-from scm_xl.collect.records import RequestRecord, all_failed, append_requests, check_outputs
+from scm_xl.collect.prompts import FilePrompts, Messages, Nonces, SyntheticPrompts, load_prompts
+from scm_xl.collect.records import RequestRecord, all_failed, append_requests, check_outputs, read_requests
 from scm_xl.collect.send import Sender, SenderFactory, open_senders
 from scm_xl.errors import ScmXlError, UsageError
 from scm_xl.results import ResultRow, append_result
@@ -82,10 +85,12 @@ class CollectionReport:
     dropped_line: int | None = None  # a half-written last line of the results CSV, dropped on resume
     failed_experiments: dict[str, Counter[str]] = field(default_factory=dict)  # exp_id -> error classes
     wall_s: float = 0.0
+    prompt_warnings: list[str] = field(default_factory=list)  # prompt levels the pre-flight could not hit
 
     def problems(self) -> list[str]:
-        """Lines for people: experiments in which no request succeeded, and resume repairs."""
-        lines: list[str] = []
+        """Lines for people: experiments in which no request succeeded, resume repairs, prompt levels
+        missed."""
+        lines: list[str] = list(self.prompt_warnings)
         if self.dropped_line is not None:
             lines.append(f"Resume: dropped the half-written last line ({self.results_path}:{self.dropped_line}).")
         if self.rerun:
@@ -128,17 +133,22 @@ class _Collector:
             headers["authorization"] = f"Bearer {config.api_key.reveal()}"
         self.headers = headers
         self.timeout = httpx.Timeout(config.timeout_s, pool=None)
+        # With prompt levels, what each request sends (set after the pre-flight measured them);
+        # None: every request sends config.prompt.
+        self.prompts: SyntheticPrompts | FilePrompts | None = None
 
-    def request(self, point: MatrixPoint, max_tokens: int | None = None) -> httpx.Request:
-        """The experiment's request (one object: it is only read when sent)."""
-        return httpx.Request("POST", self.url, content=self.body(point, max_tokens), headers=self.headers,
+    def request(self, point: MatrixPoint, max_tokens: int | None = None,
+                messages: Messages | None = None) -> httpx.Request:
+        """The experiment's request (one object: it is only read when sent); `messages` replace
+        the plain prompt."""
+        return httpx.Request("POST", self.url, content=self.body(point, max_tokens, messages), headers=self.headers,
                              extensions={"timeout": self.timeout.as_dict()})
 
-    def body(self, point: MatrixPoint, max_tokens: int | None = None) -> bytes:
+    def body(self, point: MatrixPoint, max_tokens: int | None = None, messages: Messages | None = None) -> bytes:
         config = self.config
         payload: dict[str, Any] = {
             "model": point.model,
-            "messages": [{"role": "user", "content": config.prompt}],
+            "messages": [{"role": "user", "content": config.prompt}] if messages is None else messages,
             "max_tokens": point.max_tokens if max_tokens is None else max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -153,9 +163,12 @@ class _Collector:
 
     async def run_experiment(self, point: MatrixPoint) -> tuple[ResultRow, list[RequestRecord], float]:
         # Built and prepared once per experiment, per sender, before the clock starts: when a
-        # request falls due only the socket write is left to do.
-        request = self.request(point)
-        prepared = [await sender.prepare(request) for sender in self.senders]
+        # request falls due only the socket write is left to do. With prompt levels every
+        # request has its own prompt: all are prepared before the clock starts (_run_slots).
+        prepared: list[Any] | None = None
+        if self.prompts is None:
+            request = self.request(point)
+            prepared = [await sender.prepare(request) for sender in self.senders]
         config = self.config
         warm: list[RequestRecord] = []
         if config.warmup:
@@ -170,7 +183,7 @@ class _Collector:
         row = self._result_row(point, measured, fallback_wall=finished - origin)
         return row, warm + measured, origin
 
-    async def _run_slots(self, point: MatrixPoint, prepared: list[Any], per_slot: list[int],
+    async def _run_slots(self, point: MatrixPoint, prepared: list[Any] | None, per_slot: list[int],
                          records: list[RequestRecord], *, warmup: bool) -> None:
         # Everything that can be done before the start instant is: the records and the slot tasks
         # exist before `start` is read, so that with many slots due at once the clock of the last
@@ -180,14 +193,18 @@ class _Collector:
         start = 0.0
         planned = [[RequestRecord(point=point, slot=slot, seq=seq, warmup=warmup, scheduled_at=0.0)
                     for seq in range(count)] for slot, count in enumerate(per_slot)]
+        if prepared is None:
+            ready = await self._prepare_each(point, planned, warmup=warmup)
+        else:
+            ready = [[prepared[slot % len(senders)]] * count for slot, count in enumerate(per_slot)]
 
         async def slot_worker(slot: int, slot_records: list[RequestRecord]) -> None:
             sender = senders[slot % len(senders)]
-            ready = prepared[slot % len(senders)]
+            slot_ready = ready[slot]
             due = start  # read when the task first runs, after `start` was set
-            for record in slot_records:
+            for record, request in zip(slot_records, slot_ready):
                 record.scheduled_at = due
-                await self._request(sender, ready, record)
+                await self._request(sender, request, record)
                 records.append(record)
                 if not warmup:
                     progress.requests += 1
@@ -198,6 +215,22 @@ class _Collector:
             for slot, slot_records in enumerate(planned):
                 group.create_task(slot_worker(slot, slot_records))
             start = time.perf_counter()  # no await since the tasks were made: none has run yet
+
+    async def _prepare_each(self, point: MatrixPoint, planned: list[list[RequestRecord]], *,
+                            warmup: bool) -> list[list[Any]]:
+        """Every planned request's own prompt (recorded on its record), prepared by its slot's sender."""
+        assert self.prompts is not None
+        choices = iter(self.prompts.choose(point, sum(map(len, planned)), "warmup" if warmup else "measured"))
+        ready: list[list[Any]] = []
+        for slot, slot_records in enumerate(planned):
+            sender = self.senders[slot % len(self.senders)]
+            slot_ready = []
+            for record in slot_records:
+                choice = next(choices)
+                record.prompt_nonce, record.prompt_line, record.prompt_seed = choice.nonce, choice.line, self.prompts.seed
+                slot_ready.append(await sender.prepare(self.request(point, messages=choice.messages)))
+            ready.append(slot_ready)
+        return ready
 
     async def _request(self, sender: Sender, prepared: Any, record: RequestRecord) -> None:
         config = self.config
@@ -362,6 +395,8 @@ class _Collector:
         gaps = sum(r.chunks - 1 for r in succeeded if r.chunks > 1)
         mean_itl = sum(r.itl_span_s for r in succeeded if r.chunks > 1) / gaps if gaps else None
         prompt = stats.mean(r.prompt_tokens for r in succeeded if r.prompt_tokens is not None)
+        ttft_mean = stats.mean(r.ttft_s for r in succeeded if r.ttft_s is not None)
+        latency_mean = stats.mean(r.latency_s for r in succeeded if r.latency_s is not None)
         statuses = Counter(r.status for r in records)
         return ResultRow(
             exp_id=point.exp_id, model=point.model, concurrency=point.concurrency,
@@ -377,6 +412,7 @@ class _Collector:
             ttft_p95_s=ttfts[1] if ttfts else None,
             ttft_p99_s=ttfts[2] if ttfts else None,
             mean_itl_s=mean_itl, prompt_tokens=None if prompt is None else round(prompt),
+            prompt_level=point.prompt_level, ttft_mean_s=ttft_mean, latency_mean_s=latency_mean,
             gpu=config.gpu, notes=self._notes(point, records),
         )
 
@@ -406,6 +442,9 @@ class _Collector:
             notes.append("ignore_eos")
         if config.min_tokens:
             notes.append(f"min_tokens={config.min_tokens}")
+        prompt_note = self.prompts.note(point) if self.prompts is not None else None
+        if prompt_note:
+            notes.append(prompt_note)
         return "; ".join(notes) or None
 
 
@@ -439,6 +478,22 @@ def _retry_delay(header: str | None, retries_so_far: int, cap: float) -> float:
 # -- entry point --------------------------------------------------------------------
 
 
+def _prompt_seed(config: CollectConfig) -> int:
+    """The seed of a --prompts run's order: given, else the one an earlier run recorded in the
+    requests CSV it resumes (the same measured sample, so the same levels), else drawn."""
+    if config.prompt_seed is not None:
+        return config.prompt_seed
+    requests = config.requests_csv
+    if config.resume and requests.exists() and requests.stat().st_size > 0:
+        for row in read_requests(requests):
+            seed = (row.get("prompt_seed") or "").strip()
+            if seed.lstrip("-").isdigit():
+                return int(seed)
+    import random
+
+    return random.SystemRandom().randrange(1, 2 ** 31)
+
+
 async def run_collection(config: CollectConfig, *, console: Any = None, progress: bool | None = None,
                          senders: SenderFactory = open_senders, check_first: bool = True) -> CollectionReport:
     """Run the matrix and write both CSVs; returns what was run.
@@ -455,6 +510,7 @@ async def run_collection(config: CollectConfig, *, console: Any = None, progress
     if config.api_key is None and not is_loopback_url(config.base_url):
         raise UsageError(f"no API key for {config.base_url}: set {' or '.join(API_KEY_ENV_VARS)}, "
                          "or pass --api-key-file")
+    user_prompts = load_prompts(config.prompts_path) if config.prompts_path is not None else None
     outputs = check_outputs(config, points)
     todo = outputs.todo
     report = CollectionReport(results_path=config.results_path, requests_path=config.requests_csv,
@@ -466,7 +522,25 @@ async def run_collection(config: CollectConfig, *, console: Any = None, progress
         opened = senders(config, max(point.concurrency for point in todo))
         try:
             collector = _Collector(config, opened, counter)
-            if check_first:
+            if user_prompts is not None:
+                # The levels are the file's, measured now; which experiments are left depends on them.
+                assert config.prompts_path is not None
+                seed = _prompt_seed(config)
+                nonces = Nonces()
+                groups = await measure_prompts(collector, todo[0], user_prompts, config.file_prompt_levels, seed,
+                                               nonces, str(config.prompts_path))
+                if check_first:
+                    await preflight(collector, [point for point in todo if point.model != todo[0].model])
+                outputs = check_outputs(config, matrix_points(config, [group.level for group in groups]))
+                todo = outputs.todo
+                report.skipped, report.rerun, report.dropped_line = outputs.skipped, outputs.rerun, outputs.dropped_line
+                collector.prompts = FilePrompts(config.prompts_path, groups, seed, nonces)
+            elif config.uses_prompt_levels:
+                nonces = Nonces()
+                calibrations, report.prompt_warnings = await calibrate_levels(collector, todo, nonces,
+                                                                              config.shared_prefix)
+                collector.prompts = SyntheticPrompts(calibrations, nonces, config.shared_prefix)
+            elif check_first:
                 await preflight(collector, todo)
             outputs.apply(config)  # only now: a failed pre-flight leaves every file as it was
             bar = ProgressBar(todo, config.requests_per_slot, counter) if show else None

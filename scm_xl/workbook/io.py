@@ -14,7 +14,7 @@ from openpyxl.utils import column_index_from_string
 
 from scm_xl.errors import InputError
 from scm_xl.model import Settings
-from scm_xl.results import ResultRow, normalise_override
+from scm_xl.results import FLOAT_COLUMNS, ResultRow, normalise_override
 from scm_xl.rules import Lang
 from scm_xl.workbook.stamp import deferred_rows, is_formula
 from scm_xl.workbook.styles import write_value
@@ -29,8 +29,7 @@ from scm_xl.workbook.layout import (
 
 _RESULT_FIELDS = {f.name for f in fields(ResultRow)}
 _NUMERIC_INPUTS = set(NUMERIC_INPUT_KEYS)
-_FLOAT_INPUTS = {"total_time_s", "latency_p50_s", "latency_p95_s", "latency_p99_s", "ttft_p50_s", "ttft_p95_s",
-                 "ttft_p99_s", "mean_itl_s"}
+_FLOAT_INPUTS = set(FLOAT_COLUMNS) - {"tps"}  # one home: the results-CSV schema
 # Inputs the per-row workings copy (the rest, notes and source, are for people only).
 _COMPUTED_INPUTS = tuple(c.key for c in ENTRY_COLUMNS if c.kind == "input" and c.key not in ("notes", "source"))
 _RANGE = re.compile(r"\$?[A-Z]+\$?(\d+):\$?[A-Z]+\$?(\d+)")

@@ -1,0 +1,121 @@
+"""The latency model against the simulator, where the truth is known: a slot limit of 6 and step
+costs that grow with the batch and the context. Calibrated on concurrency 1-16 x two prompt
+lengths x two output lengths, it must predict configurations it never saw (concurrency 3 and 12,
+a prompt length between the two) and find the knee within one measured level of the slot limit."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from scm_xl.collector import CollectConfig, run_collection
+from scm_xl.latency import latency_model
+from scm_xl.results import read_results, write_results
+from scm_xl.simulator import SimConfig, running_simulator
+
+SLOTS = 6
+MEASURED_CONCURRENCY = (1, 2, 4, 8, 16)
+SIM = SimConfig(model_name="sim", step_base_s=0.004, step_per_seq_s=0.0004, step_per_ctx_token_s=2e-6,
+                prefill_s_per_token=0.00002, max_seqs=SLOTS, seed=1)
+
+
+def _collect(url: str, folder: Path, tag: str, prompt: int, concurrency: tuple[int, ...],
+             max_tokens: tuple[int, ...]) -> list:
+    path = folder / f"{tag}{prompt}.csv"
+    config = CollectConfig(base_url=url, models=("sim",), concurrency=concurrency, max_tokens=max_tokens,
+                           requests_per_slot=3, prompt="x" * (4 * prompt), results_path=path, overwrite=True,
+                           ignore_eos=True)
+    asyncio.run(run_collection(config, progress=False))
+    return [dataclasses.replace(r, exp_id=f"{tag}{r.exp_id}-P{prompt}", prompt_level=prompt)
+            for r in read_results(path).rows]
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, list]:
+    folder = tmp_path_factory.mktemp("latency")
+    with running_simulator(SIM) as url:
+        train = [row for prompt in (32, 512) for row in _collect(url, folder, "T", prompt, MEASURED_CONCURRENCY,
+                                                                (16, 48))]
+        unseen = _collect(url, folder, "U", 256, (3, 12), (32,)) + _collect(url, folder, "V", 32, (3, 12), (32,))
+    write_results(folder / "train.csv", train)
+    return train, unseen
+
+
+def test_the_knee_lands_within_one_measured_level_of_the_slot_limit(measured: tuple[list, list]) -> None:
+    model = latency_model(measured[0])
+    fit = model.fit_for("sim")
+    assert fit is not None and fit.knee.kind == "limit"
+    assert 4 <= fit.knee.concurrency <= 8  # the measured levels either side of the 6 slots
+    assert "throughput stops growing near concurrency" in model.knee_text()
+
+
+def test_unseen_concurrency_and_prompt_length_predicted_within_3_percent(measured: tuple[list, list]) -> None:
+    train, unseen = measured
+    model = latency_model(train)
+    errors = []
+    for row in unseen:
+        forecast = model.forecast(row.concurrency, row.max_tokens, "sim", row.prompt_tokens)
+        assert forecast.tps is not None and forecast.ttft_s is not None
+        errors.append(abs(forecast.tps - row.tps) / row.tps * 100)
+        if row.concurrency <= SLOTS:  # below the knee TTFT is the server's own; above it, the finite run's queue
+            assert abs(forecast.ttft_s - row.ttft_mean_s) / row.ttft_mean_s < 0.10, (row.exp_id, forecast)
+        assert forecast.beyond_knee == (row.concurrency > fit_knee(model))
+    assert sum(errors) / len(errors) < 3.0, errors
+
+
+def fit_knee(model) -> float:
+    fit = model.fit_for("sim")
+    assert fit is not None and fit.knee_limit is not None
+    return fit.knee_limit
+
+
+def test_no_growth_predicted_past_the_knee(measured: tuple[list, list]) -> None:
+    model = latency_model(measured[0])
+    at_knee = model.forecast(fit_knee(model), 32, "sim", 256).tps
+    beyond = [model.forecast(c, 32, "sim", 256).tps for c in (12, 24, 64)]
+    assert at_knee is not None and all(t is not None and abs(t - at_knee) < 1e-6 * at_knee for t in beyond)
+
+
+def test_the_holdout_and_littles_law(measured: tuple[list, list]) -> None:
+    model = latency_model(measured[0])
+    assert model.holdout.predicted_rows == len(measured[0])
+    assert model.holdout.mape_pct is not None and model.holdout.mape_pct < 10
+    assert model.report()["models"][0]["prompt_levels"] == [32.0, 512.0]
+
+
+def test_a_prompt_length_changes_the_answer_and_the_chain_cannot_give_it(measured: tuple[list, list],
+                                                                          tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from scm_xl.cli import main
+
+    path = tmp_path / "train.csv"
+    write_results(path, measured[0])
+    runner = CliRunner()
+    short = runner.invoke(main, ["predict", str(path), "--concurrency", "4", "--max-tokens", "32",
+                                 "--prompt-tokens", "32", "--method", "latency", "--json"])
+    long = runner.invoke(main, ["predict", str(path), "--concurrency", "4", "--max-tokens", "32",
+                                "--prompt-tokens", "400", "--json"])
+    assert short.exit_code == 0 and long.exit_code == 0, (short.output, long.output)
+    import json
+
+    a, b = json.loads(short.output), json.loads(long.output)
+    assert b["method"] == "latency" and "only the latency model answers" in b["method_choice"]["why"]
+    assert b["tps"] < a["tps"] * 0.9 and b["ttft_s"] > a["ttft_s"]
+    chain = runner.invoke(main, ["predict", str(path), "--concurrency", "4", "--max-tokens", "48",
+                                 "--prompt-tokens", "400", "--method", "chain"])
+    assert chain.exit_code == 1 and "use --method latency" in chain.output
+
+
+def test_rows_at_another_prompt_level_are_excluded_from_the_chain_with_the_reason(measured: tuple[list, list]) -> None:
+    from scm_xl.model import analyze
+
+    analysis = analyze(measured[0])
+    assert analysis.base_prompt_level == 32
+    excluded = [s for s in analysis.statuses if s.reason_code == "prompt_level"]
+    assert len(excluded) == len(MEASURED_CONCURRENCY) * 2
+    assert all(s.exp_id.endswith("-P512") and not s.included for s in excluded)
+    assert "latency method" in excluded[0].reason("en")
