@@ -38,6 +38,8 @@ def test_predict_says_the_answer_is_a_measured_identify_row() -> None:
         "  consistency verdict: insufficient (0 check rows, MAPE n/a)",
         "  hold-out error (chain, leave-one-out): MAPE n/a, max n/a over 0 rows, verdict",
         "    insufficient",
+        "  method: chain (no method has a hold-out error to compare (the article's chain",
+        "    answers))",
     ]
     data = json.loads(run("predict", ARTICLE, "--concurrency", 2, "--max-tokens", 100, "--json").stdout)
     assert data["caveats"]["measured_rows"] == [{"exp_id": "E04", "measured_tps": pytest.approx(50 / 0.84),
@@ -49,7 +51,7 @@ def test_predict_says_the_answer_is_a_measured_identify_row() -> None:
 def test_predict_at_a_check_row_gives_its_error_and_the_hold_out(sparse: Path) -> None:
     rows = {(r.model, r.concurrency, r.max_tokens): r for r in read_results(sparse).rows}
     measured = rows[("model-a", 4, 200)]
-    result = run("predict", sparse, "--concurrency", 4, "--max-tokens", 200)
+    result = run("predict", sparse, "--concurrency", 4, "--max-tokens", 200, "--method", "chain")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     predicted = float(lines[0].split()[-1])
@@ -57,7 +59,8 @@ def test_predict_at_a_check_row_gives_its_error_and_the_hold_out(sparse: Path) -
     assert lines[1] == (f"  measured here: row {measured.exp_id} at {measured.tps:.2f} TPS "
                         f"(a check row, the model is {off:.1f}% off)")
     assert lines[2].startswith("  consistency verdict: ") and "MAPE n/a" not in lines[2]
-    data = json.loads(run("predict", sparse, "--concurrency", 4, "--max-tokens", 200, "--json").stdout)
+    data = json.loads(run("predict", sparse, "--concurrency", 4, "--max-tokens", 200, "--method", "chain",
+                          "--json").stdout)
     assert data["caveats"]["holdout_rows"] > 0 and data["caveats"]["holdout_mape_pct"] is not None
     assert lines[3].startswith("  hold-out error (chain, leave-one-out): MAPE ")
 

