@@ -16,18 +16,17 @@ others wait, so the served part stays that of K and the wait grows with c:
 of that wait, is taken from the rows above the knee.)
 
 The two parts are linear in their coefficients, so each is one least-squares fit a person can
-redo with LINEST (weighted by 1/y, i.e. relative errors, so short and long requests count alike):
+redo (the workbook's latency sheet does, with MINVERSE on the normal equations of columns scaled
+by their largest value), weighted by 1/y, i.e. relative errors, so short and long requests count alike:
 
     ITL  = a + b n + d n (P + L_out / 2) + e n P / L_out     step time: fixed (weights read once per
                                                             step), per sequence, KV cache read over the
                                                             context, and the prefill of requests joining
                                                             the batch (n / L_out of them per step)
-    TTFT = t0 + s ITL + p P + q n P [+ r P^2]               a fixed cost, the decode steps it waits
+    TTFT = t0 + s ITL + p P + q n P                        a fixed cost, the decode steps it waits
                                                             through (ITL as fitted above), prefill at
-                                                            a rate per prompt token, the queueing of
-                                                            prefills that
-                                                            arrive together (c x P); P^2 (attention over
-                                                            the prompt) with three or more prompt levels
+                                                            a rate per prompt token, and the queueing
+                                                            of prefills that arrive together (c x P)
 
 P is the server-counted mean prompt length of the experiment (`prompt_tokens`; the requested
 `prompt_level` when the server sent no usage). A term whose factor was never varied (one prompt
@@ -74,13 +73,12 @@ PROMPT_LEVEL_RATIO = 1.05
 SOFT_KNEE_GAIN = 1.10
 
 ITL_TERMS = ("a", "b", "d", "e")
-TTFT_TERMS = ("t0", "s", "p", "q", "r")
+TTFT_TERMS = ("t0", "s", "p", "q")
 TERM_WORDS = {
     "a": "s per decode step (fixed)", "b": "s per step per sequence", "d": "s per step per context token",
     "e": "s per step per joining prompt token", "t0": "s fixed",
     "s": "decode steps (the step in progress, then the one the request joins)",
     "p": "s per prompt token (prefill)", "q": "s per prompt token per concurrent request (queued prefill)",
-    "r": "s per prompt token squared (attention)",
 }
 
 
@@ -142,9 +140,8 @@ def _levels(values: Iterable[float], ratio: float = PROMPT_LEVEL_RATIO) -> list[
 class Terms:
     """Which terms the data can identify (a factor never varied leaves its terms out)."""
 
-    prompt: bool  # two or more prompt levels
-    prompt_squared: bool  # three or more
-    batch: bool  # two or more concurrency levels
+    prompt: bool  # the prompt length varied (the longest over 5% above the shortest)
+    batch: bool  # the concurrency varied
 
     def itl(self, n: float, prompt: float, output: float) -> list[float]:
         features = [1.0]
@@ -164,8 +161,6 @@ class Terms:
             features.append(prompt)
             if self.batch:
                 features.append(n * prompt)
-            if self.prompt_squared:
-                features.append(prompt * prompt)
         return features
 
     def itl_names(self) -> list[str]:
@@ -174,7 +169,7 @@ class Terms:
     def ttft_names(self) -> list[str]:
         names = ["t0"] + (["s"] if self.batch else [])
         if self.prompt:
-            names += ["p"] + (["q"] if self.batch else []) + (["r"] if self.prompt_squared else [])
+            names += ["p"] + (["q"] if self.batch else [])
         return names
 
 
@@ -201,20 +196,36 @@ class LinearFit:
                 for name, b, se in zip(self.names, self.beta, self.std_errors)}
 
 
-def _relative_lstsq(names: Sequence[str], x: list[list[float]], y: list[float]) -> LinearFit:
+def terms_of(rows: Sequence[Observation]) -> Terms:
+    """Which factors the rows varied: prompt length (by more than PROMPT_LEVEL_RATIO) and concurrency."""
+    prompts = [r.prompt for r in rows]
+    concurrency = [r.concurrency for r in rows]
+    return Terms(prompt=max(prompts) > min(prompts) * PROMPT_LEVEL_RATIO, batch=max(concurrency) > min(concurrency))
+
+
+def _relative_lstsq(names: Sequence[str], x: list[list[float]], y: list[float],
+                    scales: dict[str, float]) -> LinearFit | None:
+    """min sum ((y - x beta) / y)^2 by the normal equations on columns divided by `scales` (what
+    the workbook's latency sheet computes with MINVERSE); None when singular."""
     design = np.array(x, dtype=float)
     target = np.array(y, dtype=float)
-    weights = 1.0 / target
-    scaled = design * weights[:, None]
-    ones = target * weights
-    beta, _, rank, _ = np.linalg.lstsq(scaled, ones, rcond=None)
-    dof = len(y) - int(rank)
+    scale = np.array([scales[name] for name in names], dtype=float)
+    z = design / scale / target[:, None]
+    a = z.T @ z
+    try:
+        inverse = np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        return None
+    if not np.all(np.isfinite(inverse)) or np.abs(a @ inverse - np.eye(len(names))).max() > 1e-6:
+        return None
+    beta_scaled = inverse @ z.sum(axis=0)
+    beta = beta_scaled / scale
+    dof = len(y) - len(names)
     errors: list[float | None] = [None] * len(names)
-    if dof > 0 and rank == len(names):
-        residual = ones - scaled @ beta
+    if dof > 0:
+        residual = 1.0 - z @ beta_scaled
         sigma2 = float(residual @ residual) / dof
-        covariance = sigma2 * np.linalg.pinv(scaled.T @ scaled)
-        errors = [math.sqrt(max(float(covariance[i, i]), 0.0)) for i in range(len(names))]
+        errors = [math.sqrt(max(sigma2 * float(inverse[i, i]), 0.0)) / float(scale[i]) for i in range(len(names))]
     return LinearFit(tuple(names), tuple(float(b) for b in beta), tuple(errors), dof)
 
 
@@ -363,12 +374,35 @@ class ModelFit:
         }
 
 
+def _positive(value: float) -> float:
+    return value if value > 0 else 1.0
+
+
+def itl_scales(rows: Sequence[Observation], knee: float | None) -> dict[str, float]:
+    """The ITL columns' scales: products of the rows' largest batch, prompt and output (any positive
+    scale gives the same fit; these keep the normal equations well conditioned)."""
+    n = max(min(r.concurrency, knee) if knee is not None else r.concurrency for r in rows)
+    prompt, longest, shortest = max(r.prompt for r in rows), max(r.output for r in rows), min(r.output for r in rows)
+    return {"a": 1.0, "b": _positive(n), "d": _positive(n * (prompt + longest / 2)),
+            "e": _positive(n * prompt / shortest)}
+
+
+def ttft_scales(rows: Sequence[Observation], knee: float | None, step_max: float) -> dict[str, float]:
+    """The TTFT columns' scales (`step_max`: the largest fitted ITL over the rows)."""
+    n = max(min(r.concurrency, knee) if knee is not None else r.concurrency for r in rows)
+    prompt = max(r.prompt for r in rows)
+    return {"t0": 1.0, "s": _positive(step_max), "p": _positive(prompt), "q": _positive(n * prompt)}
+
+
 def _fit_given_knee(rows: Sequence[Observation], terms: Terms, knee: float | None) -> tuple[LinearFit, LinearFit] | None:
     def served(c: int) -> float:
         return min(c, knee) if knee is not None else c
 
     itl_x = [terms.itl(served(r.concurrency), r.prompt, r.output) for r in rows]
-    itl = _relative_lstsq(terms.itl_names(), itl_x, [r.itl for r in rows])
+    itl = _relative_lstsq(terms.itl_names(), itl_x, [r.itl for r in rows], itl_scales(rows, knee))
+    if itl is None:
+        return None
+    steps = [itl.value(row) for row in itl_x]
     # TTFT of the served part: fitted on the rows at or below the knee (above it the measured TTFT
     # is mostly the wait for a slot, which a finite run only approximates).
     served_rows = [r for r in rows if knee is None or r.concurrency <= knee]
@@ -378,7 +412,8 @@ def _fit_given_knee(rows: Sequence[Observation], terms: Terms, knee: float | Non
     names = terms.ttft_names()
     if len(ttft_y) < len(names):
         return None
-    return itl, _relative_lstsq(names, ttft_rows, ttft_y)
+    ttft = _relative_lstsq(names, ttft_rows, ttft_y, ttft_scales(rows, knee, max(steps)))
+    return (itl, ttft) if ttft is not None else None
 
 
 def _predict_row(itl: LinearFit, ttft: LinearFit, terms: Terms, knee: float | None,
@@ -424,20 +459,24 @@ def _knee_candidates(levels: Sequence[int]) -> list[float]:
     return sorted(candidates)
 
 
-def fit_model(rows: Sequence[Observation], model: str) -> ModelFit | None:
-    """The latency model of one served model's rows; None when too few rows to fit it."""
+PROFILE = "profile"
+
+
+def fit_model(rows: Sequence[Observation], model: str, knee_given: float | None | str = PROFILE) -> ModelFit | None:
+    """The latency model of one served model's rows; None when too few rows to fit it. The knee is
+    profiled unless given (a slot count, or None for no knee: the workbook's knee cell)."""
     if len(rows) < 2:
         return None
     prompts = _levels(r.prompt for r in rows)
     concurrency = sorted({r.concurrency for r in rows})
-    terms = Terms(prompt=len(prompts) >= 2, prompt_squared=len(prompts) >= 3, batch=len(concurrency) >= 2)
-    best = _profile(rows, terms, None)
+    terms = terms_of(rows)
+    best = _profile(rows, terms, None if knee_given == PROFILE else knee_given)  # type: ignore[arg-type]
     if best is None:
         return None
     none_error, fitted = best
-    knee: float | None = None
+    knee: float | None = None if knee_given == PROFILE else knee_given  # type: ignore[assignment]
     profile: list[tuple[float, float]] = []
-    if terms.batch and len(concurrency) >= 3:
+    if knee_given == PROFILE and terms.batch and len(concurrency) >= 3:
         for candidate in _knee_candidates(concurrency):
             result = _profile(rows, terms, candidate)
             if result is not None:
@@ -445,11 +484,12 @@ def fit_model(rows: Sequence[Observation], model: str) -> ModelFit | None:
                 if result[0] < best[0]:
                     best, knee, fitted = result, candidate, result[1]
     itl, ttft = fitted
-    observations_count = 2 * len(rows)
     parameters = len(itl.names) + len(ttft.names) + 1
-    dof = max(observations_count - parameters, 1)
+    dof = max(len(rows) - parameters, 1)
     knee_info = Knee("none", None, None, max(concurrency))
-    if knee is not None:
+    if knee is not None and knee_given != PROFILE:
+        knee_info = Knee("limit", knee, (knee, knee), max(concurrency))
+    elif knee is not None:
         f_crit = t_two_sided(CONFIDENCE, dof) ** 2
         scale = best[0] / dof
         if scale <= 0 or (none_error - best[0]) / max(scale, 1e-300) > f_crit:
@@ -457,7 +497,7 @@ def fit_model(rows: Sequence[Observation], model: str) -> ModelFit | None:
             knee_info = Knee("limit", knee, (min(allowed), max(allowed)) if allowed else (knee, knee),
                              max(concurrency))
         else:
-            knee, (itl, ttft) = None, _fit_given_knee(rows, terms, None) or (itl, ttft)
+            knee, (itl, ttft) = None, _profile(rows, terms, None)[1]  # type: ignore[index]
     little = [r.tps * r.latency / (r.concurrency * r.output) for r in rows]
     efficiency = median(little)
     residuals = []
