@@ -19,7 +19,7 @@ from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Analysis, Settings, analyze
 from scm_xl.results import ResultRow, read_results, read_results_many
 from scm_xl.verify import Verification, compare
-from scm_xl.workbook import summary_sheet
+from scm_xl.workbook import latency_sheet, summary_sheet
 from scm_xl.outputs import replacing, write_target
 from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, remove_own_sheets
 from scm_xl.workbook.io import (
@@ -131,6 +131,9 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
     if derivation:
         write_hand_set(wb, layout, Inputs(forward=derivation.get("forward", {}),
                                           inverse=derivation.get("inverse", {})), settings=False)
+        forward = derivation.get("forward", {})
+        latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]],
+                                  {key: forward.get(key) for key in ("concurrency", "max_tokens")})
     return _finish(wb, layout, target, chosen, note, say, warnings)
 
 
@@ -161,6 +164,11 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
     values, and rename into place."""
     inputs = read_inputs(wb, layout, target)
     analysis = analyze([row for _, row in inputs.rows], inputs.settings)
+    # The latency sheet's knee is profiled here (not a formula) and stored as a value.
+    latency_ws = wb[latency_sheet.SHEET_TITLES[layout.lang]]
+    inputs.latency["fitted_knee"] = latency_sheet.fitted_knee(
+        [row for _, row in inputs.rows], latency_sheet.sheet_model(inputs.latency, analysis))
+    latency_sheet.write_cells(latency_ws, inputs.latency, hand_set_only=False)
     points = summary_sheet.chart_points([row for _, row in inputs.rows], analysis.checks)
     summary_sheet.add_charts(wb, layout, points)
     inputs.chart_keys = [(m, float(length), float(c), (m, length, c) in points.latency)

@@ -18,7 +18,7 @@ from scm_xl.results import FLOAT_COLUMNS, ResultRow, normalise_override
 from scm_xl.rules import Lang
 from scm_xl.workbook.stamp import deferred_rows, is_formula
 from scm_xl.workbook.styles import write_value
-from scm_xl.workbook import replicates_sheet
+from scm_xl.workbook import latency_sheet, replicates_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
 from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshold
 from scm_xl.workbook.layout import (
@@ -46,6 +46,7 @@ class Inputs:
     inverse: dict[str, Any] = field(default_factory=dict)  # target_tps, max_tokens, model
     first_principles: dict[str, Any] = field(default_factory=dict)  # the calculator's hand-set cells
     cv_threshold: Any = DEFAULT_CV_THRESHOLD  # the replicates sheet's hand-set CV threshold, as typed
+    latency: dict[str, Any] = field(default_factory=dict)  # the latency sheet's hand-set cells and fitted knee
     # What the raw-data sheet holds, by position (1 = the first row under the header).
     entry: dict[int, dict[str, Any]] = field(default_factory=dict)
     unusable: list[tuple[int, str]] = field(default_factory=list)  # (sheet row, reason in words)
@@ -237,6 +238,8 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         first_principles=read_calculator_inputs(wb[layout.title("first_principles")]),
         cv_threshold=read_threshold(wb[replicates_sheet.SHEET_TITLES[layout.lang]])
         if replicates_sheet.SHEET_TITLES[layout.lang] in wb.sheetnames else DEFAULT_CV_THRESHOLD,
+        latency=latency_sheet.read_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]])
+        if latency_sheet.SHEET_TITLES[layout.lang] in wb.sheetnames else {},
     )
 
 
@@ -334,6 +337,8 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bo
         set_calculator_inputs(wb[layout.title("first_principles")], inputs.first_principles)
     if settings:
         wb[replicates_sheet.SHEET_TITLES[layout.lang]][f"B{replicates_sheet.THRESHOLD_ROW}"].value = inputs.cv_threshold
+        if inputs.latency:
+            latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], inputs.latency)
     der = wb[layout.title("derivation")]
     for rows, values in ((layout.forward_rows, inputs.forward), (layout.inverse_rows, inputs.inverse)):
         for key, value in values.items():

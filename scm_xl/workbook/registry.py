@@ -21,7 +21,7 @@ from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.model import Analysis, Calibration, analyze
-from scm_xl.workbook import build, expected, lsq_sheet, replicates_sheet, summary_sheet
+from scm_xl.workbook import build, expected, latency_sheet, lsq_sheet, replicates_sheet, summary_sheet
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.io import Inputs
@@ -94,6 +94,11 @@ def _lsq_reference(c: Checking) -> None:
         if c.analysis.settings.method == "lsq" else c.analysis.calibration
 
 
+def _latency_reference(c: Checking) -> None:
+    c.exp.update(latency_sheet.expected_sheet(c.layout, c.analysis, [row for _, row in c.inputs.rows],
+                                              c.inputs.latency, sheet_rows=[r for r, _ in c.inputs.rows]))
+
+
 def _replicates_reference(c: Checking) -> None:
     rows = [sheet_row for sheet_row, _ in c.inputs.rows]
     c.exp.update(replicates_sheet.expected_sheet(c.layout, c.analysis, slots=c.layout.cell_slots,
@@ -130,6 +135,8 @@ SHEETS: tuple[SheetSpec, ...] = (
               lambda ws, b: replicates_sheet.write_sheet(ws, b.layout, slots=b.layout.cell_slots),
               _replicates_reference),
     SheetSpec("lsq", lsq_sheet.SHEET_TITLES, lambda ws, b: lsq_sheet.write_sheet(ws, b.layout), _lsq_reference),
+    SheetSpec("latency", latency_sheet.SHEET_TITLES, lambda ws, b: latency_sheet.write_sheet(ws, b.layout),
+              _latency_reference),
     SheetSpec("first_principles", _core("first_principles"), _first_principles_writer,
               lambda c: expected.first_principles(c.exp, c.layout, c.inputs, c.analysis)),
     SheetSpec("readme", _core("readme"), _core_writer("readme", lambda ws, b: build.write_readme(ws, b.layout.lang)),
@@ -142,7 +149,7 @@ SHEETS: tuple[SheetSpec, ...] = (
               lambda c: expected.chart_data(c.exp, c.layout, c.inputs, c.analysis), working=True),
 )
 BY_KEY = {spec.key: spec for spec in SHEETS}
-EXPECTED_ORDER = ("calc", "cells", "calibration", "consistency", "lsq", "replicates", "derivation",
+EXPECTED_ORDER = ("calc", "cells", "calibration", "consistency", "lsq", "latency", "replicates", "derivation",
                   "first_principles", "raw", "summary", "chart_data", "readme")
 assert sorted(EXPECTED_ORDER) == sorted(BY_KEY)
 

@@ -1,0 +1,655 @@
+"""The latency-model sheet: scm_xl.latency's fit of one model as live formulas.
+
+    latency = TTFT + (L_out - 1) x ITL,   TPS = efficiency x n x L_out / latency,   n = min(c, K)
+
+Long because the sheet's layout, its formulas and its expected values are one unit (as on the
+least-squares sheet): each formula sits next to the reference value it must equal.
+
+The knee K is the one cell that is not a formula of the data: `scm-xl fill` profiles it
+(`latency.fit_model`) and writes it into the "fitted" cell; a person may type another K (or 0
+for none) into the hand-set cell and every coefficient, forecast and ratio follows. The fitted
+model is the base model unless another is typed.
+
+Per raw row, one ordinary formula per column reads the workings sheet by position: `used`
+(fault-free output, not excluded by hand, TTFT, latency and ITL recorded, the sheet's model),
+the served batch n, the prompt P and output L_out, the ITL design's four columns divided by ITL
+and by their scales (z1..z4), the fitted ITL, the TTFT design's four columns (rows at or below
+the knee), the fitted served TTFT and latency, Little's ratio, the queue share above the knee and
+the P95 ratios. The normal equations A = z'z (+1 on the diagonal of a term the data leave out:
+its coefficient is then exactly 0), b = z'1, M = MINVERSE(A) and beta = M b / scale are 4 x 4
+blocks beside the coefficients. Medians are single-cell MEDIAN(IF(...)) array formulas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from openpyxl.utils import get_column_letter
+from openpyxl.worksheet.formula import ArrayFormula
+from openpyxl.worksheet.worksheet import Worksheet
+
+from scm_xl import latency
+from scm_xl.engines.base import CellValue
+from scm_xl.model import Analysis, same_model
+from scm_xl.workbook.layout import Layout
+
+SHEET_TITLES: dict[str, str] = {"zh": "延迟模型", "en": "LatencyModel"}
+
+SETTING_ROWS = {"model": 5, "knee": 6}
+SUMMARY_KEYS = ("used", "prompt_varied", "batch_varied", "n_max", "p_min", "p_max", "l_min", "l_max", "c_min",
+                "c_max", "step_max", "itl_ok", "ttft_ok", "efficiency", "output_ratio", "queue_share",
+                "ttft_p95_ratio", "latency_p95_ratio")
+SUMMARY_FIRST = 9
+SUMMARY_ROWS = {key: SUMMARY_FIRST + i for i, key in enumerate(SUMMARY_KEYS)}
+COEF_FIRST = SUMMARY_FIRST + len(SUMMARY_KEYS) + 2  # header row; ITL terms below it, then TTFT terms
+ITL_TERMS = ("a", "b", "d", "e")
+TTFT_TERMS = ("t0", "s", "p", "q")
+COEF_ROWS = {name: COEF_FIRST + 1 + i for i, name in enumerate(ITL_TERMS + TTFT_TERMS)}
+FORWARD_INPUTS = ("concurrency", "max_tokens", "prompt_tokens")
+FORWARD_OUTPUTS = ("n", "output", "itl", "ttft_served", "latency_served", "wait", "ttft", "latency", "tps",
+                   "ttft_p95", "latency_p95", "beyond_knee")
+FORWARD_FIRST = COEF_ROWS["q"] + 3
+FORWARD_ROWS = {key: FORWARD_FIRST + i for i, key in enumerate(FORWARD_INPUTS + FORWARD_OUTPUTS)}
+ROW_HEADER = FORWARD_ROWS["beyond_knee"] + 3
+ROW_KEYS = ("exp_id", "used", "n", "prompt", "output", "z1", "z2", "z3", "z4", "itl_hat", "ttft_row",
+            "y1", "y2", "y3", "y4", "ttft_hat", "latency_hat", "little", "share", "ttft_ratio", "latency_ratio")
+ROW_COLS = {key: get_column_letter(1 + i) for i, key in enumerate(ROW_KEYS)}
+# The normal-equation blocks sit beside the coefficient table: A (4 x 4), b, M (4 x 4), one block
+# for ITL (rows of COEF_ROWS a..e) and one for TTFT (rows t0..q).
+A_COL, I_COL, B_COL, M_COL = 5, 9, 10, 12  # A in E..H, its index 1..4 in I, b in J, M in L..O
+DEFINED_NAMES = {"LatencyKnee": ("C", SETTING_ROWS["knee"]), "LatencyForwardTPS": ("B", FORWARD_ROWS["tps"]),
+                 "LatencyForwardTTFT": ("B", FORWARD_ROWS["ttft"])}
+
+TEXTS: dict[str, dict[str, str]] = {
+    "en": {
+        "title": "Latency model: latency = TTFT + (L_out − 1) × ITL; TPS = efficiency × n × L_out ÷ latency, n = min(c, K)",
+        "note": ("ITL = a + b·n + d·n·(P + L_out/2) + e·n·P/L_out;  TTFT = t0 + s·ITL + p·P + q·n·P;  each a "
+                 "least-squares fit weighted to relative error (normal equations, MINVERSE). Above the knee K "
+                 "requests wait: wait = queue share × latency_K × (c/K − 1)."),
+        "knee_note": ("K: typed in B (0 = no knee), else the knee scm-xl fill fitted (D; a profile over whole "
+                      "slot counts with an F test; run fill --workbook again after editing the data)."),
+        "model": "model fitted (blank: the base model)", "knee": "knee K (slots)", "fitted": "fitted by scm-xl fill",
+        "input": "hand-set", "effective": "effective",
+        "used": "rows used", "prompt_varied": "prompt length varied (1/0)", "batch_varied": "concurrency varied (1/0)",
+        "n_max": "largest served batch", "p_min": "shortest prompt (tokens)", "p_max": "longest prompt (tokens)",
+        "l_min": "shortest output (tokens)", "l_max": "longest output (tokens)", "c_min": "lowest concurrency",
+        "c_max": "highest concurrency", "step_max": "largest fitted ITL (s)", "itl_ok": "ITL fit solved (1/0)",
+        "ttft_ok": "TTFT fit solved (1/0)", "efficiency": "efficiency (median measured TPS / Little's law)",
+        "output_ratio": "output ratio (median L_out / max_tokens)",
+        "queue_share": "queue share (measured / steady-state wait above K)",
+        "ttft_p95_ratio": "P95 / mean TTFT (median)", "latency_p95_ratio": "P95 / mean latency (median)",
+        "term": "term", "value": "value", "meaning": "meaning", "scale": "scale",
+        "concurrency": "forward: concurrency", "max_tokens": "forward: max_tokens",
+        "prompt_tokens": "forward: prompt tokens (blank: the shortest measured)",
+        "n": "served batch n", "output": "mean output tokens L_out", "itl": "ITL (s)",
+        "ttft_served": "TTFT when served at once (s)", "latency_served": "latency when served at once (s)",
+        "wait": "wait for a slot (s)", "ttft": "TTFT (s)", "latency": "latency (s)", "tps": "TPS (tok/s)",
+        "ttft_p95": "P95 TTFT (s)", "latency_p95": "P95 latency (s)", "beyond_knee": "beyond the knee (1/0)",
+        "rows_title": "Per row (the raw-data sheet's rows, by position)",
+        "a_title": "normal equations: A = z'z, b = z'1, M = A^-1 (ITL rows, then TTFT rows)",
+    },
+    "zh": {
+        "title": "延迟模型：延迟 = 首字时间 + (L_out − 1) × 字间隔；TPS = 效率 × n × L_out ÷ 延迟，n = min(c, K)",
+        "note": ("字间隔 ITL = a + b·n + d·n·(P + L_out/2) + e·n·P/L_out；首字 TTFT = t0 + s·ITL + p·P + q·n·P；"
+                 "各为按相对误差加权的最小二乘（正规方程，MINVERSE）。拐点 K 以上请求排队：等待 = 排队比例 × 延迟_K × (c/K − 1)。"),
+        "knee_note": "K：B列手填（0 = 无拐点），否则为 scm-xl fill 拟合的拐点（D列；按整数槽位剖面并做F检验；改动数据后请再运行 fill --workbook）。",
+        "model": "拟合的模型（留空 = 基准模型）", "knee": "拐点 K（槽位）", "fitted": "scm-xl fill 拟合值",
+        "input": "手工输入", "effective": "生效值",
+        "used": "使用的行数", "prompt_varied": "提示长度有变化（1/0）", "batch_varied": "并发有变化（1/0）",
+        "n_max": "最大服务批量", "p_min": "最短提示（Token）", "p_max": "最长提示（Token）",
+        "l_min": "最短输出（Token）", "l_max": "最长输出（Token）", "c_min": "最低并发", "c_max": "最高并发",
+        "step_max": "最大拟合字间隔（秒）", "itl_ok": "字间隔拟合可解（1/0）", "ttft_ok": "首字拟合可解（1/0）",
+        "efficiency": "效率（实测TPS / 利特尔定律，中位数）", "output_ratio": "输出比例（L_out / max_tokens 中位数）",
+        "queue_share": "排队比例（K以上实测等待 / 稳态等待）",
+        "ttft_p95_ratio": "首字 P95 / 均值（中位数）", "latency_p95_ratio": "延迟 P95 / 均值（中位数）",
+        "term": "项", "value": "值", "meaning": "含义", "scale": "尺度",
+        "concurrency": "正向：并发", "max_tokens": "正向：max_tokens", "prompt_tokens": "正向：提示Token（留空 = 最短实测）",
+        "n": "服务批量 n", "output": "平均输出Token L_out", "itl": "字间隔（秒）",
+        "ttft_served": "立即服务的首字时间（秒）", "latency_served": "立即服务的延迟（秒）",
+        "wait": "等待槽位（秒）", "ttft": "首字时间（秒）", "latency": "延迟（秒）", "tps": "TPS（tok/s）",
+        "ttft_p95": "首字 P95（秒）", "latency_p95": "延迟 P95（秒）", "beyond_knee": "超过拐点（1/0）",
+        "rows_title": "逐行（按位置对应原始数据表的行）",
+        "a_title": "正规方程：A = z'z，b = z'1，M = A^-1（先字间隔，后首字）",
+    },
+}
+ROW_HEADERS = {"exp_id": "exp_id", "used": "used", "n": "n", "prompt": "P", "output": "L_out",
+               "z1": "z1 (ITL)", "z2": "z2", "z3": "z3", "z4": "z4", "itl_hat": "ITL fitted",
+               "ttft_row": "TTFT row", "y1": "y1 (TTFT)", "y2": "y2", "y3": "y3", "y4": "y4",
+               "ttft_hat": "TTFT served", "latency_hat": "latency served", "little": "Little ratio",
+               "share": "queue share", "ttft_ratio": "P95/TTFT", "latency_ratio": "P95/latency"}
+
+
+@dataclass(frozen=True)
+class LatencyLayout:
+    layout: Layout
+
+    @property
+    def title(self) -> str:
+        return SHEET_TITLES[self.layout.lang]
+
+    @property
+    def row_first(self) -> int:
+        return ROW_HEADER + 1
+
+    @property
+    def row_last(self) -> int:
+        return self.row_first + self.layout.rows - 1
+
+    @property
+    def offset(self) -> int:
+        return self.layout.raw_first - self.row_first  # the workings row of each per-row row
+
+    def rows(self, key: str) -> str:
+        col = ROW_COLS[key]
+        return f"${col}${self.row_first}:${col}${self.row_last}"
+
+    def calc(self, key: str) -> str:
+        return self.layout.raw_range(key)
+
+
+def _s(key: str) -> str:
+    return f"$B${SUMMARY_ROWS[key]}"
+
+
+def _coef(name: str) -> str:
+    return f"$B${COEF_ROWS[name]}"
+
+
+def _scale(name: str) -> str:
+    return f"$D${COEF_ROWS[name]}"
+
+
+KNEE = f"$C${SETTING_ROWS['knee']}"
+MODEL = f"$C${SETTING_ROWS['model']}"
+HAS_KNEE = f"ISNUMBER({KNEE})"
+
+
+def _served(c: str) -> str:
+    return f"IF({HAS_KNEE},MIN({c},{KNEE}),{c})"
+
+
+def _itl_value(n: str, p: str, out: str) -> str:
+    return f"({_coef('a')}+{_coef('b')}*{n}+{_coef('d')}*{n}*({p}+{out}/2)+{_coef('e')}*{n}*{p}/{out})"
+
+
+def _ttft_value(n: str, p: str, step: str) -> str:
+    return f"({_coef('t0')}+{_coef('s')}*{step}+{_coef('p')}*{p}+{_coef('q')}*{n}*{p})"
+
+
+def row_formulas(ll: LatencyLayout, row: int) -> dict[str, str]:
+    lo = ll.layout
+    calc = row + ll.offset
+
+    def raw(key: str) -> str:
+        return lo.raw_cell(key, calc)
+
+    def me(key: str) -> str:
+        return f"${ROW_COLS[key]}{row}"
+
+    used, n, p, out = me("used"), me("n"), me("prompt"), me("output")
+    ttft_in = f"IF(ISNUMBER({raw('ttft_mean_s')}),{raw('ttft_mean_s')},{raw('ttft_p50_s')})"
+    latency_in = f"IF(ISNUMBER({raw('latency_mean_s')}),{raw('latency_mean_s')},{raw('latency_p50_s')})"
+    itl_in = raw("mean_itl_s")
+    good = f"IF(ISNUMBER({raw('ok_requests')}),IF({raw('ok_requests')}>0,{raw('ok_requests')},{raw('total_requests')}),{raw('total_requests')})"
+    prompt = (f"IF(ISNUMBER({raw('prompt_tokens')}),{raw('prompt_tokens')},"
+              f"IF(ISNUMBER({raw('prompt_level')}),{raw('prompt_level')},0))")
+    used_text = (f"=IF({raw('present')}=1,(({raw('fault')}=0)*({raw('total_output_tokens')}>0)"
+                 f"*({raw('override')}<>\"exclude\")*ISNUMBER({itl_in})*ISNUMBER({ttft_in})*ISNUMBER({latency_in})"
+                 f"*({raw('model')}&\"\"={MODEL}))*1,0)")
+    pv, bv = _s("prompt_varied"), _s("batch_varied")
+    features = (
+        "1",
+        f"{bv}*{n}",
+        f"{bv}*{n}*({p}+{out}/2)",
+        f"{bv}*{pv}*{n}*{p}/{out}",
+    )
+    ttft_features = (
+        "1",
+        f"{bv}*{me('itl_hat')}",
+        f"{pv}*{p}",
+        f"{bv}*{pv}*{raw('concurrency')}*{p}",
+    )
+    itl_hat, ttft_hat, lat_hat = me("itl_hat"), me("ttft_hat"), me("latency_hat")
+    wait = (f"IF(AND({HAS_KNEE},{raw('concurrency')}>{KNEE}),"
+            f"{_s('queue_share')}*{lat_hat}*({raw('concurrency')}/{KNEE}-1),0)")
+    out_map = {
+        "exp_id": f"=IF({raw('present')}=1,{raw('exp_id')}&\"\",\"\")",
+        "used": used_text,
+        "n": f"=IF({used}=1,{_served(raw('concurrency'))},\"\")",
+        "prompt": f"=IF({used}=1,{prompt},\"\")",
+        "output": f"=IF({used}=1,{raw('total_output_tokens')}/{good},\"\")",
+        "itl_hat": f"=IF({used}=1,{_itl_value(n, p, out)},\"\")",
+        "ttft_row": (f"=IF({used}=1,IF({HAS_KNEE},({raw('concurrency')}<={KNEE})*1,1),0)"),
+        "ttft_hat": f"=IF({used}=1,{_ttft_value(n, p, itl_hat)},\"\")",
+        "latency_hat": f"=IF({used}=1,{ttft_hat}+({out}-1)*{itl_hat},\"\")",
+        "little": f"=IF({used}=1,{raw('tps')}*{latency_in}/({raw('concurrency')}*{out}),\"\")",
+        "share": (f"=IF(AND({used}=1,{HAS_KNEE}),IF(AND({raw('concurrency')}>{KNEE},{lat_hat}>0),"
+                  f"({ttft_in}-{ttft_hat})/({lat_hat}*({raw('concurrency')}/{KNEE}-1)),\"\"),\"\")"),
+        "ttft_ratio": (f"=IF(AND({used}=1,ISNUMBER({raw('ttft_p95_s')})),IF({ttft_hat}+{wait}>0,"
+                       f"{raw('ttft_p95_s')}/({ttft_hat}+{wait}),\"\"),\"\")"),
+        "latency_ratio": (f"=IF(AND({used}=1,ISNUMBER({raw('latency_p95_s')})),IF({lat_hat}+{wait}>0,"
+                          f"{raw('latency_p95_s')}/({lat_hat}+{wait}),\"\"),\"\")"),
+    }
+    for j, (text, name) in enumerate(zip(features, ITL_TERMS), start=1):
+        out_map[f"z{j}"] = f"=IF({used}=1,{text}/{_scale(name)}/{itl_in},0)"
+    for j, (text, name) in enumerate(zip(ttft_features, TTFT_TERMS), start=1):
+        out_map[f"y{j}"] = f"=IF({me('ttft_row')}=1,{text}/{_scale(name)}/{ttft_in},0)"
+    return out_map
+
+
+def _present(name: str) -> str:
+    """1 when the data identify term `name` (the factors it multiplies were varied)."""
+    pv, bv = _s("prompt_varied"), _s("batch_varied")
+    return {"a": "1", "b": bv, "d": bv, "e": f"{bv}*{pv}", "t0": "1", "s": bv, "p": pv, "q": f"{bv}*{pv}"}[name]
+
+
+def summary_formulas(ll: LatencyLayout) -> dict[str, str]:
+    used, n, p, out = ll.rows("used"), ll.rows("n"), ll.rows("prompt"), ll.rows("output")
+    conc = ll.calc("concurrency")
+    any_used = f"{_s('used')}>0"
+
+    def over(fn: str, rng: str) -> str:
+        return f"=IF({any_used},_xlfn.{fn}({rng},{used},1),\"\")"
+
+    def median(rng: str) -> str:  # IronCalc: no ISNUMBER over a range inside an array formula
+        return f"=IF(COUNT({rng})>0,MEDIAN(IF({rng}<>\"\",{rng},\"\")),\"\")"
+
+    return {
+        "used": f"=COUNTIFS({used},1)",
+        "prompt_varied": f"=IF({any_used},({_s('p_max')}>{_s('p_min')}*{latency.PROMPT_LEVEL_RATIO!r})*1,0)",
+        "batch_varied": f"=IF({any_used},({_s('c_max')}>{_s('c_min')})*1,0)",
+        "n_max": over("MAXIFS", n),
+        "p_min": over("MINIFS", p), "p_max": over("MAXIFS", p),
+        "l_min": over("MINIFS", out), "l_max": over("MAXIFS", out),
+        "c_min": over("MINIFS", conc), "c_max": over("MAXIFS", conc),
+        "step_max": over("MAXIFS", ll.rows("itl_hat")),
+        "itl_ok": _solved("itl"),
+        "ttft_ok": _solved("ttft"),
+        "efficiency": median(ll.rows("little")),
+        "output_ratio": (f"=IF({any_used},MIN(1,MEDIAN(IF({used}=1,{out}/{ll.calc('max_tokens')},\"\"))),\"\")"),
+        "queue_share": (f"=IF(COUNT({ll.rows('share')})>0,MAX(0,MEDIAN(IF({ll.rows('share')}<>\"\","
+                        f"{ll.rows('share')},\"\"))),1)"),
+        "ttft_p95_ratio": median(ll.rows("ttft_ratio")),
+        "latency_p95_ratio": median(ll.rows("latency_ratio")),
+    }
+
+
+ARRAY_SUMMARY = ("itl_ok", "ttft_ok", "efficiency", "output_ratio", "queue_share", "ttft_p95_ratio",
+                 "latency_p95_ratio")
+
+
+def _block_rows(block: str) -> tuple[int, int]:
+    first = COEF_ROWS["a"] if block == "itl" else COEF_ROWS["t0"]
+    return first, first + 3
+
+
+def _a(block: str) -> str:
+    first, last = _block_rows(block)
+    return f"${get_column_letter(A_COL)}${first}:${get_column_letter(A_COL + 3)}${last}"
+
+
+def _m(block: str) -> str:
+    first, last = _block_rows(block)
+    return f"${get_column_letter(M_COL)}${first}:${get_column_letter(M_COL + 3)}${last}"
+
+
+def _index(block: str) -> str:
+    first, last = _block_rows(block)
+    col = get_column_letter(I_COL)
+    return f"${col}${first}:${col}${last}"
+
+
+def _solved(block: str) -> str:
+    """1 when A is invertible: max |A A^-1 - I| < 1e-6 on the engine's own inverse (one single-cell
+    array formula, as on the least-squares sheet; I from the index column)."""
+    a, index = _a(block), _index(block)
+    return (f"=IF({_s('used')}>0,IFERROR(IF(MAX(ABS(MMULT({a},MINVERSE({a}))-({index}=TRANSPOSE({index}))))"
+            f"<1E-6,1,0),0),0)")
+
+
+def block_formulas(ll: LatencyLayout, block: str) -> dict[str, str]:
+    """A, b and the coefficients of one block ("itl" or "ttft"), keyed by address."""
+    names = ITL_TERMS if block == "itl" else TTFT_TERMS
+    z = [ll.rows(f"{'z' if block == 'itl' else 'y'}{j}") for j in range(1, 5)]
+    first, _ = _block_rows(block)
+    out: dict[str, str] = {}
+    for i in range(4):
+        for j in range(4):
+            address = f"{get_column_letter(A_COL + j)}{first + i}"
+            if i == j:
+                out[address] = f"=IF({_present(names[i])}=1,SUMPRODUCT({z[i]},{z[j]}),1)"
+            else:
+                out[address] = (f"=IF(({_present(names[i])}=1)*({_present(names[j])}=1)=1,"
+                                f"SUMPRODUCT({z[i]},{z[j]}),0)")
+        out[f"{get_column_letter(B_COL)}{first + i}"] = f"=IF({_present(names[i])}=1,SUM({z[i]}),0)"
+    m, b = _m(block), f"${get_column_letter(B_COL)}${first}:${get_column_letter(B_COL)}${first + 3}"
+    ok = _s("itl_ok" if block == "itl" else "ttft_ok")
+    for i, name in enumerate(names):
+        row = COEF_ROWS[name]
+        terms = "+".join(f"INDEX({m},{i + 1},{k + 1})*INDEX({b},{k + 1})" for k in range(4))
+        out[f"B{row}"] = f"=IF({ok}=1,({terms})/{_scale(name)},\"\")"
+    return out
+
+
+def scale_formulas() -> dict[str, str]:
+    nmax, pmax, lmax, lmin, step = (_s(k) for k in ("n_max", "p_max", "l_max", "l_min", "step_max"))
+
+    def positive(text: str) -> str:  # blank maxima (no rows) give 1, as a text "" would compare > 0
+        return f"=IFERROR(IF(ISNUMBER({text}),IF(({text})>0,{text},1),1),1)"
+
+    return {
+        "a": "=1", "b": positive(nmax), "d": positive(f"{nmax}*({pmax}+{lmax}/2)"),
+        "e": positive(f"{nmax}*{pmax}/{lmin}"), "t0": "=1", "s": positive(step), "p": positive(pmax),
+        "q": positive(f"{nmax}*{pmax}"),
+    }
+
+
+def forward_formulas() -> dict[str, str]:
+    r = {key: f"$B${row}" for key, row in FORWARD_ROWS.items()}
+    c, length = r["concurrency"], r["max_tokens"]
+    p = f"IF(ISNUMBER({r['prompt_tokens']}),{r['prompt_tokens']},{_s('p_min')})"
+    # nested IFs: LibreOffice evaluates every argument of AND, and p_min is blank without rows
+    ok = (f"IF(AND(ISNUMBER({c}),ISNUMBER({length}),{_s('itl_ok')}=1,{_s('ttft_ok')}=1),"
+          f"AND(OR({_s('prompt_varied')}=1,ABS({p}-{_s('p_min')})<={_s('p_min')}*{latency.PROMPT_LEVEL_RATIO - 1!r}+1),"
+          f"OR({_s('batch_varied')}=1,{c}={_s('c_min')})),FALSE)")
+    n, out, itl, ts, ls, wait = (r[k] for k in ("n", "output", "itl", "ttft_served", "latency_served", "wait"))
+    positive = f"AND({ts}>0,{itl}>0,{ls}>0)"
+    return {
+        "n": f"=IF({ok},{_served(c)},\"\")",
+        "output": f"=IF({ok},MAX(1,{length}*{_s('output_ratio')}),\"\")",
+        "itl": f"=IF({ok},{_itl_value(n, p, out)},\"\")",
+        "ttft_served": f"=IF({ok},{_ttft_value(n, p, itl)},\"\")",
+        "latency_served": f"=IF({ok},{ts}+({out}-1)*{itl},\"\")",
+        "wait": (f"=IF(AND({ok},{positive}),IF(AND({HAS_KNEE},{c}>{KNEE}),"
+                 f"{_s('queue_share')}*{ls}*({c}/{KNEE}-1),0),\"\")"),
+        "ttft": f"=IF(ISNUMBER({wait}),{ts}+{wait},\"\")",
+        "latency": f"=IF(ISNUMBER({wait}),{ls}+{wait},\"\")",
+        "tps": f"=IF(ISNUMBER({wait}),{_s('efficiency')}*{n}*{out}/{ls},\"\")",
+        "ttft_p95": f"=IF(AND(ISNUMBER({wait}),ISNUMBER({_s('ttft_p95_ratio')})),{r['ttft']}*{_s('ttft_p95_ratio')},\"\")",
+        "latency_p95": (f"=IF(AND(ISNUMBER({wait}),ISNUMBER({_s('latency_p95_ratio')})),"
+                        f"{r['latency']}*{_s('latency_p95_ratio')},\"\")"),
+        "beyond_knee": f"=IF(ISNUMBER({wait}),IF(AND({HAS_KNEE},{c}>{KNEE}),1,0),\"\")",
+    }
+
+
+def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
+    """Write the latency sheet; return defined name -> "A1" on it."""
+    from scm_xl.workbook.stamp import write_filled
+    from scm_xl.workbook.styles import BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT
+    from scm_xl.workbook.styles import formula as put_formula
+
+    ll = LatencyLayout(layout)
+    t = TEXTS[layout.lang]
+    ws["A1"], ws["A1"].font = t["title"], TITLE_FONT
+    ws["A2"] = t["note"]
+    ws["A3"] = t["knee_note"]
+    ws["B4"], ws["C4"], ws["D4"] = t["input"], t["effective"], t["fitted"]
+    for cell in ("B4", "C4", "D4"):
+        ws[cell].font = BOLD
+    ws[f"A{SETTING_ROWS['model']}"] = t["model"]
+    ws[f"B{SETTING_ROWS['model']}"].fill = INPUT_FILL
+    put_formula(ws, f"C{SETTING_ROWS['model']}",
+                f"=IF($B${SETTING_ROWS['model']}&\"\"<>\"\",$B${SETTING_ROWS['model']}&\"\",BaseModel&\"\")")
+    ws[f"A{SETTING_ROWS['knee']}"] = t["knee"]
+    ws[f"B{SETTING_ROWS['knee']}"].fill = INPUT_FILL
+    knee_in, fitted = f"$B${SETTING_ROWS['knee']}", f"$D${SETTING_ROWS['knee']}"
+    put_formula(ws, f"C{SETTING_ROWS['knee']}",
+                f"=IF(ISNUMBER({knee_in}),IF({knee_in}>0,{knee_in},\"\"),IF(ISNUMBER({fitted}),{fitted},\"\"))",
+                fill=KEY_FILL)
+
+    summary = summary_formulas(ll)
+    for key, row in SUMMARY_ROWS.items():
+        ws[f"A{row}"] = t[key]
+        put_formula(ws, f"B{row}", summary[key], "0.0000" if key in ARRAY_SUMMARY[2:] else None,
+                    array=key in ARRAY_SUMMARY)
+
+    for col, key in (("A", "term"), ("B", "value"), ("C", "meaning"), ("D", "scale")):
+        cell = ws[f"{col}{COEF_FIRST}"]
+        cell.value, cell.font, cell.fill = t[key], HEADER_FONT, HEADER_FILL
+    ws[f"{get_column_letter(A_COL)}{COEF_FIRST}"] = t["a_title"]
+    scales = scale_formulas()
+    for name, row in COEF_ROWS.items():
+        ws[f"A{row}"] = name
+        ws[f"C{row}"] = latency.TERM_WORDS[name]
+        put_formula(ws, f"D{row}", scales[name], "0.000E+00")
+    for block in ("itl", "ttft"):
+        for address, text in block_formulas(ll, block).items():
+            put_formula(ws, address, text, "0.000000E+00" if address.startswith("B") else None,
+                        fill=KEY_FILL if address.startswith("B") else FORMULA_FILL)
+        first, _ = _block_rows(block)
+        for i in range(4):
+            ws[f"{get_column_letter(I_COL)}{first + i}"] = i + 1
+        m = _m(block).replace("$", "")
+        ok = _s("itl_ok" if block == "itl" else "ttft_ok")
+        ws[m.split(":")[0]] = ArrayFormula(m, f"=IF({ok}=1,MINVERSE({_a(block)}),\"\")")
+        ws[m.split(":")[0]].fill = FORMULA_FILL
+
+    forward = forward_formulas()
+    for key, row in FORWARD_ROWS.items():
+        ws[f"A{row}"] = t[key]
+        if key in FORWARD_INPUTS:
+            ws[f"B{row}"].fill = INPUT_FILL
+        else:
+            put_formula(ws, f"B{row}", forward[key], "0.0000" if key not in ("beyond_knee",) else None,
+                        fill=KEY_FILL if key in ("tps", "ttft", "latency_p95") else FORMULA_FILL)
+
+    ws[f"A{ROW_HEADER - 1}"], ws[f"A{ROW_HEADER - 1}"].font = t["rows_title"], BOLD
+    for key, col in ROW_COLS.items():
+        cell = ws[f"{col}{ROW_HEADER}"]
+        cell.value, cell.font, cell.fill = ROW_HEADERS[key], HEADER_FONT, HEADER_FILL
+    write_filled(ws, ROW_COLS, lambda r: row_formulas(ll, r), range(ll.row_first, ll.row_last + 1), ll.offset)
+    ws.column_dimensions["A"].width = 44
+    for col in "BCD":
+        ws.column_dimensions[col].width = 16
+    ws.column_dimensions["C"].width = 40
+    ws.print_area = f"A1:D{FORWARD_ROWS['beyond_knee']}"
+    return {name: f"{col}{row}" for name, (col, row) in DEFINED_NAMES.items()}
+
+
+# ---------------------------------------------------------------------------
+# Hand-set cells and the fitted knee
+# ---------------------------------------------------------------------------
+
+def read_cells(ws: Worksheet) -> dict[str, Any]:
+    """The sheet's hand-set cells (model, knee, forward inputs) and the fitted knee, as typed."""
+    cells = {"model": ws[f"B{SETTING_ROWS['model']}"].value, "knee": ws[f"B{SETTING_ROWS['knee']}"].value,
+             "fitted_knee": ws[f"D{SETTING_ROWS['knee']}"].value}
+    cells.update({key: ws[f"B{FORWARD_ROWS[key]}"].value for key in FORWARD_INPUTS})
+    return cells
+
+
+def write_cells(ws: Worksheet, cells: dict[str, Any], *, hand_set_only: bool = True) -> None:
+    from scm_xl.workbook.styles import write_value
+
+    for key in ("model", "knee", *FORWARD_INPUTS):
+        if key in cells and cells[key] is not None:
+            row = SETTING_ROWS.get(key, FORWARD_ROWS.get(key))
+            write_value(ws[f"B{row}"], cells[key])
+    if not hand_set_only:
+        ws[f"D{SETTING_ROWS['knee']}"].value = cells.get("fitted_knee")
+
+
+def sheet_model(cells: dict[str, Any], analysis: Analysis) -> str:
+    typed = cells.get("model")
+    if typed is not None and str(typed) != "":
+        return str(typed)
+    return analysis.calibration.base_model or ""
+
+
+def fitted_knee(rows: Sequence[Any], model: str) -> float | None:
+    """The knee `latency.fit_model` profiles for `model`'s rows (None: no knee, or no fit)."""
+    used = [o for o in latency.observations(rows)[0] if same_model(o.model, model)]
+    fit = latency.fit_model(used, model) if used else None
+    return fit.knee_limit if fit is not None else None
+
+
+def effective_knee(cells: dict[str, Any]) -> float | None:
+    typed = cells.get("knee")
+    if isinstance(typed, (int, float)) and not isinstance(typed, bool):
+        return float(typed) if typed > 0 else None
+    fitted = cells.get("fitted_knee")
+    return float(fitted) if isinstance(fitted, (int, float)) and not isinstance(fitted, bool) else None
+
+
+# ---------------------------------------------------------------------------
+# The reference
+# ---------------------------------------------------------------------------
+
+def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cells: dict[str, Any], *,
+                   sheet_rows: Sequence[int]) -> dict[tuple[str, str], CellValue]:
+    """Every formula cell of the sheet, from `latency.fit_model` at the sheet's knee."""
+    ll = LatencyLayout(layout)
+    title = ll.title
+    out: dict[tuple[str, str], CellValue] = {}
+
+    def put(address: str, value: Any) -> None:
+        if isinstance(value, (bool, np.bool_)):
+            value = float(value)
+        elif isinstance(value, (int, np.integer, np.floating)):
+            value = float(value)
+        out[(title, address)] = value
+
+    model = sheet_model(cells, analysis)
+    knee = effective_knee(cells)
+    put(f"C{SETTING_ROWS['model']}", model)
+    put(f"C{SETTING_ROWS['knee']}", knee)
+    observed, _ = latency.observations(rows)
+    by_row = {o.exp_id: o for o in observed if same_model(o.model, model)}
+    used = [o for o in observed if same_model(o.model, model)]
+    fit = latency.fit_model(used, model, knee_given=knee) if used else None
+    terms = latency.terms_of(used) if used else latency.Terms(prompt=False, batch=False)
+    served = (lambda c: min(c, knee) if knee is not None else c)
+    summary: dict[str, Any] = {key: None for key in SUMMARY_KEYS}
+    summary.update(used=len(used), prompt_varied=terms.prompt if used else 0, batch_varied=terms.batch if used else 0,
+                   itl_ok=0, ttft_ok=0, queue_share=1.0)
+    if used:
+        summary.update(n_max=max(served(o.concurrency) for o in used), p_min=min(o.prompt for o in used),
+                       p_max=max(o.prompt for o in used), l_min=min(o.output for o in used),
+                       l_max=max(o.output for o in used), c_min=min(o.concurrency for o in used),
+                       c_max=max(o.concurrency for o in used))
+    itl_scale = latency.itl_scales(used, knee) if used else {n: 1.0 for n in ITL_TERMS}
+    steps = {}
+    if fit is not None:
+        summary.update(itl_ok=1, ttft_ok=1, efficiency=fit.efficiency, output_ratio=fit.output_ratio,
+                       queue_share=fit.queue_share, ttft_p95_ratio=fit.ttft_p95_ratio,
+                       latency_p95_ratio=fit.latency_p95_ratio)
+        steps = {o.exp_id: fit.itl.value(terms.itl(served(o.concurrency), o.prompt, o.output)) for o in used}
+        summary["step_max"] = max(steps.values())
+    elif used:
+        summary["step_max"] = None
+    ttft_scale = latency.ttft_scales(used, knee, summary["step_max"] or 0.0) if used else {n: 1.0 for n in TTFT_TERMS}
+    for key, row in SUMMARY_ROWS.items():
+        put(f"B{row}", summary[key])
+    coefficients = {**(fit.itl.coefficients() if fit else {}), **(fit.ttft.coefficients() if fit else {})}
+    present = {"a": True, "b": terms.batch, "d": terms.batch, "e": terms.batch and terms.prompt, "t0": True,
+               "s": terms.batch, "p": terms.prompt, "q": terms.batch and terms.prompt}
+    for name, row in COEF_ROWS.items():
+        scale = itl_scale.get(name, ttft_scale.get(name))
+        put(f"D{row}", scale)
+        put(f"B{row}", (coefficients.get(name, 0.0) if present[name] else 0.0) if fit else None)
+
+    # per-row values and the normal equations
+    z = np.zeros((layout.rows, 4))
+    y = np.zeros((layout.rows, 4))
+    exp_ids = {sheet_row - layout.raw_first: status.exp_id for status, sheet_row in zip(analysis.statuses, sheet_rows)}
+    for i in range(layout.rows):
+        row = ll.row_first + i
+
+        def cell(key: str, value: Any) -> None:
+            put(f"{ROW_COLS[key]}{row}", value)
+
+        cell("exp_id", exp_ids.get(i))
+        o = by_row.get(exp_ids[i]) if i in exp_ids else None
+        if o is None:
+            cell("used", 0)
+            cell("ttft_row", 0)
+            for key in ("n", "prompt", "output", "itl_hat", "ttft_hat", "latency_hat", "little", "share",
+                        "ttft_ratio", "latency_ratio"):
+                cell(key, None)
+            for j in range(1, 5):
+                cell(f"z{j}", 0)
+                cell(f"y{j}", 0)
+            continue
+        n = served(o.concurrency)
+        cell("used", 1)
+        cell("n", n)
+        cell("prompt", o.prompt)
+        cell("output", o.output)
+        features = [1.0, terms.batch * n, terms.batch * n * (o.prompt + o.output / 2),
+                    terms.batch * terms.prompt * n * o.prompt / o.output]
+        for j, (value, name) in enumerate(zip(features, ITL_TERMS)):
+            z[i, j] = value / itl_scale[name] / o.itl
+            cell(f"z{j + 1}", z[i, j])
+        ttft_row = knee is None or o.concurrency <= knee
+        cell("ttft_row", 1 if ttft_row else 0)
+        step = steps.get(o.exp_id) if fit else None
+        if fit is None or step is None:
+            for key in ("itl_hat", "ttft_hat", "latency_hat", "share", "ttft_ratio", "latency_ratio"):
+                cell(key, None)
+            cell("little", o.tps * o.latency / (o.concurrency * o.output))
+            for j in range(1, 5):
+                cell(f"y{j}", None)
+            continue
+        cell("itl_hat", step)
+        t_features = [1.0, terms.batch * step, terms.prompt * o.prompt, terms.batch * terms.prompt * o.concurrency * o.prompt]
+        for j, (value, name) in enumerate(zip(t_features, TTFT_TERMS)):
+            y[i, j] = value / ttft_scale[name] / o.ttft if ttft_row else 0.0
+            cell(f"y{j + 1}", y[i, j])
+        first = fit.ttft.value(terms.ttft(n, o.prompt, step))
+        served_latency = first + (o.output - 1) * step
+        cell("ttft_hat", first)
+        cell("latency_hat", served_latency)
+        cell("little", o.tps * o.latency / (o.concurrency * o.output))
+        beyond = knee is not None and o.concurrency > knee
+        cell("share", (o.ttft - first) / (served_latency * (o.concurrency / knee - 1))
+             if beyond and knee is not None and served_latency > 0 else None)
+        wait = fit.queue_share * served_latency * (o.concurrency / knee - 1) if beyond and knee is not None else 0.0
+        cell("ttft_ratio", o.ttft_p95 / (first + wait) if o.ttft_p95 is not None and first + wait > 0 else None)
+        cell("latency_ratio", o.latency_p95 / (served_latency + wait)
+             if o.latency_p95 is not None and served_latency + wait > 0 else None)
+    for block, matrix, names in (("itl", z, ITL_TERMS), ("ttft", y, TTFT_TERMS)):
+        first, _ = _block_rows(block)
+        mask = np.array([present[name] for name in names], dtype=float)
+        a = (matrix.T @ matrix) * np.outer(mask, mask) + np.diag(1 - mask)
+        b = matrix.sum(axis=0) * mask
+        for i in range(4):
+            for j in range(4):
+                put(f"{get_column_letter(A_COL + j)}{first + i}", a[i, j])
+            put(f"{get_column_letter(B_COL)}{first + i}", b[i])
+        inverse = None
+        if used:
+            try:
+                inverse = np.linalg.inv(a)
+            except np.linalg.LinAlgError:
+                inverse = None
+        for i in range(4):
+            for j in range(4):
+                put(f"{get_column_letter(M_COL + j)}{first + i}", inverse[i, j] if inverse is not None else None)
+
+    # forward
+    forward = {key: cells.get(key) for key in FORWARD_INPUTS}
+    values: dict[str, Any] = {key: None for key in FORWARD_OUTPUTS}
+    c, length = forward["concurrency"], forward["max_tokens"]
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (c, length))
+    if fit is not None and numeric:
+        prompt = forward["prompt_tokens"] if isinstance(forward["prompt_tokens"], (int, float)) else None
+        result = fit.forecast(float(c), int(length) if float(length).is_integer() else length,  # type: ignore[arg-type]
+                              prompt)
+        if result.tps is not None and result.itl_s is not None and result.latency_s is not None:
+            n = served(float(c))  # type: ignore[arg-type]
+            output = max(1.0, float(length) * fit.output_ratio)  # type: ignore[arg-type]
+            step = result.itl_s
+            p = float(summary["p_min"] if prompt is None else prompt)
+            first = fit.ttft.value(terms.ttft(n, p, step))
+            served_latency = first + (output - 1) * step
+            beyond = knee is not None and float(c) > knee  # type: ignore[arg-type]
+            wait = fit.queue_share * served_latency * (float(c) / knee - 1) if beyond and knee else 0.0  # type: ignore[arg-type]
+            values.update(n=n, output=output, itl=step, ttft_served=first, latency_served=served_latency,
+                          wait=wait, ttft=result.ttft_s, latency=result.latency_s,
+                          tps=result.tps, ttft_p95=result.ttft_p95_s, latency_p95=result.latency_p95_s,
+                          beyond_knee=1 if result.beyond_knee else 0)
+    for key in FORWARD_OUTPUTS:
+        put(f"B{FORWARD_ROWS[key]}", values[key])
+    return out
