@@ -20,6 +20,16 @@ compared; `drift` when any coefficient drifted; else `stable`.
 
 Beside the test, the baseline's model predicts the new rows (hold-out of old on new):
 MAPE, max error and how many fall inside the baseline's 90% prediction interval.
+
+When both sides have a latency model (`scm_xl.latency`: TTFT, latency and ITL recorded), the
+baseline's latency model predicts the new rows too, each row matched to a baseline experiment
+by (model, concurrency, max_tokens, prompt_level) and predicted at its own measured prompt and
+output length (as the model's own leave-one-out does): MAPE, max error and how many fall inside
+its 90% prediction interval. Where the prompt levels of the two sides differ, that is said and
+only the levels both measured are compared. The knee of each model is compared as well: it
+moved when both sides found a slot limit and the ranges the data allow do not overlap, or when
+one side found one where the other measured past it without one. None of this changes the
+verdict (it is the least-squares coefficients' alone).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from scm_xl.lsq import Coefficient, LsqFit, fit, t_cdf
 from scm_xl.model import Analysis, verdict_for
@@ -107,6 +117,7 @@ class Comparison:
     baseline_dof: int = 0
     new_dof: int = 0
     tests: int = field(default=0)
+    latency: LatencyComparison | None = None  # None: neither side has a latency model (or no rows given)
 
     @property
     def drifted(self) -> list[str]:
@@ -135,6 +146,7 @@ class Comparison:
             "baseline_dof": self.baseline_dof, "new_dof": self.new_dof,
             "coefficients": [c.as_dict() for c in self.coefficients],
             "old_on_new": self.old_on_new.as_dict(),
+            "latency": self.latency.as_dict() if self.latency is not None else None,
         }
 
 
@@ -195,9 +207,200 @@ def old_on_new(baseline: LsqFit, new: Analysis) -> OldOnNew:
                     with_interval=sum(1 for r in rows if r.inside_prediction_interval is not None))
 
 
+# ---------------------------------------------------------------------------
+# The latency model: the baseline's predictions of the new rows, and the knee
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LatencyRow:
+    exp_id: str
+    model: str
+    concurrency: int
+    max_tokens: int
+    prompt_level: int | None
+    measured_tps: float
+    predicted_tps: float | None  # the baseline's latency model at the row's prompt and output length
+    error_pct: float | None
+    inside_prediction_interval: bool | None
+
+
+@dataclass(frozen=True)
+class KneeShift:
+    model: str
+    baseline: dict[str, Any]  # Knee.as_dict()
+    new: dict[str, Any]
+    status: str  # same | moved | appeared | gone | untested | none
+    moved: bool
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class LatencyComparison:
+    """The baseline's latency model on the new rows, and each model's knee on both sides."""
+
+    status: str  # compared | unavailable | prompt_levels_differ
+    notes: list[str]
+    baseline_prompt_levels: list[int | None]
+    new_prompt_levels: list[int | None]
+    rows: list[LatencyRow]
+    unmatched: list[str]  # new experiments with no baseline experiment of the same key
+    predicted_rows: int
+    mape_pct: float | None
+    max_pct: float | None
+    inside_interval: int
+    with_interval: int
+    knees: list[KneeShift]
+
+    @property
+    def knee_moved(self) -> bool:
+        return any(k.moved for k in self.knees)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "notes": list(self.notes),
+                "match": ["model", "concurrency", "max_tokens", "prompt_level"],
+                "baseline_prompt_levels": list(self.baseline_prompt_levels),
+                "new_prompt_levels": list(self.new_prompt_levels),
+                "mape_pct": self.mape_pct, "max_pct": self.max_pct, "rows": self.predicted_rows,
+                "unmatched_rows": list(self.unmatched), "inside_prediction_interval": self.inside_interval,
+                "with_prediction_interval": self.with_interval,
+                "verdict": verdict_for(self.mape_pct, self.max_pct, self.predicted_rows),
+                "knee_moved": self.knee_moved, "knees": [k.as_dict() for k in self.knees],
+                "per_row": [dataclasses.asdict(r) for r in self.rows]}
+
+
+def _levels_text(levels: Sequence[int | None]) -> str:
+    return ", ".join("none recorded" if level is None else str(level) for level in levels) or "-"
+
+
+def _sorted_levels(levels: set[int | None]) -> list[int | None]:
+    return sorted(levels, key=lambda level: (level is not None, level or 0))
+
+
+def _knee_fmt(value: float) -> str:
+    return f"{value:.0f}" if abs(value - round(value)) < 0.05 or value >= 10 else f"{value:.1f}"
+
+
+def knee_shift(model: str, old: Any, new: Any) -> KneeShift:
+    """Whether a model's knee (`scm_xl.latency.Knee`) moved between the baseline and the new data."""
+    def span(knee: Any) -> tuple[float, float]:
+        low, high = knee.interval if knee.interval else (knee.concurrency, knee.concurrency)
+        return float(low), float(high)
+
+    old_limit = old.kind == "limit" and old.concurrency is not None
+    new_limit = new.kind == "limit" and new.concurrency is not None
+    if old_limit and new_limit:
+        (a, b), (c, d) = span(old), span(new)
+        if b < c or d < a:
+            status, text = "moved", (f"the knee moved from near concurrency {_knee_fmt(old.concurrency)} "
+                                     f"to near {_knee_fmt(new.concurrency)}")
+        else:
+            status, text = "same", (f"the knee stays near concurrency {_knee_fmt(new.concurrency)} "
+                                    f"(baseline {_knee_fmt(old.concurrency)})")
+    elif old_limit:
+        if new.measured_max > span(old)[1]:
+            status, text = "gone", (f"the baseline's knee near concurrency {_knee_fmt(old.concurrency)} is gone: "
+                                    f"no knee in the new data up to concurrency {new.measured_max}")
+        else:
+            status, text = "untested", (f"the baseline's knee near concurrency {_knee_fmt(old.concurrency)} is not "
+                                        f"tested: the new data stop at concurrency {new.measured_max}")
+    elif new_limit:
+        if new.concurrency < old.measured_max:
+            status, text = "appeared", (f"a knee appeared near concurrency {_knee_fmt(new.concurrency)}: the "
+                                        f"baseline had none up to concurrency {old.measured_max}")
+        else:
+            status, text = "untested", (f"the new data have a knee near concurrency {_knee_fmt(new.concurrency)}, "
+                                        f"beyond the baseline's measured {old.measured_max}")
+    else:
+        status, text = "none", "no slot limit on either side"
+    return KneeShift(model=model, baseline=old.as_dict(), new=new.as_dict(), status=status,
+                     moved=status in ("moved", "appeared", "gone"), text=text)
+
+
+def latency_comparison(baseline_rows: Sequence[Any], new_rows: Sequence[Any], *,
+                       baseline_name: str = "baseline", new_name: str = "new") -> LatencyComparison | None:
+    """The baseline's latency model on the new rows and the knees (see the module docstring);
+    None when neither side has a latency model."""
+    from scm_xl.latency import latency_model, observations
+
+    def usable(rows: Sequence[Any]) -> list[tuple[Any, Any]]:
+        pairs = []
+        for row in rows:
+            used, _ = observations([row])
+            if used:
+                pairs.append((row, used[0]))
+        return pairs
+
+    def key(row: Any) -> tuple[str, int, int, int | None]:
+        return row.model.casefold(), row.concurrency, row.max_tokens, getattr(row, "prompt_level", None)
+
+    old_model, new_model = latency_model(baseline_rows), latency_model(new_rows)
+    if not old_model.available and not new_model.available:
+        return None
+    old_pairs, new_pairs = usable(baseline_rows), usable(new_rows)
+    old_levels = _sorted_levels({getattr(r, "prompt_level", None) for r, _ in old_pairs})
+    new_levels = _sorted_levels({getattr(r, "prompt_level", None) for r, _ in new_pairs})
+    empty = dict(baseline_prompt_levels=old_levels, new_prompt_levels=new_levels, rows=[], unmatched=[],
+                 predicted_rows=0, mape_pct=None, max_pct=None, inside_interval=0, with_interval=0, knees=[])
+    missing = [name for name, model in ((baseline_name, old_model), (new_name, new_model)) if not model.available]
+    if missing:
+        return LatencyComparison(status="unavailable", notes=[
+            f"{name}: no experiment has TTFT, latency and ITL recorded, so there is no latency model to compare"
+            for name in missing], **empty)  # type: ignore[arg-type]
+
+    notes = []
+    shared = set(old_levels) & set(new_levels)
+    knees = []
+    for name, new_fit in new_model.fits.items():
+        old_fit = old_model.fits.get(name)
+        if old_fit is None:
+            notes.append(f"{new_fit.model}: no latency model in {baseline_name}")
+            continue
+        knees.append(knee_shift(new_fit.model, old_fit.knee, new_fit.knee))
+    if old_levels != new_levels:
+        if not shared:
+            notes.append(f"prompt levels differ: {baseline_name} {_levels_text(old_levels)}, {new_name} "
+                         f"{_levels_text(new_levels)}; no level in common, so the baseline's latency model is not "
+                         "compared with the new rows")
+            return LatencyComparison(status="prompt_levels_differ", notes=notes,
+                                     **{**empty, "knees": knees})  # type: ignore[arg-type]
+        notes.append(f"prompt levels differ: {baseline_name} {_levels_text(old_levels)}, {new_name} "
+                     f"{_levels_text(new_levels)}; only the rows at {_levels_text(_sorted_levels(shared))} are "
+                     "compared")
+    cells = {key(row) for row, _ in old_pairs}
+    rows, unmatched = [], []
+    for row, obs in new_pairs:
+        if key(row) not in cells:
+            unmatched.append(row.exp_id)
+            continue
+        fit = old_model.fit_for(row.model)
+        forecast = fit.forecast(obs.concurrency, obs.max_tokens, obs.prompt, output_tokens=obs.output) \
+            if fit is not None else None
+        predicted = forecast.tps if forecast is not None else None
+        error = (obs.tps - predicted) / obs.tps * 100 if predicted is not None else None
+        interval = forecast.tps_interval if forecast is not None else None
+        inside = interval[0] <= obs.tps <= interval[1] if interval else None
+        rows.append(LatencyRow(row.exp_id, row.model, row.concurrency, row.max_tokens,
+                               getattr(row, "prompt_level", None), obs.tps, predicted, error, inside))
+    if unmatched and old_levels == new_levels:
+        notes.append(f"{len(unmatched)} new experiment(s) have no baseline experiment of the same model, "
+                     "concurrency, max_tokens and prompt level: not compared")
+    errors = [abs(r.error_pct) for r in rows if r.error_pct is not None]
+    return LatencyComparison(
+        status="compared", notes=notes, baseline_prompt_levels=old_levels, new_prompt_levels=new_levels,
+        rows=rows, unmatched=unmatched, predicted_rows=len(errors),
+        mape_pct=sum(errors) / len(errors) if errors else None, max_pct=max(errors) if errors else None,
+        inside_interval=sum(1 for r in rows if r.inside_prediction_interval),
+        with_interval=sum(1 for r in rows if r.inside_prediction_interval is not None), knees=knees)
+
+
 def compare(baseline: Analysis, new: Analysis, *, baseline_name: str = "baseline", new_name: str = "new",
-            confidence: float = DRIFT_CONFIDENCE, min_effect: float = MIN_DRIFT_EFFECT) -> Comparison:
-    """Compare two analyses (each from `model.analyze` on its own rows)."""
+            confidence: float = DRIFT_CONFIDENCE, min_effect: float = MIN_DRIFT_EFFECT,
+            baseline_rows: Sequence[Any] | None = None, new_rows: Sequence[Any] | None = None) -> Comparison:
+    """Compare two analyses (each from `model.analyze` on its own rows). With both sides' results
+    rows, the latency models are compared too (`latency_comparison`; the verdict is unchanged)."""
     old_fit = fit(baseline.statuses, baseline.settings)
     cal = old_fit.calibration
     base_point = (cal.base_model, cal.base_max_tokens, cal.base_concurrency)
@@ -249,7 +452,10 @@ def compare(baseline: Analysis, new: Analysis, *, baseline_name: str = "baseline
     return Comparison(baseline_name=baseline_name, new_name=new_name, base_point=base_point, coefficients=final,
                       old_on_new=old_on_new(old_fit, new), verdict=verdict, reasons=reasons, confidence=confidence,
                       min_effect=min_effect, baseline_rows=len(baseline.statuses), new_rows=len(new.statuses),
-                      baseline_dof=old_fit.dof, new_dof=new_fit.dof, tests=tests)
+                      baseline_dof=old_fit.dof, new_dof=new_fit.dof, tests=tests,
+                      latency=latency_comparison(baseline_rows, new_rows, baseline_name=baseline_name,
+                                                 new_name=new_name)
+                      if baseline_rows is not None and new_rows is not None else None)
 
 
 def compare_sources(baseline: str, new: str, *, strict_physics: bool | None = None) -> tuple[Comparison, list[Any]]:
@@ -258,10 +464,10 @@ def compare_sources(baseline: str, new: str, *, strict_physics: bool | None = No
 
     from scm_xl.workbook.fill import analysis_from_source
 
-    old_analysis, _ = analysis_from_source(baseline, strict_physics=strict_physics)
+    old_analysis, old_rows = analysis_from_source(baseline, strict_physics=strict_physics)
     new_analysis, new_rows = analysis_from_source(new, strict_physics=strict_physics)
-    return compare(old_analysis, new_analysis, baseline_name=Path(baseline).name,
-                   new_name=Path(new).name), new_rows
+    return compare(old_analysis, new_analysis, baseline_name=Path(baseline).name, new_name=Path(new).name,
+                   baseline_rows=old_rows, new_rows=new_rows), new_rows
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -292,6 +498,30 @@ def render_comparison(c: Comparison) -> str:
     lines.append(f"baseline's model on the new rows (old on new): MAPE {_fmt(o.mape_pct)}% max {_fmt(o.max_pct)}% "
                  f"over {o.predicted_rows} rows ({o.missing_rows} not predictable); {o.inside_interval} of "
                  f"{o.with_interval} inside the baseline's 90% prediction interval")
+    if c.latency is not None:
+        lines.extend(render_latency_comparison(c.latency))
     lines.append(f"verdict: {c.verdict}" + (f" ({'; '.join(c.reasons)})" if c.reasons else ""))
     return "\n".join(lines)
+
+
+def render_latency_comparison(lat: LatencyComparison) -> list[str]:
+    """The latency part of the comparison as text lines (they do not enter the verdict)."""
+    from scm_xl.report import wrapped
+
+    lines = [""]
+    if lat.status == "compared":
+        lines.append(wrapped(
+            f"baseline's latency model on the new rows (matched by model, concurrency, max_tokens, prompt level): "
+            f"MAPE {_fmt(lat.mape_pct)}% max {_fmt(lat.max_pct)}% over {lat.predicted_rows} rows "
+            f"({len(lat.unmatched)} unmatched); {lat.inside_interval} of {lat.with_interval} inside its 90% "
+            "prediction interval"))
+    elif lat.status == "prompt_levels_differ":
+        lines.append("baseline's latency model on the new rows: not compared (the prompt levels differ)")
+    else:
+        lines.append("latency model: not compared")
+    for knee in lat.knees:
+        lines.append(wrapped(f"knee, {knee.model}: {knee.text}" + (" (MOVED)" if knee.moved else "")))
+    for note in lat.notes:
+        lines.append(wrapped(f"note: {note}"))
+    return lines
 

@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, cast
 
-from scm_xl.collector import DEFAULT_PROMPT, CollectConfig, run_collection
+from scm_xl.collector import CollectConfig, run_collection
+from scm_xl.latency import LatencyForecast, latency_model
+from scm_xl.lsq import least_squares_analysis
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Solution, solve
 from scm_xl.results import ResultRow, read_results, write_results
@@ -46,6 +48,10 @@ DEMO_MODELS = ((DEFAULT_MODEL, "qwen2.5-7b"), ("meta-llama/Llama-3.1-8B-Instruct
 DEMO_CONCURRENCY = (1, 2, 4, 8)
 DEMO_MAX_TOKENS = (16, 32, 64)
 DEMO_REQUESTS_PER_SLOT = 2
+# The prompt-length axis: every experiment at a short prompt level, and the base model once more
+# at a long one (at the shortest max_tokens, to keep the demo quick).
+DEMO_SHORT_PROMPT = 32
+DEMO_LONG_PROMPT = 1024
 DEMO_CONTEXT = 256
 DEMO_FILES = ("results.csv", "requests.csv", "workbook.xlsx")
 
@@ -96,6 +102,9 @@ class DemoReport:
     collect_seconds: float
     total_seconds: float
     unreachable: tuple[float, Solution] | None = None  # (target, answer) when asked
+    workload: LatencyForecast | None = None  # the latency model's answer between the measured prompt lengths
+    knee: str | None = None
+    holdout_mape: dict[str, float | None] = field(default_factory=dict)  # method -> leave-one-out MAPE
     notes: list[str] = field(default_factory=list)
 
 
@@ -151,18 +160,23 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
     request_rows: list[dict[str, str]] = []
     request_fields: list[str] = []
     expected: dict[str, float] = {}
+    # (model index, served, catalog key, max_tokens levels, prompt level)
+    runs: list[tuple[int, str, str, tuple[int, ...], int]] = [
+        (i, served, key, DEMO_MAX_TOKENS, DEMO_SHORT_PROMPT) for i, (served, key) in enumerate(DEMO_MODELS)]
+    runs.append((0, DEMO_MODELS[0][0], DEMO_MODELS[0][1], DEMO_MAX_TOKENS[:1], DEMO_LONG_PROMPT))
     with tempfile.TemporaryDirectory(prefix="scm-demo-") as tmp:
-        for i, (served, key) in enumerate(DEMO_MODELS):
-            tell(f"collect from the simulated {served} ({len(DEMO_CONCURRENCY) * len(DEMO_MAX_TOKENS)} experiments)")
+        for part_no, (i, served, key, lengths, prompt_level) in enumerate(runs):
+            tell(f"collect from the simulated {served} ({len(DEMO_CONCURRENCY) * len(lengths)} experiments, "
+                 f"{prompt_level}-token prompts)")
             config = sim_config_for(key, DEMO_GPU, efficiency=DEMO_EFFICIENCY, served_name=served, seed=i)
-            expected[served] = config.expected_stream(config.prompt_tokens_for(DEFAULT_PROMPT),
-                                                      max(DEMO_MAX_TOKENS))["tps"]
-            part = Path(tmp) / f"results-{i}.csv"
+            if prompt_level == DEMO_SHORT_PROMPT:
+                expected[served] = config.expected_stream(DEMO_SHORT_PROMPT, max(DEMO_MAX_TOKENS))["tps"]
+            part = Path(tmp) / f"results-{part_no}.csv"
             with running_simulator(config) as base_url:
                 collect = CollectConfig(
-                    base_url=base_url, models=(served,), concurrency=DEMO_CONCURRENCY, max_tokens=DEMO_MAX_TOKENS,
+                    base_url=base_url, models=(served,), concurrency=DEMO_CONCURRENCY, max_tokens=lengths,
                     requests_per_slot=DEMO_REQUESTS_PER_SLOT, results_path=part, overwrite=True, gpu=DEMO_GPU,
-                    ignore_eos=True,
+                    ignore_eos=True, prompt_tokens=(prompt_level,),
                 )
                 asyncio.run(run_collection(collect, progress=not quiet))
             renamed: dict[str, str] = {}
@@ -195,6 +209,12 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
         beyond = float(math.ceil(1.5 * best / 100) * 100)
         unreachable = (beyond, solve(cal, beyond, length))
     base_key = DEMO_MODELS[0][1]
+    latency = latency_model(rows)
+    lsq_report = least_squares_analysis(report.analysis.statuses, report.analysis.settings).report()
+    holdout_mape = {"chain": (lsq_report.get("chain_holdout") or {}).get("loo_mape_pct"),
+                    "lsq": lsq_report.get("loo_mape_pct"), "latency": latency.holdout.mape_pct}
+    workload = latency.forecast(DEMO_CONCURRENCY[1] + 1, DEMO_MAX_TOKENS[0], DEMO_MODELS[0][0],
+                                (DEMO_SHORT_PROMPT + DEMO_LONG_PROMPT) // 2) if latency.available else None
     return DemoReport(
         out_dir=folder, results_csv=results_csv, requests_csv=requests_csv, workbook=workbook, report=report,
         solution=solution, target_tps=target_tps, target_max_tokens=length, lang=lang,
@@ -202,6 +222,7 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
         expected_stream_tps=expected,
         c_model_first_principles={served: c_model_from_first_principles(base_key, key) for served, key in DEMO_MODELS},
         collect_seconds=collect_seconds, total_seconds=time.perf_counter() - start, unreachable=unreachable,
+        workload=workload, knee=latency.knee_text(), holdout_mape=holdout_mape,
     )
 
 
@@ -228,6 +249,11 @@ TEXTS: dict[str, dict[str, Any]] = {
         "unreachable": "Inverse: {t:g} TPS at max_tokens {mt} is unreachable with the measured levels{best}.",
         "best": "; best reachable {p:.1f} TPS at concurrency {c}",
         "wrote": "Wrote {files} ({s:.1f} s in all).",
+        "workload": "Workload: a {p}-token prompt at concurrency {c}, max_tokens {mt} (neither measured): "
+                    "{tps:.1f} TPS, TTFT {ttft:.3f} s (latency model; prompts measured at {short} and {long} tokens).",
+        "holdout": "Leave-one-out error: chain {chain}, least squares {lsq}, latency model {latency}. A long prompt "
+                   "costs more at higher concurrency (its prefill stalls the batch), which the separable chain "
+                   "cannot say; the latency model can.",
     },
     "zh": {
         "deployments": "127.0.0.1 上的模拟部署：{models}，GPU {gpu}，每步时间取自 roofline，效率 {eff}。",
@@ -240,6 +266,10 @@ TEXTS: dict[str, dict[str, Any]] = {
         "unreachable": "反推：max_tokens {mt} 下 {t:g} TPS 在已测并发水平内无法达到{best}。",
         "best": "；可达最高 {p:.1f} TPS（并发 {c}）",
         "wrote": "已写入 {files}（共 {s:.1f} 秒）。",
+        "workload": "工作负载：提示 {p} Token、并发 {c}、max_tokens {mt}（均未实测）：{tps:.1f} TPS，首字时间 {ttft:.3f} 秒"
+                    "（延迟模型；实测提示为 {short} 与 {long} Token）。",
+        "holdout": "留一法误差：链式 {chain}，最小二乘 {lsq}，延迟模型 {latency}。长提示在高并发下代价更大（其预填充会阻塞整批），"
+                   "可分离的链式模型表达不了，延迟模型可以。",
     },
 }
 
@@ -287,6 +317,12 @@ def render(demo: DemoReport) -> str:
     lines.append(_inverse_line(t, demo.target_tps, demo.target_max_tokens, demo.solution))
     if demo.unreachable is not None:
         lines.append(_inverse_line(t, demo.unreachable[0], demo.target_max_tokens, demo.unreachable[1]))
+    w = demo.workload
+    if w is not None and w.tps is not None and w.ttft_s is not None:
+        lines.append(t["workload"].format(p=int(w.prompt_tokens), c=int(w.concurrency), mt=w.max_tokens, tps=w.tps,
+                                          ttft=w.ttft_s, short=DEMO_SHORT_PROMPT, long=DEMO_LONG_PROMPT))
+    if demo.holdout_mape:
+        lines.append(t["holdout"].format(**{k: "n/a" if v is None else f"{v:.1f}%" for k, v in demo.holdout_mape.items()}))
     lines.append(render_verification(demo.report.verification))
     lines.append("")
     lines.append(t["wrote"].format(files=", ".join(str(p) for p in (demo.results_csv, demo.requests_csv,

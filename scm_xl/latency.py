@@ -16,8 +16,9 @@ others wait, so the served part stays that of K and the wait grows with c:
 of that wait, is taken from the rows above the knee.)
 
 The two parts are linear in their coefficients, so each is one least-squares fit a person can
-redo (the workbook's latency sheet does, with MINVERSE on the normal equations of columns scaled
-by their largest value), weighted by 1/y, i.e. relative errors, so short and long requests count alike:
+redo (the workbook's latency sheet does, with MINVERSE on the normal equations of columns scaled by
+products of the rows' largest batch, prompt and output), weighted by 1/y, i.e. relative errors, so
+short and long requests count alike:
 
     ITL  = a + b n + d n (P + L_out / 2) + e n P / L_out     step time: fixed (weights read once per
                                                             step), per sequence, KV cache read over the
@@ -33,10 +34,12 @@ P is the server-counted mean prompt length of the experiment (`prompt_tokens`; t
 level, one concurrency) is left out and the model answers only where that factor was measured.
 
 The knee K is chosen by profile: every candidate (each whole number of slots from the lowest
-measured concurrency to below the highest, a geometric grid of them over wide ranges, and "none") is fitted, and the one with the smallest squared log error of TPS
-and latency over all rows wins; a finite K must beat "none" by an F test (one extra parameter,
-90%). Its interval is the set of candidates whose error is not significantly worse (the same F
-bound): the data cannot tell those apart. Each model (by name) gets its own fit.
+measured concurrency to below the highest, a geometric grid of them over wide ranges, and "none")
+is fitted, and the one with the smallest squared log error of TPS over all rows wins; a finite K
+must beat "none" by an F test (one extra parameter, 90%). Its interval is the set of candidates
+whose error is not significantly worse (the same F bound): the data cannot tell those apart. Each
+model (by name) gets its own fit. The workbook's latency sheet takes K as a value (the one
+`fill` profiles, or one a person types) and fits the rest live (`fit_model(..., knee_given=K)`).
 
 Little's law is checked per experiment: c x L_out / TPS should equal the mean latency. A row
 where it does not (by more than LITTLE_TOLERANCE) is flagged: the client did not keep its slots
@@ -72,10 +75,11 @@ PROMPT_LEVEL_RATIO = 1.05
 # A soft knee (no slot limit, compute binds): the concurrency from which doubling gains under this.
 SOFT_KNEE_GAIN = 1.10
 
-ITL_TERMS = ("a", "b", "d", "e")
+ITL_TERMS = ("step", "d", "e")  # step(n): one per measured batch
 TTFT_TERMS = ("t0", "s", "p", "q")
 TERM_WORDS = {
-    "a": "s per decode step (fixed)", "b": "s per step per sequence", "d": "s per step per context token",
+    "step": "s per decode step at this batch (measured; linear between batches)",
+    "d": "s per step per context token",
     "e": "s per step per joining prompt token", "t0": "s fixed",
     "s": "decode steps (the step in progress, then the one the request joins)",
     "p": "s per prompt token (prefill)", "q": "s per prompt token per concurrent request (queued prefill)",
@@ -138,17 +142,43 @@ def _levels(values: Iterable[float], ratio: float = PROMPT_LEVEL_RATIO) -> list[
 
 @dataclass(frozen=True)
 class Terms:
-    """Which terms the data can identify (a factor never varied leaves its terms out)."""
+    """Which terms the data can identify (a factor never varied leaves its terms out).
 
+    The decode step is one coefficient per measured served batch n (a knot), linear in n between
+    knots and along the end segments beyond them: what the server's kernels really cost at each
+    batch size (llama.cpp on one thread is slower at batch 2-6 than at 8), as the chain's f(c) is
+    per level. The context terms d and e are shared by every batch."""
+
+    knots: tuple[float, ...]  # the served batches measured, ascending
     prompt: bool  # the prompt length varied (the longest over 5% above the shortest)
-    batch: bool  # the concurrency varied
+    context: bool  # the prompt or the output length varied: the KV-read term d
+    joining: bool  # both varied: the joining-prefill term e (otherwise aliased with d and the steps)
+
+    @property
+    def batch(self) -> bool:
+        return len(self.knots) >= 2
+
+    def weights(self, n: float) -> list[float]:
+        """n as a blend of the knots: linear between the two around it, along the nearest end
+        segment outside them; one knot: that knot."""
+        knots = self.knots
+        out = [0.0] * len(knots)
+        if len(knots) == 1:
+            out[0] = 1.0
+            return out
+        upper = next((i for i, knot in enumerate(knots) if knot >= n), len(knots) - 1)
+        upper = min(max(upper, 1), len(knots) - 1)
+        low, high = knots[upper - 1], knots[upper]
+        w = (n - low) / (high - low)
+        out[upper - 1], out[upper] = 1.0 - w, w
+        return out
 
     def itl(self, n: float, prompt: float, output: float) -> list[float]:
-        features = [1.0]
-        if self.batch:
-            features += [n, n * (prompt + output / 2)]
-            if self.prompt:
-                features.append(n * prompt / output)
+        features = self.weights(n)
+        if self.context:
+            features.append(n * (prompt + output / 2))
+        if self.joining:
+            features.append(n * prompt / output)
         return features
 
     def ttft(self, n: float, prompt: float, step: float) -> list[float]:
@@ -164,7 +194,8 @@ class Terms:
         return features
 
     def itl_names(self) -> list[str]:
-        return ["a"] + (["b", "d"] + (["e"] if self.prompt else []) if self.batch else [])
+        return [step_name(knot) for knot in self.knots] + (["d"] if self.context else []) \
+            + (["e"] if self.joining else [])
 
     def ttft_names(self) -> list[str]:
         names = ["t0"] + (["s"] if self.batch else [])
@@ -196,11 +227,21 @@ class LinearFit:
                 for name, b, se in zip(self.names, self.beta, self.std_errors)}
 
 
-def terms_of(rows: Sequence[Observation]) -> Terms:
-    """Which factors the rows varied: prompt length (by more than PROMPT_LEVEL_RATIO) and concurrency."""
-    prompts = [r.prompt for r in rows]
-    concurrency = [r.concurrency for r in rows]
-    return Terms(prompt=max(prompts) > min(prompts) * PROMPT_LEVEL_RATIO, batch=max(concurrency) > min(concurrency))
+def step_name(knot: float) -> str:
+    return f"step({format_level(knot)})"
+
+
+def varied(values: Sequence[float]) -> bool:
+    """The largest over PROMPT_LEVEL_RATIO times the smallest."""
+    return max(values) > min(values) * PROMPT_LEVEL_RATIO
+
+
+def terms_of(rows: Sequence[Observation], knee: float | None = None) -> Terms:
+    """The knots (the served batches min(c, K) measured) and which factors the rows varied."""
+    knots = tuple(sorted({min(r.concurrency, knee) if knee is not None else float(r.concurrency) for r in rows}))
+    prompt, output = varied([r.prompt for r in rows]), varied([r.output for r in rows])
+    return Terms(knots=tuple(float(k) for k in knots), prompt=prompt, context=prompt or output,
+                 joining=prompt and output)
 
 
 def _relative_lstsq(names: Sequence[str], x: list[list[float]], y: list[float],
@@ -241,12 +282,12 @@ class Knee:
 
     def describe(self) -> str:
         if self.kind == "limit" and self.concurrency is not None:
-            span = (f" (the data allow {_fmt(self.interval[0])}-{_fmt(self.interval[1])})"
+            span = (f" (the data allow {format_level(self.interval[0])}-{format_level(self.interval[1])})"
                     if self.interval and self.interval[0] != self.interval[1] else "")
-            return f"throughput stops growing near concurrency {_fmt(self.concurrency)}{span}"
+            return f"throughput stops growing near concurrency {format_level(self.concurrency)}{span}"
         if self.kind == "soft" and self.concurrency is not None:
             return (f"throughput grows less than {round((SOFT_KNEE_GAIN - 1) * 100)}% per doubling from "
-                    f"concurrency {_fmt(self.concurrency)} (no hard limit seen)")
+                    f"concurrency {format_level(self.concurrency)} (no hard limit seen)")
         return f"no knee within the measured concurrency (up to {self.measured_max})"
 
     def as_dict(self) -> dict[str, Any]:
@@ -254,7 +295,9 @@ class Knee:
                 "interval": list(self.interval) if self.interval else None, "text": self.describe()}
 
 
-def _fmt(value: float) -> str:
+def format_level(value: float) -> str:
+    """A concurrency or prompt length as the texts print it: whole from 10 up or within 0.05 of a whole
+    number, else one decimal."""
     return f"{value:.0f}" if abs(value - round(value)) < 0.05 or value >= 10 else f"{value:.1f}"
 
 
@@ -326,7 +369,7 @@ class ModelFit:
         missing = []
         if not self.terms.prompt and not any(abs(prompt - level) <= level * (PROMPT_LEVEL_RATIO - 1) + 1
                                              for level in self.prompt_levels):
-            missing.append(f"prompt length: only {_fmt(self.prompt_levels[0])} tokens measured")
+            missing.append(f"prompt length: only {format_level(self.prompt_levels[0])} tokens measured")
         if not self.terms.batch and concurrency != self.concurrency_range[0]:
             missing.append(f"concurrency: only {self.concurrency_range[0]} measured")
         if missing:
@@ -383,8 +426,8 @@ def itl_scales(rows: Sequence[Observation], knee: float | None) -> dict[str, flo
     scale gives the same fit; these keep the normal equations well conditioned)."""
     n = max(min(r.concurrency, knee) if knee is not None else r.concurrency for r in rows)
     prompt, longest, shortest = max(r.prompt for r in rows), max(r.output for r in rows), min(r.output for r in rows)
-    return {"a": 1.0, "b": _positive(n), "d": _positive(n * (prompt + longest / 2)),
-            "e": _positive(n * prompt / shortest)}
+    steps = {step_name(knot): 1.0 for knot in terms_of(rows, knee).knots}
+    return {**steps, "d": _positive(n * (prompt + longest / 2)), "e": _positive(n * prompt / shortest)}
 
 
 def ttft_scales(rows: Sequence[Observation], knee: float | None, step_max: float) -> dict[str, float]:
@@ -394,7 +437,12 @@ def ttft_scales(rows: Sequence[Observation], knee: float | None, step_max: float
     return {"t0": 1.0, "s": _positive(step_max), "p": _positive(prompt), "q": _positive(n * prompt)}
 
 
-def _fit_given_knee(rows: Sequence[Observation], terms: Terms, knee: float | None) -> tuple[LinearFit, LinearFit] | None:
+Fitted = tuple[Terms, LinearFit, LinearFit]
+
+
+def _fit_given_knee(rows: Sequence[Observation], knee: float | None) -> Fitted | None:
+    terms = terms_of(rows, knee)
+
     def served(c: int) -> float:
         return min(c, knee) if knee is not None else c
 
@@ -413,7 +461,7 @@ def _fit_given_knee(rows: Sequence[Observation], terms: Terms, knee: float | Non
     if len(ttft_y) < len(names):
         return None
     ttft = _relative_lstsq(names, ttft_rows, ttft_y, ttft_scales(rows, knee, max(steps)))
-    return (itl, ttft) if ttft is not None else None
+    return (terms, itl, ttft) if ttft is not None else None
 
 
 def _predict_row(itl: LinearFit, ttft: LinearFit, terms: Terms, knee: float | None,
@@ -429,11 +477,11 @@ def _predict_row(itl: LinearFit, ttft: LinearFit, terms: Terms, knee: float | No
     return r.concurrency * r.output / latency, latency
 
 
-def _profile(rows: Sequence[Observation], terms: Terms, knee: float | None) -> tuple[float, Any] | None:
-    fitted = _fit_given_knee(rows, terms, knee)
+def _profile(rows: Sequence[Observation], knee: float | None) -> tuple[float, Fitted] | None:
+    fitted = _fit_given_knee(rows, knee)
     if fitted is None:
         return None
-    itl, ttft = fitted
+    terms, itl, ttft = fitted
     error = 0.0
     for r in rows:
         predicted = _predict_row(itl, ttft, terms, knee, r)
@@ -469,21 +517,21 @@ def fit_model(rows: Sequence[Observation], model: str, knee_given: float | None 
         return None
     prompts = _levels(r.prompt for r in rows)
     concurrency = sorted({r.concurrency for r in rows})
-    terms = terms_of(rows)
-    best = _profile(rows, terms, None if knee_given == PROFILE else knee_given)  # type: ignore[arg-type]
+    measured_terms = terms_of(rows)
+    best = _profile(rows, None if knee_given == PROFILE else knee_given)  # type: ignore[arg-type]
     if best is None:
         return None
     none_error, fitted = best
     knee: float | None = None if knee_given == PROFILE else knee_given  # type: ignore[assignment]
     profile: list[tuple[float, float]] = []
-    if knee_given == PROFILE and terms.batch and len(concurrency) >= 3:
+    if knee_given == PROFILE and measured_terms.batch and len(concurrency) >= 3:
         for candidate in _knee_candidates(concurrency):
-            result = _profile(rows, terms, candidate)
+            result = _profile(rows, candidate)
             if result is not None:
                 profile.append((candidate, result[0]))
                 if result[0] < best[0]:
                     best, knee, fitted = result, candidate, result[1]
-    itl, ttft = fitted
+    terms, itl, ttft = fitted
     parameters = len(itl.names) + len(ttft.names) + 1
     dof = max(len(rows) - parameters, 1)
     knee_info = Knee("none", None, None, max(concurrency))
@@ -497,7 +545,7 @@ def fit_model(rows: Sequence[Observation], model: str, knee_given: float | None 
             knee_info = Knee("limit", knee, (min(allowed), max(allowed)) if allowed else (knee, knee),
                              max(concurrency))
         else:
-            knee, (itl, ttft) = None, _profile(rows, terms, None)[1]  # type: ignore[index]
+            knee, (terms, itl, ttft) = None, _profile(rows, None)[1]  # type: ignore[index]
     little = [r.tps * r.latency / (r.concurrency * r.output) for r in rows]
     efficiency = median(little)
     residuals = []

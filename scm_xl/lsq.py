@@ -5,12 +5,13 @@ both leave-one-outs and the interaction/plateau checks share the design and its 
 
 The separable model in logs is linear,
 
-    ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) - ln C_model(m) + noise,
+    ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) + ln K_in(P) - ln C_model(m) + noise,
 
 so it is fitted by ordinary least squares on all included rows (`model.filter_rows`)
 with dummy coding: one column per non-base level, the base levels (the chain's base
-model, base max_tokens and base concurrency, from `model.calibrate`) as reference, so
-f(base c) = K_len(base L) = C_model(base model) = 1. The coefficients are therefore
+model, base max_tokens, base concurrency and base prompt level, from `model.calibrate`)
+as reference, so f(base c) = K_len(base L) = K_in(P0) = C_model(base model) = 1. With no
+prompt levels in the data there are no K_in columns. The coefficients are therefore
 the chain's coefficients: where the design is exactly identified the fit reproduces
 the chain, and otherwise it is the OLS solution (numpy.linalg.lstsq on the same
 design matrix). Replicates need no special handling (OLS on replicates of a cell
@@ -36,15 +37,17 @@ same for the chain by recalibrating without the row (base levels pinned). The ve
 uses `model.verdict_for` on the LOO errors: judged on prediction, not on fit.
 
 Interaction check (is the separable model true?). Residuals are averaged per
-(concurrency, max_tokens) cell and, with two or more models, per (model, concurrency)
-cell. A cell breaks the separable model when its mean residual is significant
+(concurrency, max_tokens) cell, with two or more models per (model, concurrency) cell,
+and with two or more prompt levels per (concurrency, prompt level) cell: a longer prompt
+that costs more at a higher concurrency (prefill of joining requests, a slot limit that
+makes requests queue) shows there, and is said so in words. A cell breaks the separable model when its mean residual is significant
 (|mean| > t·se at 90% two-sided, Bonferroni over the cells of its kind, se from the hat
 matrix) *and* large (at least 10% in TPS). Single-row cells rarely pass the first test:
 without replicates an interaction cannot be told from noise. An interaction in one cell
 also leaves smaller residuals of the opposite sign in the other cells of its row and
 column; with only two levels of a factor they are as large, and the check reports both
 cells, since the data cannot say which one is off. A rate-limit plateau is
-reported when, for a (model, max_tokens), the median TPS at the highest measured
+reported when, for a (model, max_tokens, prompt level), the median TPS at the highest measured
 concurrency is within 5% of that at the next level down (concurrency at least 1.5x)
 while the fitted f predicts at least 10% growth between them.
 """
@@ -61,8 +64,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from scm_xl.model import (
-    Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, RowStatus, Settings,
-    c_label, calibrate, f_label, k_label, predict, same_model, verdict_for,
+    Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, PromptLevel, RowStatus, Settings,
+    base_prompt_level, c_label, calibrate, check_rows, f_label, k_label, p_label, prompt_level_table, same_model,
+    verdict_for,
 )
 
 CONFIDENCE = 0.90
@@ -215,8 +219,8 @@ Interval = tuple[float, float]
 class Coefficient:
     """One model coefficient; `value` and `interval` are in its own units (not logs)."""
 
-    label: str  # "BaseTPS", "f(4)", "K_len(200)", "C_model(name)"
-    kind: str  # "base" | "f" | "k_len" | "c_model"
+    label: str  # "BaseTPS", "f(4)", "K_len(200)", "C_model(name)", "K_in(640)"
+    kind: str  # "base" | "f" | "k_len" | "c_model" | "k_in"
     level: int | str | None
     rows: int  # fitted rows at this level (for the base: at the base point)
     value: float | None  # None: not identified by the data
@@ -244,6 +248,7 @@ class Forecast:
     # Predicted percentiles (the latency model predicts them; chain and lsq do not).
     latency_p95_s: float | None = None
     ttft_p95_s: float | None = None
+    prompt_tokens: float | None = None  # the workload's prompt length (None: the base prompt level)
 
 
 @dataclass(frozen=True)
@@ -266,16 +271,25 @@ class _Levels:
     concurrency: tuple[int, ...]
     max_tokens: tuple[int, ...]
     models: tuple[str, ...]  # display names, first spelling seen
+    base_prompt_level: int | None = None  # None: no prompt levels in the data
+    prompt_levels: tuple[int, ...] = ()  # the non-base prompt levels (K_in columns, after the models)
 
     @property
     def size(self) -> int:
-        return 1 + len(self.concurrency) + len(self.max_tokens) + len(self.models)
+        return 1 + len(self.concurrency) + len(self.max_tokens) + len(self.models) + len(self.prompt_levels)
 
     def labels(self) -> list[str]:
         return ([BASE_LABEL] + [f_label(c) for c in self.concurrency]
-                + [k_label(length) for length in self.max_tokens] + [c_label(m) for m in self.models])
+                + [k_label(length) for length in self.max_tokens] + [c_label(m) for m in self.models]
+                + [p_label(level) for level in self.prompt_levels])
 
-    def vector(self, blend: ConcurrencyBlend, max_tokens: int, model: str) -> np.ndarray | None:
+    def measured_prompt_levels(self) -> list[int]:
+        """Every fitted prompt level, the base one included."""
+        base = [self.base_prompt_level] if self.base_prompt_level is not None else []
+        return sorted(set(base) | set(self.prompt_levels))
+
+    def vector(self, blend: ConcurrencyBlend, max_tokens: int, model: str,
+               prompt: ConcurrencyBlend | None = None) -> np.ndarray | None:
         x = np.zeros(self.size)
         x[0] = 1.0
         offset = 1
@@ -295,7 +309,18 @@ class _Levels:
             if index is None:
                 return None
             x[offset + index] = -1.0  # ln TPS falls with ln C_model
+        offset += len(self.models)
+        for level, weight in (prompt.weights if prompt is not None else ()):
+            if level != self.base_prompt_level:
+                if level not in self.prompt_levels:
+                    return None
+                x[offset + self.prompt_levels.index(level)] += weight
         return x
+
+
+def _at_level(level: int | None) -> ConcurrencyBlend | None:
+    """A row's prompt level as the design sees it (None: no levels, the base)."""
+    return ConcurrencyBlend(((level, 1.0),)) if level is not None else None
 
 
 @dataclass
@@ -337,25 +362,36 @@ class LsqFit:
         return [level.concurrency for level in self.calibration.concurrency_levels]
 
     def forecast(self, concurrency: float, max_tokens: int, model: str | None = None, *,
-                 extrapolate: bool = False) -> Forecast:
+                 extrapolate: bool = False, prompt_tokens: float | None = None) -> Forecast:
         """Predicted TPS with 90% intervals; concurrency between measured levels is
-        interpolated in log-log space, outside them only with `extrapolate`."""
+        interpolated in log-log space, outside them only with `extrapolate`. `prompt_tokens`
+        None is the base prompt level; between two fitted prompt levels ln K_in is
+        interpolated in ln P, outside them there is no prediction (never extrapolated)."""
         model = model or self.calibration.base_model or ""
         if self._levels is None:
-            return Forecast(concurrency, max_tokens, model, None, missing=("no data",))
+            return Forecast(concurrency, max_tokens, model, None, missing=("no data",), prompt_tokens=prompt_tokens)
         blend = concurrency_blend(concurrency, self.measured_concurrency_levels(), extrapolate=extrapolate)
         if blend is None:
             label = f_label(_int_or(concurrency))  # a level between two prints as 2.5
             reason = f"{label} is outside the measured range" if self.measured_concurrency_levels() else label
-            return Forecast(concurrency, max_tokens, model, None, missing=(reason,))
-        x = self._levels.vector(blend, max_tokens, model)
+            return Forecast(concurrency, max_tokens, model, None, missing=(reason,), prompt_tokens=prompt_tokens)
+        prompt = None
+        if prompt_tokens is not None:
+            measured = self._levels.measured_prompt_levels()
+            prompt = concurrency_blend(prompt_tokens, measured)
+            if prompt is None:
+                label = p_label(_int_or(prompt_tokens))
+                reason = f"{label} is outside the measured prompt levels" if measured else label
+                return Forecast(concurrency, max_tokens, model, None, missing=(reason,), prompt_tokens=prompt_tokens)
+        x = self._levels.vector(blend, max_tokens, model, prompt)
         if x is None or not self._estimable(x):
             missing = tuple(label for label, known in (
                 (k_label(max_tokens), self.calibration.k_len(max_tokens) is not None),
                 (c_label(model), self.calibration.c_model(model) is not None),
             ) if not known) or ("not identified by the data",)
             return Forecast(concurrency, max_tokens, model, None, missing=missing,
-                            interpolated=blend.interpolated, extrapolated=blend.extrapolated)
+                            interpolated=blend.interpolated, extrapolated=blend.extrapolated,
+                            prompt_tokens=prompt_tokens)
         log_tps = float(x @ self._beta)
         mean_interval = prediction_interval = None
         if self.sigma is not None:
@@ -366,7 +402,8 @@ class LsqFit:
             mean_interval = (math.exp(log_tps - spread_mean), math.exp(log_tps + spread_mean))
             prediction_interval = (math.exp(log_tps - spread_new), math.exp(log_tps + spread_new))
         return Forecast(concurrency, max_tokens, model, math.exp(log_tps), mean_interval,
-                        prediction_interval, blend.interpolated, blend.extrapolated)
+                        prediction_interval, blend.interpolated or (prompt is not None and prompt.interpolated),
+                        blend.extrapolated, prompt_tokens=prompt_tokens)
 
     def _estimable(self, x: np.ndarray) -> bool:
         projected = self._null_projector @ x
@@ -387,8 +424,11 @@ def _distinct_sorted(values: Sequence[int], limit: int | None) -> list[int]:
 
 
 def fitted_rows(statuses: Sequence[RowStatus], settings: Settings = Settings()) -> list[RowStatus]:
-    """The rows the fit uses: included rows whose levels fall within the workbook's slots."""
-    included = [s for s in statuses if s.included and s.ln_tps is not None]
+    """The rows the fit uses: included rows whose levels fall within the workbook's slots (the
+    prompt levels: those of the K_in table, over every row, `model.prompt_level_table`)."""
+    prompts = set(prompt_level_table(statuses, base_prompt_level(statuses, settings), settings.prompt_slots))
+    included = [s for s in statuses if s.included and s.ln_tps is not None
+                and (s.prompt_level is None or s.prompt_level in prompts)]
     concurrency = set(_distinct_sorted([s.concurrency for s in included], settings.concurrency_slots))
     lengths = set(_distinct_sorted([s.max_tokens for s in included], settings.length_slots))
     models: list[str] = []
@@ -401,26 +441,38 @@ def fitted_rows(statuses: Sequence[RowStatus], settings: Settings = Settings()) 
             and any(same_model(m, s.model) for m in models)]
 
 
-def design_matrix(cells: Sequence[tuple[str, int, int]], *, base_model: str, base_concurrency: int,
-                  base_max_tokens: int) -> tuple[np.ndarray, list[str]]:
-    """The dummy-coded design matrix of (model, concurrency, max_tokens) rows, and its column labels."""
-    levels = _levels_for(cells, base_model, base_concurrency, base_max_tokens)
-    rows = [levels.vector(ConcurrencyBlend(((c, 1.0),)), length, m) for m, c, length in cells]
+Design = Sequence[tuple[str, int, int] | tuple[str, int, int, int | None]]
+
+
+def _prompt_of(cell: tuple[str, int, int] | tuple[str, int, int, int | None]) -> int | None:
+    return cell[3] if len(cell) > 3 else None
+
+
+def design_matrix(cells: Design, *, base_model: str, base_concurrency: int,
+                  base_max_tokens: int, base_prompt_level: int | None = None) -> tuple[np.ndarray, list[str]]:
+    """The dummy-coded design matrix of (model, concurrency, max_tokens[, prompt level]) rows, and
+    its column labels."""
+    levels = _levels_for(cells, base_model, base_concurrency, base_max_tokens, base_prompt_level)
+    rows = [levels.vector(ConcurrencyBlend(((cell[1], 1.0),)), cell[2], cell[0], _at_level(_prompt_of(cell)))
+            for cell in cells]
     matrix = np.array(rows, dtype=float).reshape(len(rows), levels.size)
     return matrix, levels.labels()
 
 
-def _levels_for(cells: Sequence[tuple[str, int, int]], base_model: str, base_concurrency: int,
-                base_max_tokens: int) -> _Levels:
+def _levels_for(cells: Design, base_model: str, base_concurrency: int,
+                base_max_tokens: int, base_prompt_level: int | None = None) -> _Levels:
     models: list[str] = []
-    for model, _, _ in cells:
+    for cell in cells:
+        model = cell[0]
         if not same_model(model, base_model) and not any(same_model(m, model) for m in models):
             models.append(model)
+    prompts = {level for cell in cells if (level := _prompt_of(cell)) is not None}
     return _Levels(
         base_concurrency=base_concurrency, base_max_tokens=base_max_tokens, base_model=base_model,
-        concurrency=tuple(sorted({c for _, c, _ in cells} - {base_concurrency})),
-        max_tokens=tuple(sorted({length for _, _, length in cells} - {base_max_tokens})),
-        models=tuple(models),
+        concurrency=tuple(sorted({cell[1] for cell in cells} - {base_concurrency})),
+        max_tokens=tuple(sorted({cell[2] for cell in cells} - {base_max_tokens})),
+        models=tuple(models), base_prompt_level=base_prompt_level,
+        prompt_levels=tuple(sorted(prompts - {base_prompt_level})) if base_prompt_level is not None else (),
     )
 
 
@@ -433,9 +485,10 @@ def fit(statuses: Sequence[RowStatus], settings: Settings = Settings(), *,
         return _empty_fit(chain, confidence)
 
     base_model = next((s.model for s in used if same_model(s.model, chain.base_model)), chain.base_model)
-    levels = _levels_for([(s.model, s.concurrency, s.max_tokens) for s in used], base_model,
-                         chain.base_concurrency, chain.base_max_tokens)
-    x_rows = [levels.vector(ConcurrencyBlend(((s.concurrency, 1.0),)), s.max_tokens, s.model) for s in used]
+    levels = _levels_for([(s.model, s.concurrency, s.max_tokens, s.prompt_level) for s in used], base_model,
+                         chain.base_concurrency, chain.base_max_tokens, chain.base_prompt_level)
+    x_rows = [levels.vector(ConcurrencyBlend(((s.concurrency, 1.0),)), s.max_tokens, s.model,
+                            _at_level(s.prompt_level)) for s in used]
     design = np.array(x_rows, dtype=float)
     response = np.array([s.ln_tps for s in used], dtype=float)
     n, p = design.shape
@@ -461,8 +514,9 @@ def fit(statuses: Sequence[RowStatus], settings: Settings = Settings(), *,
     t = t_two_sided(confidence, dof) if dof > 0 else None
     labels = levels.labels()
     kinds = (["base"] + ["f"] * len(levels.concurrency) + ["k_len"] * len(levels.max_tokens)
-             + ["c_model"] * len(levels.models))
-    level_values: list[int | str | None] = [None, *levels.concurrency, *levels.max_tokens, *levels.models]
+             + ["c_model"] * len(levels.models) + ["k_in"] * len(levels.prompt_levels))
+    level_values: list[int | str | None] = [None, *levels.concurrency, *levels.max_tokens, *levels.models,
+                                            *levels.prompt_levels]
     row_counts = _row_counts(used, levels)
     coefficients: list[Coefficient] = []
     for j, label in enumerate(labels):
@@ -495,10 +549,12 @@ def fit(statuses: Sequence[RowStatus], settings: Settings = Settings(), *,
 
 def _row_counts(used: Sequence[RowStatus], levels: _Levels) -> list[int]:
     counts = [sum(1 for s in used if s.concurrency == levels.base_concurrency
-                  and s.max_tokens == levels.base_max_tokens and same_model(s.model, levels.base_model))]
+                  and s.max_tokens == levels.base_max_tokens and same_model(s.model, levels.base_model)
+                  and s.prompt_level == levels.base_prompt_level)]
     counts += [sum(1 for s in used if s.concurrency == c) for c in levels.concurrency]
     counts += [sum(1 for s in used if s.max_tokens == length) for length in levels.max_tokens]
     counts += [sum(1 for s in used if same_model(s.model, m)) for m in levels.models]
+    counts += [sum(1 for s in used if s.prompt_level == level) for level in levels.prompt_levels]
     return counts
 
 
@@ -523,16 +579,21 @@ def _as_calibration(chain: Calibration, base_model: str, used: Sequence[RowStatu
         point = base_tps / c_model if base_tps is not None and c_model is not None else None
         models.append(ModelLevel(model=s.model, rows=sum(1 for r in used if same_model(r.model, s.model)),
                                  base_point_tps=point, c_model=c_model))
+    prompt_levels = [
+        PromptLevel(prompt_level=level, anchor_concurrency=None, rows=sum(1 for s in used if s.prompt_level == level),
+                    k_in=1.0 if level == levels.base_prompt_level else value[p_label(level)])
+        for level in levels.measured_prompt_levels()]
     return Calibration(base_model=base_model, base_max_tokens=levels.base_max_tokens,
                        base_concurrency=levels.base_concurrency,
                        base_rows=next(c.rows for c in coefficients if c.label == BASE_LABEL),
                        base_tps=base_tps, concurrency_levels=concurrency_levels,
-                       length_levels=length_levels, models=models)
+                       length_levels=length_levels, models=models, base_prompt_level=levels.base_prompt_level,
+                       prompt_levels=prompt_levels)
 
 
 def _empty_fit(chain: Calibration, confidence: float) -> LsqFit:
     calibration = dataclasses.replace(chain, base_rows=0, base_tps=None, concurrency_levels=[],
-                                      length_levels=[], models=[])
+                                      length_levels=[], models=[], prompt_levels=[])
     return LsqFit(calibration=calibration, coefficients=[], rows=[], observations=0, parameters=0,
                   rank=0, dof=0, sigma=None, covariance=np.zeros((0, 0)), confidence=confidence)
 
@@ -590,15 +651,16 @@ def chain_holdout(statuses: Sequence[RowStatus], settings: Settings = Settings()
     the only base-point row leaves the chain without a BaseTPS (no prediction).
 
     Closed form, linear in the rows: every chain coefficient is a geometric mean over
-    one (model, max_tokens, concurrency) cell, so leaving a row out changes only its own
-    cell's count and log sum. `_ChainCells` keeps those per cell and recomputes the few
-    coefficients a prediction needs from them; rows whose removal could reorder the
-    model slots (the first row of a model when the slots are full) fall back to a
-    recalibration without them, which is exact by definition.
+    one (model, max_tokens, prompt level, concurrency) cell, so leaving a row out changes
+    only its own cell's count and log sum. `_ChainCells` keeps those per cell and recomputes
+    the few coefficients a prediction needs from them; rows whose removal could reorder the
+    model slots (the first row of a model when the slots are full) or the prompt-level slots
+    (the only row of a level when they are full) fall back to a recalibration without them,
+    which is exact by definition.
     """
     full = calibrate(statuses, settings)
     pinned = dataclasses.replace(settings, base_model=full.base_model, base_max_tokens=full.base_max_tokens,
-                                 base_concurrency=full.base_concurrency)
+                                 base_concurrency=full.base_concurrency, base_prompt_level=full.base_prompt_level)
     cells = _ChainCells(statuses, full, settings)
     rows = []
     for i, s in enumerate(statuses):
@@ -606,7 +668,8 @@ def chain_holdout(statuses: Sequence[RowStatus], settings: Settings = Settings()
             continue
         if cells.needs_recalibration(i):
             without = [other for j, other in enumerate(statuses) if j != i]
-            predicted = predict(calibrate(without, pinned), s.concurrency, s.max_tokens, s.model).tps
+            # the row's own prediction, at its prompt level's K_in (as `model.check_rows` makes it)
+            predicted = check_rows([s], calibrate(without, pinned))[0].predicted_tps
         else:
             predicted = cells.predict_without(i)
         error = (s.tps - predicted) / s.tps * 100 if predicted is not None else None
@@ -625,15 +688,18 @@ class _ChainCells:
         self.base_model = (full.base_model or "").casefold()
         self.base_length = full.base_max_tokens
         self.base_c = full.base_concurrency
-        self.cells: dict[tuple[str, int, int], tuple[int, float]] = {}
+        self.base_prompt = full.base_prompt_level
+        self.cells: dict[tuple[str, int, int | None, int], tuple[int, float]] = {}
         per_c: dict[int, int] = {}
         per_length: dict[int, int] = {}
         per_model: dict[str, int] = {}
+        per_prompt: dict[int | None, int] = {}  # every row (the K_in table lists the levels of all rows)
         first_of_model: dict[str, int] = {}
         for i, s in enumerate(statuses):
+            per_prompt[s.prompt_level] = per_prompt.get(s.prompt_level, 0) + 1
             if not s.included:
                 continue
-            key = (s.model.casefold(), s.max_tokens, s.concurrency)
+            key = (s.model.casefold(), s.max_tokens, s.prompt_level, s.concurrency)
             if s.ln_tps is not None:
                 n, total = self.cells.get(key, (0, 0.0))
                 self.cells[key] = (n + 1, total + s.ln_tps)
@@ -641,76 +707,92 @@ class _ChainCells:
             per_length[s.max_tokens] = per_length.get(s.max_tokens, 0) + 1
             per_model[key[0]] = per_model.get(key[0], 0) + 1
             first_of_model.setdefault(key[0], i)
-        self.per_c, self.per_length, self.per_model = per_c, per_length, per_model
+        self.per_c, self.per_length, self.per_model, self.per_prompt = per_c, per_length, per_model, per_prompt
         self.first_of_model = first_of_model
         self.c_levels = set(level.concurrency for level in full.concurrency_levels)
         self.length_levels = set(level.max_tokens for level in full.length_levels)
         self.model_levels = {level.model.casefold() for level in full.models}
+        self.prompt_levels = {level.prompt_level for level in full.prompt_levels}
         self.sorted_c = sorted(self.c_levels)
         self.models_full = settings.model_slots is not None and len(per_model) > settings.model_slots
+        self.prompts_full = (settings.prompt_slots is not None
+                             and len([p for p in per_prompt if p is not None]) > settings.prompt_slots)
 
     def needs_recalibration(self, i: int) -> bool:
         s = self.statuses[i]
-        return self.models_full and self.first_of_model.get(s.model.casefold()) == i
+        return ((self.models_full and self.first_of_model.get(s.model.casefold()) == i)
+                or (self.prompts_full and self.per_prompt.get(s.prompt_level) == 1))
 
     def predict_without(self, i: int) -> float | None:
         s = self.statuses[i]
         model = s.model.casefold()
         # Sole row of a level: without it the level is gone, and so is its coefficient.
-        if self.per_c[s.concurrency] == 1 or self.per_length[s.max_tokens] == 1 or self.per_model[model] == 1:
+        if (self.per_c[s.concurrency] == 1 or self.per_length[s.max_tokens] == 1 or self.per_model[model] == 1
+                or (s.prompt_level is not None and self.per_prompt[s.prompt_level] == 1)):
             return None
         if (s.concurrency not in self.c_levels or s.max_tokens not in self.length_levels
-                or model not in self.model_levels):
+                or model not in self.model_levels
+                or (s.prompt_level is not None and s.prompt_level not in self.prompt_levels)):
             return None  # beyond the workbook's slots: the full calibration has no such level either
-        removed = (model, s.max_tokens, s.concurrency)
+        removed = (model, s.max_tokens, s.prompt_level, s.concurrency)
         ln_removed = s.ln_tps if s.ln_tps is not None else 0.0
 
-        def mean_tps(key: tuple[str, int, int]) -> float | None:
+        def mean_tps(key: tuple[str, int, int | None, int]) -> float | None:
             n, total = self.cells.get(key, (0, 0.0))
             if key == removed and s.ln_tps is not None:
                 n, total = n - 1, total - ln_removed
             return math.exp(total / n) if n > 0 else None
 
-        bm, bl, bc = self.base_model, self.base_length, self.base_c
+        bm, bl, bc, p0 = self.base_model, self.base_length, self.base_c, self.base_prompt
         if bl is None or bc is None:
             return None
-        base = mean_tps((bm, bl, bc))
+        base = mean_tps((bm, bl, p0, bc))
         if base is None:
             return None
 
         def f(c: int) -> float | None:
             if c not in self.c_levels:
                 return None
-            tps = mean_tps((bm, bl, c))
+            tps = mean_tps((bm, bl, p0, c))
             return tps / base if tps is not None else None
+
+        def anchored(length: int, level: int | None) -> float | None:
+            """TPS(bm, length, c*, level) / (base f(c*)) at the lowest c with a row there and a known f."""
+            for c in self.sorted_c:
+                at = mean_tps((bm, length, level, c))
+                f_c = f(c) if at is not None else None
+                if at is not None and f_c is not None:
+                    return at / (base * f_c)
+            return None
 
         f_row = f(s.concurrency)
         if f_row is None:
             return None
         # K_len: anchored at the lowest concurrency with a base-model row at this length and a known f.
-        k = None
-        for c in self.sorted_c:
-            at_length = mean_tps((bm, s.max_tokens, c))
-            f_c = f(c) if at_length is not None else None
-            if at_length is not None and f_c is not None:
-                k = at_length / (base * f_c)
-                break
+        k = anchored(s.max_tokens, p0)
         if k is None:
             return None
-        at_base_point = mean_tps((model, bl, bc))
+        # K_in likewise, at the base length and the row's prompt level (1 with no levels).
+        k_in = anchored(bl, s.prompt_level) if s.prompt_level is not None else 1.0
+        if k_in is None:
+            return None
+        at_base_point = mean_tps((model, bl, p0, bc))
         if at_base_point is None:
             return None
         c_model = base / at_base_point
-        return base * f_row * k / c_model
+        return base * f_row * k * k_in / c_model
 
 
 # ---------------------------------------------------------------------------
 # Interaction check
 # ---------------------------------------------------------------------------
 
+PROMPT_KIND = "concurrency x prompt"
+
+
 @dataclass(frozen=True)
 class InteractionCell:
-    kind: str  # "concurrency x max_tokens" | "model x concurrency"
+    kind: str  # "concurrency x max_tokens" | "model x concurrency" | "concurrency x prompt"
     model: str | None
     concurrency: int
     max_tokens: int | None
@@ -719,11 +801,15 @@ class InteractionCell:
     effect_pct: float  # measured vs separable prediction: (exp(mean residual) - 1) x 100
     threshold_log: float  # t x se: a larger |mean residual| is significant
     breaks_model: bool
+    prompt_level: int | None = None  # the "concurrency x prompt" cells' prompt level
 
     def describe(self) -> str:
+        direction = "above" if self.effect_pct > 0 else "below"
+        if self.kind == PROMPT_KIND:
+            return (f"at concurrency {self.concurrency} and {self.prompt_level} prompt tokens TPS is "
+                    f"{abs(self.effect_pct):.0f}% {direction} what the separable model says ({self.rows} rows)")
         where = (f"c={self.concurrency}, max_tokens={self.max_tokens}" if self.model is None
                  else f"model={self.model}, c={self.concurrency}")
-        direction = "above" if self.effect_pct > 0 else "below"
         return f"{where}: measured {abs(self.effect_pct):.1f}% {direction} the separable model ({self.rows} rows)"
 
 
@@ -737,9 +823,11 @@ class Plateau:
     tps_to: float
     f_growth_pct: float  # what the fitted f predicts between the two levels
     faults_at_or_above: bool  # failed or rate-limited rows at these concurrencies
+    prompt_level: int | None = None
 
     def describe(self) -> str:
-        text = (f"model={self.model}, max_tokens={self.max_tokens}: TPS flat from c={self.concurrency_from} "
+        prompt = f", prompt level {self.prompt_level}" if self.prompt_level is not None else ""
+        text = (f"model={self.model}, max_tokens={self.max_tokens}{prompt}: TPS flat from c={self.concurrency_from} "
                 f"to c={self.concurrency_to} ({self.tps_from:.1f} -> {self.tps_to:.1f}) while f predicts "
                 f"+{self.f_growth_pct:.0f}%")
         return text + ("; requests failed or were rate limited there" if self.faults_at_or_above else "")
@@ -759,13 +847,35 @@ class InteractionCheck:
     def separable(self) -> bool:
         return not self.broken and not self.plateaus
 
+    def prompt_interaction(self) -> str | None:
+        """The concurrency x prompt interaction in words, led by the cell that moves TPS most
+        (None when no such cell breaks the separable model)."""
+        cells = [c for c in self.broken if c.kind == PROMPT_KIND]
+        if not cells:
+            return None
+        worst = max(cells, key=lambda c: abs(c.mean_residual_log))
+        others = [c for c in self.cells if c.kind == PROMPT_KIND]
+        low_c = min(c.concurrency for c in others)
+        low_p = min(c.prompt_level or 0 for c in others)
+        where = worst.describe().rsplit(" (", 1)[0]
+        if worst.concurrency > low_c and (worst.prompt_level or 0) > low_p:
+            lead = ("a longer prompt costs more at higher concurrency" if worst.effect_pct < 0
+                    else "a longer prompt costs less at higher concurrency than the separable model says")
+        elif worst.concurrency == low_c and (worst.prompt_level or 0) > low_p:
+            lead = ("a longer prompt costs more at low concurrency" if worst.effect_pct < 0
+                    else "a longer prompt costs less at low concurrency than the separable model says")
+        else:
+            lead = "the prompt length's cost depends on the concurrency"
+        return f"{lead}: {where}"
+
     def summary(self) -> str:
         if not self.testable:
             return "not testable: no residual degrees of freedom (exactly identified design; add replicates or cells)"
         if self.separable:
             return "no cell breaks the separable model"
         parts = [c.describe() for c in self.broken] + [p.describe() for p in self.plateaus]
-        return "the separable model does not hold at: " + "; ".join(parts)
+        prompt = self.prompt_interaction()
+        return (f"{prompt}. " if prompt else "") + "the separable model does not hold at: " + "; ".join(parts)
 
 
 def interaction_check(result: LsqFit, statuses: Sequence[RowStatus] = (), *,
@@ -778,7 +888,7 @@ def interaction_check(result: LsqFit, statuses: Sequence[RowStatus] = (), *,
     levels = result._levels
     assert levels is not None
     design = np.array([levels.vector(ConcurrencyBlend(((r.status.concurrency, 1.0),)), r.status.max_tokens,
-                                     r.status.model) for r in result.rows])
+                                     r.status.model, _at_level(r.status.prompt_level)) for r in result.rows])
     u, singular, _ = np.linalg.svd(design, full_matrices=False)
     basis = u[:, :result.rank]
 
@@ -800,7 +910,8 @@ def interaction_check(result: LsqFit, statuses: Sequence[RowStatus] = (), *,
     cells: list[InteractionCell] = []
     for kind, groups in families:
         t = t_ppf(1.0 - (1.0 - confidence) / (2 * len(groups)), result.dof)
-        for (model, concurrency, max_tokens), indices in groups:
+        for group_key, indices in groups:
+            model, concurrency, max_tokens = group_key[:3]
             weights = np.zeros(len(result.rows))
             weights[indices] = 1.0 / len(indices)
             # var(mean residual) = sigma^2 a'(I - H)a, with H = U U'
@@ -814,7 +925,75 @@ def interaction_check(result: LsqFit, statuses: Sequence[RowStatus] = (), *,
                                          max_tokens=max_tokens, rows=len(indices),
                                          mean_residual_log=mean_residual, effect_pct=effect * 100,
                                          threshold_log=threshold, breaks_model=breaks))
+    cells += _prompt_interactions(result, design, confidence, min_effect)
     return InteractionCheck(cells=cells, plateaus=_plateaus(result, statuses), testable=True)
+
+
+def f_cdf(x: float, d1: float, d2: float) -> float:
+    """P(F <= x) for Fisher's F with (d1, d2) degrees of freedom."""
+    if x <= 0:
+        return 0.0
+    return regularized_beta(d1 / 2.0, d2 / 2.0, d1 * x / (d1 * x + d2))
+
+
+def _prompt_interactions(result: LsqFit, design: np.ndarray, confidence: float,
+                         min_effect: float) -> list[InteractionCell]:
+    """Concurrency x prompt interaction, by a nested F test: the separable fit against one that
+    adds a free factor for every (concurrency, prompt level) cell off the base concurrency and
+    the base prompt level. Each added factor is that cell's TPS against what the separable model
+    says there (exp(gamma) - 1); a cell breaks the separable model when the F test rejects it at
+    `confidence`, its own factor is significant (t, Bonferroni over the cells) and moves TPS by
+    at least `min_effect`. Nothing to test without two prompt and two concurrency levels, or
+    without residual degrees of freedom once the factors are added (replicates, or a second
+    max_tokens, give them)."""
+    levels = result._levels
+    assert levels is not None and result.sigma is not None
+    pairs = sorted({(r.status.concurrency, r.status.prompt_level) for r in result.rows
+                    if r.status.prompt_level is not None and r.status.prompt_level != levels.base_prompt_level
+                    and r.status.concurrency != levels.base_concurrency})
+    if not pairs:
+        return []
+    extra = np.array([[1.0 if (r.status.concurrency, r.status.prompt_level) == pair else 0.0 for pair in pairs]
+                      for r in result.rows])
+    augmented = np.hstack([design, extra])
+    response = np.array([r.status.ln_tps for r in result.rows], dtype=float)
+    n = len(result.rows)
+    u, singular, vt = np.linalg.svd(augmented, full_matrices=False)
+    tolerance = singular.max() * max(augmented.shape) * np.finfo(float).eps
+    rank = int((singular > tolerance).sum())
+    dof = n - rank
+    if dof <= 0 or rank <= result.rank:
+        return []
+    v_r, s_r = vt[:rank], singular[:rank]
+    beta = v_r.T @ ((u[:, :rank].T @ response) / s_r)
+    residual = response - augmented @ beta
+    rss_full = float(residual @ residual)
+    rss_separable = result.sigma ** 2 * result.dof
+    added = rank - result.rank
+    if rss_full <= 0:
+        rejected = rss_separable > 0
+    else:
+        statistic = ((rss_separable - rss_full) / added) / (rss_full / dof)
+        rejected = 1.0 - f_cdf(statistic, added, dof) < 1.0 - confidence
+    sigma = math.sqrt(rss_full / dof)
+    covariance = v_r.T @ np.diag(1.0 / s_r ** 2) @ v_r
+    null = np.eye(augmented.shape[1]) - v_r.T @ v_r
+    t = t_ppf(1.0 - (1.0 - confidence) / (2 * len(pairs)), dof)
+    out = []
+    offset = design.shape[1]
+    for j, (concurrency, level) in enumerate(pairs):
+        column = offset + j
+        if null[column, column] > _IDENTIFIED_TOL:
+            continue  # aliased: the data cannot separate this cell's own factor
+        gamma = float(beta[column])
+        threshold = t * sigma * math.sqrt(max(float(covariance[column, column]), 0.0))
+        effect = math.exp(gamma) - 1.0
+        breaks = bool(rejected) and abs(gamma) > threshold and abs(effect) >= min_effect
+        members = sum(1 for r in result.rows if (r.status.concurrency, r.status.prompt_level) == (concurrency, level))
+        out.append(InteractionCell(kind=PROMPT_KIND, model=None, concurrency=concurrency, max_tokens=None,
+                                   rows=members, mean_residual_log=gamma, effect_pct=effect * 100,
+                                   threshold_log=threshold, breaks_model=breaks, prompt_level=level))
+    return out
 
 
 def _plateaus(result: LsqFit, statuses: Sequence[RowStatus]) -> list[Plateau]:
@@ -824,14 +1003,15 @@ def _plateaus(result: LsqFit, statuses: Sequence[RowStatus]) -> list[Plateau]:
     filter excluded: a plateau is exactly where TPS stops rising.
     """
     cal = result.calibration
-    groups: dict[tuple[str, int], dict[int, list[float]]] = {}
+    groups: dict[tuple[str, int, int], dict[int, list[float]]] = {}
     display: dict[str, str] = {}
     for s in statuses:
         if s.eligible and s.tps > 0:
             display.setdefault(s.model.casefold(), s.model)
-            groups.setdefault((s.model.casefold(), s.max_tokens), {}).setdefault(s.concurrency, []).append(s.tps)
+            groups.setdefault((s.model.casefold(), s.max_tokens, s.prompt_level or 0), {}).setdefault(
+                s.concurrency, []).append(s.tps)
     plateaus = []
-    for (model_key, length), by_c in sorted(groups.items()):
+    for (model_key, length, prompt), by_c in sorted(groups.items()):
         if len(by_c) < 2:
             continue
         low, high = sorted(by_c)[-2:]
@@ -842,10 +1022,11 @@ def _plateaus(result: LsqFit, statuses: Sequence[RowStatus]) -> list[Plateau]:
         growth = f_high / f_low
         if tps_high / tps_low < PLATEAU_FLAT_RATIO and growth >= PLATEAU_MIN_GROWTH:
             faults = any(s.fault and s.model.casefold() == model_key and s.max_tokens == length
-                         and s.concurrency >= low for s in statuses)
+                         and (s.prompt_level or 0) == prompt and s.concurrency >= low for s in statuses)
             plateaus.append(Plateau(model=display[model_key], max_tokens=length, concurrency_from=low,
                                     concurrency_to=high, tps_from=tps_low, tps_to=tps_high,
-                                    f_growth_pct=(growth - 1.0) * 100, faults_at_or_above=faults))
+                                    f_growth_pct=(growth - 1.0) * 100, faults_at_or_above=faults,
+                                    prompt_level=prompt or None))
     return plateaus
 
 
@@ -893,6 +1074,7 @@ class LsqAnalysis:
             "interactions": [c.describe() for c in self.interactions.broken],
             "plateaus": [p.describe() for p in self.interactions.plateaus],
             "interaction_summary": self.interactions.summary(),
+            **({"prompt_interaction": prompt} if (prompt := self.interactions.prompt_interaction()) else {}),
         }
 
 

@@ -1,20 +1,26 @@
 """The Python reference implementation of the SCM calibration (no I/O).
 
-TPS = BaseTPS x f(concurrency) x K_len(max_tokens) / C_model(model)
+TPS = BaseTPS x f(concurrency) x K_len(max_tokens) x K_in(prompt level) / C_model(model)
 
 Everything the workbook computes with formulas is computed here too, with the
 same rules, so the verifier can compare the two cell by cell:
 
 1. Physical filter. A row is excluded when it produced no output, when it had
    failed or rate-limited requests, or when its TPS is below that of a
-   lower-concurrency row of the same model and max_tokens ("TPS does not fall
-   as concurrency rises"). A manual include/exclude override wins.
+   lower-concurrency row of the same model, max_tokens and prompt level ("TPS
+   does not fall as concurrency rises"). A manual include/exclude override wins.
 2. Calibration by the article's chain, on included rows. Replicates that
-   identify the same coefficient are combined by their geometric mean.
-     BaseTPS      TPS at the base point (base model, base max_tokens, base concurrency)
-     f(c)         TPS(base model, base length, c) / BaseTPS
-     K_len(L)     TPS(base model, L, c*) / (BaseTPS f(c*)), c* the lowest concurrency
+   identify the same coefficient are combined by their geometric mean. The
+   base point has a prompt level too, P0 (`base_prompt_level`: the hand-set
+   one, else the smallest `prompt_level` of the rows); a row with a blank
+   prompt_level counts as P0, and with no levels anywhere every row is at P0.
+   BaseTPS, f, K_len and C_model are identified by rows at P0 only.
+     BaseTPS      TPS at the base point (base model, base max_tokens, base concurrency, P0)
+     f(c)         TPS(base model, base length, c, P0) / BaseTPS
+     K_len(L)     TPS(base model, L, c*, P0) / (BaseTPS f(c*)), c* the lowest concurrency
                   at L whose f is known (the "anchor")
+     K_in(P)      TPS(base model, base length, c*, P) / (BaseTPS f(c*)), c* the lowest
+                  concurrency at P whose f is known (K_in(P0) = 1)
      C_model(m)   BaseTPS / TPS(m at the base point)
 3. Consistency. Each included row is `identify` (it defines a coefficient, so
    its deviation is ~0 by construction), `check` (every coefficient it needs
@@ -88,8 +94,8 @@ class Settings:
     base_model: str | None = None
     base_max_tokens: int | None = None
     base_concurrency: int | None = None
-    # Rows measured at another prompt level (results column prompt_level) are not calibrated by
-    # the chain or least squares; None: the smallest level present.
+    # The prompt level of the base point (results column prompt_level): BaseTPS, f, K_len and
+    # C_model are identified there, K_in(P) elsewhere; None: the smallest level present.
     base_prompt_level: int | None = None
     monotonic_tolerance_pct: float = 0.0
     # Physics checks are warnings unless strict_physics; then a warned row is excluded
@@ -104,6 +110,7 @@ class Settings:
     length_slots: int | None = None
     model_slots: int | None = None
     cell_slots: int | None = None
+    prompt_slots: int | None = None
 
 
 @dataclass(frozen=True)
@@ -119,8 +126,10 @@ class RowStatus:
     faster_lower_tps: float  # highest eligible TPS at a lower concurrency, same model and max_tokens (0: none)
     monotonic_violation: bool
     included: bool
-    reason_code: str  # "", "no_output", "manual_exclude", "manual_include", "fault", "prompt_level", "mono", "physics"
+    reason_code: str  # "", "no_output", "manual_exclude", "manual_include", "fault", "mono", "physics"
     physics: "PhysicsChecks"
+    # The row's prompt level, a blank one counted as the base level (None: no levels anywhere).
+    prompt_level: int | None = None
 
     def reason(self, lang: Lang = "en") -> str:
         if not self.reason_code:
@@ -196,6 +205,14 @@ class LengthLevel:
 
 
 @dataclass(frozen=True)
+class PromptLevel:
+    prompt_level: int
+    anchor_concurrency: int | None
+    rows: int | None
+    k_in: float | None
+
+
+@dataclass(frozen=True)
 class ModelLevel:
     model: str
     rows: int
@@ -213,6 +230,8 @@ class Calibration:
     concurrency_levels: list[ConcurrencyLevel]
     length_levels: list[LengthLevel]
     models: list[ModelLevel]
+    base_prompt_level: int | None = None  # P0; None: no prompt levels anywhere
+    prompt_levels: list[PromptLevel] = field(default_factory=list)  # every level of the rows, smallest first
 
     def f(self, concurrency: float) -> float | None:
         for level in self.concurrency_levels:
@@ -231,6 +250,29 @@ class Calibration:
             if level.max_tokens == max_tokens:
                 return level.anchor_concurrency
         return None
+
+    def k_in(self, prompt_level: float | None) -> float | None:
+        """K_in at a level of the table (1 for a row without a level when there are none)."""
+        if prompt_level is None:
+            return 1.0 if self.base_prompt_level is None else None
+        for level in self.prompt_levels:
+            if level.prompt_level == prompt_level:
+                return level.k_in
+        return None
+
+    def prompt_anchor(self, prompt_level: float | None) -> int | None:
+        for level in self.prompt_levels:
+            if level.prompt_level == prompt_level:
+                return level.anchor_concurrency
+        return None
+
+    def k_in_at(self, prompt_tokens: float | None) -> float | None:
+        """K_in for a workload's prompt length: 1 when none is given (the base level); at a
+        level with a known K_in, that; between two, ln K_in linear in ln P (log-log, as
+        `lsq.concurrency_blend` does for f); outside the known levels, None."""
+        if prompt_tokens is None:
+            return 1.0
+        return interpolate_k_in(prompt_tokens, [(lv.prompt_level, lv.k_in) for lv in self.prompt_levels])
 
     def c_model(self, model: str) -> float | None:
         level = self.model_level(model)
@@ -256,6 +298,8 @@ class RowCheck:
     role: str  # identify | check | unidentified | excluded
     identifies: tuple[str, ...]  # coefficient labels an identify row defines
     missing: tuple[str, ...]  # coefficient labels an unidentified row lacks
+    k_in: float | None = None  # K_in at the row's prompt level (1 with no levels anywhere)
+    prompt_anchor: int = 0  # the anchor concurrency of the row's prompt level (0: none or no levels)
 
     def note(self, lang: Lang = "en") -> str:
         texts = TEXTS[lang]
@@ -290,7 +334,7 @@ class Analysis:
     calibration: Calibration
     checks: list[RowCheck]
     consistency: Consistency
-    base_prompt_level: int | None = None  # rows at another prompt level are excluded (model.base_prompt_level)
+    base_prompt_level: int | None = None  # the base point's prompt level (model.base_prompt_level)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per experiment, as a pandas DataFrame: measured TPS, whether it is included and
@@ -344,6 +388,37 @@ def c_label(model: str) -> str:
     return f"C_model({model})"
 
 
+def p_label(prompt_level: float) -> str:
+    return f"K_in({prompt_level})"
+
+
+def k_in_bracket(prompt_tokens: float, levels: Iterable[tuple[int, float | None]]
+                 ) -> tuple[int | None, int | None, float | None, float | None]:
+    """The nearest levels with a known K_in at or below and at or above `prompt_tokens`, and
+    their K_in (None where there is none)."""
+    known = [(level, k) for level, k in levels if k is not None and k > 0]
+    below = [level for level, _ in known if level <= prompt_tokens]
+    above = [level for level, _ in known if level >= prompt_tokens]
+    low = max(below) if below else None
+    high = min(above) if above else None
+    k_low = next(k for level, k in known if level == low) if low is not None else None
+    k_high = next(k for level, k in known if level == high) if high is not None else None
+    return low, high, k_low, k_high
+
+
+def interpolate_k_in(prompt_tokens: float, levels: Iterable[tuple[int, float | None]]) -> float | None:
+    """K_in at `prompt_tokens` from (level, K_in) pairs: a level's own value, ln K_in linear in
+    ln P between the nearest known levels below and above, None outside them (the workbook's
+    forward cell computes the same, in the same order)."""
+    low, high, k_low, k_high = k_in_bracket(prompt_tokens, levels)
+    if low is None or high is None or k_low is None or k_high is None:
+        return None
+    if low == high:
+        return k_low
+    return math.exp(math.log(k_low) + (math.log(prompt_tokens) - math.log(low)) / (math.log(high) - math.log(low))
+                    * (math.log(k_high) - math.log(k_low)))
+
+
 def row_tps(row: RowLike) -> float:
     return row.total_output_tokens / row.total_time_s
 
@@ -354,9 +429,10 @@ def row_tps(row: RowLike) -> float:
 
 @dataclass(frozen=True)
 class Cell:
-    """Eligible rows of one (model, max_tokens, concurrency), and what the filter needs of its group."""
+    """Eligible rows of one (model, max_tokens, prompt level, concurrency), and what the filter
+    needs of its group (the same model, max_tokens and prompt level)."""
 
-    key: tuple[str, int, int]  # (model casefolded, max_tokens, concurrency)
+    key: tuple[str, int, int, int]  # (model casefolded, max_tokens, prompt level's slot (0: no levels), concurrency)
     first_row: int  # 1-based position of its first row
     model: str
     max_tokens: int
@@ -368,6 +444,7 @@ class Cell:
     lower_max: float = 0.0  # highest max_tps at a lower concurrency of the same group
     group_low_c: int = 0  # lowest concurrency of the group with an eligible row
     group_base: float | None = None  # geometric-mean TPS there
+    prompt_level: int | None = None
 
 
 def model_numbers(rows: Sequence[KeyedRow], slots: int | None = None) -> dict[str, int]:
@@ -381,45 +458,9 @@ def model_numbers(rows: Sequence[KeyedRow], slots: int | None = None) -> dict[st
     return numbers
 
 
-def cell_order(rows: Sequence[KeyedRow], model_slots: int | None = None,
-               slots: int | None = None) -> dict[tuple[str, int, int], list[int]]:
-    """The distinct (model casefolded, max_tokens, concurrency) of `rows`, each with the indexes
-    of its rows, as the cells sheet lists them: by model number, then max_tokens, then
-    concurrency; only models with a number, at most `slots` cells."""
-    numbers = model_numbers(rows, model_slots)
-    members: dict[tuple[str, int, int], list[int]] = {}
-    for i, row in enumerate(rows):
-        if row.model.casefold() in numbers:
-            members.setdefault((row.model.casefold(), row.max_tokens, row.concurrency), []).append(i)
-    ordered = sorted(members, key=lambda key: (numbers[key[0]], key[1], key[2]))[:slots]
-    return {key: members[key] for key in ordered}
-
-
-def cells_of(rows: Sequence[RowLike], tps: list[float], eligible: list[bool],
-             slots: int | None = None, model_slots: int | None = None) -> list[Cell]:
-    """Cells as the cells sheet lists them (`cell_order`: at most `slots`)."""
-    cells = []
-    for key, members in cell_order(rows, model_slots, slots).items():
-        good = [i for i in members if eligible[i]]
-        first = rows[members[0]]
-        cells.append(Cell(key=key, first_row=members[0] + 1, model=first.model, max_tokens=first.max_tokens,
-                          concurrency=first.concurrency, rows=len(members), eligible=len(good),
-                          max_tps=max((tps[i] for i in good), default=0.0),
-                          mean_ln=sum(math.log(tps[i]) for i in good) / len(good) if good else None))
-    done = []
-    for cell in cells:
-        group = [o for o in cells if o.key[:2] == cell.key[:2] and o.eligible > 0]
-        lower = [o.max_tps for o in group if o.concurrency < cell.concurrency]
-        low_c = min((o.concurrency for o in group), default=0)
-        base = next((o.mean_ln for o in group if o.concurrency == low_c), None)
-        done.append(Cell(**{**cell.__dict__, "lower_max": max(lower, default=0.0), "group_low_c": low_c,
-                            "group_base": math.exp(base) if base is not None else None}))
-    return done
-
-
 def base_prompt_level(rows: Sequence[object], settings: Settings = Settings()) -> int | None:
-    """The prompt level the chain and least squares calibrate at: the hand-set one, else the
-    smallest `prompt_level` among the rows (None: no row has one)."""
+    """The prompt level of the base point: the hand-set one, else the smallest `prompt_level`
+    among the rows (None: no row has one)."""
     if settings.base_prompt_level is not None:
         return settings.base_prompt_level
     levels = [level for r in rows if (level := getattr(r, "prompt_level", None)) is not None and level > 0]
@@ -432,21 +473,87 @@ def at_base_prompt(row: object, base_level: int | None) -> bool:
     return level is None or base_level is None or level == base_level
 
 
+def effective_prompt_level(row: object, base_level: int | None) -> int | None:
+    """The row's prompt level, a blank one counted as the base level."""
+    level = getattr(row, "prompt_level", None)
+    return level if level is not None else base_level
+
+
+def prompt_level_table(rows: Sequence[object], base_level: int | None, slots: int | None = None) -> list[int]:
+    """The prompt levels of the rows (blank ones counted as the base level), smallest first: the
+    K_in table's levels, at most `slots` of them. Empty when no row has a level (and none is set)."""
+    return _distinct_sorted((level for r in rows if (level := effective_prompt_level(r, base_level)) is not None),
+                            slots)
+
+
+def prompt_index(row: object, base_level: int | None, table: Sequence[int]) -> int | None:
+    """The row's prompt level's place in `prompt_level_table` (1-based), 0 when there are no
+    levels, None when its level is beyond the table's slots."""
+    level = effective_prompt_level(row, base_level)
+    if level is None:
+        return 0
+    return table.index(level) + 1 if level in table else None
+
+
+def cell_order(rows: Sequence[KeyedRow], model_slots: int | None = None,
+               slots: int | None = None, *, base_level: int | None = None,
+               prompt_levels: Sequence[int] = ()) -> dict[tuple[str, int, int, int], list[int]]:
+    """The distinct (model casefolded, max_tokens, prompt slot, concurrency) of `rows`, each with
+    the indexes of its rows, as the cells sheet lists them: by model number, then max_tokens,
+    then prompt level, then concurrency; only models with a number and levels with a slot in
+    `prompt_levels` (`prompt_level_table`), at most `slots` cells."""
+    numbers = model_numbers(rows, model_slots)
+    members: dict[tuple[str, int, int, int], list[int]] = {}
+    for i, row in enumerate(rows):
+        index = prompt_index(row, base_level, prompt_levels)
+        if row.model.casefold() in numbers and index is not None:
+            members.setdefault((row.model.casefold(), row.max_tokens, index, row.concurrency), []).append(i)
+    ordered = sorted(members, key=lambda key: (numbers[key[0]], key[1], key[2], key[3]))[:slots]
+    return {key: members[key] for key in ordered}
+
+
+def cells_of(rows: Sequence[RowLike], tps: list[float], eligible: list[bool],
+             slots: int | None = None, model_slots: int | None = None, *, base_level: int | None = None,
+             prompt_levels: Sequence[int] = ()) -> list[Cell]:
+    """Cells as the cells sheet lists them (`cell_order`: at most `slots`)."""
+    cells = []
+    for key, members in cell_order(rows, model_slots, slots, base_level=base_level,
+                                   prompt_levels=prompt_levels).items():
+        good = [i for i in members if eligible[i]]
+        first = rows[members[0]]
+        cells.append(Cell(key=key, first_row=members[0] + 1, model=first.model, max_tokens=first.max_tokens,
+                          concurrency=first.concurrency, rows=len(members), eligible=len(good),
+                          max_tps=max((tps[i] for i in good), default=0.0),
+                          mean_ln=sum(math.log(tps[i]) for i in good) / len(good) if good else None,
+                          prompt_level=prompt_levels[key[2] - 1] if key[2] > 0 else None))
+    done = []
+    for cell in cells:
+        group = [o for o in cells if o.key[:3] == cell.key[:3] and o.eligible > 0]
+        lower = [o.max_tps for o in group if o.concurrency < cell.concurrency]
+        low_c = min((o.concurrency for o in group), default=0)
+        base = next((o.mean_ln for o in group if o.concurrency == low_c), None)
+        done.append(Cell(**{**cell.__dict__, "lower_max": max(lower, default=0.0), "group_low_c": low_c,
+                            "group_base": math.exp(base) if base is not None else None}))
+    return done
+
+
 def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> list[RowStatus]:
     tps = [row_tps(r) for r in rows]
     ln = [math.log(t) if t > 0 else None for t in tps]
     fault = [has_fault(r) for r in rows]
-    base_level = base_prompt_level(rows, settings)
-    other_prompt = [not at_base_prompt(r, base_level) for r in rows]
-    eligible = [not fault[i] and tps[i] > 0 and r.override != "exclude" and not other_prompt[i]
-                for i, r in enumerate(rows)]
+    eligible = [not fault[i] and tps[i] > 0 and r.override != "exclude" for i, r in enumerate(rows)]
     factor = 1 + settings.monotonic_tolerance_pct / 100 + MONOTONIC_EPSILON
     catalog = settings.catalog or physics_catalog()
     nbytes = physics_bytes(settings.physics_precision)
-    by_key = {cell.key: cell for cell in cells_of(rows, tps, eligible, settings.cell_slots, settings.model_slots)}
+    base_level = base_prompt_level(rows, settings)
+    levels = prompt_level_table(rows, base_level, settings.prompt_slots)
+    by_key = {cell.key: cell for cell in cells_of(rows, tps, eligible, settings.cell_slots, settings.model_slots,
+                                                  base_level=base_level, prompt_levels=levels)}
     statuses = []
     for i, row in enumerate(rows):
-        cell = by_key.get((row.model.casefold(), row.max_tokens, row.concurrency))
+        index = prompt_index(row, base_level, levels)
+        cell = by_key.get((row.model.casefold(), row.max_tokens, index, row.concurrency)) \
+            if index is not None else None
         lower_max = cell.lower_max if cell else 0.0
         violation = lower_max > tps[i] * factor
         physics = _physics(i, rows, tps, cell, settings, catalog, nbytes)
@@ -458,8 +565,6 @@ def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> lis
             included, code = True, "manual_include"
         elif fault[i]:
             included, code = False, "fault"
-        elif other_prompt[i]:
-            included, code = False, "prompt_level"
         elif violation:
             included, code = False, "mono"
         elif settings.strict_physics and physics.count > 0:
@@ -471,6 +576,7 @@ def filter_rows(rows: Sequence[RowLike], settings: Settings = Settings()) -> lis
             max_tokens=row.max_tokens, tps=tps[i], ln_tps=ln[i],
             fault=fault[i], eligible=eligible[i], faster_lower_tps=lower_max, monotonic_violation=violation,
             included=included, reason_code=code, physics=physics,
+            prompt_level=effective_prompt_level(row, base_level),
         ))
     return statuses
 
@@ -526,9 +632,14 @@ def _distinct_sorted(values: Iterable[int], limit: int | None) -> list[int]:
 
 def calibrate(statuses: Sequence[RowStatus], settings: Settings = Settings()) -> Calibration:
     included = [s for s in statuses if s.included]
+    base_level = base_prompt_level(statuses, settings)  # a status's level is its effective one
+    # BaseTPS, f, K_len and C_model come from rows at the base prompt level only.
+    at_base_prompt_level = [s for s in included if at_base_prompt(s, base_level)]
 
-    base_model = settings.base_model if settings.base_model else (included[0].model if included else None)
-    of_base_model = [s for s in included if base_model is not None and same_model(s.model, base_model)]
+    base_model = settings.base_model if settings.base_model else (
+        at_base_prompt_level[0].model if at_base_prompt_level else None)
+    of_base_model_any_level = [s for s in included if base_model is not None and same_model(s.model, base_model)]
+    of_base_model = [s for s in of_base_model_any_level if at_base_prompt(s, base_level)]
 
     if settings.base_max_tokens is not None:
         base_max_tokens: int | None = settings.base_max_tokens
@@ -567,6 +678,20 @@ def calibrate(statuses: Sequence[RowStatus], settings: Settings = Settings()) ->
         k = tps / (base_tps * f_of[anchor]) if (tps is not None and base_tps is not None) else None
         length_levels.append(LengthLevel(max_tokens=length, anchor_concurrency=anchor, rows=n, k_len=k))
 
+    # K_in: every prompt level of the rows (present, not only included: the workbook numbers the
+    # cells by it), anchored like K_len at the lowest concurrency with a known f.
+    prompt_levels = []
+    for level in prompt_level_table(statuses, base_level, settings.prompt_slots):
+        candidates = [s for s in of_base_model_any_level if s.prompt_level == level
+                      and s.max_tokens == base_max_tokens and s.concurrency in f_of]
+        if not candidates:
+            prompt_levels.append(PromptLevel(prompt_level=level, anchor_concurrency=None, rows=None, k_in=None))
+            continue
+        anchor = min(s.concurrency for s in candidates)
+        n, tps = _geomean_tps(s for s in candidates if s.concurrency == anchor)
+        k = tps / (base_tps * f_of[anchor]) if (tps is not None and base_tps is not None) else None
+        prompt_levels.append(PromptLevel(prompt_level=level, anchor_concurrency=anchor, rows=n, k_in=k))
+
     models: list[ModelLevel] = []
     for s in included:
         if any(same_model(m.model, s.model) for m in models):
@@ -574,7 +699,7 @@ def calibrate(statuses: Sequence[RowStatus], settings: Settings = Settings()) ->
         if settings.model_slots is not None and len(models) >= settings.model_slots:
             break
         n, tps = _geomean_tps(
-            r for r in included
+            r for r in at_base_prompt_level
             if same_model(r.model, s.model) and r.concurrency == base_concurrency and r.max_tokens == base_max_tokens
         )
         c_model = base_tps / tps if (n > 0 and tps is not None and base_tps is not None) else None
@@ -583,7 +708,7 @@ def calibrate(statuses: Sequence[RowStatus], settings: Settings = Settings()) ->
     return Calibration(
         base_model=base_model, base_max_tokens=base_max_tokens, base_concurrency=base_concurrency,
         base_rows=base_rows, base_tps=base_tps, concurrency_levels=concurrency_levels,
-        length_levels=length_levels, models=models,
+        length_levels=length_levels, models=models, base_prompt_level=base_level, prompt_levels=prompt_levels,
     )
 
 
@@ -598,27 +723,33 @@ def check_rows(statuses: Sequence[RowStatus], cal: Calibration) -> list[RowCheck
             checks.append(RowCheck(s, None, None, None, 0, None, None, None, "excluded", (), ()))
             continue
         f, k, c = cal.f(s.concurrency), cal.k_len(s.max_tokens), cal.c_model(s.model)
+        k_in = cal.k_in(s.prompt_level)
         anchor = cal.anchor(s.max_tokens) or 0
+        prompt_anchor = cal.prompt_anchor(s.prompt_level) or 0
         predicted = None
-        if f is not None and k is not None and c is not None and cal.base_tps is not None:
-            predicted = cal.base_tps * f * k / c
+        if f is not None and k is not None and c is not None and k_in is not None and cal.base_tps is not None:
+            predicted = cal.base_tps * f * k * k_in / c
         is_base_model = cal.base_model is not None and same_model(s.model, cal.base_model)
         at_base_length = s.max_tokens == cal.base_max_tokens
-        identifies_f = is_base_model and at_base_length
-        identifies_k = is_base_model and s.concurrency == anchor
-        identifies_c = (not is_base_model) and s.concurrency == cal.base_concurrency and at_base_length
-        if is_base_model and at_base_length and s.concurrency == cal.base_concurrency:
+        at_p0 = at_base_prompt(s, cal.base_prompt_level)
+        identifies_f = is_base_model and at_base_length and at_p0
+        identifies_k = is_base_model and s.concurrency == anchor and at_p0
+        identifies_c = (not is_base_model) and s.concurrency == cal.base_concurrency and at_base_length and at_p0
+        identifies_p = is_base_model and at_base_length and s.concurrency == prompt_anchor and not at_p0
+        if is_base_model and at_base_length and s.concurrency == cal.base_concurrency and at_p0:
             identifies: tuple[str, ...] = ("BaseTPS",)
         else:
             identifies = tuple(label for flag, label in (
                 (identifies_f, f_label(s.concurrency)),
                 (identifies_k, k_label(s.max_tokens)),
                 (identifies_c, c_label(s.model)),
+                (identifies_p, p_label(s.prompt_level or 0)),
             ) if flag)
         missing = tuple(label for value, label in (
             (f, f_label(s.concurrency)), (k, k_label(s.max_tokens)), (c, c_label(s.model)),
+            (k_in, p_label(s.prompt_level or 0)),
         ) if value is None)
-        if identifies_f or identifies_k or identifies_c:
+        if identifies_f or identifies_k or identifies_c or identifies_p:
             role = "identify"
         elif predicted is not None:
             role = "check"
@@ -629,6 +760,7 @@ def check_rows(statuses: Sequence[RowStatus], cal: Calibration) -> list[RowCheck
         checks.append(RowCheck(
             s, f, k, c, anchor, predicted, deviation, deviation_pct, role,
             identifies if role == "identify" else (), missing if role == "unidentified" else (),
+            k_in=k_in, prompt_anchor=prompt_anchor,
         ))
     return checks
 
@@ -657,22 +789,30 @@ def analyze(rows: Sequence[RowLike], settings: Settings = Settings()) -> Analysi
 # 4. Forward and inverse
 # ---------------------------------------------------------------------------
 
-def predict(cal: Calibration, concurrency: float, max_tokens: float, model: str | None = None) -> Prediction:
+def predict(cal: Calibration, concurrency: float, max_tokens: float, model: str | None = None,
+            prompt_tokens: float | None = None) -> Prediction:
+    """TPS at a configuration; `prompt_tokens` None is the base prompt level (K_in = 1), a
+    measured level takes its K_in, a length between two known levels is interpolated in log-log
+    (`Calibration.k_in_at`), one outside them is not identified (missing K_in(P))."""
     model = model or cal.base_model or ""
     f, k, c = cal.f(concurrency), cal.k_len(max_tokens), cal.c_model(model)
+    k_in = cal.k_in_at(prompt_tokens)
     missing = tuple(label for value, label in (
         (f, f_label(_int_or(concurrency))), (k, k_label(_int_or(max_tokens))), (c, c_label(model)),
+        (k_in, p_label(_int_or(prompt_tokens or 0))),
     ) if value is None)
-    if f is None or k is None or c is None or cal.base_tps is None:  # missing names the first three
+    if f is None or k is None or c is None or k_in is None or cal.base_tps is None:  # missing names the factors
         return Prediction(tps=None, missing=missing)
-    return Prediction(tps=cal.base_tps * f * k / c)
+    return Prediction(tps=cal.base_tps * f * k * k_in / c)
 
 
-def solve(cal: Calibration, target_tps: float, max_tokens: float, model: str | None = None) -> Solution:
-    """The smallest measured concurrency whose prediction meets the target."""
+def solve(cal: Calibration, target_tps: float, max_tokens: float, model: str | None = None,
+          prompt_tokens: float | None = None) -> Solution:
+    """The smallest measured concurrency whose prediction meets the target (at `prompt_tokens`,
+    None: the base prompt level)."""
     table = []
     for level in cal.concurrency_levels:
-        table.append((level.concurrency, predict(cal, level.concurrency, max_tokens, model).tps))
+        table.append((level.concurrency, predict(cal, level.concurrency, max_tokens, model, prompt_tokens).tps))
     meeting = [(c, tps) for c, tps in table if tps is not None and tps >= target_tps]
     known = [(c, tps) for c, tps in table if tps is not None]
     best = max(known, key=lambda item: item[1]) if known else (None, None)

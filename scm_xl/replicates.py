@@ -1,4 +1,4 @@
-"""Replicates: rows of the same (model, concurrency, max_tokens) summarised by their median (no I/O).
+"""Replicates: rows of the same (model, concurrency, max_tokens, prompt level) summarised by their median (no I/O).
 
 Per cell (model names compared case-insensitively, as spreadsheet criteria do):
 
@@ -52,6 +52,7 @@ class CellSummary:
     flagged: bool
     repeats_needed: int | None
     more_repeats: int | None
+    prompt_level: int | None = None  # the rows' prompt level (a status's: blank counted as the base level)
 
     def note(self, threshold: float = DEFAULT_CV_THRESHOLD) -> str:
         if self.cv is None:
@@ -83,15 +84,16 @@ def repeats_needed(cv: float | None, threshold: float = DEFAULT_CV_THRESHOLD) ->
 
 
 def summarize(rows: Iterable[TpsRow], *, cv_threshold: float = DEFAULT_CV_THRESHOLD) -> list[CellSummary]:
-    """One summary per (model, concurrency, max_tokens), in order of first appearance.
+    """One summary per (model, concurrency, max_tokens, prompt level), in order of first appearance.
 
     Pass the rows that should count (e.g. the included statuses of `model.filter_rows`).
     """
     if cv_threshold <= 0:
         raise ValueError(f"cv_threshold must be positive, got {cv_threshold}")
-    cells: dict[tuple[str, int, int], list[TpsRow]] = {}
+    cells: dict[tuple[str, int, int, int | None], list[TpsRow]] = {}
     for row in rows:
-        cells.setdefault((row.model.casefold(), row.concurrency, row.max_tokens), []).append(row)
+        key = (row.model.casefold(), row.concurrency, row.max_tokens, getattr(row, "prompt_level", None))
+        cells.setdefault(key, []).append(row)
     summaries = []
     for members in cells.values():
         values = [r.tps for r in members]
@@ -103,6 +105,7 @@ def summarize(rows: Iterable[TpsRow], *, cv_threshold: float = DEFAULT_CV_THRESH
             median_tps=statistics.median(values), mean_tps=statistics.fmean(values), cv=cv,
             flagged=cv is not None and cv > cv_threshold, repeats_needed=needed,
             more_repeats=max(0, needed - len(values)) if needed is not None else None,
+            prompt_level=getattr(members[0], "prompt_level", None),
         ))
     return summaries
 

@@ -65,6 +65,11 @@ def analysis_to_dict(analysis: Analysis, verification: Verification | None = Non
                                          for lv in cal.length_levels},
             "c_model": {m.model: m.c_model for m in cal.models},
             "c_model_first_principles": c_model_first_principles(cal),
+            # only with prompt levels in the data (K_in(P); the base point's level)
+            **({"k_in": {_level_key(lv.prompt_level): lv.k_in for lv in cal.prompt_levels},
+                "k_in_anchor_concurrency": {_level_key(lv.prompt_level): lv.anchor_concurrency
+                                            for lv in cal.prompt_levels},
+                "base_prompt_level": cal.base_prompt_level} if cal.prompt_levels else {}),
         },
         "rows": [
             {
@@ -83,6 +88,7 @@ def analysis_to_dict(analysis: Analysis, verification: Verification | None = Non
                 "per_stream_ceiling_tps": ch.status.physics.ceiling_tps,
                 "identifies": list(ch.identifies),
                 "missing": list(ch.missing),
+                **({"prompt_level": ch.status.prompt_level, "k_in": ch.k_in} if cal.prompt_levels else {}),
             }
             for ch in analysis.checks
         ],
@@ -235,6 +241,10 @@ def render_coefficients(analysis: Analysis) -> str:
     rows += [[f"K_len({lv.max_tokens})", _fmt(lv.k_len),
               f"anchor concurrency {lv.anchor_concurrency}" if lv.k_len is not None else "not identified"]
              for lv in cal.length_levels]
+    rows += [[f"K_in({lv.prompt_level})", _fmt(lv.k_in),
+              (("base prompt level; " if lv.prompt_level == cal.base_prompt_level else "")
+               + f"anchor concurrency {lv.anchor_concurrency}") if lv.k_in is not None else "not identified"]
+             for lv in cal.prompt_levels]
     first_principles = c_model_first_principles(cal)
     rows += [[f"C_model({m.model})", _fmt(m.c_model),
               (f"{m.rows} row(s)" if m.c_model is not None else "not identified")
@@ -244,7 +254,9 @@ def render_coefficients(analysis: Analysis) -> str:
 
 
 def render_consistency(analysis: Analysis) -> str:
-    rows = [[ch.status.exp_id, str(ch.status.concurrency), str(ch.status.max_tokens), ch.status.model,
+    prompts = bool(analysis.calibration.prompt_levels)  # a prompt column only when the data has levels
+    rows = [[ch.status.exp_id, str(ch.status.concurrency), str(ch.status.max_tokens),
+             *([str(ch.status.prompt_level)] if prompts else []), ch.status.model,
              _fmt(ch.status.tps), _fmt(ch.predicted_tps), _fmt(ch.deviation_pct, 1), ch.role, _note(ch)]
             for ch in analysis.checks]
     c = analysis.consistency
@@ -252,8 +264,8 @@ def render_consistency(analysis: Analysis) -> str:
                f"   excluded: {c.excluded_rows}\n"
                f"MAPE (check rows): {_pct(c.mape_pct)}   max: {_pct(c.max_deviation_pct)}   "
                f"verdict: {c.verdict}")
-    return table(["exp_id", "c", "max\ntokens", "model", "measured\ntok/s", "predicted\ntok/s", "dev\n%", "role",
-                  "note"], rows, width=WIDTH) + "\n\n" + summary
+    return table(["exp_id", "c", "max\ntokens", *(["prompt"] if prompts else []), "model", "measured\ntok/s",
+                  "predicted\ntok/s", "dev\n%", "role", "note"], rows, width=WIDTH) + "\n\n" + summary
 
 
 def _note(check: RowCheck) -> str:
@@ -300,7 +312,7 @@ def render_physics(analysis: Analysis, limit: int = 3) -> str:
 
 def render_verification(v: Verification, limit: int = 20) -> str:
     if v.ok:
-        return (f"verified: {v.cells_compared} formula cells recalculated by {v.engine} "
+        return (f"verified: {v.cells_compared} cells recalculated by {v.engine} "  # every formula cell; 80 columns
                 f"match the Python reference")
     lines = []
     if v.uncovered:
@@ -408,6 +420,10 @@ def unidentified_hints(analysis: Analysis, missing: Sequence[str], *, concurrenc
             hints.append(f"{model} was measured, but not at the base point (concurrency {cal.base_concurrency}, "
                          f"max_tokens {cal.base_max_tokens}); measure it there")
         hints.append(f"models with a known C_model: {_join(known_m)}")
+    if any(label.startswith("K_in(") for label in missing):
+        known_p = [lv.prompt_level for lv in cal.prompt_levels if lv.k_in is not None]
+        hints.append(f"prompt levels with a known K_in (between two, it is interpolated): {_join(known_p)}"
+                     if known_p else "no prompt levels were measured (results column prompt_level)")
     if method == "chain" and not hints:
         hints.append("--method lsq uses every row and may identify it")
     return hints

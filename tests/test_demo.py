@@ -22,7 +22,8 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
     table = read_results(out / "results.csv")
-    assert len(table.rows) == 24  # 2 models x 4 concurrency x 3 max_tokens
+    assert len(table.rows) == 28  # 2 models x 4 concurrency x 3 max_tokens, and the base model's long prompt at 4
+    assert sorted({r.prompt_level for r in table.rows}) == [32, 1024]
     assert {r.model for r in table.rows} == {"Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"}
     assert all(r.failed_requests == 0 and r.rate_limited_requests == 0 for r in table.rows)
     with open(out / "requests.csv", newline="", encoding="utf-8") as fh:
@@ -36,9 +37,11 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     text = result.output
     assert "verified:" in text and "match the Python reference" in text
     # Clean simulator data: the physics checks stay quiet, and there is something to check.
-    assert "physics warnings: 0 of 24 rows" in text
-    assert "check rows: 17" in text
+    assert "physics warnings: 0 of 28 rows" in text
+    assert "check rows: 20" in text  # K_in(1024) identified at concurrency 1, checked at 2, 4 and 8
     assert "verdict: insufficient" not in text
+    assert "Workload: a 528-token prompt at concurrency 3, max_tokens 16 (neither measured)" in text
+    assert "Leave-one-out error: chain" in text
     assert "Inverse: 200 TPS at max_tokens 64 needs concurrency 4" in text
     assert "unreachable" not in text  # only when asked
 

@@ -5,41 +5,23 @@ a prompt length between the two) and find the knee within one measured level of 
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 from pathlib import Path
 
 import pytest
 
-from scm_xl.collector import CollectConfig, run_collection
+from latency_support import MEASURED_CONCURRENCY, SIM, SLOTS, collect
 from scm_xl.latency import latency_model
-from scm_xl.results import read_results, write_results
-from scm_xl.simulator import SimConfig, running_simulator
-
-SLOTS = 6
-MEASURED_CONCURRENCY = (1, 2, 4, 8, 16)
-SIM = SimConfig(model_name="sim", step_base_s=0.004, step_per_seq_s=0.0004, step_per_ctx_token_s=2e-6,
-                prefill_s_per_token=0.00002, max_seqs=SLOTS, seed=1)
-
-
-def _collect(url: str, folder: Path, tag: str, prompt: int, concurrency: tuple[int, ...],
-             max_tokens: tuple[int, ...]) -> list:
-    path = folder / f"{tag}{prompt}.csv"
-    config = CollectConfig(base_url=url, models=("sim",), concurrency=concurrency, max_tokens=max_tokens,
-                           requests_per_slot=3, prompt="x" * (4 * prompt), results_path=path, overwrite=True,
-                           ignore_eos=True)
-    asyncio.run(run_collection(config, progress=False))
-    return [dataclasses.replace(r, exp_id=f"{tag}{r.exp_id}-P{prompt}", prompt_level=prompt)
-            for r in read_results(path).rows]
+from scm_xl.results import write_results
+from scm_xl.simulator import running_simulator
 
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, list]:
     folder = tmp_path_factory.mktemp("latency")
     with running_simulator(SIM) as url:
-        train = [row for prompt in (32, 512) for row in _collect(url, folder, "T", prompt, MEASURED_CONCURRENCY,
+        train = [row for prompt in (32, 512) for row in collect(url, folder, "T", prompt, MEASURED_CONCURRENCY,
                                                                 (16, 48))]
-        unseen = _collect(url, folder, "U", 256, (3, 12), (32,)) + _collect(url, folder, "V", 32, (3, 12), (32,))
+        unseen = collect(url, folder, "U", 256, (3, 12), (32,)) + collect(url, folder, "V", 32, (3, 12), (32,))
     write_results(folder / "train.csv", train)
     return train, unseen
 
@@ -111,12 +93,15 @@ def test_a_prompt_length_changes_the_answer_and_the_chain_cannot_give_it(measure
     assert chain.exit_code == 1 and "use --method latency" in chain.output
 
 
-def test_rows_at_another_prompt_level_are_excluded_from_the_chain_with_the_reason(measured: tuple[list, list]) -> None:
+def test_rows_at_another_prompt_level_calibrate_k_in_in_the_chain(measured: tuple[list, list]) -> None:
     from scm_xl.model import analyze
 
     analysis = analyze(measured[0])
     assert analysis.base_prompt_level == 32
-    excluded = [s for s in analysis.statuses if s.reason_code == "prompt_level"]
-    assert len(excluded) == len(MEASURED_CONCURRENCY) * 2
-    assert all(s.exp_id.endswith("-P512") and not s.included for s in excluded)
-    assert "latency method" in excluded[0].reason("en")
+    at_512 = [s for s in analysis.statuses if s.prompt_level == 512]
+    assert len(at_512) == len(MEASURED_CONCURRENCY) * 2
+    assert sum(s.included for s in at_512) >= len(MEASURED_CONCURRENCY)  # only the monotonic filter excludes
+    cal = analysis.calibration
+    assert cal.prompt_anchor(512) == 1 and cal.k_in(512) is not None and cal.k_in(512) < 1
+    (identifying,) = [c for c in analysis.checks if c.identifies == ("K_in(512)",)]
+    assert identifying.status.exp_id.endswith("-P512") and identifying.status.max_tokens == cal.base_max_tokens

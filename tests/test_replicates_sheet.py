@@ -126,10 +126,10 @@ def test_reference_alone_mirrors_summarize() -> None:
     expected = rs.expected_sheet(layout, analysis, threshold=0.1)
     summaries = {(c.model.casefold(), c.max_tokens, c.concurrency): c
                  for c in replicates.summarize(analysis.statuses, cv_threshold=0.1)}
-    # in the cells sheet's order: model number, then max_tokens, then concurrency
+    # in the cells sheet's order: model number, then max_tokens, then (no) prompt level, then concurrency
     cells = [summaries[key] for key in sorted(summaries, key=lambda k: (k[0] != "model-a", k[1], k[2]))]
     assert [key for key in cell_order(analysis.statuses)] == [
-        (c.model.casefold(), c.max_tokens, c.concurrency) for c in cells]
+        (c.model.casefold(), c.max_tokens, 0, c.concurrency) for c in cells]
     title = rs.SHEET_TITLES["zh"]
     for i, cell in enumerate(cells):
         row = rs.TABLE_FIRST_ROW + i

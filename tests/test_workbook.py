@@ -41,7 +41,7 @@ DATASETS = ["article", "factorial", "sparse", "exclusions"]
 KEY_NAMES = ("BaseTPS", "MAPE", "Verdict", "CheckRows", "ForwardTPS", "RecommendedConcurrency", "RecommendedTPS")
 # Defined names of cells a person types into; every other defined name is a formula.
 INPUT_NAMES = {"ForwardConcurrency", "ForwardMaxTokens", "ForwardModel", "TargetTPS", "TargetMaxTokens",
-               "TargetModel", "MaxLatencyP95"}
+               "TargetModel", "MaxLatencyP95", "ForwardPromptTokens", "TargetPromptTokens"}
 
 Filled = Callable[[str, str], WorkbookReport]
 

@@ -30,8 +30,10 @@ STRICT_OPTION = click.option(
 def report(source: str, output: str, lang: Lang, force: bool, strict_physics: bool | None) -> None:
     """One self-contained HTML page of SOURCE (a results CSV or a filled workbook): the
     verdict first, coefficient tables with intervals, every row with its role and reasons,
-    charts, and a live forward/inverse calculator for both methods. No network request
-    of any kind: mail it, open it from disk."""
+    the latency model (when TTFT, latency and ITL were recorded: its coefficients, the knee,
+    Little's law, TPS and TTFT against prompt length), charts, and a live forward/inverse
+    calculator for chain, lsq, latency and auto, with the workload's prompt length. No
+    network request of any kind: mail it, open it from disk."""
     from scm_xl.htmlreport import write_report
     from scm_xl.outputs import HTML_SUFFIXES, Output, check_outputs
 
@@ -59,7 +61,10 @@ def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang:
     filled workbooks. Both are fitted by least squares on the baseline's base point; each
     coefficient is tested for a move beyond its noise (Welch t on the log, Bonferroni, and
     at least 5%); the baseline's model predicts the new rows. Verdict: stable, drift or
-    insufficient."""
+    insufficient. When both sides recorded TTFT, latency and ITL, the baseline's latency
+    model predicts the new rows too (matched by model, concurrency, max_tokens and prompt
+    level; differing prompt levels are named, not compared) and each model's knee is
+    compared; this does not change the verdict."""
     from scm_xl.compare import compare_sources, render_comparison
     from scm_xl.errors import UsageError
     from scm_xl.outputs import HTML_SUFFIXES, Output, check_outputs

@@ -201,3 +201,79 @@ def all_charts(analysis: Analysis, fit: LsqFit, rows: Sequence[Any], texts: dict
                                texts["aggregated_short"] if aggregated else None) if text]
     charts.append(Chart("roofline", texts["chart_roofline"], svg, " ".join(notes) or None))
     return charts
+
+
+def _prompt_grid(levels: Sequence[float]) -> list[float]:
+    """The measured prompt levels and CURVE_POINTS steps between the lowest and the highest (linear)."""
+    low, high = min(levels), max(levels)
+    grid = {float(level) for level in levels}
+    if high > low:
+        grid.update(low + (high - low) * i / CURVE_POINTS for i in range(CURVE_POINTS + 1))
+    return sorted(grid)
+
+
+def _level_of(value: float, levels: Sequence[float]) -> float:
+    return min(levels, key=lambda level: abs(level - value))
+
+
+def latency_against_prompt(latency: Any, metric: str, texts: dict[str, Any]) -> tuple[str | None, str | None]:
+    """TPS (`metric` "tps") or mean TTFT ("ttft") against prompt length: one colour per concurrency
+    level, one panel per max_tokens (and a row per model when there are several); the measured
+    experiments as points, the latency model's predictions as straight segments between prompt
+    lengths. (None, why) when no model was measured at two or more prompt levels."""
+    words = texts["latency"]
+    fits = [fit for fit in latency.fits.values() if fit.terms.prompt]
+    if not fits:
+        return None, words["one_prompt"]
+    measured: list[dict[str, Any]] = []
+    for fit in fits:
+        for r in fit.rows:
+            measured.append({"model": fit.model, "c": r.concurrency, "L": str(r.max_tokens),
+                             "level": _level_of(r.prompt, fit.prompt_levels), "P": r.prompt,
+                             "y": r.tps if metric == "tps" else r.ttft, "kind": "measured"})
+    records = summarise(measured, ("model", "c", "L", "level", "kind"), ("P", "y"))
+    note = _note(texts, len(measured), records)
+    for fit in fits:
+        grid = _prompt_grid(fit.prompt_levels)
+        for c in sorted({r.concurrency for r in fit.rows}):
+            for length in sorted({r.max_tokens for r in fit.rows}):
+                for prompt in grid:
+                    forecast = fit.forecast(c, length, prompt)
+                    value = forecast.tps if metric == "tps" else forecast.ttft_s
+                    if value is not None:
+                        records.append({"model": fit.model, "c": c, "L": str(length), "P": prompt, "y": value,
+                                        "kind": "fitted"})
+    levels = sorted({r["c"] for r in records})
+    lengths = sorted({r["L"] for r in records}, key=int)
+    scale = alt.Scale(scheme="tableau10") if len(levels) <= 10 else alt.Scale(scheme="viridis")
+    colour = alt.Color("c:O", title=texts["axis_concurrency"], sort=levels, scale=scale,
+                       legend=alt.Legend(columns=min(len(levels), 8), symbolType="stroke"))
+    x = alt.X("P:Q", title=words["axis_prompt"], scale=alt.Scale(zero=False))
+    y = alt.Y("y:Q", title=words["axis_tps"] if metric == "tps" else words["axis_ttft"])
+    line = alt.Chart().mark_line(strokeWidth=1.5, interpolate="linear").encode(
+        x=x, y=y, color=colour, detail="c:O", order="P:Q").transform_filter(alt.datum.kind == "fitted")
+    dots = alt.Chart().mark_point(filled=True, size=45).encode(x=x, y=y, color=colour).transform_filter(
+        alt.datum.kind == "measured")
+    layered = alt.layer(line, dots, data=alt.Data(values=records)).properties(width=WIDTH, height=HEIGHT)
+    column = alt.Column("L:N", title="max_tokens", sort=lengths)
+    if len({fit.model.casefold() for fit in fits}) > 1:  # a row of panels per model
+        chart = layered.facet(column=column, row=alt.Row("model:N", title=texts["model"]))
+    else:
+        chart = layered.facet(column=column)
+    return render_svg(chart), note
+
+
+def latency_charts(latency: Any, texts: dict[str, Any]) -> list[Chart]:
+    """The latency section's charts (empty without a latency model)."""
+    if latency is None or not latency.available:
+        return []
+    words = texts["latency"]
+    if not any(fit.terms.prompt for fit in latency.fits.values()):
+        return [Chart("latency-prompt", words["chart_tps"], None, words["one_prompt"])]
+    charts = []
+    for key, metric, title in (("latency-tps-prompt", "tps", words["chart_tps"]),
+                               ("latency-ttft-prompt", "ttft", words["chart_ttft"])):
+        svg, note = latency_against_prompt(latency, metric, texts)
+        charts.append(Chart(key, title, svg, " ".join(t for t in (words["chart_note"] if svg else None, note) if t)
+                            or None))
+    return charts

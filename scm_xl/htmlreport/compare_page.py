@@ -59,14 +59,25 @@ COMPARE_TEXT: dict[Lang, dict[str, str]] = {
            "p": "p", "moved": "moved", "mape": "MAPE", "max": "max", "rows": "rows",
            "inside": "inside the baseline's 90% prediction interval", "reasons": "why",
            "verdicts_stable": "stable", "verdicts_drift": "drift", "verdicts_insufficient": "insufficient",
-           "drift_mark": "drift", "noise_mark": "beyond noise, small"},
+           "drift_mark": "drift", "noise_mark": "beyond noise, small",
+           "latency": "The baseline's latency model on the new rows",
+           "latency_help": "Rows matched by model, concurrency, max_tokens and prompt level, each predicted at its "
+                           "own measured prompt and output length. This does not enter the verdict.",
+           "latency_not_compared": "Not compared.", "unmatched": "unmatched", "knee": "knee",
+           "knee_moved": "moved", "knee_same": "not moved", "prompt_levels": "prompt levels",
+           "none_recorded": "none recorded"},
     "zh": {"title": "SCM 基线漂移对比", "baseline": "基线", "new": "新数据", "verdict": "判定",
            "test": "检验方法", "coefficients": "系数", "old_on_new": "用基线模型预测新数据",
            "ratio": "数值 ÷ 基线数值（90% 区间）", "coefficient": "系数", "change": "变化 %",
            "p": "p", "moved": "是否漂移", "mape": "MAPE", "max": "最大偏差", "rows": "行",
            "inside": "落在基线 90% 预测区间内", "reasons": "原因",
            "verdicts_stable": "稳定", "verdicts_drift": "漂移", "verdicts_insufficient": "数据不足",
-           "drift_mark": "漂移", "noise_mark": "超出噪声但幅度小"},
+           "drift_mark": "漂移", "noise_mark": "超出噪声但幅度小",
+           "latency": "用基线的延迟模型预测新数据",
+           "latency_help": "按模型、并发、max_tokens 与提示长度档位匹配行，每行按其实测的提示与输出长度预测。不影响判定。",
+           "latency_not_compared": "未比较。", "unmatched": "未匹配", "knee": "拐点",
+           "knee_moved": "已移动", "knee_same": "未移动", "prompt_levels": "提示长度档位",
+           "none_recorded": "未记录"},
 }
 
 
@@ -79,12 +90,24 @@ def compare_context(comparison: Comparison, lang: Lang) -> dict[str, Any]:
                                                              ("-" if s.status == "compared" else s.status)),
              "drifted": s.drifted} for s in comparison.coefficients]
     o = comparison.old_on_new
+    lat = comparison.latency
+    latency = None
+    if lat is not None:
+        def levels(values: list[int | None]) -> str:
+            return ", ".join(words["none_recorded"] if v is None else str(v) for v in values) or "-"
+
+        latency = {"status": lat.status, "compared": lat.status == "compared", "mape": _fmt(lat.mape_pct),
+                   "max": _fmt(lat.max_pct), "rows": lat.predicted_rows, "unmatched": len(lat.unmatched),
+                   "inside": lat.inside_interval, "with": lat.with_interval, "notes": lat.notes,
+                   "baseline_levels": levels(lat.baseline_prompt_levels), "new_levels": levels(lat.new_prompt_levels),
+                   "knees": [{"model": k.model, "text": k.text, "moved": k.moved, "status": k.status}
+                             for k in lat.knees]}
     return {"w": words, "t": PAGE[lang], "c": comparison, "rows": rows, "version": __version__,
             "verdict_text": words[f"verdicts_{comparison.verdict}"],
             "verdict_class": VERDICT_CLASS[comparison.verdict],
             "old": {"mape": _fmt(o.mape_pct), "max": _fmt(o.max_pct), "rows": o.predicted_rows,
                     "inside": o.inside_interval, "with": o.with_interval},
-            "chart": Markup(coefficient_chart(comparison, words) or "")}
+            "chart": Markup(coefficient_chart(comparison, words) or ""), "latency": latency}
 
 
 def render_comparison_html(comparison: Comparison, lang: Lang = "en") -> str:

@@ -13,8 +13,9 @@ from markupsafe import Markup
 
 from scm_xl import __version__
 from scm_xl.errors import UsageError
-from scm_xl.htmlreport.charts import Chart, all_charts
-from scm_xl.htmlreport.payload import calculator_payload
+from scm_xl.htmlreport.charts import Chart, all_charts, latency_charts
+from scm_xl.htmlreport.latency_section import choice_words, holdout_line, knee_words, latency_context
+from scm_xl.htmlreport.payload import calculator_payload, latency_payload
 from scm_xl.htmlreport.texts import LANGS, PAGE, Lang
 from scm_xl.lsq import LsqAnalysis, least_squares_analysis
 from scm_xl.model import Analysis, c_label, f_label, k_label
@@ -136,15 +137,41 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
     """Everything the page shows, computed once (the template only lays it out)."""
     if lang not in LANGS:
         raise UsageError(f"unknown language {lang!r}: use zh or en")
+    from scm_xl.latency import latency_model
+    from scm_xl.methods import base_prompt, choose_method
+
     texts = PAGE[lang]
     lsq = least_squares_analysis(analysis.statuses, analysis.settings)
     holdout = lsq.report()
     consistency = analysis.consistency
     concurrency, lengths, models = _levels(analysis, lsq)
+    latency = latency_model(rows)
+    base = base_prompt(analysis, rows)
+    # What `scm-xl predict --method auto` takes without --prompt-tokens (the base prompt level).
+    auto = choose_method("auto", analysis, holdout, latency, prompt_tokens=None, base=base)
+    auto_data = {"method": auto.method, "why": choice_words(auto, texts)}
+    latency_data = latency_payload(latency, base, auto_data)
+    for fit, data in zip(latency.fits.values(), latency_data["fits"]):
+        data["knee_words"] = knee_words(fit.knee, texts)
+    # The forward form's choices: the chain's and least squares' levels, and the latency model's
+    # (which answers at any max_tokens, so its input takes a number).
+    forward_lengths = sorted(set(lengths) | {r.max_tokens for fit in latency.fits.values() for r in fit.rows})
+    forward_models = list(models) + [fit.model for fit in latency.fits.values()
+                                     if not any(fit.model.casefold() == m.casefold() for m in models)]
     cal = analysis.calibration
     second = concurrency[1] if len(concurrency) > 1 else (concurrency[0] if concurrency else 1)
     measured = sorted(s.tps for s in analysis.statuses if s.included)
     charts: list[Chart] = all_charts(analysis, lsq.fit, rows, texts)
+    holdouts = [
+        {"method": texts["lsq"], "mape": _fmt(holdout["loo_mape_pct"]), "max": _fmt(holdout["loo_max_pct"]),
+         "rows": holdout["loo_rows"], "verdict": holdout["verdict"]},
+        {"method": texts["chain"], "mape": _fmt(lsq.chain_holdout.mape_pct), "max": _fmt(lsq.chain_holdout.max_pct),
+         "rows": lsq.chain_holdout.predicted_rows, "verdict": lsq.chain_holdout.verdict},
+    ]
+    latency_line = holdout_line(latency, texts)
+    if latency_line is not None:
+        holdouts.append(latency_line)
+    method_names = texts["js"]["method_names"]
     return {
         "t": texts,
         "lang": lang,
@@ -155,25 +182,28 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
         "verdict_class": VERDICT_CLASS.get(consistency.verdict, "warn"),
         "consistency": consistency,
         "mape": _fmt(consistency.mape_pct), "max_dev": _fmt(consistency.max_deviation_pct),
-        "holdouts": [
-            {"method": texts["lsq"], "mape": _fmt(holdout["loo_mape_pct"]), "max": _fmt(holdout["loo_max_pct"]),
-             "rows": holdout["loo_rows"], "verdict": holdout["verdict"]},
-            {"method": texts["chain"], "mape": _fmt(lsq.chain_holdout.mape_pct), "max": _fmt(lsq.chain_holdout.max_pct),
-             "rows": lsq.chain_holdout.predicted_rows, "verdict": lsq.chain_holdout.verdict},
-        ],
+        "holdouts": holdouts,
         "separable": separable_summary(lsq, texts),
         "physics_warned": sum(1 for s in analysis.statuses if s.physics.count),
         "coefficients": coefficient_rows(analysis, lsq, texts),
         "rows": row_lines(analysis, lang),
         "charts": charts,
-        "calibration_json": embed_json(calculator_payload(analysis, lsq.fit, rows)),
+        "calibration_json": embed_json(calculator_payload(analysis, lsq.fit, rows, latency_data)),
         "texts_json": embed_json(texts["js"]),
         "lengths": lengths,
         "models": models,
+        "forward_lengths": forward_lengths,
+        "forward_models": forward_models,
+        "latency": latency_context(latency, texts),
+        "latency_charts": latency_charts(latency, texts),
+        "auto": auto_data,
+        "opens_on": texts["opens_on"].format(method=method_names[auto.method], why=auto_data["why"]),
+        "base_prompt": base,
         "defaults": {
             "concurrency": second,
-            "max_tokens": cal.base_max_tokens if cal.base_max_tokens in lengths else (lengths[0] if lengths else 1),
-            "model": cal.base_model if cal.base_model in models else (models[0] if models else ""),
+            "max_tokens": cal.base_max_tokens if cal.base_max_tokens in forward_lengths
+            else (forward_lengths[0] if forward_lengths else 1),
+            "model": cal.base_model if cal.base_model in forward_models else (forward_models[0] if forward_models else ""),
             # a target in the measured range: the median included TPS, rounded
             "target": round(measured[len(measured) // 2]) if measured else 100,
         },

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scm_xl.latency import TERM_WORDS
 from scm_xl.rules import Lang
 
 LANGS: tuple[Lang, ...] = ("zh", "en")
@@ -74,7 +75,57 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "axis_concurrency": "concurrency", "axis_seconds": "seconds", "axis_per_stream": "TPS per stream",
         "series_fitted": "least-squares fit", "series_ceiling": "roofline ceiling",
         "metric_latency": "P95 latency", "metric_ttft": "P95 TTFT",
+        "latency": {
+            "title": "The latency model: prompt length, the knee",
+            "formula": "latency = TTFT + (L_out − 1) × ITL, and TPS = efficiency × n × L_out ÷ latency with n = min(c, K): "
+                       "above the knee K only K requests are served at once and the rest wait.",
+            "itl_formula": "ITL = step(n) + d·n·(P + L/2) + e·n·P/L",
+            "ttft_formula": "TTFT = t0 + s·ITL + p·P + q·n·P",
+            "fit_help": "Each part is one linear least-squares fit weighted to relative error (what LINEST computes); "
+                        "a term whose factor was never varied is left out, and the model then answers only where "
+                        "that factor was measured. step(n) is one coefficient per measured batch n, joined by "
+                        "straight lines between the measured batches and continued along the end segments beyond "
+                        "them. P: server-counted mean prompt tokens; L: output tokens; n: requests served at once.",
+            "knee": "Knee", "holdout": "leave-one-out MAPE", "rows": "rows fitted", "efficiency": "efficiency",
+            "efficiency_help": "median measured TPS ÷ (c × L_out ÷ latency)",
+            "queue_share": "queue share", "queue_share_help": "measured wait for a slot ÷ the steady-state wait",
+            "output_ratio": "output ratio", "output_ratio_help": "median output tokens ÷ max_tokens",
+            "prompt_levels": "prompt levels (tokens)", "concurrency_range": "concurrency measured",
+            "part": "part", "term": "term", "value": "value", "interval": "90% interval", "meaning": "meaning",
+            "no_interval": "-",
+            "little": "Little's law", "little_ok": "Every experiment obeys Little's law within {tol}%.",
+            "little_help": "c × L_out ÷ TPS should equal the mean latency. Where it is off by more than {tol}%, "
+                           "the client did not keep its slots busy (or the run was too short for its start-up and "
+                           "tail to average out), so that row's TPS is not the server's; it is still fitted.",
+            "little_ratio": "c × L_out ÷ TPS ÷ latency",
+            "skipped": "rows the latency model cannot use",
+            "chart_tps": "TPS against prompt length: measured points, the latency model's lines",
+            "chart_ttft": "Mean TTFT against prompt length: measured points, the latency model's lines",
+            "chart_note": "One colour per concurrency level; one panel per max_tokens. Lines join the model's "
+                          "predictions at the prompt lengths between the measured levels (straight segments, no smoothing).",
+            "one_prompt": "One prompt level measured: the model cannot say how prompt length changes the answer.",
+            "axis_prompt": "prompt tokens (server-counted mean)", "axis_tps": "TPS (tokens/s)",
+            "axis_ttft": "mean TTFT (s)",
+            "terms": dict(TERM_WORDS),  # the latency model's own words for its terms
+            "step_at": "s per decode step at batch {n} (measured; linear between the measured batches)",
+        },
+        "method_latency": "latency model (prompt length, knee; 90% interval for one run)",
+        "method_auto": "auto (the lowest leave-one-out error)",
+        "prompt_tokens": "prompt tokens",
+        "prompt_placeholder": "the base level",
+        "opens_on": "The calculator opens on auto: {method} ({why}).",
+        "why_ranked": "lowest leave-one-out error: {best} {value}%", "why_against": " (against {others})",
+        "why_none": "no method has a hold-out error to compare (the article's chain answers)",
         "js": {
+            "method_names": {"chain": "chain", "lsq": "least squares", "latency": "latency model"},
+            "why_asked": "chosen here",
+            "why_other_prompt": "only the latency model answers for a prompt of {p} tokens (chain and least squares calibrate at {base})",
+            "why_no_latency": "no latency model (TTFT, latency and ITL not recorded); the chain answers only at its base prompt level",
+            "method_label": "method",
+            "ttft_label": "TTFT", "latency_label": "latency", "itl_label": "ITL", "p95_label": "P95",
+            "at_prompt": "at a prompt of {p} tokens",
+            "knee_label": "knee", "beyond_knee": "This concurrency is beyond the knee: the extra requests only wait.",
+            "outside": "Outside the measured range ({what}): extrapolated.",
             "bad_input": "Enter positive numbers (whole numbers for max_tokens, concurrency limits).",
             "no_calibration": "Nothing is calibrated (no included row identifies a coefficient): no answer.",
             "unidentified": "no prediction", "interval90": "90% interval (expected TPS)",
@@ -99,6 +150,9 @@ PAGE: dict[Lang, dict[str, Any]] = {
                 "extrapolated": "The answer's concurrency is outside the measured range: extrapolated.",
                 "needs_extrapolation": "A cheaper configuration would reach the target only by extrapolating; allow extrapolation to consider it.",
                 "unmeasured": "Configurations without a measured P95 cannot be proven to meet the limit: rejected.",
+                "interpolated_latency": "The answer's concurrency lies between measured levels: the latency model's TTFT and ITL fits.",
+                "beyond_knee": "The answer is beyond the knee near concurrency {k}, where throughput stops growing: more concurrency there only adds waiting.",
+                "base_prompt_only": "Chain and least squares answer at their base prompt level ({base} tokens): the prompt length given is not used; choose the latency model or auto.",
             },
         },
     },
@@ -164,7 +218,58 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "axis_concurrency": "并发", "axis_seconds": "秒", "axis_per_stream": "单流 TPS",
         "series_fitted": "最小二乘拟合", "series_ceiling": "屋顶线上限",
         "metric_latency": "P95 延迟", "metric_ttft": "P95 首字延迟",
+        "latency": {
+            "title": "延迟模型：提示长度与拐点",
+            "formula": "延迟 = TTFT + (L_out − 1) × ITL，TPS = 效率 × n × L_out ÷ 延迟，其中 n = min(c, K)："
+                       "超过拐点 K 后同时只服务 K 个请求，其余排队等待。",
+            "itl_formula": "ITL = step(n) + d·n·(P + L/2) + e·n·P/L",
+            "ttft_formula": "TTFT = t0 + s·ITL + p·P + q·n·P",
+            "fit_help": "每一部分都是一次按相对误差加权的线性最小二乘拟合（即 LINEST 的计算）；从未变化过的因素对应的项被省略，"
+                        "模型只在该因素实测过的取值上作答。step(n) 是每个已测批次 n 各一个系数，已测批次之间按直线连接，"
+                        "两端之外沿端部线段延伸。P：服务端计数的平均提示 token 数；L：输出 token 数；n：同时服务的请求数。",
+            "knee": "拐点", "holdout": "留一 MAPE", "rows": "拟合行数", "efficiency": "效率",
+            "efficiency_help": "实测 TPS ÷ (c × L_out ÷ 延迟) 的中位数",
+            "queue_share": "排队系数", "queue_share_help": "实测等待槽位时间 ÷ 稳态等待时间",
+            "output_ratio": "输出比例", "output_ratio_help": "输出 token 数 ÷ max_tokens 的中位数",
+            "prompt_levels": "提示长度档位（token）", "concurrency_range": "已测并发",
+            "part": "部分", "term": "项", "value": "数值", "interval": "90% 区间", "meaning": "含义",
+            "no_interval": "-",
+            "little": "利特尔定律", "little_ok": "每个实验都在 {tol}% 以内符合利特尔定律。",
+            "little_help": "c × L_out ÷ TPS 应等于平均延迟。偏差超过 {tol}% 的实验说明客户端没有让槽位保持繁忙"
+                           "（或运行太短，启动与收尾未能平均掉），其 TPS 不是服务端的真实值；该行仍参与拟合。",
+            "little_ratio": "c × L_out ÷ TPS ÷ 延迟",
+            "skipped": "延迟模型无法使用的行",
+            "chart_tps": "TPS 随提示长度变化：实测点与延迟模型的折线",
+            "chart_ttft": "平均首字延迟随提示长度变化：实测点与延迟模型的折线",
+            "chart_note": "每个并发档位一种颜色；每个 max_tokens 一个面板。折线连接模型在已测档位之间各提示长度上的预测（直线段，不做平滑）。",
+            "one_prompt": "只测了一个提示长度：模型无法说明提示长度如何改变结果。",
+            "axis_prompt": "提示 token 数（服务端计数平均）", "axis_tps": "TPS（token/秒）",
+            "axis_ttft": "平均首字延迟（秒）",
+            "terms": {
+                "step": "秒/解码步，按此批次（实测；批次之间线性插值）", "d": "秒/步/上下文 token",
+                "e": "秒/步/加入批次的提示 token", "t0": "秒（固定）",
+                "s": "解码步数（进行中的一步，以及请求加入的那一步）", "p": "秒/提示 token（预填充）",
+                "q": "秒/提示 token/并发请求（排队的预填充）",
+            },
+            "step_at": "秒/解码步，批次 {n}（实测；已测批次之间线性插值）",
+        },
+        "method_latency": "延迟模型（提示长度、拐点；单次运行的 90% 区间）",
+        "method_auto": "自动（留一误差最低者）",
+        "prompt_tokens": "提示 token 数",
+        "prompt_placeholder": "基准档位",
+        "opens_on": "计算器默认为自动：{method}（{why}）。",
+        "why_ranked": "留一误差最低：{best} {value}%", "why_against": "（对比 {others}）",
+        "why_none": "没有方法有留一误差可比（采用原文链式方法）",
         "js": {
+            "method_names": {"chain": "链式", "lsq": "最小二乘", "latency": "延迟模型"},
+            "why_asked": "在此手动选择",
+            "why_other_prompt": "只有延迟模型能回答 {p} 个 token 的提示（链式与最小二乘标定于 {base}）",
+            "why_no_latency": "没有延迟模型（未记录 TTFT、延迟与 ITL）；链式只在其基准提示长度上作答",
+            "method_label": "方法",
+            "ttft_label": "首字延迟", "latency_label": "延迟", "itl_label": "ITL", "p95_label": "P95",
+            "at_prompt": "提示长度 {p} token",
+            "knee_label": "拐点", "beyond_knee": "该并发超过拐点：多出的请求只是在排队等待。",
+            "outside": "超出已测范围（{what}）：外推。",
             "bad_input": "请输入正数（max_tokens 与并发上限为整数）。",
             "no_calibration": "没有标定出任何系数（没有纳入的行能确定系数）：无法给出答案。",
             "unidentified": "无法预测", "interval90": "90% 区间（期望 TPS）",
@@ -189,6 +294,9 @@ PAGE: dict[Lang, dict[str, Any]] = {
                 "extrapolated": "答案的并发超出已测范围：外推。",
                 "needs_extrapolation": "更省的配置只有外推才能达到目标；允许外推后才会考虑。",
                 "unmeasured": "没有实测 P95 的配置无法证明满足上限：已排除。",
+                "interpolated_latency": "答案的并发位于已测档位之间：由延迟模型的 TTFT 与 ITL 拟合给出。",
+                "beyond_knee": "答案超过了并发 {k} 附近的拐点，吞吐量在那里停止增长：再增加并发只会增加等待。",
+                "base_prompt_only": "链式与最小二乘只在其基准提示长度（{base} token）上作答：所填提示长度未被使用；请选择延迟模型或自动。",
             },
         },
     },

@@ -30,7 +30,7 @@ from scm_xl.workbook.stamp import save_workbook, write_filled
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, METHODS,
-    MODEL_TABLE, RAW_COLUMNS, SEEN_MODELS_TABLE, Layout, unusable_tests,
+    MODEL_TABLE, PROMPT_TABLE, RAW_COLUMNS, SEEN_MODELS_TABLE, Layout, unusable_tests,
 )
 from scm_xl.workbook.styles import (
     FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _formula, _header,
@@ -41,7 +41,7 @@ BUILD_TIMESTAMP = datetime(2026, 1, 1, 0, 0, 0)
 
 LABELS = {
     "zh": {
-        "calibration_title": "系数标定：TPS = BaseTPS × f(并发) × K_len(max_tokens) ÷ C_model(模型)",
+        "calibration_title": "系数标定：TPS = BaseTPS × f(并发) × K_len(max_tokens) × K_in(提示长度) ÷ C_model(模型)",
         "settings": "设置（B列留空 = 自动）",
         "input": "手工输入",
         "effective": "生效值",
@@ -53,11 +53,12 @@ LABELS = {
         "short_output_ratio": "输出过短阈值（实际/请求 Token 比例）",
         "physics_precision": "物理检查的权重精度（字节数在D列）",
         "method": "推导所用方法（chain = 文章的链式；lsq = 最小二乘）",
-        "base_prompt_level": "基准提示长度档位（其他档位的行不参与标定）",
+        "base_prompt_level": "基准提示长度档位（BaseTPS、f、K_len、C_model 在此档位标定；留空 = 最小档位）",
         "base_tps": "BaseTPS（基准点几何均值）",
         "base_rows": "基准点行数",
         "c_table": "并发增益 f(c) = TPS(c, 基准长度) / BaseTPS",
         "l_table": "长度系数 K_len(L) = TPS(锚定并发, L) / (BaseTPS × f(锚定并发))",
+        "p_table": "提示长度系数 K_in(P) = TPS(锚定并发, 基准长度, P) / (BaseTPS × f(锚定并发))；K_in(基准档位) = 1",
         "m_table": "模型系数 C_model(m) = BaseTPS / TPS(m 的基准点)",
         "max_latency": "P95 延迟上限 (s)（留空 = 不限）",
         "inverse_note": "只在已测并发档位中选择；设置延迟上限时，用该档位实测 P95 延迟（无故障运行的中位数），未测的档位不算满足。",
@@ -76,6 +77,8 @@ LABELS = {
         "concurrency": "并发数",
         "max_tokens": "max_tokens",
         "model": "模型（留空 = 基准模型）",
+        "prompt_tokens": "提示长度 Token（留空 = 基准档位）",
+        "prompt_low": "下方已知档位", "prompt_high": "上方已知档位", "prompt_k_low": "其 K_in", "prompt_k_high": "其 K_in",
         "coefficient": "系数",
         "effective_model": "生效模型",
         "forward_tps": "预测 TPS",
@@ -88,7 +91,8 @@ LABELS = {
         "inverse_table": "各已测并发档位的预测",
     },
     "en": {
-        "calibration_title": "Calibration: TPS = BaseTPS × f(concurrency) × K_len(max_tokens) ÷ C_model(model)",
+        "calibration_title": "Calibration: TPS = BaseTPS × f(concurrency) × K_len(max_tokens) × K_in(prompt) ÷ "
+                             "C_model(model)",
         "settings": "Settings (leave column B blank = automatic)",
         "input": "hand-set",
         "effective": "effective",
@@ -100,11 +104,13 @@ LABELS = {
         "short_output_ratio": "short-output threshold (output / requested tokens)",
         "physics_precision": "weight precision for physics checks (bytes in D)",
         "method": "method for forward and inverse (chain = the article's; lsq = least squares)",
-        "base_prompt_level": "base prompt level (rows at other levels are not calibrated)",
+        "base_prompt_level": "base prompt level (BaseTPS, f, K_len and C_model are calibrated there; blank = the "
+                             "smallest)",
         "base_tps": "BaseTPS (geometric mean at the base point)",
         "base_rows": "rows at the base point",
         "c_table": "Concurrency gain f(c) = TPS(c, base length) / BaseTPS",
         "l_table": "Length factor K_len(L) = TPS(anchor c, L) / (BaseTPS × f(anchor c))",
+        "p_table": "Prompt factor K_in(P) = TPS(anchor c, base length, P) / (BaseTPS × f(anchor c)); K_in(base level) = 1",
         "m_table": "Model cost C_model(m) = BaseTPS / TPS(m at the base point)",
         "max_latency": "P95 latency limit (s) (blank = none)",
         "inverse_note": "Chooses among measured concurrency levels only; with a latency limit, a level counts only when its measured P95 latency (median over fault-free runs) is within it.",
@@ -123,6 +129,9 @@ LABELS = {
         "concurrency": "concurrency",
         "max_tokens": "max_tokens",
         "model": "model (blank = base model)",
+        "prompt_tokens": "prompt tokens (blank = the base prompt level)",
+        "prompt_low": "known level below", "prompt_high": "known level above", "prompt_k_low": "its K_in",
+        "prompt_k_high": "its K_in",
         "coefficient": "coefficient",
         "effective_model": "effective model",
         "forward_tps": "predicted TPS",
@@ -140,17 +149,20 @@ README_TEXT = {
     "zh": [
         "SCM 系数标定工作簿（scm-xl 生成）",
         "",
-        "模型：TPS = BaseTPS × f(并发) × K_len(max_tokens) ÷ C_model(模型)",
+        "模型：TPS = BaseTPS × f(并发) × K_len(max_tokens) × K_in(提示长度) ÷ C_model(模型)",
         "黄色单元格是输入，灰色单元格是公式（请勿覆盖），浅蓝色是结论。",
         "",
         "各工作表：",
         "总览：打开时看到的第一页。判定（颜色：绿 excellent、蓝 good、红 fail、黄 insufficient）、检验行数、MAPE、最大偏差、留一法误差、物理警告数、系数一览、正反向答案和图表。",
         "原始数据：每行一次实验，可以直接插入、删除、排序行，或在数据下方接着输入新行，所有结果随之更新。TPS、角色、状态说明三列自动显示每行的结果：被剔除或无法使用（例如数字被输入成文本）的原因写在这里。",
-        "系数标定：按文章的链式方法标定。基准点默认取第一个模型、max_tokens=50（没有则取最小长度）、最低并发，可在B列手工指定。重复实验取几何均值。",
+        "系数标定：按文章的链式方法标定。基准点默认取第一个模型、max_tokens=50（没有则取最小长度）、最低并发，可在B列手工指定。重复实验取几何均值。有提示长度档位（prompt_level 列）时，BaseTPS、f、K_len、C_model 在基准档位标定，"
+        "K_in(P) = 各档位相对基准档位的系数（提示长度为空的行算作基准档位）。",
         "自洽检验：每行一个角色。identify = 这一行本身定义了某个系数（偏差按构造为0，不是检验）；check = 它用到的系数全部来自其他行（真正的检验）；unidentified = 缺少系数；excluded = 被过滤。判定只看 check 行；没有 check 行时为 insufficient，绝不算通过。",
-        "双向推导：正向预测给定配置的 TPS；反向求达到目标 TPS 的最小已测并发（可设 P95 延迟上限），以及对偶问题（可达最高 TPS）。",
+        "双向推导：正向预测给定配置的 TPS；反向求达到目标 TPS 的最小已测并发（可设 P95 延迟上限），以及对偶问题（可达最高 TPS）。两者都可输入提示长度 Token（留空 = 基准档位；两个已测档位之间按对数插值 K_in，范围之外无法预测）。",
         "重复实验：同一配置多次测量的中位数、变异系数（CV）和需要的重复次数。",
         "最小二乘：对全部纳入行做对数空间最小二乘，给出系数和留一法（LOO）预测误差；计算过程的矩阵列已折叠隐藏。",
+        "延迟模型：延迟 = 首字时间 + (L − 1) × 字间隔，TPS = n × L ÷ 延迟（利特尔定律），字间隔与首字时间各为一个按相对误差加权的最小二乘，"
+        "覆盖提示长度与并发；拐点 K（吞吐不再增长的并发）由 scm-xl fill 拟合，可手工改写；下方可输入并发、max_tokens 和提示长度做正向预测。",
         "第一性原理：屋顶线计算器（每 Token 2N FLOPs、权重字节 ÷ 显存带宽、KV 缓存容量）和 GPU/模型目录，物理检查以此为上限。",
         "说明：本页。",
         "计算_逐行、计算_单元、计算_图表：隐藏的中间计算表（右键“取消隐藏”可查看），请勿编辑。",
@@ -161,17 +173,18 @@ README_TEXT = {
     "en": [
         "SCM calibration workbook (built by scm-xl)",
         "",
-        "Model: TPS = BaseTPS × f(concurrency) × K_len(max_tokens) ÷ C_model(model)",
+        "Model: TPS = BaseTPS × f(concurrency) × K_len(max_tokens) × K_in(prompt length) ÷ C_model(model)",
         "Yellow cells are inputs, grey cells are formulas (do not type over them), pale blue cells are the answers.",
         "",
         "The sheets:",
         "Summary: the page the workbook opens on. The verdict (green excellent, blue good, red fail, yellow insufficient), check rows, MAPE, max deviation, the hold-out error, physics warnings, the coefficients at a glance, the forward and inverse answers, and the charts.",
         "RawData: one experiment per row. Insert, delete or sort rows, or type a new row under the data, and every result follows. The TPS, role and status columns show what became of each row: the reason a row is excluded or unusable (a number typed as text, say) is written there.",
-        "Calibration: the article's chain. The base point defaults to the first model, max_tokens 50 (else the smallest length) and the lowest concurrency; set them by hand in column B. Replicates are combined by their geometric mean.",
+        "Calibration: the article's chain. The base point defaults to the first model, max_tokens 50 (else the smallest length) and the lowest concurrency; set them by hand in column B. Replicates are combined by their geometric mean. With prompt levels (the prompt_level column), BaseTPS, f, K_len and C_model are calibrated at the base prompt level and K_in(P) is each level's factor against it (a row with a blank prompt level counts as the base level).",
         "Consistency: each row has a role. identify = the row defines a coefficient (deviation 0 by construction, not a test); check = every coefficient it needs came from other rows (the real test); unidentified = a coefficient is missing; excluded = filtered out. The verdict uses check rows only; with none it is 'insufficient', never a pass.",
-        "Derivation: forward prediction for a configuration; inverse: the smallest measured concurrency that meets a target TPS (optionally within a P95 latency limit), and the dual (best reachable TPS).",
+        "Derivation: forward prediction for a configuration; inverse: the smallest measured concurrency that meets a target TPS (optionally within a P95 latency limit), and the dual (best reachable TPS). Both take a prompt length in tokens (blank = the base prompt level; between two measured levels K_in is interpolated in log-log, outside them there is no answer).",
         "Replicates: the median, coefficient of variation and repeats needed of each configuration measured more than once.",
         "LeastSquares: a least-squares fit in log space over all included rows, with the coefficients and the leave-one-out (hold-out) error; the matrix workings are grouped and collapsed.",
+        "LatencyModel: latency = TTFT + (L − 1) × ITL and TPS = n × L ÷ latency (Little's law), ITL and TTFT each a least-squares fit weighted to relative error, over prompt length and concurrency; the knee K (where throughput stops growing) is fitted by scm-xl fill and may be typed over; type a concurrency, max_tokens and prompt length below it for a forward prediction.",
         "FirstPrinciples: the roofline calculator (2N FLOPs per token, weight bytes / memory bandwidth, KV cache capacity) and the GPU/model catalog the physics checks use.",
         "README: this page.",
         "Work_Rows, Work_Cells, Work_Charts: hidden workings (right-click a tab, Unhide, to look); do not edit them.",
@@ -325,6 +338,12 @@ def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
         for key, text in fx.length_row(row).items():
             _formula(ws, f"{layout.table_col(LENGTH_TABLE, key)}{row}", text, "0.00" if key == "k" else None)
 
+    _label(ws, f"A{layout.p_table_header - 1}", labels["p_table"], bold=True)
+    _header(ws, layout.p_table_header, 1, PROMPT_TABLE, layout.lang)
+    for row in range(layout.p_table_first, layout.p_table_first + layout.p_slots):
+        for key, text in fx.prompt_row(row).items():
+            _formula(ws, f"{layout.table_col(PROMPT_TABLE, key)}{row}", text, "0.00" if key == "k" else None)
+
     _label(ws, f"A{layout.m_table_header - 1}", labels["m_table"], bold=True)
     _header(ws, layout.m_table_header, 1, MODEL_TABLE, layout.lang)
     for row in range(layout.m_table_first, layout.m_table_first + layout.m_slots):
@@ -348,7 +367,7 @@ def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     ws.column_dimensions["A"].width = 34
     _header(ws, layout.cons_header_row, 1, CONSISTENCY_COLUMNS, layout.lang)
     ws.freeze_panes = f"B{layout.cons_first}"
-    formats = {"measured": "0.00", "f": "0.000", "k": "0.000", "c": "0.000", "predicted": "0.00",
+    formats = {"measured": "0.00", "f": "0.000", "k": "0.000", "k_in": "0.000", "c": "0.000", "predicted": "0.00",
                "deviation": "0.00", "deviation_pct": "0.0", "check_abs_pct": "0.0"}
     letters = {column.key: layout.cons_col(column.key) for column in CONSISTENCY_COLUMNS}
     for key, number_format in formats.items():
@@ -356,7 +375,7 @@ def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     rows = range(layout.cons_first, layout.cons_last + 1)
     write_filled(ws, letters, fx.consistency_row, rows, layout.raw_first - layout.cons_first)
     # The helper columns (known flags, anchor) are grouped and collapsed.
-    for key in ("f_known", "k_known", "c_known", "anchor"):
+    for key in ("f_known", "k_known", "c_known", "p_known", "anchor", "p_anchor"):
         ws.column_dimensions[letters[key]].hidden = True
         ws.column_dimensions[letters[key]].outlineLevel = 1
     last = get_column_letter(len(CONSISTENCY_COLUMNS))
@@ -395,9 +414,13 @@ def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappin
     _label(ws, f"C{fw['concurrency'] - 1}", labels["coefficient"], bold=True)
     forward = fx.forward()
     for key, text in (("concurrency", labels["concurrency"]), ("max_tokens", labels["max_tokens"]),
-                      ("model", labels["model"])):
+                      ("model", labels["model"]), ("prompt_tokens", labels["prompt_tokens"])):
         _label(ws, f"A{fw[key]}", text)
         ws[f"B{fw[key]}"].fill = INPUT_FILL
+    for col, text in zip("EFGH", (labels[key] for key in ("prompt_low", "prompt_high", "prompt_k_low",
+                                                           "prompt_k_high"))):
+        _label(ws, f"{col}{fw['concurrency'] - 1}", text, bold=True)
+    _write_prompt_lookup(ws, fw["prompt_tokens"], forward)
     ws[f"B{fw['concurrency']}"] = DEFAULT_FORWARD["concurrency"]
     ws[f"B{fw['max_tokens']}"] = DEFAULT_FORWARD["max_tokens"]
     _formula(ws, f"C{fw['concurrency']}", forward["f"], "0.000")
@@ -414,9 +437,12 @@ def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappin
     inverse = fx.inverse()
     _label(ws, f"A{inv['target_tps'] - 1}", labels["inverse"], bold=True)
     for key, text in (("target_tps", labels["target_tps"]), ("max_tokens", labels["max_tokens"]),
-                      ("model", labels["model"]), ("max_latency", labels["max_latency"])):
+                      ("model", labels["model"]), ("max_latency", labels["max_latency"]),
+                      ("prompt_tokens", labels["prompt_tokens"])):
         _label(ws, f"A{inv[key]}", text)
         ws[f"B{inv[key]}"].fill = INPUT_FILL
+    _write_prompt_lookup(ws, inv["prompt_tokens"], inverse)
+    _formula(ws, f"D{inv['prompt_tokens']}", inverse["prompt_level"])
     ws[f"B{inv['target_tps']}"] = DEFAULT_TARGET["tps"]
     ws[f"B{inv['max_tokens']}"] = DEFAULT_TARGET["max_tokens"]
     _formula(ws, f"C{inv['max_tokens']}", inverse["k"], "0.000")
@@ -442,7 +468,15 @@ def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappin
     ws.column_dimensions["C"].width = 14
     ws.column_dimensions["D"].width = 22
     ws.column_dimensions["E"].width = 12
-    ws.print_area = f"A1:E{first + layout.c_slots - 1}"
+    for col in "FGH":
+        ws.column_dimensions[col].width = 12
+    ws.print_area = f"A1:H{first + layout.c_slots - 1}"
+
+
+def _write_prompt_lookup(ws: Worksheet, row: int, formulas: Mapping[str, str]) -> None:
+    """K_in for the typed prompt length (C) and the known levels it is interpolated between (E..H)."""
+    for col in "CEFGH":
+        _formula(ws, f"{col}{row}", formulas[f"prompt_{col}"], "0.000" if col in "CGH" else None)
 
 
 def save_atomic(wb: Workbook, path: str | Path, *, reproducible: bool = False) -> None:

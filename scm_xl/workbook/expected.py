@@ -13,8 +13,8 @@ from typing import Any
 
 from scm_xl.engines.base import CellError, CellValue
 from scm_xl.model import (
-    Analysis, Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, RowCheck, RowStatus, cells_of,
-    model_numbers, physics_bytes,
+    Analysis, Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, PromptLevel, RowCheck, RowStatus, at_base_prompt,
+    cells_of, effective_prompt_level, interpolate_k_in, k_in_bracket, model_numbers, physics_bytes, prompt_index,
 )
 from scm_xl.constrained import measured_percentiles
 from scm_xl.results import ResultRow
@@ -24,8 +24,8 @@ from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.formulas import MIRRORED_KEYS
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
-    CELLS_TABLE, CONCURRENCY_TABLE, DISPLAY_KEYS, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, RAW_FORMULA_KEYS, Layout,
-    unusable_tests,
+    CELLS_TABLE, CONCURRENCY_TABLE, DISPLAY_KEYS, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, PROMPT_TABLE,
+    RAW_FORMULA_KEYS, Layout, unusable_tests,
 )
 from openpyxl.utils import get_column_letter
 
@@ -78,16 +78,20 @@ def summary(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -
     }
     for name, typed in (("ForwardConcurrency", inputs.forward.get("concurrency")),
                         ("ForwardMaxTokens", inputs.forward.get("max_tokens")),
+                        ("ForwardPromptTokens", inputs.forward.get("prompt_tokens")),
                         ("TargetTPS", inputs.inverse.get("target_tps")),
                         ("TargetMaxTokens", inputs.inverse.get("max_tokens")),
+                        ("TargetPromptTokens", inputs.inverse.get("prompt_tokens")),
                         ("MaxLatencyP95", inputs.inverse.get("max_latency"))):
         extra[name] = _typed(typed)
     exp.update(summary_sheet.expected_sheet(layout, exp, defined, extra))
 
 
 def chart_data(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
+    base_level = analysis.calibration.base_prompt_level  # the charts draw the base prompt level's rows
     included = [(row.model, float(row.max_tokens), float(row.concurrency), s.tps, row.latency_p95_s,
-                 row.ttft_p95_s) for (_, row), s in zip(inputs.rows, analysis.statuses) if s.included]
+                 row.ttft_p95_s) for (_, row), s in zip(inputs.rows, analysis.statuses)
+                if s.included and at_base_prompt(s, base_level)]
     title = layout.title("consistency")
     consistency: dict[int, tuple[CellValue, CellValue, CellValue]] = {}
     for sheet_row, _ in inputs.rows:
@@ -150,6 +154,9 @@ def lsq_calibration(layout: Layout, chain: Calibration, cells: Expected) -> Cali
         length_levels=[LengthLevel(int(level), None, None, value) for level, value in block("K_len")
                        if isinstance(level, float)],
         models=[ModelLevel(str(level), 0, None, value) for level, value in block("C_model") if level],
+        base_prompt_level=chain.base_prompt_level,
+        prompt_levels=[PromptLevel(int(level), None, None, value) for level, value in block("K_in")
+                       if isinstance(level, float)],
     )
 
 
@@ -179,49 +186,61 @@ def first_principles_only(exp: Expected, layout: Layout, inputs: Inputs, analysi
 @dataclass(frozen=True)
 class CodeScales:
     """The cell code's scales, as the cells sheet computes them: one more than the largest
-    max_tokens and concurrency of the rows."""
+    max_tokens and concurrency of the rows, and one more than the number of prompt levels."""
 
     length: int
     concurrency: int
+    prompt: int = 1
 
     @classmethod
-    def of(cls, rows: Sequence[ResultRow]) -> CodeScales:
-        return cls(max((r.max_tokens for r in rows), default=0) + 1, max((r.concurrency for r in rows), default=0) + 1)
+    def of(cls, rows: Sequence[ResultRow], prompt_levels: int = 0) -> CodeScales:
+        return cls(max((r.max_tokens for r in rows), default=0) + 1, max((r.concurrency for r in rows), default=0) + 1,
+                   prompt_levels + 1)
 
-    def code(self, model_number: int, max_tokens: int, concurrency: int) -> int:
-        return (model_number * self.length + max_tokens) * self.concurrency + concurrency
+    def code(self, model_number: int, max_tokens: int, concurrency: int, prompt_slot: int = 0) -> int:
+        return ((model_number * self.length + max_tokens) * self.prompt + prompt_slot) * self.concurrency + concurrency
 
 
-def cell_key(model: str, max_tokens: int, concurrency: int) -> str:
-    return f"{model}|{max_tokens}|{concurrency}"
+def cell_key(model: str, max_tokens: int, concurrency: int, prompt_slot: int = 0) -> str:
+    return f"{model}|{max_tokens}|{concurrency}" + (f"|P{prompt_slot}" if prompt_slot > 0 else "")
+
+
+def _prompt_table(analysis: Analysis) -> tuple[int | None, list[int]]:
+    """(the base prompt level, the K_in table's levels)."""
+    cal = analysis.calibration
+    return cal.base_prompt_level, [level.prompt_level for level in cal.prompt_levels]
 
 
 def cells(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
     title = layout.title("cells")
     rows = [row for _, row in inputs.rows]
     positions = [sheet_row - layout.raw_first + 1 for sheet_row, _ in inputs.rows]
+    base_level, levels = _prompt_table(analysis)
     cells = cells_of(rows, [s.tps for s in analysis.statuses], [s.eligible for s in analysis.statuses],
-                     layout.cell_slots, layout.m_slots)
+                     layout.cell_slots, layout.m_slots, base_level=base_level, prompt_levels=levels)
     numbers = model_numbers(rows, layout.m_slots)
-    scales = CodeScales.of(rows)
+    scales = CodeScales.of(rows, len(levels))
     for i in range(layout.cell_slots):
         row = layout.cells_first + i
         c = cells[i] if i < len(cells) else None
         values: dict[str, CellValue] = {key: None for key in (
             "key", "first_row", "model", "max_tokens", "concurrency", "model_no", "code", "rows", "eligible",
-            "max_tps", "mean_ln", "lower_max", "group_low_c", "group_base")}
+            "max_tps", "mean_ln", "lower_max", "group_low_c", "group_base", "p_index", "prompt_level")}
         if c is not None:
+            slot = c.key[2]
             values.update({
-                "key": cell_key(c.model, c.max_tokens, c.concurrency), "first_row": float(positions[c.first_row - 1]),
+                "key": cell_key(c.model, c.max_tokens, c.concurrency, slot),
+                "first_row": float(positions[c.first_row - 1]),
                 "model": c.model, "max_tokens": float(c.max_tokens), "concurrency": float(c.concurrency),
                 "model_no": float(numbers[c.key[0]]),
-                "code": float(scales.code(numbers[c.key[0]], c.max_tokens, c.concurrency)),
+                "code": float(scales.code(numbers[c.key[0]], c.max_tokens, c.concurrency, slot)),
                 "rows": float(c.rows), "eligible": float(c.eligible), "max_tps": c.max_tps, "mean_ln": c.mean_ln,
                 "lower_max": c.lower_max, "group_low_c": float(c.group_low_c), "group_base": c.group_base,
+                "p_index": float(slot), "prompt_level": _num(c.prompt_level),
             })
         for key, value in values.items():
             exp[(title, f"{layout.table_col(CELLS_TABLE, key)}{row}")] = value
-    for key, value in (("l_scale", scales.length), ("c_scale", scales.concurrency)):
+    for key, value in (("l_scale", scales.length), ("c_scale", scales.concurrency), ("p_scale", scales.prompt)):
         exp[(title, f"{layout.scale_col(key)}{layout.cells_first}")] = float(value)
     firsts: dict[str, tuple[int, str]] = {}
     for position, typed in zip(positions, rows):
@@ -239,10 +258,11 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
     by_row = {sheet_row: (row, status) for (sheet_row, row), status in zip(inputs.rows, analysis.statuses)}
     unusable = dict(inputs.unusable)
     numbers = model_numbers([row for _, row in inputs.rows], layout.m_slots)
-    scales = CodeScales.of([row for _, row in inputs.rows])
+    base_level, levels = _prompt_table(analysis)
+    scales = CodeScales.of([row for _, row in inputs.rows], len(levels))
     blank: dict[str, CellValue] = {key: None for key in RAW_FORMULA_KEYS}
     for flag in ("short_output", "superlinear", "over_ceiling", "kv_over", "present", "eligible", "has_input",
-                 "unusable_code"):
+                 "unusable_code", "p0_included"):
         blank[flag] = 0.0
     codes = {message: float(code) for code, (_, _, message) in enumerate(unusable_tests(layout.lang), start=1)}
     for sheet_row in range(layout.raw_first, layout.raw_last + 1):
@@ -261,13 +281,17 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
             values["unusable_code"] = codes[unusable[sheet_row]]
         elif pair is not None:
             row, s = pair
+            slot = prompt_index(row, base_level, levels)
+            at_p0 = at_base_prompt(s, base_level)
             values.update({
                 "present": 1.0, "tps": s.tps, "ln_tps": s.ln_tps, "fault": _num(s.fault),
                 "eligible": _num(s.eligible), "mono": _num(s.monotonic_violation),
-                "cell_key": cell_key(s.model, s.max_tokens, s.concurrency),
+                "cell_key": cell_key(s.model, s.max_tokens, s.concurrency, slot or 0),
                 "model_no": _num(numbers.get(s.model.casefold())),
-                "cell_code": (float(scales.code(numbers[s.model.casefold()], s.max_tokens, s.concurrency))
-                              if s.model.casefold() in numbers else None),
+                "cell_code": (float(scales.code(numbers[s.model.casefold()], s.max_tokens, s.concurrency, slot))
+                              if s.model.casefold() in numbers and slot is not None else None),
+                "p_level": _num(effective_prompt_level(row, base_level)), "p_index": _num(slot),
+                "at_p0": _num(at_p0), "p0_included": _num(s.included and at_p0),
                 "lower_max": s.faster_lower_tps,
                 "included": _num(s.included), "reason": _text(s.reason(layout.lang)),
                 "c_included": _num(s.concurrency) if s.included else None,
@@ -342,6 +366,14 @@ def calibration(exp: Expected, layout: Layout, analysis: Analysis) -> None:
         put(LENGTH_TABLE, "rows", row, _num(length.rows) if length else None)
         put(LENGTH_TABLE, "k", row, length.k_len if length else None)
         put(LENGTH_TABLE, "known", row, 1.0 if length and length.k_len is not None else 0.0)
+    for i in range(layout.p_slots):
+        row = layout.p_table_first + i
+        prompt = cal.prompt_levels[i] if i < len(cal.prompt_levels) else None
+        put(PROMPT_TABLE, "level", row, _num(prompt.prompt_level) if prompt else None)
+        put(PROMPT_TABLE, "anchor", row, _num(prompt.anchor_concurrency) if prompt else None)
+        put(PROMPT_TABLE, "rows", row, _num(prompt.rows) if prompt else None)
+        put(PROMPT_TABLE, "k", row, prompt.k_in if prompt else None)
+        put(PROMPT_TABLE, "known", row, 1.0 if prompt and prompt.k_in is not None else 0.0)
     for i in range(layout.m_slots):
         row = layout.m_table_first + i
         model = cal.models[i] if i < len(cal.models) else None
@@ -363,9 +395,9 @@ def consistency(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysi
         values: dict[str, CellValue]
         if pair is None:
             values = {key: None for key in (
-                "exp_id", "model", "concurrency", "max_tokens", "included", "measured", "f_known", "k_known",
-                "c_known", "anchor", "f", "k", "c", "predicted", "deviation", "deviation_pct", "role", "note",
-                "check_abs_pct", "physics_text")}
+                "exp_id", "model", "concurrency", "max_tokens", "prompt_level", "included", "measured", "f_known",
+                "k_known", "c_known", "p_known", "anchor", "p_anchor", "f", "k", "k_in", "c", "predicted",
+                "deviation", "deviation_pct", "role", "note", "check_abs_pct", "physics_text")}
         else:
             row, check = pair
             s: RowStatus = check.status
@@ -373,12 +405,15 @@ def consistency(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysi
             values = {
                 "exp_id": row.exp_id or None, "model": row.model or None,
                 "concurrency": float(s.concurrency), "max_tokens": float(s.max_tokens),
+                "prompt_level": _num(s.prompt_level),
                 "included": _num(inc), "measured": s.tps,
                 "f_known": (1.0 if check.f is not None else 0.0) if inc else None,
                 "k_known": (1.0 if check.k_len is not None else 0.0) if inc else None,
                 "c_known": (1.0 if check.c_model is not None else 0.0) if inc else None,
+                "p_known": (1.0 if check.k_in is not None else 0.0) if inc else None,
                 "anchor": float(check.anchor_concurrency) if inc else None,
-                "f": check.f, "k": check.k_len, "c": check.c_model,
+                "p_anchor": float(check.prompt_anchor) if inc else None,
+                "f": check.f, "k": check.k_len, "k_in": check.k_in, "c": check.c_model,
                 "predicted": check.predicted_tps, "deviation": check.deviation,
                 "deviation_pct": check.deviation_pct, "role": check.role,
                 "note": _text(check.note(layout.lang)),
@@ -409,6 +444,27 @@ def _lookup(cal: Calibration, kind: str, key: Any) -> float | None:
     return cal.f(key) if kind == "f" else cal.k_len(key)
 
 
+def _typed_number(value: Any) -> float | None:
+    """A typed cell as ISNUMBER sees it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _prompt_cells(exp: Expected, title: str, row: int, typed: Any, cal: Calibration) -> float | None:
+    """The K_in cells of a typed prompt length (C, and the bracket E..H); returns K_in."""
+    prompt = _typed_number(typed)
+    levels = [(level.prompt_level, level.k_in) for level in cal.prompt_levels]
+    low = high = k_low = k_high = None
+    k_in: float | None = 1.0
+    if prompt is not None:
+        low, high, k_low, k_high = k_in_bracket(prompt, levels)
+        k_in = interpolate_k_in(prompt, levels)
+    for col, value in zip("CEFGH", (k_in, _num(low), _num(high), k_low, k_high)):
+        exp[(title, f"{col}{row}")] = value
+    return k_in
+
+
 def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis, cal: Calibration) -> None:
     title = layout.title("derivation")
     t = layout.text
@@ -420,12 +476,14 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
     f = _lookup(cal, "f", fwd.get("concurrency"))
     k = _lookup(cal, "k", fwd.get("max_tokens"))
     c = _lookup(cal, "c", model)
+    p = _prompt_cells(exp, title, fw["prompt_tokens"], fwd.get("prompt_tokens"), cal)
     exp[(title, f"C{fw['concurrency']}")] = f
     exp[(title, f"C{fw['max_tokens']}")] = k
     exp[(title, f"D{fw['model']}")] = _text(_fmt_key(model) if model is not None else None)
     exp[(title, f"C{fw['model']}")] = c
-    tps = (cal.base_tps * f * k / c
-           if f is not None and k is not None and c is not None and cal.base_tps is not None else None)
+    tps = (cal.base_tps * f * k * p / c
+           if f is not None and k is not None and c is not None and p is not None and cal.base_tps is not None
+           else None)
     known = tps is not None
     exp[(title, f"B{fw['tps']}")] = tps if tps is not None else t("unidentified")
     if known:
@@ -438,6 +496,8 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
             parts.append(f"K_len({_fmt_key(fwd.get('max_tokens'))})")
         if c is None:
             parts.append(f"C_model({_fmt_key(model)})")
+        if p is None:
+            parts.append(f"K_in({_fmt_key(fwd.get('prompt_tokens'))})")
         exp[(title, f"B{fw['missing']}")] = f"{t('missing')} " + ", ".join(parts)
 
     target_in = inputs.inverse
@@ -445,20 +505,28 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
     model = model_in if coerce_key(model_in) is not None else cal.base_model
     k = _lookup(cal, "k", target_in.get("max_tokens"))
     c = _lookup(cal, "c", model)
+    p = _prompt_cells(exp, title, inv["prompt_tokens"], target_in.get("prompt_tokens"), cal)
+    typed_level = _typed_number(target_in.get("prompt_tokens"))
+    latency_level = typed_level if typed_level is not None else analysis.calibration.base_prompt_level
+    exp[(title, f"D{inv['prompt_tokens']}")] = _num(latency_level)
     exp[(title, f"C{inv['max_tokens']}")] = k
     exp[(title, f"D{inv['model']}")] = _text(_fmt_key(model) if model is not None else None)
     exp[(title, f"C{inv['model']}")] = c
     target = target_in.get("target_tps")
     limit = target_in.get("max_latency")
     limit = float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
-    percentiles = measured_percentiles([row for _, row in inputs.rows])
+    # the measured latencies at the prompt level asked for (blank: the base level; every row without levels)
+    base_level = analysis.calibration.base_prompt_level
+    percentiles = measured_percentiles([row for _, row in inputs.rows
+                                        if effective_prompt_level(row, base_level) == latency_level])
     length = coerce_key(target_in.get("max_tokens"))
     table: list[tuple[float | None, float | None, float | None, float]] = []
     for i in range(layout.c_slots):
         level = cal.concurrency_levels[i] if i < len(cal.concurrency_levels) else None
         pred = None
-        if level is not None and k is not None and c is not None and cal.base_tps is not None and level.f is not None:
-            pred = cal.base_tps * level.f * k / c
+        if (level is not None and k is not None and c is not None and p is not None and cal.base_tps is not None
+                and level.f is not None):
+            pred = cal.base_tps * level.f * k * p / c
         latency = None
         if level is not None and model is not None and isinstance(length, float):
             cell = percentiles.get((_fmt_key(model).casefold(), level.concurrency, int(length)))

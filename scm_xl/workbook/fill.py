@@ -58,12 +58,14 @@ def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = Non
         lang, len(rows),
         len({r.concurrency for r in rows}), len({r.max_tokens for r in rows}),
         len({r.model.casefold() for r in rows}),
-        len({(r.model.casefold(), r.max_tokens, r.concurrency) for r in rows}),
+        len({(r.model.casefold(), r.max_tokens, r.concurrency, r.prompt_level) for r in rows}),
+        n_prompts=len({r.prompt_level for r in rows} - {None}) + 1,  # and the base level of blank ones
     )
     if at_least is not None:
         layout = Layout(lang=lang, rows=max(layout.rows, at_least.rows), c_slots=max(layout.c_slots, at_least.c_slots),
                         l_slots=max(layout.l_slots, at_least.l_slots), m_slots=max(layout.m_slots, at_least.m_slots),
-                        cell_slots=max(layout.cell_slots, at_least.cell_slots))
+                        cell_slots=max(layout.cell_slots, at_least.cell_slots),
+                        p_slots=max(layout.p_slots, at_least.p_slots))
     return layout
 
 
@@ -132,7 +134,7 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
         write_hand_set(wb, layout, Inputs(forward=derivation.get("forward", {}),
                                           inverse=derivation.get("inverse", {})), settings=False)
         forward = derivation.get("forward", {})
-        latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]],
+        latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], layout,
                                   {key: forward.get(key) for key in ("concurrency", "max_tokens")})
     return _finish(wb, layout, target, chosen, note, say, warnings)
 
@@ -148,7 +150,8 @@ def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress:
     rows = [row for _, row in old.rows]
     layout = Layout(lang=old_layout.lang, rows=max(old_layout.rows, fitted_layout(old_layout.lang, len(typed), 0, 0, 0).rows),
                     c_slots=old_layout.c_slots, l_slots=old_layout.l_slots, m_slots=old_layout.m_slots,
-                    cell_slots=max(old_layout.cell_slots, _layout_for(rows, old_layout.lang).cell_slots))
+                    cell_slots=max(old_layout.cell_slots, _layout_for(rows, old_layout.lang).cell_slots),
+                    p_slots=max(old_layout.p_slots, _layout_for(rows, old_layout.lang).p_slots))
     chosen, note = choose_engine(engine, len(typed))
     chosen.require()
     remove_own_sheets(user_wb, old_layout)
@@ -168,8 +171,9 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
     latency_ws = wb[latency_sheet.SHEET_TITLES[layout.lang]]
     inputs.latency["fitted_knee"] = latency_sheet.fitted_knee(
         [row for _, row in inputs.rows], latency_sheet.sheet_model(inputs.latency, analysis))
-    latency_sheet.write_cells(latency_ws, inputs.latency, hand_set_only=False)
-    points = summary_sheet.chart_points([row for _, row in inputs.rows], analysis.checks)
+    latency_sheet.write_cells(latency_ws, layout, inputs.latency, hand_set_only=False)
+    points = summary_sheet.chart_points([row for _, row in inputs.rows], analysis.checks,
+                                        analysis.calibration.base_prompt_level)
     summary_sheet.add_charts(wb, layout, points)
     inputs.chart_keys = [(m, float(length), float(c), (m, length, c) in points.latency)
                          for m, length, c in points.cells]

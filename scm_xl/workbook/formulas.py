@@ -25,7 +25,7 @@ from scm_xl.workbook.lsq_sheet import COEF_COLS, LsqLayout
 from scm_xl.workbook.layout import (
     CELLS_TABLE as CELLS_TABLE_REF, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO,
     ENTRY_COLUMNS, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE,
-    RAW_COLUMNS, REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout, unusable_tests,
+    PROMPT_TABLE, RAW_COLUMNS, REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout, unusable_tests,
 )
 
 MIRRORED_KEYS = tuple(c.key for c in RAW_COLUMNS if c.key in {e.key for e in ENTRY_COLUMNS})  # the copied inputs
@@ -55,9 +55,12 @@ class Formulas:
     def mtab(self, key: str) -> str:
         return self.lo.m_table_range(key)
 
+    def ptab(self, key: str) -> str:
+        return self.lo.p_table_range(key)
+
     def _base_criteria(self) -> str:
-        """COUNTIFS/AVERAGEIFS criteria: base model, included."""
-        return f"{self.raw('model')},{self.name('BaseModel')},{self.raw('included')},1"
+        """COUNTIFS/AVERAGEIFS criteria: base model, included at the base prompt level."""
+        return f"{self.raw('model')},{self.name('BaseModel')},{self.raw('p0_included')},1"
 
     # -- workings sheet: one row per raw-data row ------------------------------
     def raw_row(self, row: int) -> dict[str, str]:
@@ -72,10 +75,8 @@ class Formulas:
             return f"${lo.raw_col(key)}{row}"
 
         present = me("present")
-        # 1 when the row was measured at another prompt level than the base one (model.at_base_prompt)
         base_level = self.name("BasePromptLevel")
-        other_prompt = (f"(IF(ISNUMBER({me('prompt_level')}),IF(ISNUMBER({base_level}),"
-                        f"({me('prompt_level')}<>{base_level})*1,0),0))")
+        p_index = me("p_index")
         tol = self.name("MonotonicTolerancePct")
         strict = self.name("StrictPhysics")
         out: dict[str, str] = {}
@@ -96,22 +97,23 @@ class Formulas:
             "ln_tps": f"=IF({present}=1,IF({me('tps')}>0,LN({me('tps')}),\"\"),\"\")",
             "fault": (f"=IF({present}=1,((IF(ISNUMBER({me('failed_requests')}),{me('failed_requests')},0)"
                       f"+IF(ISNUMBER({me('rate_limited_requests')}),{me('rate_limited_requests')},0))>0)*1,\"\")"),
-            "eligible": (f"=IF({present}=1,({me('fault')}=0)*({me('tps')}>0)*({me('override')}<>\"exclude\")"
-                         f"*({other_prompt}=0),0)"),
-            "cell_key": (f"=IF({present}=1,{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')},"
-                         f"\"\")"),
+            "eligible": f"=IF({present}=1,({me('fault')}=0)*({me('tps')}>0)*({me('override')}<>\"exclude\"),0)",
+            # model|max_tokens|concurrency, and |P<slot> of the prompt level when there are levels
+            "cell_key": (f"=IF({present}=1,{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')}"
+                         f"&IF(ISNUMBER({p_index}),IF({p_index}>0,\"|P\"&{p_index},\"\"),\"\"),\"\")"),
             # The row's model number: its model's place among the models in order of first
             # appearance (the seen-models table beside the cells), so cells sort by number.
             "model_no": (f"=IF({present}=1,IFERROR(MATCH({me('model')},{lo.seen_models_range('name')},0),\"\"),"
                          f"\"\")"),
-            "cell_code": (f"=IF(ISNUMBER({me('model_no')}),({me('model_no')}*{lo.scale_cell('l_scale')}"
-                          f"+{me('max_tokens')})*{lo.scale_cell('c_scale')}+{me('concurrency')},\"\")"),
+            "cell_code": (f"=IF(AND(ISNUMBER({me('model_no')}),ISNUMBER({p_index})),(({me('model_no')}"
+                          f"*{lo.scale_cell('l_scale')}+{me('max_tokens')})*{lo.scale_cell('p_scale')}+{p_index})"
+                          f"*{lo.scale_cell('c_scale')}+{me('concurrency')},\"\")"),
             "lower_max": f"=IF({present}=1,{self.cell_lookup('lower_max', me('cell_key'))},\"\")",
             "mono": (f"=IF({present}=1,({me('lower_max')}>{me('tps')}*(1+{tol}/100+{MONOTONIC_EPSILON!r}))*1,"
                      f"\"\")"),
             "included": (
                 f"=IF({present}=1,({me('tps')}>0)*IF({me('override')}=\"include\",1,"
-                f"IF({me('override')}=\"exclude\",0,({me('fault')}=0)*({other_prompt}=0)*({me('mono')}=0)"
+                f"IF({me('override')}=\"exclude\",0,({me('fault')}=0)*({me('mono')}=0)"
                 f"*IF({strict}=1,({me('physics')}=0)*1,1))),\"\")"
             ),
             "reason": (
@@ -119,9 +121,8 @@ class Formulas:
                 f"IF({me('override')}=\"exclude\",{q(t('manual_exclude'))},"
                 f"IF({me('override')}=\"include\",{q(t('manual_include'))},"
                 f"IF({me('fault')}=1,{q(t('fault'))},"
-                f"IF({other_prompt}=1,{q(t('prompt_level'))},"
                 f"IF({me('mono')}=1,{q(t('mono'))},"
-                f"IF(({strict}=1)*({me('physics')}>0)=1,{q(t('physics'))},\"\"))))))),\"\")"
+                f"IF(({strict}=1)*({me('physics')}>0)=1,{q(t('physics'))},\"\")))))),\"\")"
             ),
             "c_included": f"=IF({me('included')}=1,{me('concurrency')},\"\")",
             "l_included": f"=IF({me('included')}=1,{me('max_tokens')},\"\")",
@@ -129,6 +130,14 @@ class Formulas:
             "position": f"={position}",
             "f_known": (f"=IF({present}=1,SUMIFS({self.ctab('known')},{self.ctab('level')},{me('concurrency')}),"
                         f"\"\")"),
+            # the prompt level (a blank one is the base level), its slot in the K_in table
+            "p_level": (f"=IF({present}=1,IF(ISNUMBER({me('prompt_level')}),{me('prompt_level')},"
+                        f"IF(ISNUMBER({base_level}),{base_level},\"\")),\"\")"),
+            "p_index": (f"=IF({present}=1,IF(ISNUMBER({me('p_level')}),IFERROR(MATCH({me('p_level')},"
+                        f"{self.ptab('level')},0),\"\"),0),\"\")"),
+            "at_p0": (f"=IF({present}=1,IF(ISNUMBER({me('p_level')}),({me('p_level')}={base_level})*1,1),"
+                      f"\"\")"),
+            "p0_included": f"=IF({present}=1,({me('included')}=1)*({me('at_p0')}=1),0)",
         })
         out.update(self._physics_row(me))
         return out
@@ -257,7 +266,8 @@ class Formulas:
         has = f"{me('key')}<>\"\""
         number = me("model_no")
         eligible = f"{raw('cell_key')},{me('key')},{raw('eligible')},1"
-        group = (f"{c('model')},{me('model')},{c('max_tokens')},{me('max_tokens')},{c('eligible')},\">0\"")
+        group = (f"{c('model')},{me('model')},{c('max_tokens')},{me('max_tokens')},{c('p_index')},{me('p_index')},"
+                 f"{c('eligible')},\">0\"")
         codes, code = raw("cell_code"), me("code")
         if row == lo.cells_first:  # the smallest code
             order = {"code": f"=IF(COUNT({codes})>0,MIN({codes}),\"\")"}
@@ -266,16 +276,21 @@ class Formulas:
             order = {"code": (f"=IF(ISNUMBER({above}),IF(MAX({codes})>{above},"
                               f"_xlfn.MINIFS({codes},{codes},\">\"&{above}),\"\"),\"\")")}
         l_scale, c_scale = lo.scale_cell("l_scale"), lo.scale_cell("c_scale")
+        p_scale = lo.scale_cell("p_scale")
+        p_index = me("p_index")
         order.update({
-            "model_no": f"=IF(ISNUMBER({code}),INT({code}/({l_scale}*{c_scale})),\"\")",
-            "max_tokens": f"=IF(ISNUMBER({code}),MOD(INT({code}/{c_scale}),{l_scale}),\"\")",
+            "model_no": f"=IF(ISNUMBER({code}),INT({code}/({l_scale}*{p_scale}*{c_scale})),\"\")",
+            "max_tokens": f"=IF(ISNUMBER({code}),MOD(INT({code}/({p_scale}*{c_scale})),{l_scale}),\"\")",
+            "p_index": f"=IF(ISNUMBER({code}),MOD(INT({code}/{c_scale}),{p_scale}),\"\")",
             "concurrency": f"=IF(ISNUMBER({code}),MOD({code},{c_scale}),\"\")",
         })
         return {
             **order,
             "model": f"=IF(ISNUMBER({number}),INDEX({lo.seen_models_range('name')},{number})&\"\",\"\")",
-            "key": (f"=IF(ISNUMBER({number}),{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')},"
-                    f"\"\")"),
+            "prompt_level": (f"=IF(ISNUMBER({p_index}),IF({p_index}>0,INDEX({self.ptab('level')},{p_index}),\"\"),"
+                             f"\"\")"),
+            "key": (f"=IF(ISNUMBER({number}),{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')}"
+                    f"&IF({p_index}>0,\"|P\"&{p_index},\"\"),\"\")"),
             "first_row": f"=IF(ISNUMBER({number}),MATCH({me('key')},{raw('cell_key')},0),\"\")",
             "rows": f"=IF({has},COUNTIF({raw('cell_key')},{me('key')}),\"\")",
             "eligible": f"=IF({has},COUNTIFS({eligible}),\"\")",
@@ -287,7 +302,8 @@ class Formulas:
             "group_low_c": f"=IF({has},_xlfn.MINIFS({c('concurrency')},{group}),\"\")",
             "group_base": (
                 f"=IF({has},IF({me('group_low_c')}>0,EXP(SUMIFS({c('mean_ln')},{c('model')},{me('model')},"
-                f"{c('max_tokens')},{me('max_tokens')},{c('concurrency')},{me('group_low_c')})),\"\"),\"\")"
+                f"{c('max_tokens')},{me('max_tokens')},{c('p_index')},{me('p_index')},{c('concurrency')},"
+                f"{me('group_low_c')})),\"\"),\"\")"
             ),
         }
 
@@ -301,7 +317,7 @@ class Formulas:
         return {
             "base_model": (
                 f"=IF({inp['base_model']}&\"\"<>\"\",{inp['base_model']},"
-                f"IFERROR(INDEX({raw('model')},MATCH(1,{raw('included')},0)),\"\"))"
+                f"IFERROR(INDEX({raw('model')},MATCH(1,{raw('p0_included')},0)),\"\"))"
             ),
             "base_max_tokens": (
                 f"=IF(ISNUMBER({inp['base_max_tokens']}),{inp['base_max_tokens']},"
@@ -351,7 +367,7 @@ class Formulas:
         model = model or self.name("BaseModel")
         return (
             f"{raw('concurrency')},{concurrency},{raw('max_tokens')},{self.name('BaseMaxTokens')},"
-            f"{raw('model')},{model},{raw('included')},1"
+            f"{raw('model')},{model},{raw('p0_included')},1"
         )
 
     def level_value(self, source: str, slot: int, previous: str) -> str:
@@ -405,6 +421,34 @@ class Formulas:
             "known": f"=IF(ISNUMBER(${col['k']}{row}),1,0)",
         }
 
+    def prompt_row(self, row: int) -> dict[str, str]:
+        """One slot of the K_in table: the k-th smallest prompt level of the rows (a blank level
+        counted as the base one), anchored like K_len at the lowest concurrency of the base model
+        at the base max_tokens and this level whose f is known."""
+        lo = self.lo
+        col = {c.key: lo.table_col(PROMPT_TABLE, c.key) for c in PROMPT_TABLE}
+        level, anchor = f"${col['level']}{row}", f"${col['anchor']}{row}"
+        slot = row - lo.p_table_first + 1
+        raw = self.raw
+        base = self.name("BaseTPS")
+        at_level = (f"{raw('p_level')},{level},{raw('max_tokens')},{self.name('BaseMaxTokens')},"
+                    f"{raw('model')},{self.name('BaseModel')},{raw('included')},1")
+        anchor_crit = f"{at_level},{raw('f_known')},1"
+        crit = f"{raw('concurrency')},{anchor},{at_level}"
+        return {
+            "level": self.level_value(raw("p_level"), slot, f"${col['level']}{row - 1}"),
+            "anchor": (
+                f"=IF(ISNUMBER({level}),IF(COUNTIFS({anchor_crit})>0,"
+                f"_xlfn.MINIFS({raw('concurrency')},{anchor_crit}),\"\"),\"\")"
+            ),
+            "rows": f"=IF(ISNUMBER({anchor}),COUNTIFS({crit}),\"\")",
+            "k": (
+                f"=IF(ISNUMBER({anchor}),IF(ISNUMBER({base}),EXP(AVERAGEIFS({raw('ln_tps')},{crit}))"
+                f"/({base}*SUMIFS({self.ctab('f')},{self.ctab('level')},{anchor})),\"\"),\"\")"
+            ),
+            "known": f"=IF(ISNUMBER(${col['k']}{row}),1,0)",
+        }
+
     def model_row(self, row: int) -> dict[str, str]:
         """Formulas of one model slot: the j-th model in order of its first included row."""
         lo = self.lo
@@ -435,10 +479,12 @@ class Formulas:
         return f"_xlfn.MINIFS({self.raw('position')},{flag},1{others})"
 
     def scales(self) -> dict[str, str]:
-        """The cell code's scales: one more than the largest max_tokens and concurrency of the rows."""
+        """The cell code's scales: one more than the largest max_tokens and concurrency of the rows,
+        and one more than the number of prompt levels (1 with none)."""
         present = f"{self.raw('present')},1"
         return {"l_scale": f"=_xlfn.MAXIFS({self.raw('max_tokens')},{present})+1",
-                "c_scale": f"=_xlfn.MAXIFS({self.raw('concurrency')},{present})+1"}
+                "c_scale": f"=_xlfn.MAXIFS({self.raw('concurrency')},{present})+1",
+                "p_scale": f"=COUNT({self.ptab('level')})+1"}
 
     def seen_model_row(self, row: int) -> dict[str, str]:
         """One slot of the seen-models table: the k-th model in order of first appearance."""
@@ -467,44 +513,59 @@ class Formulas:
         bm, bl, bc = self.name("BaseModel"), self.name("BaseMaxTokens"), self.name("BaseConcurrency")
         base = self.name("BaseTPS")
         conc, length, model = raw("concurrency"), raw("max_tokens"), raw("model")
-        f_known, k_known, c_known = c("f_known"), c("k_known"), c("c_known")
+        level = raw("p_level")
+        f_known, k_known, c_known, p_known = c("f_known"), c("k_known"), c("c_known"), c("p_known")
         f_lab = f"\"f(\"&{conc}&\")\""
         k_lab = f"\"K_len(\"&{length}&\")\""
         c_lab = f"\"C_model(\"&{model}&\")\""
+        p_lab = f"\"K_in(\"&{level}&\")\""
         is_bm = f"({model}={bm})"
         at_bl = f"({length}={bl})"
-        fid = f"{is_bm}*{at_bl}"
-        kid = f"{is_bm}*({conc}={c('anchor')})"
-        cid = f"(1-{is_bm})*({conc}={bc})*{at_bl}"
-        base_point = f"{is_bm}*{at_bl}*({conc}={bc})"
-        identify = f"(({fid})+({kid})+({cid}))>0"
+        at_p0 = f"({raw('at_p0')}=1)"
+        fid = f"{is_bm}*{at_bl}*{at_p0}"
+        kid = f"{is_bm}*({conc}={c('anchor')})*{at_p0}"
+        cid = f"(1-{is_bm})*({conc}={bc})*{at_bl}*{at_p0}"
+        pid = f"{is_bm}*{at_bl}*({conc}={c('p_anchor')})*(1-{at_p0})"
+        base_point = f"{is_bm}*{at_bl}*({conc}={bc})*{at_p0}"
+        identify = f"(({fid})+({kid})+({cid})+({pid}))>0"
+        # A row identifies K_in(P) only away from the base prompt level, where it identifies nothing else.
         identifies = (
-            f"{q(t('identifies') + ' ')}&IF({base_point}=1,\"BaseTPS\","
+            f"{q(t('identifies') + ' ')}&IF({base_point}=1,\"BaseTPS\",IF({pid}=1,{p_lab},"
             f"IF({fid}=1,{f_lab},\"\")&IF(({fid})*({kid})=1,\", \",\"\")&IF({kid}=1,{k_lab},\"\")"
-            f"&IF((({fid})+({kid}))*({cid})>0,\", \",\"\")&IF({cid}=1,{c_lab},\"\"))"
+            f"&IF((({fid})+({kid}))*({cid})>0,\", \",\"\")&IF({cid}=1,{c_lab},\"\")))"
         )
-        fm, km, cm = f"({f_known}=0)", f"({k_known}=0)", f"({c_known}=0)"
+        fm, km, cm, pm = f"({f_known}=0)", f"({k_known}=0)", f"({c_known}=0)", f"({p_known}=0)"
         missing = (
             f"{q(t('missing') + ' ')}&IF({fm},{f_lab},\"\")&IF({fm}*{km},\", \",\"\")&IF({km},{k_lab},\"\")"
             f"&IF(({fm}+{km})*{cm}>0,\", \",\"\")&IF({cm},{c_lab},\"\")"
+            f"&IF(({fm}+{km}+{cm})*{pm}>0,\", \",\"\")&IF({pm},{p_lab},\"\")"
         )
         return {
             "exp_id": f"=IF({present}=1,{raw('exp_id')}&\"\",\"\")",
             "model": f"=IF({present}=1,{model}&\"\",\"\")",
             "concurrency": f"=IF({present}=1,{conc},\"\")",
             "max_tokens": f"=IF({present}=1,{length},\"\")",
+            "prompt_level": f"=IF({present}=1,{level},\"\")",
             "included": f"=IF({present}=1,{inc},\"\")",
             "measured": f"=IF({present}=1,{raw('tps')},\"\")",
             "f_known": f"=IF({inc}=1,SUMIFS({self.ctab('known')},{self.ctab('level')},{conc}),\"\")",
             "k_known": f"=IF({inc}=1,SUMIFS({self.ltab('known')},{self.ltab('level')},{length}),\"\")",
             "c_known": f"=IF({inc}=1,SUMIFS({self.mtab('known')},{self.mtab('name')},{model}),\"\")",
+            # without prompt levels K_in is 1, known
+            "p_known": (f"=IF({inc}=1,IF(ISNUMBER({level}),SUMIFS({self.ptab('known')},{self.ptab('level')},"
+                        f"{level}),1),\"\")"),
             "anchor": f"=IF({inc}=1,SUMIFS({self.ltab('anchor')},{self.ltab('level')},{length}),\"\")",
+            "p_anchor": (f"=IF({inc}=1,IF(ISNUMBER({level}),SUMIFS({self.ptab('anchor')},{self.ptab('level')},"
+                         f"{level}),0),\"\")"),
             "physics_text": f"=IF({present}=1,{raw('physics_text')}&\"\",\"\")",
             "f": f"=IF({f_known}=1,SUMIFS({self.ctab('f')},{self.ctab('level')},{conc}),\"\")",
             "k": f"=IF({k_known}=1,SUMIFS({self.ltab('k')},{self.ltab('level')},{length}),\"\")",
             "c": f"=IF({c_known}=1,SUMIFS({self.mtab('c')},{self.mtab('name')},{model}),\"\")",
+            "k_in": (f"=IF({p_known}=1,IF(ISNUMBER({level}),SUMIFS({self.ptab('k')},{self.ptab('level')},{level}),1),"
+                     f"\"\")"),
             "predicted": (
-                f"=IF({inc}=1,IF({f_known}*{k_known}*{c_known}=1,{base}*{c('f')}*{c('k')}/{c('c')},\"\"),\"\")"
+                f"=IF({inc}=1,IF({f_known}*{k_known}*{c_known}*{p_known}=1,"
+                f"{base}*{c('f')}*{c('k')}*{c('k_in')}/{c('c')},\"\"),\"\")"
             ),
             "deviation": f"=IF(ISNUMBER({c('predicted')}),{c('measured')}-{c('predicted')},\"\")",
             "deviation_pct": (
@@ -542,7 +603,7 @@ class Formulas:
     def lsq_block(self, kind: str, column: str) -> str:
         """A column of the least-squares coefficient table, over one parameter block."""
         ll = LsqLayout(self.lo)
-        first, size = ll.blocks[{"f": "f", "k": "K_len", "c": "C_model"}[kind]]
+        first, size = ll.blocks[{"f": "f", "k": "K_len", "c": "C_model", "p": "K_in"}[kind]]
         return f"'{ll.title}'!{ll.coef(column, first, size)}"
 
     def base(self) -> str:
@@ -563,6 +624,33 @@ class Formulas:
                f"SUMIFS({lsq_value},{lsq_level},{key_cell}),\"\")")
         return f"=IF({self.name('Method')}=\"lsq\",{lsq},{chain})"
 
+    def prompt_lookup(self, row: int) -> dict[str, str]:
+        """K_in for the prompt length typed in B`row` (blank: the base level, K_in = 1), from the
+        chosen method: a level's own K_in, between the nearest known levels below and above (E, F;
+        their K_in in G, H) ln K_in linear in ln P, outside them "" (not identified)."""
+        p = f"$B${row}"
+        low, high, k_low, k_high = (f"${col}${row}" for col in "EFGH")
+        lsq = f"{self.name('Method')}=\"lsq\""
+        tables = {"lsq": (self.lsq_block("p", "level"), self.lsq_block("p", "value")),
+                  "chain": (self.ptab("level"), self.ptab("k"))}
+
+        def bracket(op: str, fn: str) -> str:
+            def one(level: str, value: str) -> str:
+                return (f"IF(COUNTIFS({level},\"{op}\"&{p},{value},\">0\")>0,"
+                        f"_xlfn.{fn}({level},{level},\"{op}\"&{p},{value},\">0\"),\"\")")
+            return f"=IF(ISNUMBER({p}),IF({lsq},{one(*tables['lsq'])},{one(*tables['chain'])}),\"\")"
+
+        def k_at(level_cell: str) -> str:
+            chain = f"SUMIFS({tables['chain'][1]},{tables['chain'][0]},{level_cell})"
+            lsq_value = f"SUMIFS({tables['lsq'][1]},{tables['lsq'][0]},{level_cell})"
+            return f"=IF(ISNUMBER({level_cell}),IF({lsq},{lsq_value},{chain}),\"\")"
+
+        return {
+            "E": bracket("<=", "MAXIFS"), "F": bracket(">=", "MINIFS"), "G": k_at(low), "H": k_at(high),
+            "C": (f"=IF(NOT(ISNUMBER({p})),1,IF(AND(ISNUMBER({low}),ISNUMBER({high})),IF({low}={high},{k_low},"
+                  f"EXP(LN({k_low})+(LN({p})-LN({low}))/(LN({high})-LN({low}))*(LN({k_high})-LN({k_low})))),\"\"))"),
+        }
+
     def effective_model(self, input_cell: str) -> str:
         # `cell&""` and not `cell<>""`: IronCalc takes an empty cell as unequal to "".
         return f"=IF({input_cell}&\"\"<>\"\",{input_cell},{self.name('BaseModel')})"
@@ -570,23 +658,28 @@ class Formulas:
     def forward(self) -> dict[str, str]:
         rows = self.lo.forward_rows
         f, k, cm = f"$C${rows['concurrency']}", f"$C${rows['max_tokens']}", f"$C${rows['model']}"
+        p = f"$C${rows['prompt_tokens']}"
         t = self.lo.text
         fm, km, cmm = f"NOT(ISNUMBER({f}))", f"NOT(ISNUMBER({k}))", f"NOT(ISNUMBER({cm}))"
+        pm = f"NOT(ISNUMBER({p}))"
         conc, length, model = f"$B${rows['concurrency']}", f"$B${rows['max_tokens']}", f"$D${rows['model']}"
+        prompt = f"$B${rows['prompt_tokens']}"
         return {
             "f": self.coefficient_lookup("f", conc),
             "k": self.coefficient_lookup("k", length),
             "model": self.effective_model(f"$B${rows['model']}"),
             "c": self.coefficient_lookup("c", model),
             "tps": (
-                f"=IF(AND(ISNUMBER({f}),ISNUMBER({k}),ISNUMBER({cm}),ISNUMBER({self.base()})),"
-                f"{self.base()}*{f}*{k}/{cm},{q(t('unidentified'))})"
+                f"=IF(AND(ISNUMBER({f}),ISNUMBER({k}),ISNUMBER({cm}),ISNUMBER({p}),ISNUMBER({self.base()})),"
+                f"{self.base()}*{f}*{k}*{p}/{cm},{q(t('unidentified'))})"
             ),
             "missing": (
                 f"=IF(ISNUMBER($B${rows['tps']}),\"\",{q(t('missing') + ' ')}&IF({fm},\"f(\"&{conc}&\")\",\"\")"
                 f"&IF(AND({fm},{km}),\", \",\"\")&IF({km},\"K_len(\"&{length}&\")\",\"\")"
-                f"&IF(AND(OR({fm},{km}),{cmm}),\", \",\"\")&IF({cmm},\"C_model(\"&{model}&\")\",\"\"))"
+                f"&IF(AND(OR({fm},{km}),{cmm}),\", \",\"\")&IF({cmm},\"C_model(\"&{model}&\")\",\"\")"
+                f"&IF(AND(OR({fm},{km},{cmm}),{pm}),\", \",\"\")&IF({pm},\"K_in(\"&{prompt}&\")\",\"\"))"
             ),
+            **{f"prompt_{col}": text for col, text in self.prompt_lookup(rows["prompt_tokens"]).items()},
         }
 
     def inverse(self) -> dict[str, str]:
@@ -599,10 +692,15 @@ class Formulas:
         allowed = lo.inverse_range("allowed")
         rc = f"$B${rows['concurrency']}"
         best = f"$B${rows['best_tps']}"
+        typed = f"$B${rows['prompt_tokens']}"
+        base_level = self.name("BasePromptLevel")
         return {
             "k": self.coefficient_lookup("k", f"$B${rows['max_tokens']}"),
             "model": self.effective_model(f"$B${rows['model']}"),
             "c": self.coefficient_lookup("c", f"$D${rows['model']}"),
+            # the prompt level whose measured latencies the limit is judged on (blank: the base level)
+            "prompt_level": f"=IF(ISNUMBER({typed}),{typed},IF(ISNUMBER({base_level}),{base_level},\"\"))",
+            **{f"prompt_{col}": text for col, text in self.prompt_lookup(rows["prompt_tokens"]).items()},
             "concurrency": f"=IF(COUNT({meets})=0,{q(lo.text('unreachable_short'))},MIN({meets}))",
             "tps": f"=IF(ISNUMBER({rc}),SUMIFS({pred},{level},{rc}),\"\")",
             "best_tps": (f"=IF(COUNTIFS({pred},\">=0\",{allowed},1)=0,\"\","
@@ -618,6 +716,7 @@ class Formulas:
         rows = lo.inverse_rows
         slot = row - lo.inverse_table_first
         k, cm = f"$C${rows['max_tokens']}", f"$C${rows['model']}"
+        p, level_at = f"$C${rows['prompt_tokens']}", f"$D${rows['prompt_tokens']}"
         length, model = f"$B${rows['max_tokens']}", f"$D${rows['model']}"
         limit = f"$B${rows['max_latency']}"
         col = {c.key: lo.table_col(INVERSE_TABLE, c.key) for c in INVERSE_TABLE}
@@ -631,14 +730,15 @@ class Formulas:
         f_value = f"IF({self.name('Method')}=\"lsq\",{lsq_f},{c_f})"
         raw = self.raw
         members = (f"({raw('model')}={model})*({raw('max_tokens')}={length})*({raw('concurrency')}={level})"
-                   f"*({raw('present')}=1)*({raw('fault')}=0)*({raw('total_output_tokens')}>0)")
+                   f"*({raw('present')}=1)*({raw('fault')}=0)*({raw('total_output_tokens')}>0)"
+                   f"*({raw('p_level')}={level_at})")  # "" = "" with no levels
         # No ISNUMBER(range) here: IronCalc 0.9.1 gives FALSE for every element of it inside an
         # array formula. A blank latency is copied as "", which MEDIAN skips like any text.
         return {
             "level": f"=IF(ISNUMBER({c_level}),{c_level},\"\")",
             "predicted": (
-                f"=IF(ISNUMBER({level})*ISNUMBER({k})*ISNUMBER({cm})*ISNUMBER({base}),"
-                f"IF(ISNUMBER({f_value}),{base}*{f_value}*{k}/{cm},\"\"),\"\")"
+                f"=IF(ISNUMBER({level})*ISNUMBER({k})*ISNUMBER({cm})*ISNUMBER({p})*ISNUMBER({base}),"
+                f"IF(ISNUMBER({f_value}),{base}*{f_value}*{k}*{p}/{cm},\"\"),\"\")"
             ),
             "latency": (f"=IF(ISNUMBER({level}),IFERROR(MEDIAN(IF({members}=1,{raw('latency_p95_s')},\"\")),"
                         f"\"\"),\"\")"),

@@ -22,7 +22,7 @@ from scm_xl.workbook import latency_sheet, replicates_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
 from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshold
 from scm_xl.workbook.layout import (
-    DEFAULT_CELL_SLOTS, DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
+    DEFAULT_CELL_SLOTS, DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_PROMPT_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
     DISPLAY_KEYS, ENTRY_COLUMNS, META_SHEET, NUMERIC_INPUT_KEYS, RAW_INPUT_KEYS, SHEET_KEYS,
     Layout, unusable_tests,
 )
@@ -86,7 +86,7 @@ def read_layout(wb: Workbook, path: str | Path) -> Layout:
         raise InputError(f"unknown workbook language {lang!r}", path=str(path))
     sizes = {key: _meta_size(meta, key, default, path) for key, default in (
         ("rows", DEFAULT_ROWS), ("c_slots", DEFAULT_CONCURRENCY_SLOTS), ("l_slots", DEFAULT_LENGTH_SLOTS),
-        ("m_slots", DEFAULT_MODEL_SLOTS), ("cell_slots", DEFAULT_CELL_SLOTS))}
+        ("m_slots", DEFAULT_MODEL_SLOTS), ("cell_slots", DEFAULT_CELL_SLOTS), ("p_slots", DEFAULT_PROMPT_SLOTS))}
     layout = Layout(lang=lang, **sizes)
     for key in SHEET_KEYS:
         if layout.title(key) not in wb.sheetnames:
@@ -96,7 +96,8 @@ def read_layout(wb: Workbook, path: str | Path) -> Layout:
 
 # The sizes a workbook may declare on its meta sheet: beyond these it is not one scm-xl wrote
 # (Excel's sheets end at 1,048,576 rows; the layout needs headroom below the raw rows).
-META_LIMITS = {"rows": 1_000_000, "c_slots": 10_000, "l_slots": 10_000, "m_slots": 10_000, "cell_slots": 100_000}
+META_LIMITS = {"rows": 1_000_000, "c_slots": 10_000, "l_slots": 10_000, "m_slots": 10_000, "cell_slots": 100_000,
+               "p_slots": 10_000}
 
 
 def _meta_size(meta: dict[str, Any], key: str, default: int, path: str | Path) -> int:
@@ -215,7 +216,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         method="lsq" if str(cal[f"B{s['method']}"].value or "").casefold() == "lsq" else "chain",
         base_prompt_level=_number_or_none(cal[f"B{s['base_prompt_level']}"].value),  # type: ignore[arg-type]
         concurrency_slots=layout.c_slots, length_slots=layout.l_slots, model_slots=layout.m_slots,
-        cell_slots=layout.cell_slots,
+        cell_slots=layout.cell_slots, prompt_slots=layout.p_slots,
     )
     der = wb[layout.title("derivation")]
     fw, inv = layout.forward_rows, layout.inverse_rows
@@ -231,14 +232,15 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
             chart_fit.append((chart[f"H{r}"].value, _number_or_none(chart[f"I{r}"].value)))
     return Inputs(
         rows=rows, settings=settings, base_model_input=base_model,
-        forward={k: der[f"B{fw[k]}"].value for k in ("concurrency", "max_tokens", "model")},
-        inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model", "max_latency")},
+        forward={k: der[f"B{fw[k]}"].value for k in ("concurrency", "max_tokens", "model", "prompt_tokens")},
+        inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model", "max_latency",
+                                                         "prompt_tokens")},
         entry=entry, unusable=unusable, uncovered=uncovered, beyond=beyond, display_rows=sorted(display_rows), notes=notes,
         covered=covered, chart_keys=chart_keys, chart_fit=chart_fit,
         first_principles=read_calculator_inputs(wb[layout.title("first_principles")]),
         cv_threshold=read_threshold(wb[replicates_sheet.SHEET_TITLES[layout.lang]])
         if replicates_sheet.SHEET_TITLES[layout.lang] in wb.sheetnames else DEFAULT_CV_THRESHOLD,
-        latency=latency_sheet.read_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]])
+        latency=latency_sheet.read_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], layout)
         if latency_sheet.SHEET_TITLES[layout.lang] in wb.sheetnames else {},
     )
 
@@ -338,7 +340,7 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bo
     if settings:
         wb[replicates_sheet.SHEET_TITLES[layout.lang]][f"B{replicates_sheet.THRESHOLD_ROW}"].value = inputs.cv_threshold
         if inputs.latency:
-            latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], inputs.latency)
+            latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], layout, inputs.latency)
     der = wb[layout.title("derivation")]
     for rows, values in ((layout.forward_rows, inputs.forward), (layout.inverse_rows, inputs.inverse)):
         for key, value in values.items():

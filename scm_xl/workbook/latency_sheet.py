@@ -38,41 +38,34 @@ from scm_xl.workbook.layout import Layout
 SHEET_TITLES: dict[str, str] = {"zh": "延迟模型", "en": "LatencyModel"}
 
 SETTING_ROWS = {"model": 5, "knee": 6}
-SUMMARY_KEYS = ("used", "prompt_varied", "batch_varied", "n_max", "p_min", "p_max", "l_min", "l_max", "c_min",
-                "c_max", "step_max", "itl_ok", "ttft_ok", "efficiency", "output_ratio", "queue_share",
+SUMMARY_KEYS = ("used", "prompt_varied", "output_varied", "knots", "n_max", "p_min", "p_max", "l_min", "l_max",
+                "c_min", "c_max", "step_max", "itl_ok", "ttft_ok", "efficiency", "output_ratio", "queue_share",
                 "ttft_p95_ratio", "latency_p95_ratio")
 SUMMARY_FIRST = 9
 SUMMARY_ROWS = {key: SUMMARY_FIRST + i for i, key in enumerate(SUMMARY_KEYS)}
-COEF_FIRST = SUMMARY_FIRST + len(SUMMARY_KEYS) + 2  # header row; ITL terms below it, then TTFT terms
-ITL_TERMS = ("a", "b", "d", "e")
+COEF_HEADER = SUMMARY_FIRST + len(SUMMARY_KEYS) + 2
 TTFT_TERMS = ("t0", "s", "p", "q")
-COEF_ROWS = {name: COEF_FIRST + 1 + i for i, name in enumerate(ITL_TERMS + TTFT_TERMS)}
 FORWARD_INPUTS = ("concurrency", "max_tokens", "prompt_tokens")
 FORWARD_OUTPUTS = ("n", "output", "itl", "ttft_served", "latency_served", "wait", "ttft", "latency", "tps",
                    "ttft_p95", "latency_p95", "beyond_knee")
-FORWARD_FIRST = COEF_ROWS["q"] + 3
-FORWARD_ROWS = {key: FORWARD_FIRST + i for i, key in enumerate(FORWARD_INPUTS + FORWARD_OUTPUTS)}
-ROW_HEADER = FORWARD_ROWS["beyond_knee"] + 3
-ROW_KEYS = ("exp_id", "used", "n", "prompt", "output", "z1", "z2", "z3", "z4", "itl_hat", "ttft_row",
+ROW_KEYS = ("exp_id", "used", "n", "prompt", "output", "w", "w2", "zd", "ze", "wzd", "wze", "itl_hat", "ttft_row",
             "y1", "y2", "y3", "y4", "ttft_hat", "latency_hat", "little", "share", "ttft_ratio", "latency_ratio")
 ROW_COLS = {key: get_column_letter(1 + i) for i, key in enumerate(ROW_KEYS)}
-# The normal-equation blocks sit beside the coefficient table: A (4 x 4), b, M (4 x 4), one block
-# for ITL (rows of COEF_ROWS a..e) and one for TTFT (rows t0..q).
-A_COL, I_COL, B_COL, M_COL = 5, 9, 10, 12  # A in E..H, its index 1..4 in I, b in J, M in L..O
-DEFINED_NAMES = {"LatencyKnee": ("C", SETTING_ROWS["knee"]), "LatencyForwardTPS": ("B", FORWARD_ROWS["tps"]),
-                 "LatencyForwardTTFT": ("B", FORWARD_ROWS["ttft"])}
+KNOT_COL = "E"  # the knot (served batch) of each step row
+A_COL = 7  # the normal equations start in G: A (p x p), its index 1..p, b, M (p x p)
 
 TEXTS: dict[str, dict[str, str]] = {
     "en": {
         "title": "Latency model: latency = TTFT + (L_out − 1) × ITL; TPS = efficiency × n × L_out ÷ latency, n = min(c, K)",
-        "note": ("ITL = a + b·n + d·n·(P + L_out/2) + e·n·P/L_out;  TTFT = t0 + s·ITL + p·P + q·n·P;  each a "
+        "note": ("ITL = step(n) + d·n·(P + L_out/2) + e·n·P/L_out, step(n) one per measured batch, linear between;  TTFT = t0 + s·ITL + p·P + q·n·P;  each a "
                  "least-squares fit weighted to relative error (normal equations, MINVERSE). Above the knee K "
                  "requests wait: wait = queue share × latency_K × (c/K − 1)."),
         "knee_note": ("K: typed in B (0 = no knee), else the knee scm-xl fill fitted (D; a profile over whole "
                       "slot counts with an F test; run fill --workbook again after editing the data)."),
         "model": "model fitted (blank: the base model)", "knee": "knee K (slots)", "fitted": "fitted by scm-xl fill",
         "input": "hand-set", "effective": "effective",
-        "used": "rows used", "prompt_varied": "prompt length varied (1/0)", "batch_varied": "concurrency varied (1/0)",
+        "used": "rows used", "prompt_varied": "prompt length varied (1/0)", "output_varied": "output length varied (1/0)",
+        "knots": "measured batches (knots)", "knot": "batch n",
         "n_max": "largest served batch", "p_min": "shortest prompt (tokens)", "p_max": "longest prompt (tokens)",
         "l_min": "shortest output (tokens)", "l_max": "longest output (tokens)", "c_min": "lowest concurrency",
         "c_max": "highest concurrency", "step_max": "largest fitted ITL (s)", "itl_ok": "ITL fit solved (1/0)",
@@ -92,12 +85,13 @@ TEXTS: dict[str, dict[str, str]] = {
     },
     "zh": {
         "title": "延迟模型：延迟 = 首字时间 + (L_out − 1) × 字间隔；TPS = 效率 × n × L_out ÷ 延迟，n = min(c, K)",
-        "note": ("字间隔 ITL = a + b·n + d·n·(P + L_out/2) + e·n·P/L_out；首字 TTFT = t0 + s·ITL + p·P + q·n·P；"
+        "note": ("字间隔 ITL = step(n) + d·n·(P + L_out/2) + e·n·P/L_out（step 按实测批量各一个，之间线性）；首字 TTFT = t0 + s·ITL + p·P + q·n·P；"
                  "各为按相对误差加权的最小二乘（正规方程，MINVERSE）。拐点 K 以上请求排队：等待 = 排队比例 × 延迟_K × (c/K − 1)。"),
         "knee_note": "K：B列手填（0 = 无拐点），否则为 scm-xl fill 拟合的拐点（D列；按整数槽位剖面并做F检验；改动数据后请再运行 fill --workbook）。",
         "model": "拟合的模型（留空 = 基准模型）", "knee": "拐点 K（槽位）", "fitted": "scm-xl fill 拟合值",
         "input": "手工输入", "effective": "生效值",
-        "used": "使用的行数", "prompt_varied": "提示长度有变化（1/0）", "batch_varied": "并发有变化（1/0）",
+        "used": "使用的行数", "prompt_varied": "提示长度有变化（1/0）", "output_varied": "输出长度有变化（1/0）",
+        "knots": "实测批量档位数", "knot": "批量 n",
         "n_max": "最大服务批量", "p_min": "最短提示（Token）", "p_max": "最长提示（Token）",
         "l_min": "最短输出（Token）", "l_max": "最长输出（Token）", "c_min": "最低并发", "c_max": "最高并发",
         "step_max": "最大拟合字间隔（秒）", "itl_ok": "字间隔拟合可解（1/0）", "ttft_ok": "首字拟合可解（1/0）",
@@ -115,7 +109,8 @@ TEXTS: dict[str, dict[str, str]] = {
     },
 }
 ROW_HEADERS = {"exp_id": "exp_id", "used": "used", "n": "n", "prompt": "P", "output": "L_out",
-               "z1": "z1 (ITL)", "z2": "z2", "z3": "z3", "z4": "z4", "itl_hat": "ITL fitted",
+               "w": "w = 1/ITL", "w2": "w²", "zd": "zd (ITL)", "ze": "ze", "wzd": "w·zd", "wze": "w·ze",
+               "itl_hat": "ITL fitted",
                "ttft_row": "TTFT row", "y1": "y1 (TTFT)", "y2": "y2", "y3": "y3", "y4": "y4",
                "ttft_hat": "TTFT served", "latency_hat": "latency served", "little": "Little ratio",
                "share": "queue share", "ttft_ratio": "P95/TTFT", "latency_ratio": "P95/latency"}
@@ -123,6 +118,9 @@ ROW_HEADERS = {"exp_id": "exp_id", "used": "used", "n": "n", "prompt": "P", "out
 
 @dataclass(frozen=True)
 class LatencyLayout:
+    """Where things are: the ITL block has one step row per knot slot (the layout's concurrency
+    slots) and the terms d and e; the TTFT block four rows; then the forward block and the rows."""
+
     layout: Layout
 
     @property
@@ -130,8 +128,34 @@ class LatencyLayout:
         return SHEET_TITLES[self.layout.lang]
 
     @property
+    def knot_slots(self) -> int:
+        return self.layout.c_slots
+
+    def itl_names(self) -> list[str]:
+        return [f"step{k + 1}" for k in range(self.knot_slots)] + ["d", "e"]
+
+    @property
+    def coef_rows(self) -> dict[str, int]:
+        names = self.itl_names() + list(TTFT_TERMS)
+        return {name: COEF_HEADER + 1 + i for i, name in enumerate(names)}
+
+    def block(self, block: str) -> tuple[int, int]:
+        """(first row, size) of the ITL or TTFT block."""
+        rows = self.coef_rows
+        return (rows["step1"], self.knot_slots + 2) if block == "itl" else (rows["t0"], 4)
+
+    @property
+    def forward_rows(self) -> dict[str, int]:
+        first = self.coef_rows["q"] + 3
+        return {key: first + i for i, key in enumerate(FORWARD_INPUTS + FORWARD_OUTPUTS)}
+
+    @property
+    def row_header(self) -> int:
+        return self.forward_rows["beyond_knee"] + 3
+
+    @property
     def row_first(self) -> int:
-        return ROW_HEADER + 1
+        return self.row_header + 1
 
     @property
     def row_last(self) -> int:
@@ -148,17 +172,61 @@ class LatencyLayout:
     def calc(self, key: str) -> str:
         return self.layout.raw_range(key)
 
+    def coef(self, name: str) -> str:
+        return f"$B${self.coef_rows[name]}"
+
+    def scale(self, name: str) -> str:
+        return f"$D${self.coef_rows[name]}"
+
+    def knot(self, k: int) -> str:
+        return f"${KNOT_COL}${self.coef_rows[f'step{k + 1}']}"
+
+    @property
+    def knots(self) -> str:
+        first = self.coef_rows["step1"]
+        return f"${KNOT_COL}${first}:${KNOT_COL}${first + self.knot_slots - 1}"
+
+    @property
+    def steps(self) -> str:
+        first = self.coef_rows["step1"]
+        return f"$B${first}:$B${first + self.knot_slots - 1}"
+
+    def a(self, block: str) -> str:
+        first, size = self.block(block)
+        return f"${get_column_letter(A_COL)}${first}:${get_column_letter(A_COL + size - 1)}${first + size - 1}"
+
+    def index_col(self, block: str) -> str:
+        return get_column_letter(A_COL + self.block(block)[1])
+
+    def b_col(self, block: str) -> str:
+        return get_column_letter(A_COL + self.block(block)[1] + 1)
+
+    def m_first_col(self, block: str) -> int:
+        return A_COL + self.block(block)[1] + 3
+
+    def m(self, block: str) -> str:
+        first, size = self.block(block)
+        col = self.m_first_col(block)
+        return f"${get_column_letter(col)}${first}:${get_column_letter(col + size - 1)}${first + size - 1}"
+
+    def b(self, block: str) -> str:
+        first, size = self.block(block)
+        col = self.b_col(block)
+        return f"${col}${first}:${col}${first + size - 1}"
+
+    def index(self, block: str) -> str:
+        first, size = self.block(block)
+        col = self.index_col(block)
+        return f"${col}${first}:${col}${first + size - 1}"
+
+    def defined_names(self) -> dict[str, str]:
+        f = self.forward_rows
+        return {"LatencyKnee": f"C{SETTING_ROWS['knee']}", "LatencyForwardTPS": f"B{f['tps']}",
+                "LatencyForwardTTFT": f"B{f['ttft']}"}
+
 
 def _s(key: str) -> str:
     return f"$B${SUMMARY_ROWS[key]}"
-
-
-def _coef(name: str) -> str:
-    return f"$B${COEF_ROWS[name]}"
-
-
-def _scale(name: str) -> str:
-    return f"$D${COEF_ROWS[name]}"
 
 
 KNEE = f"$C${SETTING_ROWS['knee']}"
@@ -170,12 +238,23 @@ def _served(c: str) -> str:
     return f"IF({HAS_KNEE},MIN({c},{KNEE}),{c})"
 
 
-def _itl_value(n: str, p: str, out: str) -> str:
-    return f"({_coef('a')}+{_coef('b')}*{n}+{_coef('d')}*{n}*({p}+{out}/2)+{_coef('e')}*{n}*{p}/{out})"
+def _context(ll: LatencyLayout, n: str, p: str, out: str) -> str:
+    """The ITL's context terms at (n, P, L_out): d and e are 0 where the data leave them out."""
+    return f"{ll.coef('d')}*{n}*({p}+{out}/2)+{ll.coef('e')}*{n}*{p}/{out}"
 
 
-def _ttft_value(n: str, p: str, step: str) -> str:
-    return f"({_coef('t0')}+{_coef('s')}*{step}+{_coef('p')}*{p}+{_coef('q')}*{n}*{p})"
+def _ttft_value(ll: LatencyLayout, n: str, p: str, step: str) -> str:
+    return f"({ll.coef('t0')}+{ll.coef('s')}*{step}+{ll.coef('p')}*{p}+{ll.coef('q')}*{n}*{p})"
+
+
+def _step_between(ll: LatencyLayout, n: str) -> str:
+    """step(n) blended between the knots around n (along the end segment outside them), as
+    latency.Terms.weights: lower knot L = the number of knots below n, clamped to 1..m-1."""
+    m = f"COUNT({ll.knots})"
+    lower = f"MAX(1,MIN({m}-1,COUNTIFS({ll.knots},\"<\"&{n})))"
+    lo, hi = f"INDEX({ll.knots},{lower})", f"INDEX({ll.knots},{lower}+1)"
+    w = f"(({n}-{lo})/({hi}-{lo}))"
+    return (f"IF({m}=1,INDEX({ll.steps},1),(1-{w})*INDEX({ll.steps},{lower})+{w}*INDEX({ll.steps},{lower}+1))")
 
 
 def row_formulas(ll: LatencyLayout, row: int) -> dict[str, str]:
@@ -188,29 +267,19 @@ def row_formulas(ll: LatencyLayout, row: int) -> dict[str, str]:
     def me(key: str) -> str:
         return f"${ROW_COLS[key]}{row}"
 
-    used, n, p, out = me("used"), me("n"), me("prompt"), me("output")
+    used, n, p, out, w = me("used"), me("n"), me("prompt"), me("output"), me("w")
     ttft_in = f"IF(ISNUMBER({raw('ttft_mean_s')}),{raw('ttft_mean_s')},{raw('ttft_p50_s')})"
     latency_in = f"IF(ISNUMBER({raw('latency_mean_s')}),{raw('latency_mean_s')},{raw('latency_p50_s')})"
     itl_in = raw("mean_itl_s")
-    good = f"IF(ISNUMBER({raw('ok_requests')}),IF({raw('ok_requests')}>0,{raw('ok_requests')},{raw('total_requests')}),{raw('total_requests')})"
+    good = (f"IF(ISNUMBER({raw('ok_requests')}),IF({raw('ok_requests')}>0,{raw('ok_requests')},"
+            f"{raw('total_requests')}),{raw('total_requests')})")
     prompt = (f"IF(ISNUMBER({raw('prompt_tokens')}),{raw('prompt_tokens')},"
               f"IF(ISNUMBER({raw('prompt_level')}),{raw('prompt_level')},0))")
     used_text = (f"=IF({raw('present')}=1,(({raw('fault')}=0)*({raw('total_output_tokens')}>0)"
                  f"*({raw('override')}<>\"exclude\")*ISNUMBER({itl_in})*ISNUMBER({ttft_in})*ISNUMBER({latency_in})"
                  f"*({raw('model')}&\"\"={MODEL}))*1,0)")
-    pv, bv = _s("prompt_varied"), _s("batch_varied")
-    features = (
-        "1",
-        f"{bv}*{n}",
-        f"{bv}*{n}*({p}+{out}/2)",
-        f"{bv}*{pv}*{n}*{p}/{out}",
-    )
-    ttft_features = (
-        "1",
-        f"{bv}*{me('itl_hat')}",
-        f"{pv}*{p}",
-        f"{bv}*{pv}*{raw('concurrency')}*{p}",
-    )
+    pv, batch = _s("prompt_varied"), f"({_s('knots')}>=2)"
+    ttft_features = ("1", f"{batch}*{me('itl_hat')}", f"{pv}*{p}", f"{batch}*{pv}*{raw('concurrency')}*{p}")
     itl_hat, ttft_hat, lat_hat = me("itl_hat"), me("ttft_hat"), me("latency_hat")
     wait = (f"IF(AND({HAS_KNEE},{raw('concurrency')}>{KNEE}),"
             f"{_s('queue_share')}*{lat_hat}*({raw('concurrency')}/{KNEE}-1),0)")
@@ -220,35 +289,35 @@ def row_formulas(ll: LatencyLayout, row: int) -> dict[str, str]:
         "n": f"=IF({used}=1,{_served(raw('concurrency'))},\"\")",
         "prompt": f"=IF({used}=1,{prompt},\"\")",
         "output": f"=IF({used}=1,{raw('total_output_tokens')}/{good},\"\")",
-        "itl_hat": f"=IF({used}=1,{_itl_value(n, p, out)},\"\")",
+        "w": f"=IF({used}=1,1/{itl_in},0)",
+        "w2": f"={w}*{w}",
+        "zd": f"=IF({used}=1,{n}*({p}+{out}/2)/{ll.scale('d')}*{w},0)",
+        "ze": f"=IF({used}=1,{n}*{p}/{out}/{ll.scale('e')}*{w},0)",
+        "wzd": f"={w}*{me('zd')}",
+        "wze": f"={w}*{me('ze')}",
+        "itl_hat": (f"=IF({used}=1,IFERROR(INDEX({ll.steps},MATCH({n},{ll.knots},0))+{_context(ll, n, p, out)},"
+                    f"\"\"),\"\")"),
         "ttft_row": (f"=IF({used}=1,IF({HAS_KNEE},({raw('concurrency')}<={KNEE})*1,1),0)"),
-        "ttft_hat": f"=IF({used}=1,{_ttft_value(n, p, itl_hat)},\"\")",
-        "latency_hat": f"=IF({used}=1,{ttft_hat}+({out}-1)*{itl_hat},\"\")",
+        "ttft_hat": f"=IF(ISNUMBER({itl_hat}),{_ttft_value(ll, n, p, itl_hat)},\"\")",
+        "latency_hat": f"=IF(ISNUMBER({ttft_hat}),{ttft_hat}+({out}-1)*{itl_hat},\"\")",
         "little": f"=IF({used}=1,{raw('tps')}*{latency_in}/({raw('concurrency')}*{out}),\"\")",
-        "share": (f"=IF(AND({used}=1,{HAS_KNEE}),IF(AND({raw('concurrency')}>{KNEE},{lat_hat}>0),"
-                  f"({ttft_in}-{ttft_hat})/({lat_hat}*({raw('concurrency')}/{KNEE}-1)),\"\"),\"\")"),
-        "ttft_ratio": (f"=IF(AND({used}=1,ISNUMBER({raw('ttft_p95_s')})),IF({ttft_hat}+{wait}>0,"
+        "share": (f"=IF(AND({used}=1,{HAS_KNEE}),IF(ISNUMBER({lat_hat}),IF(AND({raw('concurrency')}>{KNEE},"
+                  f"{lat_hat}>0),({ttft_in}-{ttft_hat})/({lat_hat}*({raw('concurrency')}/{KNEE}-1)),\"\"),\"\"),\"\")"),
+        "ttft_ratio": (f"=IF(AND(ISNUMBER({ttft_hat}),ISNUMBER({raw('ttft_p95_s')})),IF({ttft_hat}+{wait}>0,"
                        f"{raw('ttft_p95_s')}/({ttft_hat}+{wait}),\"\"),\"\")"),
-        "latency_ratio": (f"=IF(AND({used}=1,ISNUMBER({raw('latency_p95_s')})),IF({lat_hat}+{wait}>0,"
+        "latency_ratio": (f"=IF(AND(ISNUMBER({lat_hat}),ISNUMBER({raw('latency_p95_s')})),IF({lat_hat}+{wait}>0,"
                           f"{raw('latency_p95_s')}/({lat_hat}+{wait}),\"\"),\"\")"),
     }
-    for j, (text, name) in enumerate(zip(features, ITL_TERMS), start=1):
-        out_map[f"z{j}"] = f"=IF({used}=1,{text}/{_scale(name)}/{itl_in},0)"
     for j, (text, name) in enumerate(zip(ttft_features, TTFT_TERMS), start=1):
-        out_map[f"y{j}"] = f"=IF({me('ttft_row')}=1,{text}/{_scale(name)}/{ttft_in},0)"
+        out_map[f"y{j}"] = (f"=IF({me('ttft_row')}=1,IF(ISNUMBER({itl_hat}),{text}/{ll.scale(name)}/{ttft_in},0),0)")
     return out_map
-
-
-def _present(name: str) -> str:
-    """1 when the data identify term `name` (the factors it multiplies were varied)."""
-    pv, bv = _s("prompt_varied"), _s("batch_varied")
-    return {"a": "1", "b": bv, "d": bv, "e": f"{bv}*{pv}", "t0": "1", "s": bv, "p": pv, "q": f"{bv}*{pv}"}[name]
 
 
 def summary_formulas(ll: LatencyLayout) -> dict[str, str]:
     used, n, p, out = ll.rows("used"), ll.rows("n"), ll.rows("prompt"), ll.rows("output")
     conc = ll.calc("concurrency")
     any_used = f"{_s('used')}>0"
+    ratio = repr(latency.PROMPT_LEVEL_RATIO)
 
     def over(fn: str, rng: str) -> str:
         return f"=IF({any_used},_xlfn.{fn}({rng},{used},1),\"\")"
@@ -258,15 +327,16 @@ def summary_formulas(ll: LatencyLayout) -> dict[str, str]:
 
     return {
         "used": f"=COUNTIFS({used},1)",
-        "prompt_varied": f"=IF({any_used},({_s('p_max')}>{_s('p_min')}*{latency.PROMPT_LEVEL_RATIO!r})*1,0)",
-        "batch_varied": f"=IF({any_used},({_s('c_max')}>{_s('c_min')})*1,0)",
+        "prompt_varied": f"=IF({any_used},({_s('p_max')}>{_s('p_min')}*{ratio})*1,0)",
+        "output_varied": f"=IF({any_used},({_s('l_max')}>{_s('l_min')}*{ratio})*1,0)",
+        "knots": f"=COUNT({ll.knots})",
         "n_max": over("MAXIFS", n),
         "p_min": over("MINIFS", p), "p_max": over("MAXIFS", p),
         "l_min": over("MINIFS", out), "l_max": over("MAXIFS", out),
         "c_min": over("MINIFS", conc), "c_max": over("MAXIFS", conc),
-        "step_max": over("MAXIFS", ll.rows("itl_hat")),
-        "itl_ok": _solved("itl"),
-        "ttft_ok": _solved("ttft"),
+        "step_max": f"=IF(COUNT({ll.rows('itl_hat')})>0,_xlfn.MAXIFS({ll.rows('itl_hat')},{used},1),\"\")",
+        "itl_ok": _solved(ll, "itl"),
+        "ttft_ok": _solved(ll, "ttft"),
         "efficiency": median(ll.rows("little")),
         "output_ratio": (f"=IF({any_used},MIN(1,MEDIAN(IF({used}=1,{out}/{ll.calc('max_tokens')},\"\"))),\"\")"),
         "queue_share": (f"=IF(COUNT({ll.rows('share')})>0,MAX(0,MEDIAN(IF({ll.rows('share')}<>\"\","
@@ -280,90 +350,112 @@ ARRAY_SUMMARY = ("itl_ok", "ttft_ok", "efficiency", "output_ratio", "queue_share
                  "latency_p95_ratio")
 
 
-def _block_rows(block: str) -> tuple[int, int]:
-    first = COEF_ROWS["a"] if block == "itl" else COEF_ROWS["t0"]
-    return first, first + 3
-
-
-def _a(block: str) -> str:
-    first, last = _block_rows(block)
-    return f"${get_column_letter(A_COL)}${first}:${get_column_letter(A_COL + 3)}${last}"
-
-
-def _m(block: str) -> str:
-    first, last = _block_rows(block)
-    return f"${get_column_letter(M_COL)}${first}:${get_column_letter(M_COL + 3)}${last}"
-
-
-def _index(block: str) -> str:
-    first, last = _block_rows(block)
-    col = get_column_letter(I_COL)
-    return f"${col}${first}:${col}${last}"
-
-
-def _solved(block: str) -> str:
+def _solved(ll: LatencyLayout, block: str) -> str:
     """1 when A is invertible: max |A A^-1 - I| < 1e-6 on the engine's own inverse (one single-cell
     array formula, as on the least-squares sheet; I from the index column)."""
-    a, index = _a(block), _index(block)
-    return (f"=IF({_s('used')}>0,IFERROR(IF(MAX(ABS(MMULT({a},MINVERSE({a}))-({index}=TRANSPOSE({index}))))"
+    a, index = ll.a(block), ll.index(block)
+    guard = f"{_s('used')}>0" if block == "itl" else f"AND({_s('used')}>0,{_s('itl_ok')}=1)"
+    return (f"=IF({guard},IFERROR(IF(MAX(ABS(MMULT({a},MINVERSE({a}))-({index}=TRANSPOSE({index}))))"
             f"<1E-6,1,0),0),0)")
+
+
+def _present(ll: LatencyLayout, name: str) -> str:
+    """1 when the data identify term `name`: a step where its knot is measured, d when the prompt
+    or output length varied, e when both did, s and q with two knots or more, p and q when the
+    prompt length varied."""
+    pv, ov, batch = _s("prompt_varied"), _s("output_varied"), f"({_s('knots')}>=2)"
+    if name.startswith("step"):
+        return f"ISNUMBER({ll.knot(int(name[4:]) - 1)})*1"
+    return {"d": f"MAX({pv},{ov})", "e": f"{pv}*{ov}", "t0": "1", "s": f"{batch}*1", "p": pv,
+            "q": f"{batch}*{pv}"}[name]
 
 
 def block_formulas(ll: LatencyLayout, block: str) -> dict[str, str]:
     """A, b and the coefficients of one block ("itl" or "ttft"), keyed by address."""
-    names = ITL_TERMS if block == "itl" else TTFT_TERMS
-    z = [ll.rows(f"{'z' if block == 'itl' else 'y'}{j}") for j in range(1, 5)]
-    first, _ = _block_rows(block)
+    first, size = ll.block(block)
+    names = ll.itl_names() if block == "itl" else list(TTFT_TERMS)
     out: dict[str, str] = {}
-    for i in range(4):
-        for j in range(4):
-            address = f"{get_column_letter(A_COL + j)}{first + i}"
-            if i == j:
-                out[address] = f"=IF({_present(names[i])}=1,SUMPRODUCT({z[i]},{z[j]}),1)"
-            else:
-                out[address] = (f"=IF(({_present(names[i])}=1)*({_present(names[j])}=1)=1,"
-                                f"SUMPRODUCT({z[i]},{z[j]}),0)")
-        out[f"{get_column_letter(B_COL)}{first + i}"] = f"=IF({_present(names[i])}=1,SUM({z[i]}),0)"
-    m, b = _m(block), f"${get_column_letter(B_COL)}${first}:${get_column_letter(B_COL)}${first + 3}"
+    n = ll.rows("n")
+
+    def entry(i: int, j: int) -> str:
+        """A[i][j] (an ITL step column is the indicator of its knot)."""
+        a, b = names[i], names[j]
+        both = f"({_present(ll, a)})*({_present(ll, b)})=1"
+        if block == "ttft":
+            y = [ll.rows(f"y{k}") for k in range(1, 5)]
+            return f"=IF({both},SUMPRODUCT({y[i]},{y[j]}),{1 if i == j else 0})"
+        if a.startswith("step") and b.startswith("step"):
+            if i != j:
+                return "=0"
+            return f"=IF({both},SUMIFS({ll.rows('w2')},{n},{ll.knot(i)}),1)"
+        if a.startswith("step") or b.startswith("step"):
+            step, other = (i, b) if a.startswith("step") else (j, a)
+            return f"=IF({both},SUMIFS({ll.rows('w' + ('zd' if other == 'd' else 'ze'))},{n},{ll.knot(step)}),0)"
+        za, zb = ll.rows("zd" if a == "d" else "ze"), ll.rows("zd" if b == "d" else "ze")
+        return f"=IF({both},SUMPRODUCT({za},{zb}),{1 if i == j else 0})"
+
+    for i in range(size):
+        for j in range(size):
+            out[f"{get_column_letter(A_COL + j)}{first + i}"] = entry(i, j)
+        name = names[i]
+        if block == "ttft":
+            total = f"SUM({ll.rows(f'y{i + 1}')})"
+        elif name.startswith("step"):
+            total = f"SUMIFS({ll.rows('w')},{n},{ll.knot(i)})"
+        else:
+            total = f"SUM({ll.rows('zd' if name == 'd' else 'ze')})"
+        out[f"{ll.b_col(block)}{first + i}"] = f"=IF({_present(ll, name)}=1,{total},0)"
+    m, b = ll.m(block), ll.b(block)
     ok = _s("itl_ok" if block == "itl" else "ttft_ok")
     for i, name in enumerate(names):
-        row = COEF_ROWS[name]
-        terms = "+".join(f"INDEX({m},{i + 1},{k + 1})*INDEX({b},{k + 1})" for k in range(4))
-        out[f"B{row}"] = f"=IF({ok}=1,({terms})/{_scale(name)},\"\")"
+        terms = "+".join(f"INDEX({m},{i + 1},{k + 1})*INDEX({b},{k + 1})" for k in range(size))
+        out[f"B{first + i}"] = f"=IF({ok}=1,({terms})/{ll.scale(name)},\"\")"
     return out
 
 
-def scale_formulas() -> dict[str, str]:
+def scale_formulas(ll: LatencyLayout) -> dict[str, str]:
     nmax, pmax, lmax, lmin, step = (_s(k) for k in ("n_max", "p_max", "l_max", "l_min", "step_max"))
 
     def positive(text: str) -> str:  # blank maxima (no rows) give 1, as a text "" would compare > 0
         return f"=IFERROR(IF(ISNUMBER({text}),IF(({text})>0,{text},1),1),1)"
 
-    return {
-        "a": "=1", "b": positive(nmax), "d": positive(f"{nmax}*({pmax}+{lmax}/2)"),
-        "e": positive(f"{nmax}*{pmax}/{lmin}"), "t0": "=1", "s": positive(step), "p": positive(pmax),
-        "q": positive(f"{nmax}*{pmax}"),
-    }
+    scales = {name: "=1" for name in ll.itl_names() if name.startswith("step")}
+    scales.update({
+        "d": positive(f"{nmax}*({pmax}+{lmax}/2)"), "e": positive(f"{nmax}*{pmax}/{lmin}"),
+        "t0": "=1", "s": positive(step), "p": positive(pmax), "q": positive(f"{nmax}*{pmax}"),
+    })
+    return scales
 
 
-def forward_formulas() -> dict[str, str]:
-    r = {key: f"$B${row}" for key, row in FORWARD_ROWS.items()}
+def knot_formulas(ll: LatencyLayout) -> dict[str, str]:
+    """The k-th smallest served batch among the used rows (one scan per slot)."""
+    used, n = ll.rows("used"), ll.rows("n")
+    out = {ll.knot(0).replace("$", ""): f"=IF({_s('used')}>0,_xlfn.MINIFS({n},{used},1),\"\")"}
+    for k in range(1, ll.knot_slots):
+        prev = ll.knot(k - 1)
+        out[ll.knot(k).replace("$", "")] = (f"=IF(ISNUMBER({prev}),IF(COUNTIFS({used},1,{n},\">\"&{prev})>0,"
+                                            f"_xlfn.MINIFS({n},{used},1,{n},\">\"&{prev}),\"\"),\"\")")
+    return out
+
+
+def forward_formulas(ll: LatencyLayout) -> dict[str, str]:
+    r = {key: f"$B${row}" for key, row in ll.forward_rows.items()}
     c, length = r["concurrency"], r["max_tokens"]
     p = f"IF(ISNUMBER({r['prompt_tokens']}),{r['prompt_tokens']},{_s('p_min')})"
     # nested IFs: LibreOffice evaluates every argument of AND, and p_min is blank without rows
     ok = (f"IF(AND(ISNUMBER({c}),ISNUMBER({length}),{_s('itl_ok')}=1,{_s('ttft_ok')}=1),"
           f"AND(OR({_s('prompt_varied')}=1,ABS({p}-{_s('p_min')})<={_s('p_min')}*{latency.PROMPT_LEVEL_RATIO - 1!r}+1),"
-          f"OR({_s('batch_varied')}=1,{c}={_s('c_min')})),FALSE)")
+          f"OR({_s('knots')}>=2,{c}={_s('c_min')})),FALSE)")
     n, out, itl, ts, ls, wait = (r[k] for k in ("n", "output", "itl", "ttft_served", "latency_served", "wait"))
     positive = f"AND({ts}>0,{itl}>0,{ls}>0)"
     return {
         "n": f"=IF({ok},{_served(c)},\"\")",
         "output": f"=IF({ok},MAX(1,{length}*{_s('output_ratio')}),\"\")",
-        "itl": f"=IF({ok},{_itl_value(n, p, out)},\"\")",
-        "ttft_served": f"=IF({ok},{_ttft_value(n, p, itl)},\"\")",
+        "itl": f"=IF({ok},{_step_between(ll, n)}+{_context(ll, n, p, out)},\"\")",
+        "ttft_served": f"=IF({ok},{_ttft_value(ll, n, p, itl)},\"\")",
         "latency_served": f"=IF({ok},{ts}+({out}-1)*{itl},\"\")",
-        "wait": (f"=IF(AND({ok},{positive}),IF(AND({HAS_KNEE},{c}>{KNEE}),"
-                 f"{_s('queue_share')}*{ls}*({c}/{KNEE}-1),0),\"\")"),
+        "wait": (f"=IF({ok},IF({positive},IF(AND({HAS_KNEE},{c}>{KNEE}),"
+                 f"{_s('queue_share')}*{ls}*({c}/{KNEE}-1),0),\"\"),\"\")"),
         "ttft": f"=IF(ISNUMBER({wait}),{ts}+{wait},\"\")",
         "latency": f"=IF(ISNUMBER({wait}),{ls}+{wait},\"\")",
         "tps": f"=IF(ISNUMBER({wait}),{_s('efficiency')}*{n}*{out}/{ls},\"\")",
@@ -405,29 +497,31 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
         put_formula(ws, f"B{row}", summary[key], "0.0000" if key in ARRAY_SUMMARY[2:] else None,
                     array=key in ARRAY_SUMMARY)
 
-    for col, key in (("A", "term"), ("B", "value"), ("C", "meaning"), ("D", "scale")):
-        cell = ws[f"{col}{COEF_FIRST}"]
+    for col, key in (("A", "term"), ("B", "value"), ("C", "meaning"), ("D", "scale"), (KNOT_COL, "knot")):
+        cell = ws[f"{col}{COEF_HEADER}"]
         cell.value, cell.font, cell.fill = t[key], HEADER_FONT, HEADER_FILL
-    ws[f"{get_column_letter(A_COL)}{COEF_FIRST}"] = t["a_title"]
-    scales = scale_formulas()
-    for name, row in COEF_ROWS.items():
+    ws[f"{get_column_letter(A_COL)}{COEF_HEADER}"] = t["a_title"]
+    scales = scale_formulas(ll)
+    for name, row in ll.coef_rows.items():
         ws[f"A{row}"] = name
-        ws[f"C{row}"] = latency.TERM_WORDS[name]
+        ws[f"C{row}"] = latency.TERM_WORDS["step" if name.startswith("step") else name]
         put_formula(ws, f"D{row}", scales[name], "0.000E+00")
+    for address, text in knot_formulas(ll).items():
+        put_formula(ws, address, text)
     for block in ("itl", "ttft"):
         for address, text in block_formulas(ll, block).items():
             put_formula(ws, address, text, "0.000000E+00" if address.startswith("B") else None,
                         fill=KEY_FILL if address.startswith("B") else FORMULA_FILL)
-        first, _ = _block_rows(block)
-        for i in range(4):
-            ws[f"{get_column_letter(I_COL)}{first + i}"] = i + 1
-        m = _m(block).replace("$", "")
+        first, size = ll.block(block)
+        for i in range(size):
+            ws[f"{ll.index_col(block)}{first + i}"] = i + 1
+        m = ll.m(block).replace("$", "")
         ok = _s("itl_ok" if block == "itl" else "ttft_ok")
-        ws[m.split(":")[0]] = ArrayFormula(m, f"=IF({ok}=1,MINVERSE({_a(block)}),\"\")")
+        ws[m.split(":")[0]] = ArrayFormula(m, f"=IF({ok}=1,MINVERSE({ll.a(block)}),\"\")")
         ws[m.split(":")[0]].fill = FORMULA_FILL
 
-    forward = forward_formulas()
-    for key, row in FORWARD_ROWS.items():
+    forward = forward_formulas(ll)
+    for key, row in ll.forward_rows.items():
         ws[f"A{row}"] = t[key]
         if key in FORWARD_INPUTS:
             ws[f"B{row}"].fill = INPUT_FILL
@@ -435,38 +529,39 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
             put_formula(ws, f"B{row}", forward[key], "0.0000" if key not in ("beyond_knee",) else None,
                         fill=KEY_FILL if key in ("tps", "ttft", "latency_p95") else FORMULA_FILL)
 
-    ws[f"A{ROW_HEADER - 1}"], ws[f"A{ROW_HEADER - 1}"].font = t["rows_title"], BOLD
+    ws[f"A{ll.row_header - 1}"], ws[f"A{ll.row_header - 1}"].font = t["rows_title"], BOLD
     for key, col in ROW_COLS.items():
-        cell = ws[f"{col}{ROW_HEADER}"]
+        cell = ws[f"{col}{ll.row_header}"]
         cell.value, cell.font, cell.fill = ROW_HEADERS[key], HEADER_FONT, HEADER_FILL
     write_filled(ws, ROW_COLS, lambda r: row_formulas(ll, r), range(ll.row_first, ll.row_last + 1), ll.offset)
     ws.column_dimensions["A"].width = 44
-    for col in "BCD":
-        ws.column_dimensions[col].width = 16
+    for col in "BDE":
+        ws.column_dimensions[col].width = 14
     ws.column_dimensions["C"].width = 40
-    ws.print_area = f"A1:D{FORWARD_ROWS['beyond_knee']}"
-    return {name: f"{col}{row}" for name, (col, row) in DEFINED_NAMES.items()}
+    ws.print_area = f"A1:E{ll.forward_rows['beyond_knee']}"
+    return ll.defined_names()
 
 
 # ---------------------------------------------------------------------------
 # Hand-set cells and the fitted knee
 # ---------------------------------------------------------------------------
 
-def read_cells(ws: Worksheet) -> dict[str, Any]:
+def read_cells(ws: Worksheet, layout: Layout) -> dict[str, Any]:
     """The sheet's hand-set cells (model, knee, forward inputs) and the fitted knee, as typed."""
+    rows = LatencyLayout(layout).forward_rows
     cells = {"model": ws[f"B{SETTING_ROWS['model']}"].value, "knee": ws[f"B{SETTING_ROWS['knee']}"].value,
              "fitted_knee": ws[f"D{SETTING_ROWS['knee']}"].value}
-    cells.update({key: ws[f"B{FORWARD_ROWS[key]}"].value for key in FORWARD_INPUTS})
+    cells.update({key: ws[f"B{rows[key]}"].value for key in FORWARD_INPUTS})
     return cells
 
 
-def write_cells(ws: Worksheet, cells: dict[str, Any], *, hand_set_only: bool = True) -> None:
+def write_cells(ws: Worksheet, layout: Layout, cells: dict[str, Any], *, hand_set_only: bool = True) -> None:
     from scm_xl.workbook.styles import write_value
 
+    rows = {**SETTING_ROWS, **LatencyLayout(layout).forward_rows}
     for key in ("model", "knee", *FORWARD_INPUTS):
         if key in cells and cells[key] is not None:
-            row = SETTING_ROWS.get(key, FORWARD_ROWS.get(key))
-            write_value(ws[f"B{row}"], cells[key])
+            write_value(ws[f"B{rows[key]}"], cells[key])
     if not hand_set_only:
         ws[f"D{SETTING_ROWS['knee']}"].value = cells.get("fitted_knee")
 
@@ -499,15 +594,14 @@ def effective_knee(cells: dict[str, Any]) -> float | None:
 
 def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cells: dict[str, Any], *,
                    sheet_rows: Sequence[int]) -> dict[tuple[str, str], CellValue]:
-    """Every formula cell of the sheet, from `latency.fit_model` at the sheet's knee."""
+    """Every formula cell of the sheet, from `latency.fit_model` at the sheet's knee; the normal
+    equations mirrored with numpy from their definitions."""
     ll = LatencyLayout(layout)
     title = ll.title
     out: dict[tuple[str, str], CellValue] = {}
 
     def put(address: str, value: Any) -> None:
-        if isinstance(value, (bool, np.bool_)):
-            value = float(value)
-        elif isinstance(value, (int, np.integer, np.floating)):
+        if isinstance(value, (bool, np.bool_, int, np.integer, np.floating)):
             value = float(value)
         out[(title, address)] = value
 
@@ -516,44 +610,63 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
     put(f"C{SETTING_ROWS['model']}", model)
     put(f"C{SETTING_ROWS['knee']}", knee)
     observed, _ = latency.observations(rows)
-    by_row = {o.exp_id: o for o in observed if same_model(o.model, model)}
     used = [o for o in observed if same_model(o.model, model)]
+    by_row = {o.exp_id: o for o in used}
     fit = latency.fit_model(used, model, knee_given=knee) if used else None
-    terms = latency.terms_of(used) if used else latency.Terms(prompt=False, batch=False)
-    served = (lambda c: min(c, knee) if knee is not None else c)
+    terms = latency.terms_of(used, knee) if used else latency.Terms(knots=(), prompt=False, context=False,
+                                                                     joining=False)
+    knots = list(terms.knots)[:ll.knot_slots]
+
+    def served(c: float) -> float:
+        return min(c, knee) if knee is not None else c
+
     summary: dict[str, Any] = {key: None for key in SUMMARY_KEYS}
-    summary.update(used=len(used), prompt_varied=terms.prompt if used else 0, batch_varied=terms.batch if used else 0,
-                   itl_ok=0, ttft_ok=0, queue_share=1.0)
+    summary.update(used=len(used), prompt_varied=terms.prompt, output_varied=False, knots=len(knots), itl_ok=0,
+                   ttft_ok=0, queue_share=1.0)
     if used:
         summary.update(n_max=max(served(o.concurrency) for o in used), p_min=min(o.prompt for o in used),
                        p_max=max(o.prompt for o in used), l_min=min(o.output for o in used),
                        l_max=max(o.output for o in used), c_min=min(o.concurrency for o in used),
                        c_max=max(o.concurrency for o in used))
-    itl_scale = latency.itl_scales(used, knee) if used else {n: 1.0 for n in ITL_TERMS}
-    steps = {}
+        summary["output_varied"] = latency.varied([o.output for o in used])
+    steps: dict[str, float] = {}
     if fit is not None:
         summary.update(itl_ok=1, ttft_ok=1, efficiency=fit.efficiency, output_ratio=fit.output_ratio,
                        queue_share=fit.queue_share, ttft_p95_ratio=fit.ttft_p95_ratio,
                        latency_p95_ratio=fit.latency_p95_ratio)
         steps = {o.exp_id: fit.itl.value(terms.itl(served(o.concurrency), o.prompt, o.output)) for o in used}
         summary["step_max"] = max(steps.values())
-    elif used:
-        summary["step_max"] = None
-    ttft_scale = latency.ttft_scales(used, knee, summary["step_max"] or 0.0) if used else {n: 1.0 for n in TTFT_TERMS}
     for key, row in SUMMARY_ROWS.items():
         put(f"B{row}", summary[key])
-    coefficients = {**(fit.itl.coefficients() if fit else {}), **(fit.ttft.coefficients() if fit else {})}
-    present = {"a": True, "b": terms.batch, "d": terms.batch, "e": terms.batch and terms.prompt, "t0": True,
-               "s": terms.batch, "p": terms.prompt, "q": terms.batch and terms.prompt}
-    for name, row in COEF_ROWS.items():
-        scale = itl_scale.get(name, ttft_scale.get(name))
-        put(f"D{row}", scale)
-        put(f"B{row}", (coefficients.get(name, 0.0) if present[name] else 0.0) if fit else None)
 
-    # per-row values and the normal equations
-    z = np.zeros((layout.rows, 4))
+    itl_scale = latency.itl_scales(used, knee) if used else {}
+    ttft_scale = latency.ttft_scales(used, knee, summary["step_max"] or 0.0) if used else {}
+    present = {f"step{k + 1}": k < len(knots) for k in range(ll.knot_slots)}
+    present.update(d=terms.context, e=terms.joining, t0=True, s=terms.batch, p=terms.prompt,
+                   q=terms.batch and terms.prompt)
+    itl_values = fit.itl.coefficients() if fit else {}
+    ttft_values = fit.ttft.coefficients() if fit else {}
+    for k in range(ll.knot_slots):
+        row = ll.coef_rows[f"step{k + 1}"]
+        put(f"{KNOT_COL}{row}", knots[k] if k < len(knots) else None)
+        put(f"D{row}", 1.0)
+        put(f"B{row}", (itl_values.get(latency.step_name(knots[k]), 0.0) if k < len(knots) else 0.0) if fit else None)
+    for name in ("d", "e"):
+        put(f"D{ll.coef_rows[name]}", itl_scale.get(name, 1.0))
+        put(f"B{ll.coef_rows[name]}", (itl_values.get(name, 0.0) if present[name] else 0.0) if fit else None)
+    for name in TTFT_TERMS:
+        put(f"D{ll.coef_rows[name]}", ttft_scale.get(name, 1.0))
+        put(f"B{ll.coef_rows[name]}", (ttft_values.get(name, 0.0) if present[name] else 0.0) if fit else None)
+
+    # per-row values
+    size = len(ll.itl_names())
+    w = np.zeros(layout.rows)
+    zd, ze = np.zeros(layout.rows), np.zeros(layout.rows)
+    ns: list[float | None] = [None] * layout.rows
     y = np.zeros((layout.rows, 4))
     exp_ids = {sheet_row - layout.raw_first: status.exp_id for status, sheet_row in zip(analysis.statuses, sheet_rows)}
+    blank = ("n", "prompt", "output", "itl_hat", "ttft_hat", "latency_hat", "little", "share", "ttft_ratio",
+             "latency_ratio")
     for i in range(layout.rows):
         row = ll.row_first + i
 
@@ -565,35 +678,32 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
         if o is None:
             cell("used", 0)
             cell("ttft_row", 0)
-            for key in ("n", "prompt", "output", "itl_hat", "ttft_hat", "latency_hat", "little", "share",
-                        "ttft_ratio", "latency_ratio"):
+            for key in blank:
                 cell(key, None)
-            for j in range(1, 5):
-                cell(f"z{j}", 0)
-                cell(f"y{j}", 0)
+            for key in ("w", "w2", "zd", "ze", "wzd", "wze", "y1", "y2", "y3", "y4"):
+                cell(key, 0)
             continue
         n = served(o.concurrency)
-        cell("used", 1)
-        cell("n", n)
-        cell("prompt", o.prompt)
-        cell("output", o.output)
-        features = [1.0, terms.batch * n, terms.batch * n * (o.prompt + o.output / 2),
-                    terms.batch * terms.prompt * n * o.prompt / o.output]
-        for j, (value, name) in enumerate(zip(features, ITL_TERMS)):
-            z[i, j] = value / itl_scale[name] / o.itl
-            cell(f"z{j + 1}", z[i, j])
+        ns[i] = n
+        w[i] = 1 / o.itl
+        zd[i] = n * (o.prompt + o.output / 2) / itl_scale["d"] * w[i]
+        ze[i] = n * o.prompt / o.output / itl_scale["e"] * w[i]
+        for key, value in (("used", 1), ("n", n), ("prompt", o.prompt), ("output", o.output), ("w", w[i]),
+                           ("w2", w[i] * w[i]), ("zd", zd[i]), ("ze", ze[i]), ("wzd", w[i] * zd[i]),
+                           ("wze", w[i] * ze[i]), ("little", o.tps * o.latency / (o.concurrency * o.output))):
+            cell(key, value)
         ttft_row = knee is None or o.concurrency <= knee
         cell("ttft_row", 1 if ttft_row else 0)
-        step = steps.get(o.exp_id) if fit else None
+        step = steps.get(o.exp_id)
         if fit is None or step is None:
             for key in ("itl_hat", "ttft_hat", "latency_hat", "share", "ttft_ratio", "latency_ratio"):
                 cell(key, None)
-            cell("little", o.tps * o.latency / (o.concurrency * o.output))
             for j in range(1, 5):
-                cell(f"y{j}", None)
+                cell(f"y{j}", 0)
             continue
         cell("itl_hat", step)
-        t_features = [1.0, terms.batch * step, terms.prompt * o.prompt, terms.batch * terms.prompt * o.concurrency * o.prompt]
+        t_features = [1.0, terms.batch * step, terms.prompt * o.prompt,
+                      terms.batch * terms.prompt * o.concurrency * o.prompt]
         for j, (value, name) in enumerate(zip(t_features, TTFT_TERMS)):
             y[i, j] = value / ttft_scale[name] / o.ttft if ttft_row else 0.0
             cell(f"y{j + 1}", y[i, j])
@@ -601,7 +711,6 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
         served_latency = first + (o.output - 1) * step
         cell("ttft_hat", first)
         cell("latency_hat", served_latency)
-        cell("little", o.tps * o.latency / (o.concurrency * o.output))
         beyond = knee is not None and o.concurrency > knee
         cell("share", (o.ttft - first) / (served_latency * (o.concurrency / knee - 1))
              if beyond and knee is not None and served_latency > 0 else None)
@@ -609,24 +718,40 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
         cell("ttft_ratio", o.ttft_p95 / (first + wait) if o.ttft_p95 is not None and first + wait > 0 else None)
         cell("latency_ratio", o.latency_p95 / (served_latency + wait)
              if o.latency_p95 is not None and served_latency + wait > 0 else None)
-    for block, matrix, names in (("itl", z, ITL_TERMS), ("ttft", y, TTFT_TERMS)):
-        first, _ = _block_rows(block)
-        mask = np.array([present[name] for name in names], dtype=float)
-        a = (matrix.T @ matrix) * np.outer(mask, mask) + np.diag(1 - mask)
-        b = matrix.sum(axis=0) * mask
-        for i in range(4):
-            for j in range(4):
+
+    # the normal equations, from their definitions
+    at = [np.array([1.0 if ns[i] == knot else 0.0 for i in range(layout.rows)]) for knot in knots]
+    itl_a, itl_b = np.zeros((size, size)), np.zeros(size)
+    names = ll.itl_names()
+    columns: list[np.ndarray] = []
+    for k in range(ll.knot_slots):
+        columns.append(w * at[k] if k < len(knots) else np.zeros(layout.rows))
+    columns += [zd, ze]
+    for i in range(size):
+        for j in range(size):
+            itl_a[i, j] = float(columns[i] @ columns[j]) if present[names[i]] and present[names[j]] \
+                else (1.0 if i == j else 0.0)
+        itl_b[i] = float(columns[i].sum()) if present[names[i]] else 0.0
+    mask = np.array([present[name] for name in TTFT_TERMS], dtype=float)
+    ttft_a = (y.T @ y) * np.outer(mask, mask) + np.diag(1 - mask)
+    ttft_b = y.sum(axis=0) * mask
+    solved = {"itl": bool(used), "ttft": bool(used)}
+    for block, a, b in (("itl", itl_a, itl_b), ("ttft", ttft_a, ttft_b)):
+        first, n_terms = ll.block(block)
+        for i in range(n_terms):
+            for j in range(n_terms):
                 put(f"{get_column_letter(A_COL + j)}{first + i}", a[i, j])
-            put(f"{get_column_letter(B_COL)}{first + i}", b[i])
+            put(f"{ll.b_col(block)}{first + i}", b[i])
         inverse = None
-        if used:
+        if solved[block] and (block == "itl" or fit is not None):
             try:
                 inverse = np.linalg.inv(a)
             except np.linalg.LinAlgError:
                 inverse = None
-        for i in range(4):
-            for j in range(4):
-                put(f"{get_column_letter(M_COL + j)}{first + i}", inverse[i, j] if inverse is not None else None)
+        m_col = ll.m_first_col(block)
+        for i in range(n_terms):
+            for j in range(n_terms):
+                put(f"{get_column_letter(m_col + j)}{first + i}", inverse[i, j] if inverse is not None else None)
 
     # forward
     forward = {key: cells.get(key) for key in FORWARD_INPUTS}
@@ -651,5 +776,5 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
                           tps=result.tps, ttft_p95=result.ttft_p95_s, latency_p95=result.latency_p95_s,
                           beyond_knee=1 if result.beyond_knee else 0)
     for key in FORWARD_OUTPUTS:
-        put(f"B{FORWARD_ROWS[key]}", values[key])
+        put(f"B{ll.forward_rows[key]}", values[key])
     return out

@@ -27,6 +27,7 @@ DEFAULT_CONCURRENCY_SLOTS = 16
 DEFAULT_LENGTH_SLOTS = 12
 DEFAULT_MODEL_SLOTS = 6
 DEFAULT_CELL_SLOTS = 64
+DEFAULT_PROMPT_SLOTS = 8
 
 META_SHEET = "_scm_meta"
 
@@ -144,6 +145,14 @@ RAW_COLUMNS: tuple[Column, ...] = (Column("in_range", "在引用范围内", "in_
     Column("m_included", "纳入模型", "model_included", "formula", 14),
     Column("position", "位置", "position", "formula", 7),
     Column("f_known", "f已标定", "f_known", "formula", 8),
+    # The prompt level: the row's own, a blank one counted as the base level (BasePromptLevel);
+    # its slot in the K_in table (0: no levels anywhere, blank: beyond the slots); whether it is
+    # the base level; and whether the row is included there (the rows BaseTPS, f, K_len and
+    # C_model are identified from).
+    Column("p_level", "提示长度档位(生效)", "prompt_level_effective", "formula", 9),
+    Column("p_index", "提示档位序号", "prompt_level_slot", "formula", 8),
+    Column("at_p0", "基准提示档位", "at_base_prompt_level", "formula", 8),
+    Column("p0_included", "纳入且在基准档位", "included_at_base_prompt_level", "formula", 9),
     # Physics checks (the first-principles seed): warnings unless strict physics is on.
     Column("model_id", "目录模型ID", "catalog_model_id", "formula", 8),
     Column("gpu_id", "目录GPU ID", "catalog_gpu_id", "formula", 8),
@@ -186,10 +195,12 @@ CONSISTENCY_COLUMNS: tuple[Column, ...] = (
     Column("model", "模型", "model", "formula", 24),
     Column("concurrency", "并发数", "concurrency", "formula", 9),
     Column("max_tokens", "max_tokens", "max_tokens", "formula", 10),
+    Column("prompt_level", "提示长度档位", "prompt_level", "formula", 9),
     Column("included", "纳入", "included", "formula", 7),
     Column("measured", "实测TPS", "measured_tps", "formula", 11),
     Column("f", "f(c)", "f(c)", "formula", 9),
     Column("k", "K_len", "K_len", "formula", 9),
+    Column("k_in", "K_in", "K_in", "formula", 9),
     Column("c", "C_model", "C_model", "formula", 9),
     Column("predicted", "预测TPS", "predicted_tps", "formula", 11),
     Column("deviation", "绝对偏差", "deviation", "formula", 10),
@@ -200,7 +211,9 @@ CONSISTENCY_COLUMNS: tuple[Column, ...] = (
     Column("f_known", "f已知", "f_known", "formula", 6),
     Column("k_known", "K已知", "k_known", "formula", 6),
     Column("c_known", "C已知", "c_known", "formula", 6),
+    Column("p_known", "K_in已知", "k_in_known", "formula", 6),
     Column("anchor", "K锚定并发", "k_anchor_concurrency", "formula", 9),
+    Column("p_anchor", "K_in锚定并发", "k_in_anchor_concurrency", "formula", 9),
     Column("physics_text", "物理检查", "physics_checks", "formula", 50),
 )
 
@@ -217,6 +230,13 @@ LENGTH_TABLE = (
     Column("k", "K_len", "K_len", "formula", 10),
     Column("known", "已标定", "known", "formula", 8),
 )
+PROMPT_TABLE = (
+    Column("level", "提示长度档位", "prompt_level", "formula", 12),
+    Column("anchor", "锚定并发", "anchor_concurrency", "formula", 10),
+    Column("rows", "标定行数", "rows", "formula", 9),
+    Column("k", "K_in", "K_in", "formula", 10),
+    Column("known", "已标定", "known", "formula", 8),
+)
 MODEL_TABLE = (
     Column("name", "模型", "model", "formula", 24),
     Column("rows", "基准点行数", "base_point_rows", "formula", 10),
@@ -224,11 +244,14 @@ MODEL_TABLE = (
     Column("c", "C_model", "C_model", "formula", 10),
     Column("known", "已标定", "known", "formula", 8),
 )
-# Cells sheet: one slot per distinct (model, max_tokens, concurrency) of the raw rows, in
-# order of model number (models numbered by first appearance), then max_tokens, then
-# concurrency. Each row of the workings carries its cell as one number, the cell code
-# (model number x L-scale + max_tokens) x C-scale + concurrency, the scales one more than
-# the largest max_tokens and concurrency; each slot holds the smallest code above the slot
+# Cells sheet: one slot per distinct (model, max_tokens, prompt level, concurrency) of the raw
+# rows, in order of model number (models numbered by first appearance), then max_tokens, then
+# prompt level, then concurrency. Each row of the workings carries its cell as one number, the
+# cell code ((model number x L-scale + max_tokens) x P-scale + prompt slot) x C-scale +
+# concurrency, the L and C scales one more than the largest max_tokens and concurrency, the P
+# scale one more than the number of prompt levels (the K_in table's slot, not the level: the
+# code stays far below 2^53; with no levels the P scale is 1 and the slot 0, so the code is
+# what it was without them); each slot holds the smallest code above the slot
 # before it (MINIFS over the rows), so listing K cells costs K scans of the rows. The
 # recurrence stays inside one column: LibreOffice's threaded calculation of formula groups
 # computes a recurrence that runs through two columns wrongly (7.4, measured). The per-row
@@ -250,6 +273,8 @@ CELLS_TABLE = (
     Column("lower_max", "更低并发最高TPS", "faster_lower_concurrency_tps", "formula", 12),
     Column("group_low_c", "同组最低并发", "group_lowest_concurrency", "formula", 10),
     Column("group_base", "最低并发TPS(几何均值)", "group_base_tps", "formula", 12),
+    Column("p_index", "提示档位序号", "prompt_level_slot", "formula", 8),
+    Column("prompt_level", "提示长度档位", "prompt_level", "formula", 9),
 )
 
 # Beside the cells: the models of the raw rows in order of first appearance (their number is
@@ -258,7 +283,7 @@ SEEN_MODELS_TABLE = (
     Column("first", "首次出现位置", "first_position", "formula", 9),
     Column("name", "模型", "model", "formula", 24),
 )
-SCALE_KEYS = ("l_scale", "c_scale")  # headed by their keys, one column each after the seen models
+SCALE_KEYS = ("l_scale", "c_scale", "p_scale")  # headed by their keys, one column each after the seen models
 # MINIFS takes at most 127 criteria pairs; the last model slot needs one per model above it.
 MAX_MODELS = 120
 
@@ -302,6 +327,7 @@ class Layout:
     l_slots: int = DEFAULT_LENGTH_SLOTS
     m_slots: int = DEFAULT_MODEL_SLOTS
     cell_slots: int = DEFAULT_CELL_SLOTS
+    p_slots: int = DEFAULT_PROMPT_SLOTS
 
     # ---- sheets -------------------------------------------------------
     def title(self, key: str) -> str:
@@ -394,8 +420,16 @@ class Layout:
         return self.l_table_header + 1
 
     @property
-    def m_table_header(self) -> int:
+    def p_table_header(self) -> int:
         return self.l_table_first + self.l_slots + 2
+
+    @property
+    def p_table_first(self) -> int:
+        return self.p_table_header + 1
+
+    @property
+    def m_table_header(self) -> int:
+        return self.p_table_first + self.p_slots + 2
 
     @property
     def m_table_first(self) -> int:
@@ -410,6 +444,9 @@ class Layout:
 
     def m_table_range(self, key: str, *, sheet: bool = True) -> str:
         return self._table_range(MODEL_TABLE, key, self.m_table_first, self.m_slots, sheet)
+
+    def p_table_range(self, key: str, *, sheet: bool = True) -> str:
+        return self._table_range(PROMPT_TABLE, key, self.p_table_first, self.p_slots, sheet)
 
     def table_col(self, table: tuple[Column, ...], key: str, start_col: int = 1) -> str:
         return _letters(table, start_col)[key]
@@ -441,7 +478,7 @@ class Layout:
         return self.table_col(SEEN_MODELS_TABLE, key, self.seen_models_start)
 
     def scale_col(self, key: str) -> str:
-        """The column of a cell-code scale ("l_scale", "c_scale"), after the seen-models table."""
+        """The column of a cell-code scale ("l_scale", "c_scale", "p_scale"), after the seen-models table."""
         return get_column_letter(self.seen_models_start + len(SEEN_MODELS_TABLE) + 1 + SCALE_KEYS.index(key))
 
     def scale_cell(self, key: str, *, sheet: bool = True) -> str:
@@ -482,8 +519,8 @@ class Layout:
         return f"{self.qtitle('consistency')}!{ref}" if sheet else ref
 
     # ---- derivation sheet (forward and inverse) -----------------------
-    forward_rows = {"concurrency": 5, "max_tokens": 6, "model": 7, "tps": 9, "missing": 10}
-    inverse_rows = {"target_tps": 14, "max_tokens": 15, "model": 16, "max_latency": 17,
+    forward_rows = {"concurrency": 5, "max_tokens": 6, "model": 7, "prompt_tokens": 8, "tps": 9, "missing": 10}
+    inverse_rows = {"target_tps": 14, "max_tokens": 15, "model": 16, "max_latency": 17, "prompt_tokens": 18,
                     "concurrency": 19, "tps": 20, "best_tps": 21, "best_concurrency": 22}
     inverse_table_header = 25
 
@@ -522,12 +559,14 @@ class Layout:
             "ForwardConcurrency": Cell("derivation", f"B{d['concurrency']}"),
             "ForwardMaxTokens": Cell("derivation", f"B{d['max_tokens']}"),
             "ForwardModel": Cell("derivation", f"B{d['model']}"),
+            "ForwardPromptTokens": Cell("derivation", f"B{d['prompt_tokens']}"),
             "ForwardTPS": Cell("derivation", f"B{d['tps']}"),
             "ForwardMissing": Cell("derivation", f"B{d['missing']}"),
             "TargetTPS": Cell("derivation", f"B{inv['target_tps']}"),
             "TargetMaxTokens": Cell("derivation", f"B{inv['max_tokens']}"),
             "TargetModel": Cell("derivation", f"B{inv['model']}"),
             "MaxLatencyP95": Cell("derivation", f"B{inv['max_latency']}"),
+            "TargetPromptTokens": Cell("derivation", f"B{inv['prompt_tokens']}"),
             "RecommendedConcurrency": Cell("derivation", f"B{inv['concurrency']}"),
             "RecommendedTPS": Cell("derivation", f"B{inv['tps']}"),
             "BestTPS": Cell("derivation", f"B{inv['best_tps']}"),
@@ -550,11 +589,12 @@ class Layout:
             "l_slots": self.l_slots,
             "m_slots": self.m_slots,
             "cell_slots": self.cell_slots,
+            "p_slots": self.p_slots,
         }
 
 
 def fitted_layout(lang: Lang, n_rows: int, n_concurrency: int, n_lengths: int, n_models: int,
-                  n_cells: int = 0, min_rows: int = MIN_FILLED_ROWS) -> Layout:
+                  n_cells: int = 0, min_rows: int = MIN_FILLED_ROWS, n_prompts: int = 0) -> Layout:
     """A layout sized to the data, with headroom for rows, levels and cells typed in later."""
     return Layout(
         lang=lang,
@@ -563,13 +603,15 @@ def fitted_layout(lang: Lang, n_rows: int, n_concurrency: int, n_lengths: int, n
         l_slots=max(DEFAULT_LENGTH_SLOTS, n_lengths),
         m_slots=max(DEFAULT_MODEL_SLOTS, n_models),
         cell_slots=max(DEFAULT_CELL_SLOTS, n_cells + 16),
+        p_slots=max(DEFAULT_PROMPT_SLOTS, n_prompts),
     )
 
 
 __all__ = [
     # the sheets' own facts
     "CELLS_TABLE", "CONCURRENCY_TABLE", "CONSISTENCY_COLUMNS", "Cell", "Column", "DEFAULT_CELL_SLOTS",
-    "DEFAULT_CONCURRENCY_SLOTS", "DEFAULT_LENGTH_SLOTS", "DEFAULT_MODEL_SLOTS", "DEFAULT_ROWS", "DISPLAY_KEYS",
+    "DEFAULT_CONCURRENCY_SLOTS", "DEFAULT_LENGTH_SLOTS", "DEFAULT_MODEL_SLOTS", "DEFAULT_PROMPT_SLOTS", "DEFAULT_ROWS",
+    "DISPLAY_KEYS", "PROMPT_TABLE",
     "ENTRY_COLUMNS", "INVERSE_TABLE", "LAYOUT_VERSION", "LENGTH_TABLE", "Lang", "Layout", "META_SHEET",
     "MAX_MODELS", "MIN_FILLED_ROWS", "MODEL_TABLE", "NUMERIC_INPUT_KEYS", "RAW_COLUMNS", "RAW_FORMULA_KEYS", "RAW_INPUT_KEYS",
     "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "SEEN_MODELS_TABLE", "SHEET_KEYS", "SHEET_TITLES", "WORKING_SHEETS", "fitted_layout",

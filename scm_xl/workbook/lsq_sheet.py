@@ -3,21 +3,23 @@
 Long because the sheet's layout, its formulas and its expected values are one unit: each
 formula sits next to the reference value it must equal.
 
-    ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) - ln C_model(m)
+    ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) - ln C_model(m) + ln K_in(P)
 
 is fitted by ordinary least squares on the normal equations. The design matrix X (raw
-rows x p, p = 1 + c_slots + l_slots + m_slots) has at most four non-zero entries per
-row: the intercept, +1 in the column of the row's concurrency slot and max_tokens slot,
-and -1 in its model slot's column (ln TPS falls with ln C_model). The sheet therefore
+rows x p, p = 1 + c_slots + l_slots + m_slots + p_slots) has at most five non-zero entries
+per row: the intercept, +1 in the column of the row's concurrency slot, max_tokens slot and
+prompt-level slot (the K_in table's), and -1 in its model slot's column (ln TPS falls with
+ln C_model). Without prompt levels the K_in block's columns are all zero. The sheet therefore
 never writes X out. Every per-row quantity is one ordinary formula in its own row (no
 multi-cell array formula; IronCalc, LibreOffice and `formulas` compute them alike):
 
   fit   per raw row, 1 when the row is fitted: included, and its concurrency,
-        max_tokens and model are levels of the calibration tables (the same rows as
-        `lsq.fitted_rows`: levels beyond the table slots are not fitted).
-  f#, K#, C#   the parameter number (the coefficient table's #) of the row's non-zero
+        max_tokens, model and prompt level are levels of the calibration tables (the same
+        rows as `lsq.fitted_rows`: levels beyond the table slots are not fitted).
+  f#, K#, C#, P#   the parameter number (the coefficient table's #) of the row's non-zero
         column in each block; 0 at a base level (the BaseConcurrency / BaseMaxTokens /
-        BaseModel cells: the chain's dummy coding, an all-zero column).
+        BaseModel / BasePromptLevel cells: the chain's dummy coding, an all-zero column)
+        and for every row when there are no prompt levels.
   A     X'X + D, p x p ordinary formulas: the diagonal is the number of fitted rows of
         the column (1 for an all-zero column: D), the intercept row and column are
         those counts signed, a cross-block entry is COUNTIFS over two # columns, and
@@ -30,7 +32,7 @@ multi-cell array formula; IronCalc, LibreOffice and `formulas` compute them alik
         a power of two is exact; it keeps `formulas`, which rounds MINVERSE's result to
         15 decimals, at full precision when A's entries are large.
   beta  SUMPRODUCT of M's column and X'y (M is symmetric); per row the fitted ln TPS is
-        the sum of the row's betas, and its leverage h = x M x' the ten-term sum over its
+        the sum of the row's betas, and its leverage h = x M x' the fifteen-term sum over its
         non-zero columns (INDEX into M); leave-one-out prediction exp(y - e / (1 - h))
         where h < 1 - 1e-9.
 
@@ -68,7 +70,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl import lsq
 from scm_xl.engines.base import CellValue
-from scm_xl.model import Analysis, RowStatus, Settings, f_label, k_label, same_model, verdict_for
+from scm_xl.model import Analysis, RowStatus, Settings, f_label, k_label, p_label, same_model, verdict_for
 from scm_xl.workbook.layout import EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, Layout
 
 SHEET_TITLES: dict[str, str] = {"zh": "最小二乘", "en": "LeastSquares"}
@@ -103,13 +105,14 @@ ROW_KEYS = ("exp_id", "fit", "ln_tps", "fitted_ln", "fitted_tps", "residual", "l
 ROW_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(ROW_KEYS)}
 WORK_COL = len(ROW_KEYS) + 2  # the workings (# columns, A and M) start here (column L)
 # Per raw row: the parameter number of the row's non-zero column in each block (workings).
-PARAM_KEYS = {"f": "f_param", "K_len": "k_param", "C_model": "c_param"}
-SIGNS = {"BaseTPS": 1, "f": 1, "K_len": 1, "C_model": -1}  # the sign of a block's non-zero entries in X
+PARAM_KEYS = {"f": "f_param", "K_len": "k_param", "C_model": "c_param", "K_in": "p_param"}
+SIGNS = {"BaseTPS": 1, "f": 1, "K_len": 1, "C_model": -1, "K_in": 1}  # the sign of a block's non-zero entries in X
 
 TEXTS: dict[str, dict[str, str]] = {
     "zh": {
-        "title": "最小二乘标定：ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) − ln C_model(m)，对全部纳入行做对数空间普通最小二乘",
-        "note": "基准水平（系数标定表的基准并发、基准 max_tokens、基准模型）为参照，系数为 1；"
+        "title": "最小二乘标定：ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) + ln K_in(P) − ln C_model(m)，"
+                 "对全部纳入行做对数空间普通最小二乘",
+        "note": "基准水平（系数标定表的基准并发、基准 max_tokens、基准模型、基准提示长度档位）为参照，系数为 1；"
                 "没有拟合行的水平为 unidentified。留一法（LOO）用帽子矩阵：杠杆 h = 1 的行没有 LOO 预测。"
                 "状态 aliased：有水平相互混杂（设计矩阵列线性相关），本表不给出解。",
         "verdict_rule": "判定只看 LOO 预测误差：excellent: MAPE≤5% 且 最大≤10%；good: MAPE≤10% 且 最大≤20%；fail: 更差；"
@@ -136,12 +139,13 @@ TEXTS: dict[str, dict[str, str]] = {
         "exp_id": "实验编号", "fit": "参与拟合", "ln_tps": "ln(TPS)", "fitted_ln": "拟合 ln(TPS)",
         "fitted_tps": "拟合TPS", "residual": "残差(ln)", "leverage": "杠杆 h", "loo_tps": "LOO预测TPS",
         "loo_pct": "LOO偏差率%", "loo_abs_pct": "|LOO偏差率|%",
-        "f_param": "f #", "k_param": "K_len #", "c_param": "C_model #",
+        "f_param": "f #", "k_param": "K_len #", "c_param": "C_model #", "p_param": "K_in #",
     },
     "en": {
-        "title": "Least squares: ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) − ln C_model(m), OLS in logs on every "
-                 "included row",
-        "note": "The base levels (the calibration sheet's base concurrency, base max_tokens and base model) are the "
+        "title": "Least squares: ln TPS = ln BaseTPS + ln f(c) + ln K_len(L) + ln K_in(P) − ln C_model(m), OLS in "
+                 "logs on every included row",
+        "note": "The base levels (the calibration sheet's base concurrency, base max_tokens, base model and base "
+                "prompt level) are the "
                 "reference, factor 1; a level with no fitted rows is unidentified. Leave-one-out (LOO) uses the hat "
                 "matrix: a row with leverage h = 1 has no LOO prediction. Status aliased: some levels are confounded "
                 "(dependent design columns) and the sheet gives no solution.",
@@ -170,7 +174,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "exp_id": "exp_id", "fit": "fitted", "ln_tps": "ln(TPS)", "fitted_ln": "fitted ln(TPS)",
         "fitted_tps": "fitted TPS", "residual": "residual (ln)", "leverage": "leverage h",
         "loo_tps": "LOO predicted TPS", "loo_pct": "LOO error %", "loo_abs_pct": "|LOO error| %",
-        "f_param": "f #", "k_param": "K_len #", "c_param": "C_model #",
+        "f_param": "f #", "k_param": "K_len #", "c_param": "C_model #", "p_param": "K_in #",
     },
 }
 
@@ -188,14 +192,15 @@ class LsqLayout:
     @property
     def p(self) -> int:
         lo = self.layout
-        return 1 + lo.c_slots + lo.l_slots + lo.m_slots
+        return 1 + lo.c_slots + lo.l_slots + lo.m_slots + lo.p_slots
 
     # parameter blocks: (kind, first parameter index 0-based, size)
     @property
     def blocks(self) -> dict[str, tuple[int, int]]:
         lo = self.layout
         return {"BaseTPS": (0, 1), "f": (1, lo.c_slots), "K_len": (1 + lo.c_slots, lo.l_slots),
-                "C_model": (1 + lo.c_slots + lo.l_slots, lo.m_slots)}
+                "C_model": (1 + lo.c_slots + lo.l_slots, lo.m_slots),
+                "K_in": (1 + lo.c_slots + lo.l_slots + lo.m_slots, lo.p_slots)}
 
     def kind_of(self, j: int) -> str:
         """The block of parameter j (0-based)."""
@@ -244,7 +249,7 @@ class LsqLayout:
         return f"${col}${self.row_first}:${col}${self.row_last}"
 
     def work_col(self, j: int) -> str:
-        """Column letter of A's column j (0-based); the # columns of the per-row rows are the first three."""
+        """Column letter of A's column j (0-based); the # columns of the per-row rows are the first four."""
         return get_column_letter(WORK_COL + j)
 
     def m_col(self, j: int) -> str:
@@ -301,10 +306,11 @@ class _Refs:
         self.bc = lo.name_ref("BaseConcurrency")
         self.bl = lo.name_ref("BaseMaxTokens")
         self.bm = lo.name_ref("BaseModel")
+        self.bp = lo.name_ref("BasePromptLevel")
         self.levels = {"f": lo.c_table_range("level"), "K_len": lo.l_table_range("level"),
-                       "C_model": lo.m_table_range("name")}
-        self.bases = {"f": self.bc, "K_len": self.bl, "C_model": self.bm}
-        self.raw_keys = {"f": "concurrency", "K_len": "max_tokens", "C_model": "model"}
+                       "C_model": lo.m_table_range("name"), "K_in": lo.p_table_range("level")}
+        self.bases = {"f": self.bc, "K_len": self.bl, "C_model": self.bm, "K_in": self.bp}
+        self.raw_keys = {"f": "concurrency", "K_len": "max_tokens", "C_model": "model", "K_in": "p_level"}
         self.ok = ll.summary_ref("invertible")
         self.n_fit = ll.summary_ref("observations")
         self.index = ll.coef("index")
@@ -329,18 +335,23 @@ def row_formulas(ll: LsqLayout, row: int) -> dict[str, str]:
         return f"${col}{row}"
 
     fit = me("fit")
+    # a row's prompt level is in the K_in table when it has a slot (0 with no levels at all)
+    in_tables = [f"(COUNTIF({r.levels[k]},{raw(r.raw_keys[k])})>0)" for k in PARAM_KEYS if k != "K_in"]
+    in_tables.append(f"ISNUMBER({raw('p_index')})")
     out = {
         "exp_id": f"=IF({raw('present')}=1,{raw('exp_id')}&\"\",\"\")",
-        "fit": (f"=IF({raw('present')}=1,IF({raw('included')}=1,"
-                + "*".join(f"(COUNTIF({r.levels[k]},{raw(r.raw_keys[k])})>0)" for k in PARAM_KEYS)
-                + ",0),\"\")"),
+        "fit": f"=IF({raw('present')}=1,IF({raw('included')}=1," + "*".join(in_tables) + ",0),\"\")",
     }
     for kind, key in PARAM_KEYS.items():
         first, _ = ll.blocks[kind]
         value = raw(r.raw_keys[kind])
+        if kind == "K_in":  # the slot is the K_in table's: no MATCH needed
+            out[key] = (f"=IF({fit}=1,IF({raw('p_index')}=0,0,IF({value}={r.bases[kind]},0,"
+                        f"{raw('p_index')}+{first})),\"\")")
+            continue
         out[key] = (f"=IF({fit}=1,IF({value}={r.bases[kind]},0,MATCH({value},{r.levels[kind]},0)+{first}),"
                     f"\"\")")
-    pf, pk, pc = (me(PARAM_KEYS[k]) for k in ("f", "K_len", "C_model"))
+    pf, pk, pc, pp = (me(PARAM_KEYS[k]) for k in ("f", "K_len", "C_model", "K_in"))
     beta = ll.coef("beta")
 
     def b(p: str) -> str:
@@ -352,12 +363,14 @@ def row_formulas(ll: LsqLayout, row: int) -> dict[str, str]:
         return f"INDEX({ll.m},MAX({a},1),MAX({c},1))*({a}>0)*({c}>0)"
 
     intercept = _cell_ref(beta, 0)
+    # x M x' with x = e_1 + e_f + e_K - e_C + e_P (the K_in terms are 0 without prompt levels)
     leverage = (f"INDEX({ll.m},1,1)+2*({m('1', pf)}+{m('1', pk)}-{m('1', pc)})"
-                f"+{m(pf, pf)}+{m(pk, pk)}+{m(pc, pc)}+2*({m(pf, pk)}-{m(pf, pc)}-{m(pk, pc)})")
+                f"+{m(pf, pf)}+{m(pk, pk)}+{m(pc, pc)}+2*({m(pf, pk)}-{m(pf, pc)}-{m(pk, pc)})"
+                f"+2*{m('1', pp)}+{m(pp, pp)}+2*({m(pf, pp)}+{m(pk, pp)}-{m(pc, pp)})")
     fitted, lev, loo, pct = me("fitted_ln"), me("leverage"), me("loo_tps"), me("loo_pct")
     out.update({
         "ln_tps": f"=IF({fit}=1,{raw('ln_tps')},\"\")",
-        "fitted_ln": f"=IF(AND({fit}=1,{r.ok}=1),{intercept}+{b(pf)}+{b(pk)}-{b(pc)},\"\")",
+        "fitted_ln": f"=IF(AND({fit}=1,{r.ok}=1),{intercept}+{b(pf)}+{b(pk)}-{b(pc)}+{b(pp)},\"\")",
         "fitted_tps": f"=IF(ISNUMBER({fitted}),EXP({fitted}),\"\")",
         "residual": f"=IF(ISNUMBER({fitted}),{me('ln_tps')}-{fitted},\"\")",
         "leverage": f"=IF(ISNUMBER({fitted}),{leverage},\"\")",
@@ -553,7 +566,7 @@ class _Mirror:
 
 def _settings_for(layout: Layout, settings: Settings) -> Settings:
     return dataclasses.replace(settings, concurrency_slots=layout.c_slots, length_slots=layout.l_slots,
-                               model_slots=layout.m_slots)
+                               model_slots=layout.m_slots, prompt_slots=layout.p_slots)
 
 
 def expected_sheet(layout: Layout, analysis: Analysis, *,
@@ -597,7 +610,8 @@ def expected_sheet(layout: Layout, analysis: Analysis, *,
     rows_per_column = (mirror.x * mirror.x).sum(axis=0)
     xty = mirror.x.T @ mirror.y
     cal = analysis.calibration
-    bases = {"f": cal.base_concurrency, "K_len": cal.base_max_tokens, "C_model": cal.base_model}
+    bases = {"f": cal.base_concurrency, "K_len": cal.base_max_tokens, "C_model": cal.base_model,
+             "K_in": cal.base_prompt_level}
     for j, (kind, level) in enumerate(mirror.levels):
         row = ll.coef_first + j
         if kind != "BaseTPS":
@@ -683,11 +697,13 @@ def _mirror(ll: LsqLayout, analysis: Analysis, by_slot: dict[int, RowStatus], us
     c_levels: list[object] = [lv.concurrency for lv in cal.concurrency_levels[:lo.c_slots]]
     l_levels: list[object] = [lv.max_tokens for lv in cal.length_levels[:lo.l_slots]]
     m_levels: list[object] = [m.model for m in cal.models[:lo.m_slots]]
+    p_levels: list[object] = [p.prompt_level for p in cal.prompt_levels[:lo.p_slots]]
     levels: list[tuple[str, object]] = [("BaseTPS", None)]
     for kind, values, size in (("f", c_levels, lo.c_slots), ("K_len", l_levels, lo.l_slots),
-                               ("C_model", m_levels, lo.m_slots)):
+                               ("C_model", m_levels, lo.m_slots), ("K_in", p_levels, lo.p_slots)):
         levels += [(kind, values[i] if i < len(values) else None) for i in range(size)]
-    bases = {"f": cal.base_concurrency, "K_len": cal.base_max_tokens, "C_model": cal.base_model}
+    bases = {"f": cal.base_concurrency, "K_len": cal.base_max_tokens, "C_model": cal.base_model,
+             "K_in": cal.base_prompt_level}
     n = lo.rows
     x = np.zeros((n, ll.p))
     w = np.zeros(n)
@@ -699,7 +715,7 @@ def _mirror(ll: LsqLayout, analysis: Analysis, by_slot: dict[int, RowStatus], us
         w[i] = 1.0
         y[i] = s.ln_tps
         x[i, 0] = 1.0
-        own = {"f": s.concurrency, "K_len": s.max_tokens, "C_model": s.model}
+        own = {"f": s.concurrency, "K_len": s.max_tokens, "C_model": s.model, "K_in": s.prompt_level}
         for j, (kind, level) in enumerate(levels[1:], start=1):
             if level is None or _same_level(kind, level, bases[kind]):
                 continue
@@ -741,6 +757,8 @@ def _coefficient(fit: lsq.LsqFit, kind: str, level: object) -> lsq.Coefficient |
         return fit.coefficient(f_label(cast(int, level)))  # an f slot's level is a concurrency
     if kind == "K_len":
         return fit.coefficient(k_label(cast(int, level)))  # a K_len slot's level is a max_tokens
+    if kind == "K_in":
+        return fit.coefficient(p_label(cast(int, level)))  # a K_in slot's level is a prompt level
     return next((c for c in fit.coefficients if c.kind == "c_model" and same_model(str(c.level), str(level))), None)
 
 

@@ -36,7 +36,7 @@ from openpyxl.worksheet.properties import Outline
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.base import CellValue
-from scm_xl.model import Analysis, cell_order
+from scm_xl.model import Analysis, cell_order, prompt_index
 from scm_xl.replicates import DEFAULT_CV_THRESHOLD, Z_90, summarize
 from scm_xl.workbook.layout import CELLS_TABLE, Layout
 from scm_xl.workbook.literals import q as _q
@@ -60,15 +60,15 @@ TABLE_FIRST_ROW = 12
 
 # Table columns (A..L), then a gap, then the per-slot key and the per-row helper (grouped and collapsed).
 TABLE_KEYS = ("slot", "first_row", "model", "concurrency", "max_tokens", "n", "median", "mean", "cv",
-              "flagged", "repeats_needed", "more_repeats")
+              "flagged", "repeats_needed", "more_repeats", "prompt_level")
 TABLE_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(TABLE_KEYS)}
 HELPER_KEYS = ("cell_slot",)
 HELPER_COLS = {key: get_column_letter(len(TABLE_KEYS) + 2 + i) for i, key in enumerate(HELPER_KEYS)}
-PRINT_COLS = f"A:{TABLE_COLS['more_repeats']}"
+PRINT_COLS = f"A:{TABLE_COLS['prompt_level']}"
 
 TEXTS: dict[str, dict[str, str]] = {
     "zh": {
-        "title": "重复实验：相同（模型, 并发, max_tokens）的多次运行取中位数",
+        "title": "重复实验：相同（模型, 并发, max_tokens, 提示长度档位）的多次运行取中位数",
         "note": "CV = 样本标准差 / 均值（至少 2 次运行）；CV 高于阈值的组合被标记。所需重复次数 = max(2, ⌈(1.645 × CV / 阈值)²⌉)："
                 "使均值的 90% 置信半宽不超过阈值。只统计有效行（含被剔除的行）。",
         "slots_note": "表格有 {slots} 行：超出的组合只计数，不显示。",
@@ -80,11 +80,11 @@ TEXTS: dict[str, dict[str, str]] = {
         "hidden": "还有 {hidden} 个组合未显示：表格只有 {slots} 行",
         "slot": "#", "first_row": "首次运行所在行", "model": "模型", "concurrency": "并发数",
         "max_tokens": "max_tokens", "n": "运行次数", "median": "TPS中位数", "mean": "TPS均值", "cv": "CV",
-        "flagged_col": "标记", "repeats_needed": "所需重复次数", "more_repeats": "还需次数",
+        "flagged_col": "标记", "repeats_needed": "所需重复次数", "more_repeats": "还需次数", "prompt_level": "提示长度档位",
         "cell_slot": "该行组合的 #（计算过程）",
     },
     "en": {
-        "title": "Replicates: runs of the same (model, concurrency, max_tokens) summarised by their median",
+        "title": "Replicates: runs of the same (model, concurrency, max_tokens, prompt level) summarised by their median",
         "note": "CV = sample standard deviation / mean (two runs or more); cells whose CV is above the threshold are "
                 "flagged. Repeats needed = max(2, ceil((1.645 x CV / threshold)^2)): runs for the 90% half-width of "
                 "the mean to be within the threshold. Every present row counts, excluded ones too.",
@@ -98,6 +98,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "slot": "#", "first_row": "first run on row", "model": "model", "concurrency": "concurrency",
         "max_tokens": "max_tokens", "n": "runs", "median": "median TPS", "mean": "mean TPS", "cv": "CV",
         "flagged_col": "flagged", "repeats_needed": "repeats needed", "more_repeats": "more repeats",
+        "prompt_level": "prompt level",
         "cell_slot": "# of this row's cell (workings)",
     },
 }
@@ -157,7 +158,7 @@ class ReplicatesLayout:
 
     @property
     def print_area(self) -> str:
-        return f"A1:{TABLE_COLS['more_repeats']}{self.table_last}"
+        return f"A1:{TABLE_COLS['prompt_level']}{self.table_last}"
 
     def defined_names(self) -> dict[str, str]:
         return {name: self.summary_cell(key) for name, key in DEFINED_NAMES.items()}
@@ -212,6 +213,7 @@ def slot_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
         "model": f"=IF({has},{_cells_cell(rl, 'model', row)}&\"\",\"\")",
         "concurrency": f"=IF({has},{_cells_cell(rl, 'concurrency', row)},\"\")",
         "max_tokens": f"=IF({has},{_cells_cell(rl, 'max_tokens', row)},\"\")",
+        "prompt_level": f"=IF({has},{_cells_cell(rl, 'prompt_level', row)},\"\")",
         "n": f"=IF({has},COUNTIF({slots},{c['slot']}),\"\")",
         "median": f"=IF({has},MEDIAN({runs}),\"\")",
         "mean": f"=IF({has},AVERAGEIFS({lo.raw_range('tps')},{slots},{c['slot']}),\"\")",
@@ -297,7 +299,7 @@ def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
         ws[rl.cell(key, TABLE_FIRST_ROW)].fill = FORMULA_FILL
     ws.freeze_panes = f"A{TABLE_FIRST_ROW}"
     widths = {"A": 40, "B": 14, "C": 24, "D": 10, "E": 11, "F": 9, "G": 11, "H": 11, "I": 9, "J": 8, "K": 12,
-              "L": 11}
+              "L": 11, "M": 10}
     for col, width in widths.items():
         ws.column_dimensions[col].width = width
     helper_cols = list(HELPER_COLS.values())
@@ -343,15 +345,20 @@ def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_S
         raise ValueError("sheet_rows must give one raw-sheet row per status")
     thr = effective_threshold(threshold)
     # The cells as the cells sheet lists them (its slots), each summarised over its runs.
-    order = cell_order(statuses, layout.m_slots, layout.cell_slots)
-    summaries = {(c.model.casefold(), c.max_tokens, c.concurrency): c
-                 for c in summarize(statuses, cv_threshold=thr)}
+    base_level = analysis.calibration.base_prompt_level
+    levels = [level.prompt_level for level in analysis.calibration.prompt_levels]
+    order = cell_order(statuses, layout.m_slots, layout.cell_slots, base_level=base_level, prompt_levels=levels)
+
+    def key_of(row: Any) -> tuple[str, int, int | None, int]:
+        return (row.model.casefold(), row.max_tokens, prompt_index(row, base_level, levels), row.concurrency)
+
+    summaries = {key_of(c): c for c in summarize(statuses, cv_threshold=thr)}
     cells = [summaries[key] for key in order]
     slot_numbers = {key: slot for slot, key in enumerate(order, start=1)}
-    first_of: dict[tuple[str, int, int], int] = {}
+    first_of: dict[tuple[str, int, int | None, int], int] = {}
     slot_of: dict[int, int] = {}  # sheet row -> its cell's slot (1-based, as the cells sheet numbers them)
     for s, sheet_row in zip(statuses, rows):
-        cell_key = (s.model.casefold(), s.max_tokens, s.concurrency)
+        cell_key = key_of(s)
         first_of.setdefault(cell_key, sheet_row)
         if cell_key in slot_numbers:
             slot_of[sheet_row] = slot_numbers[cell_key]
@@ -370,7 +377,8 @@ def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_S
         if i < len(cells):
             c = cells[i]
             values.update({
-                "first_row": float(first_of[(c.model.casefold(), c.max_tokens, c.concurrency)]),
+                "first_row": float(first_of[key_of(c)]),
+                "prompt_level": float(c.prompt_level) if c.prompt_level is not None else None,
                 "model": c.model, "concurrency": float(c.concurrency), "max_tokens": float(c.max_tokens),
                 "n": float(c.n), "median": c.median_tps, "mean": c.mean_tps, "cv": c.cv,
                 "flagged": 1.0 if c.flagged else 0.0,

@@ -44,7 +44,7 @@ NA = CellError("#N/A")
 
 TEXTS = {
     "zh": {
-        "title": "SCM 标定总览：TPS = BaseTPS × f(并发) × K_len(max_tokens) ÷ C_model(模型)",
+        "title": "SCM 标定总览：TPS = BaseTPS × f(并发) × K_len(max_tokens) × K_in(提示长度) ÷ C_model(模型)",
         "answer": "结论",
         "verdict": "判定（只看 check 行）",
         "check_rows": "检验行数 (check)",
@@ -63,6 +63,7 @@ TEXTS = {
         "concurrency": "并发数",
         "max_tokens": "max_tokens",
         "model": "模型",
+        "prompt_tokens": "提示长度 Token（空 = 基准档位）",
         "forward_tps": "预测 TPS",
         "inverse": "反向：目标 TPS → 推荐并发",
         "target_tps": "目标 TPS",
@@ -71,7 +72,7 @@ TEXTS = {
         "recommended_tps": "该并发下预测 TPS",
         "best_tps": "可达最高 TPS",
         "coefficients": "系数一览",
-        "chart_tps": "TPS 与并发（每个模型 × max_tokens 一条曲线，纳入行的几何均值）",
+        "chart_tps": "TPS 与并发（每个模型 × max_tokens 一条曲线，基准提示长度档位纳入行的几何均值）",
         "chart_fit": "实测 TPS 与预测 TPS（按角色；对角线 y = x）",
         "chart_latency": "P95 延迟与首字延迟 P95（秒）与并发",
         "chart_note": "图表的点随数据变化；新增的档位在下次 scm-xl fill --workbook 后出现在图中。",
@@ -79,7 +80,8 @@ TEXTS = {
         "na": "n/a",
     },
     "en": {
-        "title": "SCM calibration at a glance: TPS = BaseTPS × f(concurrency) × K_len(max_tokens) ÷ C_model(model)",
+        "title": "SCM calibration at a glance: TPS = BaseTPS × f(concurrency) × K_len(max_tokens) × K_in(prompt) ÷ "
+                 "C_model(model)",
         "answer": "The answer",
         "verdict": "verdict (check rows only)",
         "check_rows": "check rows",
@@ -98,6 +100,7 @@ TEXTS = {
         "concurrency": "concurrency",
         "max_tokens": "max_tokens",
         "model": "model",
+        "prompt_tokens": "prompt tokens (blank = the base level)",
         "forward_tps": "predicted TPS",
         "inverse": "Inverse: target TPS → recommended concurrency",
         "target_tps": "target TPS",
@@ -106,7 +109,8 @@ TEXTS = {
         "recommended_tps": "predicted TPS there",
         "best_tps": "best reachable TPS",
         "coefficients": "Coefficients at a glance",
-        "chart_tps": "TPS against concurrency (one line per model × max_tokens; geometric mean of included rows)",
+        "chart_tps": "TPS against concurrency (one line per model × max_tokens; geometric mean of included rows at the "
+                     "base prompt level)",
         "chart_fit": "Measured against predicted TPS, by role (the diagonal is y = x)",
         "chart_latency": "P95 latency and P95 time to first token (s) against concurrency",
         "chart_note": "The points follow the data; a level typed in later joins the charts after scm-xl fill --workbook.",
@@ -145,9 +149,10 @@ FIRST_FIGURE_ROW = 4
 ROWS = {figure.key: FIRST_FIGURE_ROW + i for i, figure in enumerate(FIGURES)}
 FORWARD_FIRST = ROWS["method"] + 2  # "Forward" heading row
 FORWARD = {"concurrency": ("ForwardConcurrency", None), "max_tokens": ("ForwardMaxTokens", None),
-           "model": ("", None), "forward_tps": ("ForwardTPS", "0.00")}
+           "model": ("", None), "prompt_tokens": ("ForwardPromptTokens", None), "forward_tps": ("ForwardTPS", "0.00")}
 INVERSE = {"target_tps": ("TargetTPS", None), "max_tokens": ("TargetMaxTokens", None), "model": ("", None),
-           "max_latency": ("MaxLatencyP95", None), "recommended": ("RecommendedConcurrency", None),
+           "max_latency": ("MaxLatencyP95", None), "prompt_tokens": ("TargetPromptTokens", None),
+           "recommended": ("RecommendedConcurrency", None),
            "recommended_tps": ("RecommendedTPS", "0.00"), "best_tps": ("BestTPS", "0.00")}
 FORWARD_ROWS = {key: FORWARD_FIRST + 1 + i for i, key in enumerate(FORWARD)}
 INVERSE_FIRST = FORWARD_FIRST + len(FORWARD) + 2
@@ -330,15 +335,18 @@ class ChartPoints:
     latency: frozenset[tuple[str, int, int]]  # the cells whose included rows measured P95 latency and TTFT
 
 
-def chart_points(rows: Sequence[RowLike], checks: Sequence[RowCheck]) -> ChartPoints:
-    """The points of the charts: each included (model, max_tokens, concurrency) and each
-    check or identify row with a prediction. rows and checks are the reference's, in sheet order
-    (positions are 1-based within the rows given)."""
+def chart_points(rows: Sequence[RowLike], checks: Sequence[RowCheck],
+                 base_prompt_level: int | None = None) -> ChartPoints:
+    """The points of the charts: each included (model, max_tokens, concurrency) at the base prompt
+    level and each check or identify row with a prediction. rows and checks are the reference's, in
+    sheet order (positions are 1-based within the rows given)."""
+    from scm_xl.model import at_base_prompt
+
     cells: dict[tuple[str, int, int], bool] = {}
     fit: list[tuple[str, int]] = []
     for position, (row, check) in enumerate(zip(rows, checks), start=1):
         status = check.status
-        if status.included:
+        if status.included and at_base_prompt(status, base_prompt_level):
             key = (row.model, row.max_tokens, row.concurrency)
             measured = all(getattr(row, name, None) is not None for name in ("latency_p95_s", "ttft_p95_s"))
             cells[key] = cells.get(key, True) and measured
@@ -352,7 +360,7 @@ def chart_points(rows: Sequence[RowLike], checks: Sequence[RowCheck]) -> ChartPo
 def _cell_formulas(layout: Layout, row: int) -> dict[str, str]:
     calc = layout.raw_range
     crit = (f"{calc('model')},$A{row},{calc('max_tokens')},$B{row},{calc('concurrency')},$C{row},"
-            f"{calc('included')},1")
+            f"{calc('p0_included')},1")
     return {
         "D": f"=IFERROR(EXP(AVERAGEIFS({calc('ln_tps')},{crit})),NA())",
         "E": f"=IFERROR(AVERAGEIFS({calc('latency_p95_s')},{crit}),NA())",

@@ -1,7 +1,8 @@
 /* The live calculator: forward and inverse from the calibration embedded in this page.
  *
  * It repeats, step for step and in the same order of operations, the arithmetic of
- * `scm-xl predict` (scm_xl.model.predict, scm_xl.lsq.LsqFit.forecast) and of
+ * `scm-xl predict` (scm_xl.model.predict, scm_xl.lsq.LsqFit.forecast,
+ * scm_xl.latency.ModelFit.forecast, the method choice of scm_xl.methods.choose_method) and of
  * `scm-xl solve --method chain|lsq` (scm_xl.constrained.solve), so both agree to rounding.
  * No network, no libraries.
  */
@@ -16,6 +17,7 @@
   [DATA.chain, DATA.lsq.calibration].forEach(function (cal) {
     cal.c_model.forEach(function (m) { KEYS[m[0]] = m[1]; });
   });
+  DATA.latency.fits.forEach(function (fit) { KEYS[fit.model] = fit.key; });
   function keyOf(model) {
     return Object.prototype.hasOwnProperty.call(KEYS, model) ? KEYS[model] : model.toLowerCase();
   }
@@ -87,7 +89,7 @@
   // ---------------------------------------------------------------- least squares
   function lsqVector(blend, maxTokens, model) {
     var L = DATA.lsq;
-    var size = 1 + L.concurrency.length + L.max_tokens.length + L.model_keys.length;
+    var size = 1 + L.concurrency.length + L.max_tokens.length + L.model_keys.length + (L.prompt_levels || []).length;
     var x = [];
     for (var i = 0; i < size; i++) x.push(0.0);
     x[0] = 1.0;
@@ -163,8 +165,164 @@
              interpolated: blend.interpolated, extrapolated: blend.extrapolated };
   }
 
-  // `scm-xl predict --json`
-  function predict(method, c, maxTokens, model, extrapolate) {
+
+  // ---------------------------------------------------------------- the latency model
+  var LAT = DATA.latency;
+
+  // Python's format(x, "g"): six significant digits, trailing zeros dropped.
+  function pyG(x) {
+    if (x === 0) return Object.is(x, -0) ? "-0" : "0";
+    if (!isFinite(x)) return x > 0 ? "inf" : (x < 0 ? "-inf" : "nan");
+    var sci = x.toExponential(5), exp = Number(sci.split("e")[1]);
+    function strip(t) { return t.indexOf(".") >= 0 ? t.replace(/0+$/, "").replace(/\.$/, "") : t; }
+    if (exp < -4 || exp >= 6) {
+      var parts = sci.split("e"), e = parts[1], sign = e.charAt(0) === "-" ? "-" : "+";
+      var digits = e.replace(/^[+-]/, "");
+      if (digits.length < 2) digits = "0" + digits;
+      return strip(parts[0]) + "e" + sign + digits;
+    }
+    return strip(x.toFixed(5 - exp));
+  }
+
+  // scm_xl.methods.other_prompt_level
+  function otherPromptLevel(prompt, base) {
+    if (prompt === null || base === null) return false;
+    return !(base / LAT.prompt_ratio <= prompt && prompt <= base * LAT.prompt_ratio);
+  }
+
+  // scm_xl.methods.choose_method("auto", ...): a prompt length other than the base level is the
+  // latency model's; otherwise the lowest hold-out error (decided when the page was made).
+  function autoChoice(prompt) {
+    if (otherPromptLevel(prompt, LAT.base_prompt)) {
+      if (LAT.available) {
+        return { method: "latency", why: TEXT.why_other_prompt.replace("{p}", pyG(prompt))
+          .replace("{base}", pyG(LAT.base_prompt)) };
+      }
+      return { method: "chain", why: TEXT.why_no_latency };
+    }
+    return { method: LAT.auto.method, why: LAT.auto.why };
+  }
+
+  function latencyFit(model) {  // LatencyModel.fit_for
+    if (!LAT.fits.length) return null;
+    if (model === null || model === undefined) return LAT.fits[0];
+    var key = keyOf(model);
+    for (var i = 0; i < LAT.fits.length; i++) if (LAT.fits[i].key === key) return LAT.fits[i];
+    return null;
+  }
+  function linear(beta, features) {  // LinearFit.value
+    var s = 0;
+    for (var i = 0; i < beta.length && i < features.length; i++) s += beta[i] * features[i];
+    return s;
+  }
+  // scm_xl.latency.Terms.weights: n as a blend of the knots (the measured served batches,
+  // ascending), linear between the two around it and along the nearest end segment outside them;
+  // one knot: that knot.
+  function knotWeights(knots, n) {
+    var out = knots.map(function () { return 0.0; });
+    if (knots.length === 1) { out[0] = 1.0; return out; }
+    var upper = knots.length - 1;
+    for (var i = 0; i < knots.length; i++) if (knots[i] >= n) { upper = i; break; }
+    upper = Math.min(Math.max(upper, 1), knots.length - 1);
+    var low = knots[upper - 1], high = knots[upper];
+    var w = (n - low) / (high - low);
+    out[upper - 1] = 1.0 - w;
+    out[upper] = w;
+    return out;
+  }
+  // Terms.itl and Terms.ttft: the features in the fit's order (step(knot) per knot, then d, e;
+  // t0, s, p, q), a term whose factor was never varied left out as the fit left it out.
+  function itlFeatures(terms, n, prompt, output) {
+    var features = knotWeights(terms.knots, n);
+    if (terms.context) features.push(n * (prompt + output / 2));
+    if (terms.joining) features.push(n * prompt / output);
+    return features;
+  }
+  function ttftFeatures(terms, n, prompt, step) {
+    var features = [1.0];
+    if (terms.batch) features.push(step);
+    if (terms.prompt) {
+      features.push(prompt);
+      if (terms.batch) features.push(n * prompt);
+    }
+    return features;
+  }
+  function fitted(features, beta, part) {  // the page's terms are the fit's (a stale payload says so)
+    if (features.length !== beta.length) throw new Error(part + ": " + features.length + " features, " + beta.length + " coefficients");
+    return features;
+  }
+  function served(fit, c) { return fit.knee_limit !== null ? Math.min(c, fit.knee_limit) : c; }
+
+  function emptyForecast(prompt, missing) {
+    return { tps: null, ttft_s: null, latency_s: null, itl_s: null, ttft_p95_s: null, latency_p95_s: null,
+             tps_interval: null, beyond_knee: false, extrapolated: [], missing: missing, prompt_tokens: prompt };
+  }
+
+  // scm_xl.latency.ModelFit.forecast (output_tokens: max_tokens times the measured share)
+  function fitForecast(fit, c, maxTokens, promptTokens) {
+    var prompt = promptTokens === null ? fit.prompt_levels[0] : promptTokens;
+    var output = Math.max(1.0, maxTokens * fit.output_ratio);
+    var missing = [];
+    if (!fit.terms.prompt && !fit.prompt_levels.some(function (level) {
+      return Math.abs(prompt - level) <= level * (LAT.prompt_ratio - 1) + 1;
+    })) missing.push(fit.missing_prompt);
+    if (!fit.terms.batch && c !== fit.concurrency_range[0]) missing.push(fit.missing_concurrency);
+    if (missing.length) return emptyForecast(prompt, missing);
+    var n = served(fit, c);
+    var itl = linear(fit.itl_beta, fitted(itlFeatures(fit.terms, n, prompt, output), fit.itl_beta, "ITL"));
+    var ttft = linear(fit.ttft_beta, fitted(ttftFeatures(fit.terms, n, prompt, itl), fit.ttft_beta, "TTFT"));
+    var latency = ttft + (output - 1) * itl;
+    if (!(ttft > 0 && itl > 0 && latency > 0)) return emptyForecast(prompt, ["the fitted times are not positive there"]);
+    var factor = 1.0;
+    if (fit.knee_limit !== null && c > fit.knee_limit) factor = c / fit.knee_limit;
+    var wait = fit.queue_share * latency * (factor - 1);
+    var latencyTotal = latency + wait, ttftTotal = ttft + wait;
+    var tps = fit.efficiency * served(fit, c) * output / latency;
+    var interval = null;
+    if (fit.sigma_log !== null && fit.dof > 0) {
+      var spread = fit.t * fit.sigma_log * Math.sqrt(1 + 1 / fit.rows);
+      interval = [tps * Math.exp(-spread), tps * Math.exp(spread)];
+    }
+    var outside = [];
+    if (!(fit.concurrency_range[0] <= c && c <= fit.concurrency_range[1])) outside.push("concurrency");
+    var levels = fit.prompt_levels;
+    if (fit.terms.prompt && !(levels[0] / LAT.prompt_ratio <= prompt && prompt <= levels[levels.length - 1] * LAT.prompt_ratio))
+      outside.push("prompt length");
+    if (!(fit.max_tokens_range[0] <= maxTokens && maxTokens <= fit.max_tokens_range[1])) outside.push("max_tokens");
+    return {
+      tps: tps, ttft_s: ttftTotal, latency_s: latencyTotal, itl_s: itl,
+      ttft_p95_s: fit.ttft_p95_ratio ? ttftTotal * fit.ttft_p95_ratio : null,
+      latency_p95_s: fit.latency_p95_ratio ? latencyTotal * fit.latency_p95_ratio : null,
+      tps_interval: interval, beyond_knee: factor > 1, extrapolated: outside, missing: [], prompt_tokens: prompt
+    };
+  }
+
+  // `scm-xl predict --method latency --json`: LatencyModel.forecast and the knee of the model's fit
+  function latencyPredict(c, maxTokens, model, promptTokens) {
+    var fit = latencyFit(model);
+    var r;
+    if (fit === null) {
+      var reason = LAT.fits.length ? "the latency model has no fit for '" + (model || "") + "'" : LAT.no_fit;
+      r = emptyForecast(promptTokens === null ? 0.0 : promptTokens, [reason]);
+    } else {
+      r = fitForecast(fit, c, maxTokens, promptTokens);
+    }
+    r.method = "latency";
+    r.knee = fit ? fit.knee : null;
+    return r;
+  }
+
+  // `scm-xl predict --json` (promptTokens: null when not given)
+  function predict(method, c, maxTokens, model, extrapolate, promptTokens) {
+    if (promptTokens === undefined) promptTokens = null;
+    if (method === "auto") method = autoChoice(promptTokens).method;
+    if (method === "latency") {
+      return latencyPredict(c, maxTokens, model || DATA.chain.base_model || null, promptTokens);
+    }
+    if (otherPromptLevel(promptTokens, LAT.base_prompt)) {
+      return { tps: null, method: method, missing: ["prompt length " + pyG(promptTokens) + ": " + method
+        + " calibrates at " + pyG(LAT.base_prompt) + " tokens (use --method latency)"] };
+    }
     if (method === "chain") {
       var p = chainPredict(c, maxTokens, model);
       return { tps: p.tps, missing: p.missing, method: "chain" };
@@ -176,7 +334,39 @@
   }
 
   // ---------------------------------------------------------------- the constrained inverse
-  function surface(method) {
+  // constrained.latency_surface: the latency model at the workload's prompt length, continuous in
+  // concurrency, with predicted P95s (solve asks it with extrapolation on and rejects after).
+  function latencySurface(prompt) {
+    var levels = [], lengths = [], top = 0;
+    LAT.fits.forEach(function (fit) {
+      fit.measured_concurrency.forEach(function (c) { if (levels.indexOf(c) < 0) levels.push(c); });
+      fit.max_tokens_levels.forEach(function (l) { if (lengths.indexOf(l) < 0) lengths.push(l); });
+      top = Math.max(top, fit.concurrency_range[1]);
+    });
+    function ascending(a, b) { return a - b; }
+    var knees = LAT.fits.filter(function (fit) { return fit.knee_limit !== null; })
+      .map(function (fit) { return fit.knee_limit; });
+    return {
+      knee: knees.length ? Math.min.apply(null, knees) : null,
+      method: "latency", predicts_percentiles: true, onsets: DATA.onsets_all,
+      forecast: function (c, l, m) {
+        var r = latencyPredict(c, l, m, prompt);
+        if (r.tps === null) return { tps: null };
+        var fit = latencyFit(m), low = fit.concurrency_range[0], high = fit.concurrency_range[1];
+        var outside = !(low <= c && c <= high);
+        var measured = fit.measured_concurrency.indexOf(c) >= 0;
+        return { tps: r.tps, mean_interval: null, prediction_interval: r.tps_interval,
+                 interpolated: !measured && !outside, extrapolated: outside,
+                 latency_p95_s: r.latency_p95_s, ttft_p95_s: r.ttft_p95_s };
+      },
+      concurrency_levels: levels.length ? levels.sort(ascending) : [top],
+      max_tokens_levels: lengths.sort(ascending),
+      models: LAT.fits.map(function (fit) { return [fit.model, fit.key, 1.0]; })
+    };
+  }
+
+  function surface(method, prompt) {
+    if (method === "latency") return latencySurface(prompt === undefined ? null : prompt);
     var cal = method === "lsq" ? DATA.lsq.calibration : DATA.chain;
     var levels = method === "lsq" ? DATA.lsq.measured_concurrency
       : DATA.chain.f.filter(function (p) { return p[1] !== null; }).map(function (p) { return p[0]; });
@@ -186,7 +376,8 @@
         : function (c, l, m) { return chainForecast(c, l, m, true); },
       concurrency_levels: levels,
       max_tokens_levels: cal.k_len.filter(function (p) { return p[1] !== null; }).map(function (p) { return p[0]; }),
-      models: cal.c_model.filter(function (m) { return m[2] !== null; })
+      models: cal.c_model.filter(function (m) { return m[2] !== null; }),
+      predicts_percentiles: false, onsets: DATA.onsets, knee: null
     };
   }
 
@@ -198,13 +389,13 @@
     return null;
   }
 
-  function rejections(model, key, c, l, forecast, cell, cons, extrapolate) {
+  function rejections(model, key, c, l, forecast, cell, cons, extrapolate, onsets) {
     var reasons = [];
     if (cons.models !== null && cons.models.indexOf(key) < 0) reasons.push("model");
     if (cons.max_tokens !== null && cons.max_tokens.indexOf(l) < 0) reasons.push("max_tokens");
     if (cons.max_concurrency !== null && c > cons.max_concurrency) reasons.push("max_concurrency");
     var onset = cons.rate_limit !== null ? cons.rate_limit
-      : (Object.prototype.hasOwnProperty.call(DATA.onsets, key) ? DATA.onsets[key] : null);
+      : (Object.prototype.hasOwnProperty.call(onsets, key) ? onsets[key] : null);
     if (onset !== null && c >= onset) reasons.push("rate_limit");
     if (forecast.extrapolated && !extrapolate) reasons.push("extrapolation");
     [[cons.max_latency_p95, cell ? cell.latency : null, "latency_p95"],
@@ -232,8 +423,10 @@
   }
 
   // scm_xl.constrained.solve, answered as `scm-xl solve --method M --json` prints it.
-  function solve(method, target, cons, extrapolate, conservative) {
-    var s = surface(method);
+  function solve(method, target, cons, extrapolate, conservative, promptTokens) {
+    if (promptTokens === undefined) promptTokens = null;
+    if (method === "auto") method = autoChoice(promptTokens).method;
+    var s = surface(method, promptTokens);
     var top = s.concurrency_levels.length ? Math.max.apply(null, s.concurrency_levels) : 0;
     var cap = Math.max(DATA.search_factor * top, cons.max_concurrency || 0);
     var notes = [];
@@ -243,13 +436,13 @@
         for (var c = 1; c <= cap; c++) {
           var f = s.forecast(c, l, m[0]);
           if (f.tps === null) continue;
-          var cell = cellOf(m[1], c, l);
+          var cell = s.predicts_percentiles ? { latency: f.latency_p95_s, ttft: f.ttft_p95_s } : cellOf(m[1], c, l);
           candidates.push({
             model: m[0], key: m[1], concurrency: c, max_tokens: l, c_model: m[2], tps: f.tps,
             mean_interval: f.mean_interval || null, prediction_interval: f.prediction_interval || null,
             interpolated: f.interpolated, extrapolated: f.extrapolated,
             latency_p95_s: cell ? cell.latency : null, ttft_p95_s: cell ? cell.ttft : null,
-            rejected_by: rejections(m[0], m[1], c, l, f, cell, cons, extrapolate)
+            rejected_by: rejections(m[0], m[1], c, l, f, cell, cons, extrapolate, s.onsets)
           });
         }
       });
@@ -280,19 +473,21 @@
       bestBlocked = higher.filter(function (c) { return c.tps === topHigher; })[0];
     }
     if (conservative && !candidates.some(function (c) { return c.mean_interval !== null; })) notes.push("no_interval");
-    if (cheapest && cheapest.interpolated) notes.push("interpolated");
+    if (cheapest && cheapest.interpolated) notes.push(method === "latency" ? "interpolated_latency" : "interpolated");
     if (cheapest && cheapest.extrapolated) notes.push("extrapolated");
     if (blocked && blocked.rejected_by.indexOf("extrapolation") >= 0) notes.push("needs_extrapolation");
     if (candidates.some(function (c) {
       return c.rejected_by.indexOf("latency_p95_unmeasured") >= 0 || c.rejected_by.indexOf("ttft_p95_unmeasured") >= 0;
     })) notes.push("unmeasured");
+    if (s.knee !== null && ((cheapest && cheapest.concurrency > s.knee) || (best && best.concurrency > s.knee)))
+      notes.push("beyond_knee");
     return {
       concurrency: cheapest ? cheapest.concurrency : null, tps: cheapest ? cheapest.tps : null,
       reachable: cheapest !== null, max_tokens: cheapest ? cheapest.max_tokens : null,
       model: cheapest ? cheapest.model : null, method: method, target_tps: target,
       cheapest: cheapest ? candidateDict(cheapest) : null, binding: binding,
       blocked: blocked ? candidateDict(blocked) : null, best: best ? candidateDict(best) : null,
-      best_binding: bestBlocked ? bestBlocked.rejected_by.slice() : [], notes: notes
+      best_binding: bestBlocked ? bestBlocked.rejected_by.slice() : [], notes: notes, knee: s.knee
     };
   }
 
@@ -320,9 +515,39 @@
   }
 
   function nothingCalibrated(out) {
-    if ($("fwd-model").options.length && $("fwd-max-tokens").options.length) return false;
+    if (out.closest("form").getAttribute("data-calibrated") === "1") return false;
     setResult(out, { error: "no_calibration" }, "<p class='warn'>" + esc(TEXT.no_calibration) + "</p>");
     return true;
+  }
+
+  function methodName(m) { return TEXT.method_names[m] || m; }
+  function seconds(v) { return v === null || v === undefined ? "-" : pyG(Number(v.toPrecision(3))) + " s"; }
+
+  // Which method answers and why, as `scm-xl predict` says it.
+  function choiceFor(method, prompt) {
+    if (method === "auto") return autoChoice(prompt);
+    return { method: method, why: TEXT.why_asked };
+  }
+  function showChoice(el, choice) {
+    el.setAttribute("data-method", choice.method);
+    el.setAttribute("data-why", choice.why);
+    el.textContent = TEXT.method_label + ": " + methodName(choice.method) + " (" + choice.why + ")";
+  }
+
+  function latencyHtml(r) {
+    var html = "<p class='answer'><span class='big'>" + fmt(r.tps) + "</span> TPS</p>";
+    if (r.tps_interval) html += "<p>" + esc(TEXT.prediction90) + ": " + fmt(r.tps_interval[0]) + " – " + fmt(r.tps_interval[1]) + "</p>";
+    html += "<p>" + esc(TEXT.ttft_label) + " " + seconds(r.ttft_s) + " · " + esc(TEXT.latency_label) + " " + seconds(r.latency_s)
+      + " · " + esc(TEXT.itl_label) + " " + seconds(r.itl_s) + " — " + esc(TEXT.at_prompt.replace("{p}", pyG(r.prompt_tokens))) + "</p>";
+    if (r.ttft_p95_s !== null || r.latency_p95_s !== null) {
+      html += "<p class='muted'>" + esc(TEXT.p95_label) + ": " + esc(TEXT.ttft_label) + " " + seconds(r.ttft_p95_s) + " · "
+        + esc(TEXT.latency_label) + " " + seconds(r.latency_p95_s) + "</p>";
+    }
+    var fit = latencyFit($("fwd-model").value);
+    if (fit) html += "<p class='muted'>" + esc(TEXT.knee_label) + ": " + esc(fit.knee_words || fit.knee.text) + "</p>";
+    if (r.beyond_knee) html += "<p class='warn'>" + esc(TEXT.beyond_knee) + "</p>";
+    if (r.extrapolated.length) html += "<p class='warn'>" + esc(TEXT.outside.replace("{what}", r.extrapolated.join(", "))) + "</p>";
+    return html;
   }
 
   function updateForward() {
@@ -330,19 +555,26 @@
     if (nothingCalibrated(out)) return;
     var method = $("fwd-method").value, c = Number($("fwd-concurrency").value);
     var l = Number($("fwd-max-tokens").value), model = $("fwd-model").value, extrapolate = $("fwd-extrapolate").checked;
-    if (!(c > 0) || !(l >= 1) || !Number.isInteger(l)) {
+    var prompt = optionalNumber($("fwd-prompt-tokens"));
+    if (!(c > 0) || !(l >= 1) || !Number.isInteger(l) || (prompt !== null && !(prompt >= 0))) {
       setResult(out, { error: "input" }, "<p class='warn'>" + esc(TEXT.bad_input) + "</p>");
       return;
     }
-    var r = predict(method, c, l, model, extrapolate);
+    var choice = choiceFor(method, prompt);
+    showChoice($("forward-choice"), choice);
+    var r = predict(method, c, l, model, extrapolate, prompt);
     if (r.tps === null) {
       setResult(out, r, "<p class='answer muted'>" + esc(TEXT.unidentified) + ": " + esc(r.missing.join(", ")) + "</p>");
+      return;
+    }
+    if (r.method === "latency") {
+      setResult(out, r, latencyHtml(r));
       return;
     }
     var html = "<p class='answer'><span class='big'>" + fmt(r.tps) + "</span> TPS</p>";
     if (r.tps_interval) html += "<p>" + esc(TEXT.interval90) + ": " + fmt(r.tps_interval[0]) + " – " + fmt(r.tps_interval[1]) + "</p>";
     if (r.tps_prediction_interval) html += "<p class='muted'>" + esc(TEXT.prediction90) + ": " + fmt(r.tps_prediction_interval[0]) + " – " + fmt(r.tps_prediction_interval[1]) + "</p>";
-    if (method === "chain") html += "<p class='muted'>" + esc(TEXT.chain_no_interval) + "</p>";
+    if (r.method === "chain") html += "<p class='muted'>" + esc(TEXT.chain_no_interval) + "</p>";
     if (r.interpolated) html += "<p class='muted'>" + esc(TEXT.note_interpolated) + "</p>";
     if (r.extrapolated) html += "<p class='warn'>" + esc(TEXT.note_extrapolated) + "</p>";
     setResult(out, r, html);
@@ -365,12 +597,24 @@
       setResult(out, { error: "input" }, "<p class='warn'>" + esc(TEXT.bad_input) + "</p>");
       return;
     }
-    var r = solve(method, target, cons, $("inv-extrapolate").checked, $("inv-conservative").checked);
+    var prompt = optionalNumber($("inv-prompt-tokens"));
+    if (prompt !== null && !(prompt >= 0)) {
+      setResult(out, { error: "input" }, "<p class='warn'>" + esc(TEXT.bad_input) + "</p>");
+      return;
+    }
+    var choice = choiceFor(method, prompt);
+    showChoice($("inverse-choice"), choice);
+    var r = solve(method, target, cons, $("inv-extrapolate").checked, $("inv-conservative").checked, prompt);
     var html;
     if (r.cheapest) {
-      var iv = r.cheapest.tps_interval;
+      var iv = r.cheapest.tps_interval, pv = r.cheapest.tps_prediction_interval;
       html = "<p class='answer'>" + config(r.cheapest) + ": <span class='big'>" + fmt(r.cheapest.tps) + "</span> TPS</p>"
-        + (iv ? "<p>" + esc(TEXT.interval90) + ": " + fmt(iv[0]) + " – " + fmt(iv[1]) + "</p>" : "");
+        + (iv ? "<p>" + esc(TEXT.interval90) + ": " + fmt(iv[0]) + " – " + fmt(iv[1]) + "</p>"
+           : (pv ? "<p>" + esc(TEXT.prediction90) + ": " + fmt(pv[0]) + " – " + fmt(pv[1]) + "</p>" : ""));
+      if (r.method === "latency" && (r.cheapest.latency_p95_s !== null || r.cheapest.ttft_p95_s !== null)) {
+        html += "<p class='muted'>" + esc(TEXT.p95_label) + ": " + esc(TEXT.ttft_label) + " " + seconds(r.cheapest.ttft_p95_s)
+          + " · " + esc(TEXT.latency_label) + " " + seconds(r.cheapest.latency_p95_s) + "</p>";
+      }
     } else {
       html = "<p class='answer warn'>" + esc(TEXT.unreachable.replace("{t}", String(target))) + "</p>";
     }
@@ -379,11 +623,18 @@
       html += "<p>" + esc(TEXT.best_label) + ": " + fmt(r.best.tps) + " TPS — " + config(r.best)
         + " (" + esc(TEXT.bound_by) + " " + esc(bindingText(r.best_binding)) + ")</p>";
     }
-    r.notes.forEach(function (n) { html += "<p class='muted'>" + esc(TEXT.notes[n] || n) + "</p>"; });
-    setResult(out, r, html);
+    r.notes.forEach(function (n) {
+      html += "<p class='muted'>" + esc((TEXT.notes[n] || n).replace("{k}", r.knee === null ? "" : pyG(r.knee))) + "</p>";
+    });
+    if (r.method !== "latency" && otherPromptLevel(prompt, LAT.base_prompt)) {
+      html += "<p class='warn'>" + esc(TEXT.notes.base_prompt_only.replace("{base}", pyG(LAT.base_prompt))) + "</p>";
+    }
+    var result = {};
+    Object.keys(r).forEach(function (k) { if (k !== "knee") result[k] = r[k]; });
+    setResult(out, result, html);
   }
 
-  ["fwd-method", "fwd-concurrency", "fwd-max-tokens", "fwd-model", "fwd-extrapolate"].forEach(function (id) {
+  ["fwd-method", "fwd-concurrency", "fwd-max-tokens", "fwd-prompt-tokens", "fwd-model", "fwd-extrapolate"].forEach(function (id) {
     $(id).addEventListener("input", updateForward);
     $(id).addEventListener("change", updateForward);
   });
@@ -393,5 +644,5 @@
   });
   updateForward();
   updateInverse();
-  window.scmCalculator = { predict: predict, solve: solve };
+  window.scmCalculator = { predict: predict, solve: solve, autoChoice: autoChoice, weights: knotWeights };
 })();

@@ -1,0 +1,28 @@
+"""The simulator design the latency tests share: a slot limit of 6 and step costs that grow with
+the batch and the context (tests/test_latency_model.py, tests/test_latency_sheet.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+
+from scm_xl.collector import CollectConfig, run_collection
+from scm_xl.results import ResultRow, read_results
+from scm_xl.simulator import SimConfig
+
+SLOTS = 6
+MEASURED_CONCURRENCY = (1, 2, 4, 8, 16)
+SIM = SimConfig(model_name="sim", step_base_s=0.004, step_per_seq_s=0.0004, step_per_ctx_token_s=2e-6,
+                prefill_s_per_token=0.00002, max_seqs=SLOTS, seed=1)
+
+
+def collect(url: str, folder: Path, tag: str, prompt: int, concurrency: tuple[int, ...],
+            max_tokens: tuple[int, ...]) -> list[ResultRow]:
+    path = folder / f"{tag}{prompt}.csv"
+    config = CollectConfig(base_url=url, models=("sim",), concurrency=concurrency, max_tokens=max_tokens,
+                           requests_per_slot=3, prompt="x" * (4 * prompt), results_path=path, overwrite=True,
+                           ignore_eos=True)
+    asyncio.run(run_collection(config, progress=False))
+    return [dataclasses.replace(r, exp_id=f"{tag}{r.exp_id}-P{prompt}", prompt_level=prompt)
+            for r in read_results(path).rows]
