@@ -98,21 +98,24 @@ class Surface:
     knee: float | None = None  # where throughput stops growing (a fitted slot limit), when known
 
 
-def chain_surface(cal: Calibration) -> Surface:
-    """The chain's calibration as a surface (no intervals)."""
+def chain_surface(cal: Calibration, prompt_tokens: float | None = None) -> Surface:
+    """The chain's calibration as a surface (no intervals), at a workload's prompt length
+    (K_in(P), None: the base level)."""
     known = tuple(level.concurrency for level in cal.concurrency_levels if level.f is not None)
+    k_in = cal.k_in_at(prompt_tokens)
 
     def forecast(concurrency: int, max_tokens: int, model: str, extrapolate: bool) -> Forecast:
         blend = concurrency_blend(concurrency, known, extrapolate=extrapolate)
         k, c = cal.k_len(max_tokens), cal.c_model(model)
         missing = tuple(label for ok, label in (
             (blend is not None, f_label(concurrency)), (k is not None, k_label(max_tokens)),
+            (k_in is not None, f"K_in({prompt_tokens:g})" if prompt_tokens is not None else "K_in"),
             (c is not None, c_label(model)), (cal.base_tps is not None, "BaseTPS")) if not ok)
-        if missing or blend is None or k is None or c is None or cal.base_tps is None:
+        if missing or blend is None or k is None or c is None or cal.base_tps is None or k_in is None:
             return Forecast(concurrency, max_tokens, model, None, missing=missing)
         known_f = {level: value for level, value in ((lv, cal.f(lv)) for lv, _ in blend.weights) if value is not None}
         log_f = sum(weight * math.log(known_f[level]) for level, weight in blend.weights)
-        return Forecast(concurrency, max_tokens, model, cal.base_tps * math.exp(log_f) * k / c,
+        return Forecast(concurrency, max_tokens, model, cal.base_tps * math.exp(log_f) * k * k_in / c,
                         interpolated=blend.interpolated, extrapolated=blend.extrapolated)
 
     return Surface(
@@ -152,12 +155,13 @@ def latency_surface(latency: Any, prompt_tokens: float | None, max_tokens_levels
                    predicts_percentiles=True, knee=min(knees) if knees else None)
 
 
-def lsq_surface(result: LsqFit) -> Surface:
-    """The least-squares fit as a surface (with 90% intervals where there are residual dof)."""
+def lsq_surface(result: LsqFit, prompt_tokens: float | None = None) -> Surface:
+    """The least-squares fit as a surface (with 90% intervals where there are residual dof), at a
+    workload's prompt length (None: the base level)."""
     cal = result.calibration
 
     def forecast(concurrency: int, max_tokens: int, model: str, extrapolate: bool) -> Forecast:
-        return result.forecast(concurrency, max_tokens, model, extrapolate=extrapolate)
+        return result.forecast(concurrency, max_tokens, model, extrapolate=extrapolate, prompt_tokens=prompt_tokens)
 
     return Surface(
         method="lsq", forecast=forecast, concurrency_levels=tuple(result.measured_concurrency_levels()),
@@ -243,7 +247,7 @@ class SolveRequest:
     rate_limit_concurrency: int | None = None
     extrapolate: bool = False
     conservative: bool = False
-    prompt_tokens: float | None = None  # the workload's prompt length (latency method); None: the base level
+    prompt_tokens: float | None = None  # the workload's prompt length; None: the base level
 
     @property
     def searches_every_knob(self) -> bool:
@@ -282,14 +286,18 @@ def solve_request(request: SolveRequest, target_tps: float, *, calibration: Cali
                          | ({request.max_tokens} if request.max_tokens is not None else set()))
         surface = latency_surface(latency, request.prompt_tokens, lengths)
     else:
+        # chain and lsq are judged on the measured percentiles at the asked prompt level (the base one
+        # when none is asked; the percentiles of an interpolated prompt length are not measured)
         level = base_prompt_level(rows, settings)
-        rows = [r for r in rows if at_base_prompt(r, level)]
+        asked = request.prompt_tokens
+        rows = [r for r in rows if (at_base_prompt(r, level) if asked is None
+                                    else getattr(r, "prompt_level", None) == asked)]
         if method == "lsq":
             from scm_xl.lsq import fit
 
-            surface = lsq_surface(fit(statuses, settings))
+            surface = lsq_surface(fit(statuses, settings), asked)
         else:
-            surface = chain_surface(calibration)
+            surface = chain_surface(calibration, asked)
     return solve(surface, target_tps, rows=rows, constraints=request.constraints(),
                  extrapolate=request.extrapolate, conservative=request.conservative)
 

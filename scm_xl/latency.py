@@ -49,6 +49,10 @@ manual exclude are not fitted.
 
 Hold-out: every fitted row is predicted by a refit without it (knee included), the error in TPS
 is the method's leave-one-out error, comparable with the chain's and least squares'.
+
+Long because it is one model: the observations, the two fits, the knee's profile and F test, the
+forecast and the hold-out share the terms and their scales, which the workbook's latency sheet
+mirrors term by term.
 """
 
 from __future__ import annotations

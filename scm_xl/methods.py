@@ -2,9 +2,9 @@
 
 Every forward and inverse answer names its method and why. `auto` takes the method with the
 lowest leave-one-out MAPE over at least MIN_HOLDOUT_ROWS rows among those that can answer the
-question; a prompt length other than the base level can only be answered by the latency model
-(chain and least squares calibrate at one prompt level). With no hold-out to judge on, the
-article's chain answers, as it always has.
+question. Chain and least squares answer at another prompt length through K_in(P) when the data
+have prompt levels; with one plain prompt only the latency model can (it reads the server-counted
+prompt of every row). With no hold-out to judge on, the article's chain answers, as it always has.
 """
 
 from __future__ import annotations
@@ -68,10 +68,10 @@ def choose_method(requested: str, analysis: Analysis, lsq_report: dict[str, Any]
     shown = dict(errors)
     if requested != "auto":
         return MethodChoice(requested, "asked for (--method)", shown)
-    if other_prompt_level(prompt_tokens, base):
+    if analysis.base_prompt_level is None and other_prompt_level(prompt_tokens, base):
         if latency is not None and latency.available:
             return MethodChoice("latency", f"only the latency model answers for a prompt of {prompt_tokens:g} tokens "
-                                           f"(chain and least squares calibrate at {base:g})", shown)
+                                           f"(the data have one prompt, {base:g} tokens, and no prompt levels)", shown)
         return MethodChoice("chain", "no latency model (TTFT, latency and ITL not recorded); the chain answers "
                                      "only at its base prompt level", shown)
     ranked = sorted((value, name) for name, value in errors.items() if value is not None)

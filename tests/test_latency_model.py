@@ -69,8 +69,10 @@ def test_the_holdout_and_littles_law(measured: tuple[list, list]) -> None:
     assert model.report()["models"][0]["prompt_levels"] == [32.0, 512.0]
 
 
-def test_a_prompt_length_changes_the_answer_and_the_chain_cannot_give_it(measured: tuple[list, list],
-                                                                          tmp_path: Path) -> None:
+def test_a_prompt_length_changes_the_answer_on_every_method(measured: tuple[list, list], tmp_path: Path) -> None:
+    import dataclasses
+    import json
+
     from click.testing import CliRunner
 
     from scm_xl.cli import main
@@ -78,19 +80,27 @@ def test_a_prompt_length_changes_the_answer_and_the_chain_cannot_give_it(measure
     path = tmp_path / "train.csv"
     write_results(path, measured[0])
     runner = CliRunner()
-    short = runner.invoke(main, ["predict", str(path), "--concurrency", "4", "--max-tokens", "32",
-                                 "--prompt-tokens", "32", "--method", "latency", "--json"])
-    long = runner.invoke(main, ["predict", str(path), "--concurrency", "4", "--max-tokens", "32",
-                                "--prompt-tokens", "400", "--json"])
-    assert short.exit_code == 0 and long.exit_code == 0, (short.output, long.output)
-    import json
 
-    a, b = json.loads(short.output), json.loads(long.output)
-    assert b["method"] == "latency" and "only the latency model answers" in b["method_choice"]["why"]
-    assert b["tps"] < a["tps"] * 0.9 and b["ttft_s"] > a["ttft_s"]
-    chain = runner.invoke(main, ["predict", str(path), "--concurrency", "4", "--max-tokens", "48",
+    def ask(*options: str) -> dict:
+        result = runner.invoke(main, ["predict", str(path), "--concurrency", "4", "--max-tokens", "48", *options,
+                                      "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    short, long = ask("--prompt-tokens", "32", "--method", "latency"), ask("--prompt-tokens", "400", "--method", "latency")
+    assert long["tps"] < short["tps"] * 0.9 and long["ttft_s"] > short["ttft_s"]
+    # chain and least squares answer between the measured prompt levels through K_in(P) (log-log)
+    for method in ("chain", "lsq"):
+        at_base, between = ask("--method", method), ask("--prompt-tokens", "400", "--method", method)
+        assert between["tps"] < at_base["tps"], method
+    auto = ask("--prompt-tokens", "400")
+    assert auto["method_choice"]["why"].startswith("lowest leave-one-out error")
+    # one plain prompt (no prompt levels): only the latency model could answer for another length
+    plain = tmp_path / "plain.csv"
+    write_results(plain, [dataclasses.replace(r, prompt_level=None) for r in measured[0] if r.prompt_level == 32])
+    chain = runner.invoke(main, ["predict", str(plain), "--concurrency", "4", "--max-tokens", "48",
                                  "--prompt-tokens", "400", "--method", "chain"])
-    assert chain.exit_code == 1 and "use --method latency" in chain.output
+    assert chain.exit_code == 1 and "K_in is not identified" in chain.output
 
 
 def test_rows_at_another_prompt_level_calibrate_k_in_in_the_chain(measured: tuple[list, list]) -> None:

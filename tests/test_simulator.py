@@ -189,8 +189,14 @@ def test_decode_step_grows_with_active_sequences():
         alone = sim_stats(base_url)["mean_itl_s"]
         with client() as http:
             http.post(base_url.removesuffix("/v1") + "/sim/reset")
-        threads = [threading.Thread(target=lambda: stream_once(base_url, max_tokens=20))
-                   for _ in range(10)]
+        together = threading.Barrier(10)  # on a loaded machine threads start late: send at once
+
+        def send() -> None:
+            with client() as http:  # each client made before the barrier: building one takes the GIL a while
+                together.wait(timeout=30)
+                stream_events(http, base_url, max_tokens=20)
+
+        threads = [threading.Thread(target=send) for _ in range(10)]
         for thread in threads:
             thread.start()
         for thread in threads:

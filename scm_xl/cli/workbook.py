@@ -320,18 +320,20 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
         fit = latency.fit_for(model_name)
         data = {"tps": result.tps, "missing": list(result.missing), "method": "latency", **result.as_dict(),
                 "prompt_tokens": result.prompt_tokens, "knee": fit.knee.as_dict() if fit else None}
-    elif other_prompt_level(prompt_tokens, base := base_prompt(analysis, rows)):
+    elif analysis.base_prompt_level is None and other_prompt_level(prompt_tokens, base := base_prompt(analysis, rows)):
         data = {"tps": None, "method": method, "missing": [
-            f"prompt length {prompt_tokens:g}: {method} calibrates at {base:g} tokens (use --method latency)"]}
+            f"prompt length {prompt_tokens:g}: the data have one prompt ({base:g} tokens) and no prompt levels "
+            "(collect --prompt-tokens), so K_in is not identified; use --method latency"]}
     elif method == "chain":
         from scm_xl.model import predict as chain_predict
 
-        data = prediction_to_dict(chain_predict(analysis.calibration, concurrency, max_tokens, model))
+        data = prediction_to_dict(chain_predict(analysis.calibration, concurrency, max_tokens, model,
+                                                prompt_tokens=prompt_tokens))
     else:
         from scm_xl.lsq import fit as lsq_fit
 
         data = forecast_to_dict(lsq_fit(analysis.statuses, analysis.settings).forecast(
-            concurrency, max_tokens, model, extrapolate=extrapolate))
+            concurrency, max_tokens, model, extrapolate=extrapolate, prompt_tokens=prompt_tokens))
     caveat_method = method if method != "latency" else "chain"
     caveats = caveats_to_dict(analysis, lsq_report, concurrency=concurrency,
                               max_tokens=max_tokens, model=model_name, method=caveat_method)
