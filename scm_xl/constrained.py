@@ -289,7 +289,10 @@ def solve_request(request: SolveRequest, target_tps: float, *, calibration: Cali
         # chain and lsq are judged on the measured percentiles at the asked prompt level (the base one
         # when none is asked; the percentiles of an interpolated prompt length are not measured)
         level = base_prompt_level(rows, settings)
-        asked = request.prompt_tokens
+        # without prompt levels every row has the one recorded prompt (methods.other_prompt_level said it
+        # is this one); an unrecorded prompt proves nothing
+        recorded = any(getattr(r, "prompt_tokens", None) is not None for r in rows)
+        asked = None if level is None and recorded else request.prompt_tokens
         rows = [r for r in rows if (at_base_prompt(r, level) if asked is None
                                     else getattr(r, "prompt_level", None) == asked)]
         if method == "lsq":

@@ -101,6 +101,11 @@ def test_a_prompt_length_changes_the_answer_on_every_method(measured: tuple[list
     chain = runner.invoke(main, ["predict", str(plain), "--concurrency", "4", "--max-tokens", "48",
                                  "--prompt-tokens", "400", "--method", "chain"])
     assert chain.exit_code == 1 and "K_in is not identified" in chain.output
+    # ... while a length within 5% of the recorded prompt is that prompt
+    same = [json.loads(runner.invoke(main, ["predict", str(plain), "--concurrency", "4", "--max-tokens", "48",
+                                            *extra, "--method", "chain", "--json"]).output)["tps"]
+            for extra in ((), ("--prompt-tokens", "33"))]
+    assert same[0] is not None and same[0] == same[1]
 
 
 def test_rows_at_another_prompt_level_calibrate_k_in_in_the_chain(measured: tuple[list, list]) -> None:

@@ -326,6 +326,33 @@ def test_the_calculator_agrees_with_predict_and_solve(browser: Any, pages: dict[
                                                   for e in browser.get_log("browser"))
 
 
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_calculator_at_a_prompt_length_without_prompt_levels_equals_the_cli(  # noqa: F811
+        browser: Any, pages: dict[str, Path], source: Path) -> None:
+    """Data without prompt levels: K_in(P) is not identified, so chain and least squares refuse a
+    prompt length (in predict's words), and auto ranks as at the base prompt."""
+    open_page(browser, pages["en"])
+    for method in ("chain", "lsq", "auto"):
+        page = json.loads(browser.execute_script(SET_FIELDS, "forward", {
+            "fwd-method": method, "fwd-concurrency": "2", "fwd-max-tokens": "100", "fwd-model": MODELS[0],
+            "fwd-prompt-tokens": "100", "fwd-extrapolate": False}, {}))
+        cli = cli_json("predict", source, "--concurrency", "2", "--max-tokens", 100, "--model", MODELS[0],
+                       "--method", method, "--prompt-tokens", "100", "--json")
+        assert page["method"] == cli["method_choice"]["method"], method
+        assert page["tps"] is None and page["missing"], method
+        _close(page, cli, f"forward {method} P=100")
+        inverse = json.loads(browser.execute_script(SET_FIELDS, "inverse", {
+            "inv-method": method, "inv-target": "50", "inv-prompt-tokens": "100", "inv-latency": "",
+            "inv-ttft": "", "inv-max-concurrency": "", "inv-rate-limit": "", "inv-extrapolate": False,
+            "inv-conservative": False}, {"inv-length": ["50", "100", "200"], "inv-model": list(MODELS)}))
+        cli = cli_json("solve", source, "--target-tps", "50", "--method", method, "--prompt-tokens", "100", "--json")
+        inverse.pop("notes")
+        assert inverse["cheapest"] is None and cli["identified"] is False, method
+        _close(inverse, cli, f"inverse {method} P=100")
+    assert all(e["level"] not in ("SEVERE", "ERROR") for e in browser.get_log("browser"))
+
+
 # ---------------------------------------------------------------------------
 # Without a browser: the file itself
 # ---------------------------------------------------------------------------

@@ -192,7 +192,9 @@ return [document.getElementById('forward-result').getAttribute('data-result'),
 """
 
 # (method, concurrency, max_tokens, prompt tokens or None): unmeasured concurrency and prompt
-# lengths, below and beyond the knee, outside the measured ranges, and the other methods' refusals.
+# lengths, below and beyond the knee, outside the measured ranges; chain and least squares through
+# K_in(P) at the measured prompt levels (32, the base, and 256), between them (log-log) and
+# outside them (refused).
 QUERIES = [
     ("latency", 3, 16, 100.0),
     ("latency", 6, 24, 180.5),
@@ -203,10 +205,22 @@ QUERIES = [
     ("auto", 5, 24, 256.0),
     ("auto", 4, 24, None),
     ("auto", 4, 24, 32.0),
+    ("auto", 4, 24, 400.0),
     ("chain", 4, 24, 100.0),
+    ("chain", 2, 8, 180.5),
+    ("chain", 8, 24, 256.0),
+    ("chain", 4, 24, 32.0),
+    ("chain", 4, 24, 20.0),
+    ("chain", 2, 8, 400.0),
+    ("chain", 3, 24, 100.0),
     ("lsq", 3, 8, 100.0),
+    ("lsq", 6, 24, 180.5),
+    ("lsq", 4, 8, 256.0),
     ("lsq", 2, 24, 32.0),
+    ("lsq", 2, 24, 20.0),
+    ("lsq", 4, 8, 400.0),
 ]
+MEASURED_PROMPTS = (32, 256)
 
 
 def _cli_forward(source: Path, method: str, concurrency: float, max_tokens: int, prompt: float | None) -> Any:
@@ -240,9 +254,19 @@ def test_the_calculator_latency_answer_equals_predict(browser: Any, pages: dict[
                                  "latency_p95_s", "tps_interval", "beyond_knee", "extrapolated", "prompt_tokens",
                                  "knee"}, where
         _close(page, cli, where)
+        if method in ("chain", "lsq") and prompt is not None:
+            inside = MEASURED_PROMPTS[0] <= prompt <= MEASURED_PROMPTS[-1]
+            measured_c = method == "lsq" or float(concurrency).is_integer() and concurrency in (1, 2, 4, 8)
+            # K_in(P) answers between and at the measured levels, and nothing outside them
+            assert (page["tps"] is not None) == (inside and measured_c), where
+            if not inside:
+                assert page["missing"] and all("K_in(" in m for m in page["missing"]), where
+            else:
+                methods.add((method, "other prompt"))
         methods.add((cli["method"], cli["tps"] is None))
-    # Latency answers (below and beyond the knee), and the chain's and lsq's refusal at another prompt level.
-    assert {("latency", False), ("chain", True), ("lsq", True)} <= methods
+    # Latency answers (below and beyond the knee); chain and lsq at other prompt lengths, and their refusals.
+    assert {("latency", False), ("chain", True), ("lsq", True), ("chain", False), ("lsq", False),
+            ("chain", "other prompt"), ("lsq", "other prompt")} <= methods
     assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
 
 
@@ -293,6 +317,26 @@ INVERSE_QUERIES = [
 ]
 
 
+def _inverse_both(browser: Any, source: Path, method: str, target: float, prompt: float | None,  # noqa: F811
+                  latency: float | None, max_concurrency: int | None, extrapolate: bool) -> tuple[Any, Any, Any]:
+    """The page's inverse, the method it shows, and `scm-xl solve --json` on the same question."""
+    raw, chosen = browser.execute_script(INVERSE, {
+        "inv-method": method, "inv-target": repr(target), "inv-prompt-tokens": "" if prompt is None else repr(prompt),
+        "inv-latency": "" if latency is None else repr(latency), "inv-ttft": "",
+        "inv-max-concurrency": "" if max_concurrency is None else str(max_concurrency), "inv-rate-limit": "",
+        "inv-extrapolate": extrapolate, "inv-conservative": False})
+    page = json.loads(raw)
+    args: list[object] = ["solve", source, "--target-tps", repr(target), "--method", method, "--json"]
+    for option, value in (("--prompt-tokens", prompt), ("--max-latency-p95", latency),
+                          ("--max-concurrency", max_concurrency)):
+        if value is not None:
+            args += [option, repr(value)]
+    if extrapolate:
+        args.append("--extrapolate")
+    page.pop("notes")  # prose, in the page's own language
+    return page, chosen, cli_json(*args)
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_calculator_latency_inverse_equals_solve(browser: Any, pages: dict[str, Path],  # noqa: F811
@@ -300,27 +344,49 @@ def test_the_calculator_latency_inverse_equals_solve(browser: Any, pages: dict[s
     open_page(browser, pages["en"])
     seen = set()
     for method, target, prompt, latency, max_concurrency, extrapolate in INVERSE_QUERIES:
-        raw, chosen = browser.execute_script(INVERSE, {
-            "inv-method": method, "inv-target": repr(target), "inv-prompt-tokens": "" if prompt is None else repr(prompt),
-            "inv-latency": "" if latency is None else repr(latency), "inv-ttft": "",
-            "inv-max-concurrency": "" if max_concurrency is None else str(max_concurrency), "inv-rate-limit": "",
-            "inv-extrapolate": extrapolate, "inv-conservative": False})
-        page = json.loads(raw)
-        args: list[object] = ["solve", source, "--target-tps", repr(target), "--method", method, "--json"]
-        for option, value in (("--prompt-tokens", prompt), ("--max-latency-p95", latency),
-                              ("--max-concurrency", max_concurrency)):
-            if value is not None:
-                args += [option, repr(value)]
-        if extrapolate:
-            args.append("--extrapolate")
-        cli = cli_json(*args)
-        page.pop("notes")  # prose, in the page's own language
+        page, chosen, cli = _inverse_both(browser, source, method, target, prompt, latency, max_concurrency,
+                                          extrapolate)
         assert set(page) == INVERSE_KEYS
         where = f"{method} target={target} P={prompt}"
         assert page["method"] == chosen == cli["method_choice"]["method"] == "latency", where
         _close(page, cli, where)
         seen.add((page["reachable"], bool(page["binding"] != ["target_tps"])))
     assert (True, False) in seen and len(seen) > 1  # answers, and limits or the target that bind
+
+
+# Chain and least squares at other prompt lengths: through K_in(P), judged on the measured P95s and
+# 429s of the rows at the asked prompt level (none between levels), nothing outside the levels.
+PROMPT_INVERSE_QUERIES = [
+    ("chain", 500.0, 100.0, None, None, False),
+    ("lsq", 500.0, 180.5, None, None, True),
+    ("chain", 400.0, 256.0, 0.08, None, False),
+    ("lsq", 600.0, 256.0, 0.05, 4, True),
+    ("lsq", 300.0, 100.0, 0.05, None, False),
+    ("chain", 300.0, 32.0, 0.05, None, False),
+    ("lsq", 2000.0, 64.0, None, None, False),
+    ("chain", 300.0, 400.0, None, None, False),
+    ("lsq", 300.0, 20.0, None, None, False),
+]
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_calculator_chain_and_lsq_inverse_at_another_prompt_equal_solve(  # noqa: F811
+        browser: Any, pages: dict[str, Path], source: Path) -> None:
+    open_page(browser, pages["en"])
+    seen = set()
+    for method, target, prompt, latency, max_concurrency, extrapolate in PROMPT_INVERSE_QUERIES:
+        page, chosen, cli = _inverse_both(browser, source, method, target, prompt, latency, max_concurrency,
+                                          extrapolate)
+        where = f"{method} target={target} P={prompt} latency<={latency}"
+        assert set(page) == INVERSE_KEYS, where
+        assert page["method"] == chosen == cli["method_choice"]["method"] == method, where
+        _close(page, cli, where)
+        inside = MEASURED_PROMPTS[0] <= prompt <= MEASURED_PROMPTS[-1]
+        assert cli["identified"] == inside, where
+        seen.add((inside, page["reachable"], tuple(page["binding"])))
+    assert {b for inside, _, b in seen if inside} > {("target_tps",)}  # a P95 limit binds at a level
+    assert any(reachable for _, reachable, _ in seen) and any(not inside for inside, _, _ in seen)
 
 
 @pytest.mark.browser

@@ -324,16 +324,21 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
         data = {"tps": None, "method": method, "missing": [
             f"prompt length {prompt_tokens:g}: the data have one prompt ({base:g} tokens) and no prompt levels "
             "(collect --prompt-tokens), so K_in is not identified; use --method latency"]}
-    elif method == "chain":
-        from scm_xl.model import predict as chain_predict
-
-        data = prediction_to_dict(chain_predict(analysis.calibration, concurrency, max_tokens, model,
-                                                prompt_tokens=prompt_tokens))
     else:
-        from scm_xl.lsq import fit as lsq_fit
+        # without prompt levels every row has the one prompt: a length within 5% of it is that prompt
+        # (an unrecorded prompt proves nothing: K_in stays unidentified)
+        known = analysis.base_prompt_level is None and base_prompt(analysis, rows) is not None
+        asked = None if known else prompt_tokens
+        if method == "chain":
+            from scm_xl.model import predict as chain_predict
 
-        data = forecast_to_dict(lsq_fit(analysis.statuses, analysis.settings).forecast(
-            concurrency, max_tokens, model, extrapolate=extrapolate, prompt_tokens=prompt_tokens))
+            data = prediction_to_dict(chain_predict(analysis.calibration, concurrency, max_tokens, model,
+                                                    prompt_tokens=asked))
+        else:
+            from scm_xl.lsq import fit as lsq_fit
+
+            data = forecast_to_dict(lsq_fit(analysis.statuses, analysis.settings).forecast(
+                concurrency, max_tokens, model, extrapolate=extrapolate, prompt_tokens=asked))
     caveat_method = method if method != "latency" else "chain"
     caveats = caveats_to_dict(analysis, lsq_report, concurrency=concurrency,
                               max_tokens=max_tokens, model=model_name, method=caveat_method)

@@ -2,10 +2,11 @@
 
 The page's JavaScript repeats the arithmetic of `scm-xl predict` and `scm-xl solve --method`
 (scm_xl.model.predict, scm_xl.lsq.LsqFit.forecast, scm_xl.latency.ModelFit.forecast,
-scm_xl.constrained.solve) on these numbers,
+scm_xl.constrained.solve, scm_xl.methods.choose_method) on these numbers,
 in the same order, so its answers agree with the CLI's to rounding. What the browser cannot
 recompute cheaply or identically is computed here once: Student's t multiplier, the pseudo-inverse
-of X'X, the projector onto the design's null space, the measured P95 per cell and the 429 onsets.
+of X'X, the projector onto the design's null space, the measured P95 per cell and the 429 onsets
+(at the base prompt level, and at every measured prompt level for a question about one).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from scm_xl.lsq import LsqFit, t_two_sided
 from scm_xl.model import Analysis, Calibration
 from scm_xl.lsq import _IDENTIFIED_TOL  # the estimability tolerance forecast() uses
 
-PAYLOAD_VERSION = 2
+PAYLOAD_VERSION = 3
 
 
 def _number(value: float | None) -> float | None:
@@ -34,6 +35,10 @@ def _calibration(cal: Calibration) -> dict[str, Any]:
         "f": [[lv.concurrency, _number(lv.f)] for lv in cal.concurrency_levels],
         "k_len": [[lv.max_tokens, _number(lv.k_len)] for lv in cal.length_levels],
         "c_model": [[m.model, m.model.casefold(), _number(m.c_model)] for m in cal.models],
+        # K_in(P) at every prompt level of the rows, the base one (1) included (Calibration.k_in_at
+        # interpolates between them in log-log); none where the data have no prompt levels
+        "base_prompt_level": cal.base_prompt_level,
+        "k_in": [[lv.prompt_level, _number(lv.k_in)] for lv in cal.prompt_levels],
     }
 
 
@@ -51,9 +56,11 @@ def _lsq(result: LsqFit) -> dict[str, Any]:
         "concurrency": list(levels.concurrency),
         "max_tokens": list(levels.max_tokens),
         "model_keys": [m.casefold() for m in levels.models],
-        # K_in columns (after the models) where the data have prompt levels; the calculator answers
-        # chain and lsq at the base prompt level only, where they are 0
-        "prompt_levels": [int(v) for v in getattr(levels, "prompt_levels", ())],
+        # K_in columns (after the models: the non-base prompt levels) and every fitted prompt level
+        # (the base one included), between which LsqFit.forecast blends the columns in log-log
+        "base_prompt_level": levels.base_prompt_level,
+        "prompt_levels": [int(v) for v in levels.prompt_levels],
+        "measured_prompt_levels": [int(v) for v in levels.measured_prompt_levels()],
         "beta": [float(v) for v in result._beta],
         "xtx_pinv": [[float(v) for v in row] for row in result._xtx_pinv],
         "null_projector": [[float(v) for v in row] for row in result._null_projector],
@@ -65,23 +72,34 @@ def _lsq(result: LsqFit) -> dict[str, Any]:
     return data
 
 
+def _cells(rows: Sequence[Any]) -> list[list[Any]]:
+    return [[key[0], key[1], key[2], _number(p.latency_p95_s), _number(p.ttft_p95_s)]
+            for key, p in constrained.measured_percentiles(rows).items()]
+
+
 def calculator_payload(analysis: Analysis, fit: LsqFit, rows: Sequence[Any],
                        latency: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything the calculator needs, for every method (`latency`: `latency_payload`'s)."""
     from scm_xl.model import at_base_prompt, base_prompt_level
 
-    # Chain and least squares are judged on the rows at their base prompt level
-    # (constrained.solve_request); the latency model on every row's 429s.
+    # Chain and least squares are judged on the rows at the asked prompt level, the base one when
+    # none is asked (constrained.solve_request); the latency model on every row's 429s.
     level = base_prompt_level(rows, analysis.settings)
     at_base = [r for r in rows if at_base_prompt(r, level)]
-    cells = [[key[0], key[1], key[2], _number(p.latency_p95_s), _number(p.ttft_p95_s)]
-             for key, p in constrained.measured_percentiles(at_base).items()]
+    levels = sorted({p for r in rows if (p := getattr(r, "prompt_level", None)) is not None})
+    at_level = {p: [r for r in rows if getattr(r, "prompt_level", None) == p] for p in levels}
     return {
         "version": PAYLOAD_VERSION,
         "chain": _calibration(analysis.calibration),
         "lsq": _lsq(fit),
-        "cells": cells,  # [model casefolded, concurrency, max_tokens, P95 latency s, P95 TTFT s]
+        # choose_method: with prompt levels, auto ranks every method at any prompt length; without,
+        # a prompt other than the rows' is the latency model's
+        "has_prompt_levels": analysis.base_prompt_level is not None,
+        "cells": _cells(at_base),  # [model casefolded, concurrency, max_tokens, P95 latency s, P95 TTFT s]
         "onsets": constrained.rate_limit_onsets(at_base),  # model casefolded -> lowest concurrency with a 429
+        # [prompt level, its cells, its onsets] for a question at a measured prompt level (any other
+        # prompt length has no measured rows: no cells, no onsets)
+        "prompt_cells": [[p, _cells(at_level[p]), constrained.rate_limit_onsets(at_level[p])] for p in levels],
         "onsets_all": constrained.rate_limit_onsets(rows),  # the same over every prompt level (latency)
         "search_factor": constrained.SEARCH_FACTOR,
         "identified_tol": _IDENTIFIED_TOL,

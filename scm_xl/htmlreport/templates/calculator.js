@@ -3,7 +3,10 @@
  * It repeats, step for step and in the same order of operations, the arithmetic of
  * `scm-xl predict` (scm_xl.model.predict, scm_xl.lsq.LsqFit.forecast,
  * scm_xl.latency.ModelFit.forecast, the method choice of scm_xl.methods.choose_method) and of
- * `scm-xl solve --method chain|lsq` (scm_xl.constrained.solve), so both agree to rounding.
+ * `scm-xl solve --method chain|lsq|latency` (scm_xl.constrained.solve), so both agree to rounding.
+ * Chain and least squares answer at another prompt length through K_in(P): a measured level's
+ * K_in, log-log between two (Calibration.k_in_at, the fit's K_in columns blended as
+ * LsqFit.forecast blends them), nothing outside the measured levels.
  * No network, no libraries.
  */
 (function () {
@@ -25,6 +28,7 @@
   function fLabel(c) { return "f(" + numText(c) + ")"; }
   function kLabel(l) { return "K_len(" + numText(l) + ")"; }
   function cLabel(m) { return "C_model(" + m + ")"; }
+  function pLabel(p) { return "K_in(" + numText(p) + ")"; }
 
   function levelValue(pairs, level) {
     for (var i = 0; i < pairs.length; i++) if (pairs[i][0] === level) return pairs[i][1];
@@ -60,34 +64,53 @@
   }
 
   // ---------------------------------------------------------------- chain
-  // scm_xl.model.predict: measured concurrency levels only.
-  function chainPredict(c, maxTokens, model) {
+  // scm_xl.model.interpolate_k_in: a level's own K_in, ln K_in linear in ln P between the nearest
+  // known levels below and above, null outside them.
+  function interpolateKIn(prompt, levels) {
+    var known = levels.filter(function (p) { return p[1] !== null && p[1] > 0; });
+    var low = null, high = null, kLow = null, kHigh = null;
+    known.forEach(function (p) {
+      if (p[0] <= prompt && (low === null || p[0] > low)) { low = p[0]; kLow = p[1]; }
+      if (p[0] >= prompt && (high === null || p[0] < high)) { high = p[0]; kHigh = p[1]; }
+    });
+    if (low === null || high === null) return null;
+    if (low === high) return kLow;
+    return Math.exp(Math.log(kLow) + (Math.log(prompt) - Math.log(low)) / (Math.log(high) - Math.log(low))
+                    * (Math.log(kHigh) - Math.log(kLow)));
+  }
+  // Calibration.k_in_at: 1 when no prompt length is given (the base level).
+  function kInAt(cal, prompt) { return prompt === null ? 1.0 : interpolateKIn(prompt, cal.k_in || []); }
+
+  // scm_xl.model.predict: measured concurrency levels only, K_in(P) interpolated.
+  function chainPredict(c, maxTokens, model, prompt) {
     var cal = DATA.chain;
     model = model || cal.base_model || "";
     var f = levelValue(cal.f, c), k = levelValue(cal.k_len, maxTokens), cm = modelValue(cal, model);
+    var kIn = kInAt(cal, prompt);
     var missing = [];
     if (f === null) missing.push(fLabel(c));
     if (k === null) missing.push(kLabel(maxTokens));
     if (cm === null) missing.push(cLabel(model));
+    if (kIn === null) missing.push(pLabel(prompt || 0));
     if (missing.length || cal.base_tps === null) return { tps: null, missing: missing };
-    return { tps: cal.base_tps * f * k / cm, missing: [] };
+    return { tps: cal.base_tps * f * k * kIn / cm, missing: [] };
   }
 
-  // constrained.chain_surface's forecast: log-log interpolation between known levels.
-  function chainForecast(c, maxTokens, model, extrapolate) {
+  // constrained.chain_surface's forecast: log-log interpolation between known levels, at K_in(P).
+  function chainForecast(c, maxTokens, model, extrapolate, prompt) {
     var cal = DATA.chain;
     var known = cal.f.filter(function (p) { return p[1] !== null; }).map(function (p) { return p[0]; });
     var blend = concurrencyBlend(c, known, extrapolate);
-    var k = levelValue(cal.k_len, maxTokens), cm = modelValue(cal, model);
-    if (blend === null || k === null || cm === null || cal.base_tps === null) return { tps: null };
+    var k = levelValue(cal.k_len, maxTokens), cm = modelValue(cal, model), kIn = kInAt(cal, prompt);
+    if (blend === null || k === null || cm === null || cal.base_tps === null || kIn === null) return { tps: null };
     var logF = 0;
     blend.weights.forEach(function (w) { logF += w[1] * Math.log(levelValue(cal.f, w[0])); });
-    return { tps: cal.base_tps * Math.exp(logF) * k / cm, mean_interval: null, prediction_interval: null,
+    return { tps: cal.base_tps * Math.exp(logF) * k * kIn / cm, mean_interval: null, prediction_interval: null,
              interpolated: blend.interpolated, extrapolated: blend.extrapolated };
   }
 
   // ---------------------------------------------------------------- least squares
-  function lsqVector(blend, maxTokens, model) {
+  function lsqVector(blend, maxTokens, model, prompt) {
     var L = DATA.lsq;
     var size = 1 + L.concurrency.length + L.max_tokens.length + L.model_keys.length + (L.prompt_levels || []).length;
     var x = [];
@@ -115,6 +138,16 @@
       if (mi < 0) return null;
       x[offset + mi] = -1.0;
     }
+    offset += L.model_keys.length;
+    var promptWeights = prompt !== null ? prompt.weights : [];
+    for (var p = 0; p < promptWeights.length; p++) {
+      var pl = promptWeights[p][0];
+      if (pl !== L.base_prompt_level) {
+        var pi = L.prompt_levels.indexOf(pl);
+        if (pi < 0) return null;
+        x[offset + pi] += promptWeights[p][1];
+      }
+    }
     return x;
   }
   function dot(a, b) { var s = 0; for (var i = 0; i < a.length; i++) s += a[i] * b[i]; return s; }
@@ -133,8 +166,10 @@
     return dot(v, x);
   }
 
-  // scm_xl.lsq.LsqFit.forecast
-  function lsqForecast(c, maxTokens, model, extrapolate) {
+  // scm_xl.lsq.LsqFit.forecast (promptTokens null: the base prompt level; between two fitted prompt
+  // levels the K_in columns are blended in log-log, outside them there is no prediction)
+  function lsqForecast(c, maxTokens, model, extrapolate, promptTokens) {
+    if (promptTokens === undefined) promptTokens = null;
     var L = DATA.lsq, cal = L.calibration;
     model = model || cal.base_model || "";
     if (!L.available) return { tps: null, missing: ["no data"], interpolated: false, extrapolated: false };
@@ -144,7 +179,16 @@
       var reason = levels.length ? fLabel(c) + " is outside the measured range" : fLabel(c);
       return { tps: null, missing: [reason], interpolated: false, extrapolated: false };
     }
-    var x = lsqVector(blend, maxTokens, model);
+    var prompt = null;
+    if (promptTokens !== null) {
+      var measured = L.measured_prompt_levels || [];
+      prompt = concurrencyBlend(promptTokens, measured, false);
+      if (prompt === null) {
+        var why = measured.length ? pLabel(promptTokens) + " is outside the measured prompt levels" : pLabel(promptTokens);
+        return { tps: null, missing: [why], interpolated: false, extrapolated: false };
+      }
+    }
+    var x = lsqVector(blend, maxTokens, model, prompt);
     if (x === null || !estimable(x)) {
       var missing = [];
       if (levelValue(cal.k_len, maxTokens) === null) missing.push(kLabel(maxTokens));
@@ -162,7 +206,7 @@
       predictionInterval = [Math.exp(logTps - spreadNew), Math.exp(logTps + spreadNew)];
     }
     return { tps: Math.exp(logTps), missing: [], mean_interval: meanInterval, prediction_interval: predictionInterval,
-             interpolated: blend.interpolated, extrapolated: blend.extrapolated };
+             interpolated: blend.interpolated || (prompt !== null && prompt.interpolated), extrapolated: blend.extrapolated };
   }
 
 
@@ -190,10 +234,11 @@
     return !(base / LAT.prompt_ratio <= prompt && prompt <= base * LAT.prompt_ratio);
   }
 
-  // scm_xl.methods.choose_method("auto", ...): a prompt length other than the base level is the
-  // latency model's; otherwise the lowest hold-out error (decided when the page was made).
+  // scm_xl.methods.choose_method("auto", ...): the lowest hold-out error (decided when the page was
+  // made: it does not depend on the prompt length), except that where the data have no prompt
+  // levels a prompt length other than the rows' is the latency model's (K_in is not identified).
   function autoChoice(prompt) {
-    if (otherPromptLevel(prompt, LAT.base_prompt)) {
+    if (!DATA.has_prompt_levels && otherPromptLevel(prompt, LAT.base_prompt)) {
       if (LAT.available) {
         return { method: "latency", why: TEXT.why_other_prompt.replace("{p}", pyG(prompt))
           .replace("{base}", pyG(LAT.base_prompt)) };
@@ -319,15 +364,19 @@
     if (method === "latency") {
       return latencyPredict(c, maxTokens, model || DATA.chain.base_model || null, promptTokens);
     }
-    if (otherPromptLevel(promptTokens, LAT.base_prompt)) {
-      return { tps: null, method: method, missing: ["prompt length " + pyG(promptTokens) + ": " + method
-        + " calibrates at " + pyG(LAT.base_prompt) + " tokens (use --method latency)"] };
+    if (!DATA.has_prompt_levels && otherPromptLevel(promptTokens, LAT.base_prompt)) {
+      return { tps: null, method: method, missing: ["prompt length " + pyG(promptTokens) + ": the data have one prompt ("
+        + pyG(LAT.base_prompt) + " tokens) and no prompt levels (collect --prompt-tokens), so K_in is not identified; "
+        + "use --method latency"] };
     }
+    // without prompt levels every row has the one recorded prompt: a length within 5% of it is that
+    // prompt (an unrecorded prompt proves nothing: K_in stays unidentified)
+    if (!DATA.has_prompt_levels && LAT.base_prompt !== null && LAT.base_prompt !== undefined) promptTokens = null;
     if (method === "chain") {
-      var p = chainPredict(c, maxTokens, model);
+      var p = chainPredict(c, maxTokens, model, promptTokens);
       return { tps: p.tps, missing: p.missing, method: "chain" };
     }
-    var f = lsqForecast(c, maxTokens, model, extrapolate);
+    var f = lsqForecast(c, maxTokens, model, extrapolate, promptTokens);
     return { tps: f.tps, missing: f.missing, method: "lsq", tps_interval: f.mean_interval || null,
              tps_prediction_interval: f.prediction_interval || null,
              interpolated: f.interpolated, extrapolated: f.extrapolated };
@@ -348,7 +397,7 @@
       .map(function (fit) { return fit.knee_limit; });
     return {
       knee: knees.length ? Math.min.apply(null, knees) : null,
-      method: "latency", predicts_percentiles: true, onsets: DATA.onsets_all,
+      method: "latency", predicts_percentiles: true, onsets: DATA.onsets_all, cells: [],
       forecast: function (c, l, m) {
         var r = latencyPredict(c, l, m, prompt);
         if (r.tps === null) return { tps: null };
@@ -365,25 +414,37 @@
     };
   }
 
+  // constrained.solve_request: chain and lsq are judged on the measured percentiles and 429s of the
+  // rows at the asked prompt level (the base one when none is asked; none at another length).
+  function measuredAt(prompt) {
+    if (prompt === null) return { cells: DATA.cells, onsets: DATA.onsets };
+    for (var i = 0; i < DATA.prompt_cells.length; i++) {
+      if (DATA.prompt_cells[i][0] === prompt) return { cells: DATA.prompt_cells[i][1], onsets: DATA.prompt_cells[i][2] };
+    }
+    return { cells: [], onsets: {} };
+  }
+
   function surface(method, prompt) {
-    if (method === "latency") return latencySurface(prompt === undefined ? null : prompt);
+    if (prompt === undefined) prompt = null;
+    if (method === "latency") return latencySurface(prompt);
+    var measured = measuredAt(prompt);
     var cal = method === "lsq" ? DATA.lsq.calibration : DATA.chain;
     var levels = method === "lsq" ? DATA.lsq.measured_concurrency
       : DATA.chain.f.filter(function (p) { return p[1] !== null; }).map(function (p) { return p[0]; });
     return {
       method: method,
-      forecast: method === "lsq" ? function (c, l, m) { return lsqForecast(c, l, m, true); }
-        : function (c, l, m) { return chainForecast(c, l, m, true); },
+      forecast: method === "lsq" ? function (c, l, m) { return lsqForecast(c, l, m, true, prompt); }
+        : function (c, l, m) { return chainForecast(c, l, m, true, prompt); },
       concurrency_levels: levels,
       max_tokens_levels: cal.k_len.filter(function (p) { return p[1] !== null; }).map(function (p) { return p[0]; }),
       models: cal.c_model.filter(function (m) { return m[2] !== null; }),
-      predicts_percentiles: false, onsets: DATA.onsets, knee: null
+      predicts_percentiles: false, onsets: measured.onsets, cells: measured.cells, knee: null
     };
   }
 
-  function cellOf(key, c, l) {
-    for (var i = 0; i < DATA.cells.length; i++) {
-      var cell = DATA.cells[i];
+  function cellOf(cells, key, c, l) {
+    for (var i = 0; i < cells.length; i++) {
+      var cell = cells[i];
       if (cell[0] === key && cell[1] === c && cell[2] === l) return { latency: cell[3], ttft: cell[4] };
     }
     return null;
@@ -426,7 +487,9 @@
   function solve(method, target, cons, extrapolate, conservative, promptTokens) {
     if (promptTokens === undefined) promptTokens = null;
     if (method === "auto") method = autoChoice(promptTokens).method;
-    var s = surface(method, promptTokens);
+    // without prompt levels every row has the one prompt (constrained.solve_request)
+    var recorded = LAT.base_prompt !== null && LAT.base_prompt !== undefined;
+    var s = surface(method, method !== "latency" && !DATA.has_prompt_levels && recorded ? null : promptTokens);
     var top = s.concurrency_levels.length ? Math.max.apply(null, s.concurrency_levels) : 0;
     var cap = Math.max(DATA.search_factor * top, cons.max_concurrency || 0);
     var notes = [];
@@ -436,7 +499,7 @@
         for (var c = 1; c <= cap; c++) {
           var f = s.forecast(c, l, m[0]);
           if (f.tps === null) continue;
-          var cell = s.predicts_percentiles ? { latency: f.latency_p95_s, ttft: f.ttft_p95_s } : cellOf(m[1], c, l);
+          var cell = s.predicts_percentiles ? { latency: f.latency_p95_s, ttft: f.ttft_p95_s } : cellOf(s.cells, m[1], c, l);
           candidates.push({
             model: m[0], key: m[1], concurrency: c, max_tokens: l, c_model: m[2], tps: f.tps,
             mean_interval: f.mean_interval || null, prediction_interval: f.prediction_interval || null,
@@ -626,8 +689,8 @@
     r.notes.forEach(function (n) {
       html += "<p class='muted'>" + esc((TEXT.notes[n] || n).replace("{k}", r.knee === null ? "" : pyG(r.knee))) + "</p>";
     });
-    if (r.method !== "latency" && otherPromptLevel(prompt, LAT.base_prompt)) {
-      html += "<p class='warn'>" + esc(TEXT.notes.base_prompt_only.replace("{base}", pyG(LAT.base_prompt))) + "</p>";
+    if (r.method !== "latency" && prompt !== null && !DATA.has_prompt_levels) {
+      html += "<p class='warn'>" + esc(TEXT.notes.no_prompt_levels) + "</p>";
     }
     var result = {};
     Object.keys(r).forEach(function (k) { if (k !== "knee") result[k] = r[k]; });
