@@ -409,7 +409,10 @@ def block_formulas(ll: LatencyLayout, block: str) -> dict[str, str]:
     ok = _s("itl_ok" if block == "itl" else "ttft_ok")
     for i, name in enumerate(names):
         terms = "+".join(f"INDEX({m},{i + 1},{k + 1})*INDEX({b},{k + 1})" for k in range(size))
-        out[f"B{first + i}"] = f"=IF({ok}=1,({terms})/{ll.scale(name)},\"\")"
+        value = f"({terms})/{ll.scale(name)}"
+        if name.startswith("step"):  # an unused knot slot stays blank
+            value = f"IF({_present(ll, name)}=1,{value},\"\")"
+        out[f"B{first + i}"] = f"=IF({ok}=1,{value},\"\")"
     return out
 
 
@@ -472,11 +475,16 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     from scm_xl.workbook.styles import BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT
     from scm_xl.workbook.styles import formula as put_formula
 
+    from openpyxl.styles import Alignment
+
     ll = LatencyLayout(layout)
     t = TEXTS[layout.lang]
     ws["A1"], ws["A1"].font = t["title"], TITLE_FONT
-    ws["A2"] = t["note"]
-    ws["A3"] = t["knee_note"]
+    for row, key in ((2, "note"), (3, "knee_note")):  # long notes wrap across the printed width
+        ws[f"A{row}"] = t[key]
+        ws.merge_cells(f"A{row}:E{row}")
+        ws[f"A{row}"].alignment = Alignment(wrap_text=True, vertical="top")
+        ws.row_dimensions[row].height = 44
     ws["B4"], ws["C4"], ws["D4"] = t["input"], t["effective"], t["fitted"]
     for cell in ("B4", "C4", "D4"):
         ws[cell].font = BOLD
@@ -494,7 +502,7 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     summary = summary_formulas(ll)
     for key, row in SUMMARY_ROWS.items():
         ws[f"A{row}"] = t[key]
-        put_formula(ws, f"B{row}", summary[key], "0.0000" if key in ARRAY_SUMMARY[2:] else None,
+        put_formula(ws, f"B{row}", summary[key], "0.0000" if key in ARRAY_SUMMARY[2:] or key == "step_max" else None,
                     array=key in ARRAY_SUMMARY)
 
     for col, key in (("A", "term"), ("B", "value"), ("C", "meaning"), ("D", "scale"), (KNOT_COL, "knot")):
@@ -510,7 +518,7 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
         put_formula(ws, address, text)
     for block in ("itl", "ttft"):
         for address, text in block_formulas(ll, block).items():
-            put_formula(ws, address, text, "0.000000E+00" if address.startswith("B") else None,
+            put_formula(ws, address, text, "0.0000000" if address.startswith("B") else None,
                         fill=KEY_FILL if address.startswith("B") else FORMULA_FILL)
         first, size = ll.block(block)
         for i in range(size):
@@ -537,7 +545,7 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     ws.column_dimensions["A"].width = 44
     for col in "BDE":
         ws.column_dimensions[col].width = 14
-    ws.column_dimensions["C"].width = 40
+    ws.column_dimensions["C"].width = 58
     ws.print_area = f"A1:E{ll.forward_rows['beyond_knee']}"
     return ll.defined_names()
 
@@ -650,7 +658,7 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
         row = ll.coef_rows[f"step{k + 1}"]
         put(f"{KNOT_COL}{row}", knots[k] if k < len(knots) else None)
         put(f"D{row}", 1.0)
-        put(f"B{row}", (itl_values.get(latency.step_name(knots[k]), 0.0) if k < len(knots) else 0.0) if fit else None)
+        put(f"B{row}", itl_values.get(latency.step_name(knots[k]), 0.0) if fit and k < len(knots) else None)
     for name in ("d", "e"):
         put(f"D{ll.coef_rows[name]}", itl_scale.get(name, 1.0))
         put(f"B{ll.coef_rows[name]}", (itl_values.get(name, 0.0) if present[name] else 0.0) if fit else None)
