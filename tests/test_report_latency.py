@@ -7,7 +7,6 @@ opens on (the auto choice), and `scm-xl compare` on the latency model and the kn
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import math
@@ -18,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from scm_xl.cli import main
-from scm_xl.collector import CollectConfig, run_collection
 from scm_xl.results import read_results, write_results
 from scm_xl.simulator import SimConfig, running_simulator
+from latency_support import collect
 from test_report_html import browser, open_page, requests_made  # noqa: F401  (the browser fixture)
 
 REL = 1e-6
@@ -29,21 +28,11 @@ SIM = SimConfig(model_name="sim", step_base_s=0.002, step_per_seq_s=0.0003, step
                 prefill_s_per_token=0.00002, max_seqs=SLOTS, seed=1)
 
 
-def _collect(url: str, folder: Path, tag: str, prompt: int, concurrency: tuple[int, ...],
-             max_tokens: tuple[int, ...]) -> list[Any]:
-    path = folder / f"{tag}{prompt}.csv"
-    config = CollectConfig(base_url=url, models=("sim",), concurrency=concurrency, max_tokens=max_tokens,
-                           requests_per_slot=2, prompt="x" * (4 * prompt), results_path=path, overwrite=True,
-                           ignore_eos=True)
-    asyncio.run(run_collection(config, progress=False))
-    return [dataclasses.replace(r, exp_id=f"{tag}{r.exp_id}-P{prompt}", prompt_level=prompt)
-            for r in read_results(path).rows]
-
-
 def _measure(config: SimConfig, folder: Path, tag: str, prompts: tuple[int, ...], max_tokens: tuple[int, ...],
              concurrency: tuple[int, ...] = (1, 2, 4, 8)) -> Path:
     with running_simulator(config) as url:
-        rows = [row for prompt in prompts for row in _collect(url, folder, tag, prompt, concurrency, max_tokens)]
+        rows = [row for prompt in prompts
+                for row in collect(url, folder, tag, prompt, concurrency, max_tokens, requests_per_slot=2)]
     path = folder / f"{tag}.csv"
     write_results(path, rows)
     return path

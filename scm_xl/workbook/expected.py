@@ -19,7 +19,7 @@ from scm_xl.model import (
 from scm_xl.constrained import measured_percentiles
 from scm_xl.results import ResultRow
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_values
-from scm_xl.workbook import lsq_sheet, summary_sheet
+from scm_xl.workbook import latency_sheet, lsq_sheet, summary_sheet
 from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.formulas import MIRRORED_KEYS
 from scm_xl.workbook.io import Inputs
@@ -72,6 +72,9 @@ def summary(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -
     ll = lsq_sheet.LsqLayout(layout)
     for name, address in ll.defined_names().items():
         defined[name] = (ll.title, address)
+    lat = latency_sheet.LatencyLayout(layout)
+    for name, address in lat.defined_names().items():
+        defined[name] = (lat.title, address)
     extra: dict[str, CellValue] = {
         "unusable_rows": float(len(inputs.unusable)),
         "physics_rows": float(sum(1 for s in analysis.statuses if s.physics.count > 0)),

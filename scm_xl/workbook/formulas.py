@@ -404,18 +404,26 @@ class Formulas:
         level, anchor = f"${col['level']}{row}", f"${col['anchor']}{row}"
         slot = row - lo.l_table_first + 1
         raw = self.raw
-        base = self.name("BaseTPS")
         anchor_crit = f"{raw('max_tokens')},{level},{self._base_criteria()},{raw('f_known')},1"
         crit = f"{raw('concurrency')},{anchor},{raw('max_tokens')},{level},{self._base_criteria()}"
+        return self._anchored(col, row, self.level_value(raw("l_included"), slot, f"${col['level']}{row - 1}"),
+                              anchor_crit, crit)
+
+    def _anchored(self, col: dict[str, str], row: int, level_formula: str, anchor_crit: str,
+                  crit: str) -> dict[str, str]:
+        """A factor anchored at the lowest concurrency whose f is known (K_len, K_in): the level,
+        its anchor, the rows there and the factor TPS / (BaseTPS x f(anchor))."""
+        level, anchor = f"${col['level']}{row}", f"${col['anchor']}{row}"
+        base = self.name("BaseTPS")
         return {
-            "level": self.level_value(raw("l_included"), slot, f"${col['level']}{row - 1}"),
+            "level": level_formula,
             "anchor": (
                 f"=IF(ISNUMBER({level}),IF(COUNTIFS({anchor_crit})>0,"
-                f"_xlfn.MINIFS({raw('concurrency')},{anchor_crit}),\"\"),\"\")"
+                f"_xlfn.MINIFS({self.raw('concurrency')},{anchor_crit}),\"\"),\"\")"
             ),
             "rows": f"=IF(ISNUMBER({anchor}),COUNTIFS({crit}),\"\")",
             "k": (
-                f"=IF(ISNUMBER({anchor}),IF(ISNUMBER({base}),EXP(AVERAGEIFS({raw('ln_tps')},{crit}))"
+                f"=IF(ISNUMBER({anchor}),IF(ISNUMBER({base}),EXP(AVERAGEIFS({self.raw('ln_tps')},{crit}))"
                 f"/({base}*SUMIFS({self.ctab('f')},{self.ctab('level')},{anchor})),\"\"),\"\")"
             ),
             "known": f"=IF(ISNUMBER(${col['k']}{row}),1,0)",
@@ -430,24 +438,12 @@ class Formulas:
         level, anchor = f"${col['level']}{row}", f"${col['anchor']}{row}"
         slot = row - lo.p_table_first + 1
         raw = self.raw
-        base = self.name("BaseTPS")
         at_level = (f"{raw('p_level')},{level},{raw('max_tokens')},{self.name('BaseMaxTokens')},"
                     f"{raw('model')},{self.name('BaseModel')},{raw('included')},1")
         anchor_crit = f"{at_level},{raw('f_known')},1"
         crit = f"{raw('concurrency')},{anchor},{at_level}"
-        return {
-            "level": self.level_value(raw("p_level"), slot, f"${col['level']}{row - 1}"),
-            "anchor": (
-                f"=IF(ISNUMBER({level}),IF(COUNTIFS({anchor_crit})>0,"
-                f"_xlfn.MINIFS({raw('concurrency')},{anchor_crit}),\"\"),\"\")"
-            ),
-            "rows": f"=IF(ISNUMBER({anchor}),COUNTIFS({crit}),\"\")",
-            "k": (
-                f"=IF(ISNUMBER({anchor}),IF(ISNUMBER({base}),EXP(AVERAGEIFS({raw('ln_tps')},{crit}))"
-                f"/({base}*SUMIFS({self.ctab('f')},{self.ctab('level')},{anchor})),\"\"),\"\")"
-            ),
-            "known": f"=IF(ISNUMBER(${col['k']}{row}),1,0)",
-        }
+        return self._anchored(col, row, self.level_value(raw("p_level"), slot, f"${col['level']}{row - 1}"),
+                              anchor_crit, crit)
 
     def model_row(self, row: int) -> dict[str, str]:
         """Formulas of one model slot: the j-th model in order of its first included row."""

@@ -59,6 +59,7 @@ TEXTS = {
         "loo_verdict": "留一法判定",
         "base_tps": "BaseTPS",
         "method": "推导所用方法",
+        "knee": "拐点：吞吐在此并发附近不再增长（延迟模型）",
         "forward": "正向：给定配置 → TPS",
         "concurrency": "并发数",
         "max_tokens": "max_tokens",
@@ -96,6 +97,7 @@ TEXTS = {
         "loo_verdict": "hold-out verdict",
         "base_tps": "BaseTPS",
         "method": "method of the answers",
+        "knee": "knee: throughput stops growing near concurrency (latency model)",
         "forward": "Forward: configuration → TPS",
         "concurrency": "concurrency",
         "max_tokens": "max_tokens",
@@ -144,10 +146,11 @@ FIGURES: tuple[Figure, ...] = (
     Figure("loo_verdict", "LOO_Verdict"),
     Figure("base_tps", "BaseTPS", na_when_blank=True, number_format="0.00"),
     Figure("method", "Method"),
+    Figure("knee", "LatencyKnee", na_when_blank=True),
 )
 FIRST_FIGURE_ROW = 4
 ROWS = {figure.key: FIRST_FIGURE_ROW + i for i, figure in enumerate(FIGURES)}
-FORWARD_FIRST = ROWS["method"] + 2  # "Forward" heading row
+FORWARD_FIRST = ROWS["knee"] + 2  # "Forward" heading row
 FORWARD = {"concurrency": ("ForwardConcurrency", None), "max_tokens": ("ForwardMaxTokens", None),
            "model": ("", None), "prompt_tokens": ("ForwardPromptTokens", None), "forward_tps": ("ForwardTPS", "0.00")}
 INVERSE = {"target_tps": ("TargetTPS", None), "max_tokens": ("TargetMaxTokens", None), "model": ("", None),
