@@ -275,9 +275,9 @@ def solve_request(request: SolveRequest, target_tps: float, *, calibration: Cali
                   statuses: Sequence[Any], settings: Any, rows: Sequence[Any] = (),
                   latency: Any = None) -> ConstrainedSolution:
     """Search every knob with the request's method (chain unless "lsq" or "latency") under its
-    constraints. Chain and lsq are judged on the measured percentiles of rows at their base
-    prompt level; the latency model (`latency`, a fitted `scm_xl.latency.LatencyModel`) predicts
-    them for the request's prompt length."""
+    constraints. Chain and lsq answer at the request's prompt length through K_in and are judged on
+    the percentiles measured at that prompt level (the base one when none is asked); the latency
+    model (`latency`, a fitted `scm_xl.latency.LatencyModel`) predicts them for any prompt length."""
     from scm_xl.model import at_base_prompt, base_prompt_level
 
     method = request.method or "chain"
