@@ -270,6 +270,15 @@ def _holdout_for_answers(analysis: Any) -> dict[str, Any]:
     return least_squares_analysis(analysis.statuses, analysis.settings).report()
 
 
+def _latency_caveats(caveats: dict[str, Any], latency: Any) -> None:
+    """An answer of the latency model rests on its own hold-out (over every prompt level), not on
+    the chain's measured rows."""
+    holdout = latency.holdout.as_dict()
+    caveats.update(holdout_method="latency", holdout_mape_pct=holdout["loo_mape_pct"],
+                   holdout_max_pct=holdout["loo_max_pct"], holdout_rows=holdout["loo_rows"],
+                   holdout_verdict=holdout["verdict"], measured_rows=[])
+
+
 def _choose(analysis: Any, rows: Any, method: str, prompt_tokens: float | None) -> tuple[Any, Any, Any]:
     """(the least-squares report, the latency model, the method choice) for a forward or inverse
     question (`scm_xl.methods.choose_method`)."""
@@ -343,10 +352,7 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
     caveats = caveats_to_dict(analysis, lsq_report, concurrency=concurrency,
                               max_tokens=max_tokens, model=model_name, method=caveat_method)
     if method == "latency":
-        holdout = latency.holdout.as_dict()
-        caveats.update(holdout_method="latency", holdout_mape_pct=holdout["loo_mape_pct"],
-                       holdout_max_pct=holdout["loo_max_pct"], holdout_rows=holdout["loo_rows"],
-                       holdout_verdict=holdout["verdict"], measured_rows=[])
+        _latency_caveats(caveats, latency)
     hints = unidentified_hints(analysis, data["missing"], concurrency=concurrency, max_tokens=max_tokens,
                                model=model_name, method=caveat_method) if data["tps"] is None else []
     data.update(caveats=caveats, hints=hints, method_choice=choice.as_dict())
@@ -511,10 +517,7 @@ def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_
                               max_tokens=best.max_tokens if best else None, model=best.model if best else None,
                               method=caveat_method)
     if method == "latency":
-        holdout = latency.holdout.as_dict()
-        caveats.update(holdout_method="latency", holdout_mape_pct=holdout["loo_mape_pct"],
-                       holdout_max_pct=holdout["loo_max_pct"], holdout_rows=holdout["loo_rows"],
-                       holdout_verdict=holdout["verdict"], measured_rows=[])
+        _latency_caveats(caveats, latency)
         data["knee"] = latency.knee_text()
         data["prompt_tokens"] = request.prompt_tokens
     data["method_choice"] = choice.as_dict()
