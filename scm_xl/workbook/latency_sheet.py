@@ -12,12 +12,16 @@ model is the base model unless another is typed.
 
 Per raw row, one ordinary formula per column reads the workings sheet by position: `used`
 (fault-free output, not excluded by hand, TTFT, latency and ITL recorded, the sheet's model),
-the served batch n, the prompt P and output L_out, the ITL design's four columns divided by ITL
-and by their scales (z1..z4), the fitted ITL, the TTFT design's four columns (rows at or below
-the knee), the fitted served TTFT and latency, Little's ratio, the queue share above the knee and
-the P95 ratios. The normal equations A = z'z (+1 on the diagonal of a term the data leave out:
-its coefficient is then exactly 0), b = z'1, M = MINVERSE(A) and beta = M b / scale are 4 x 4
-blocks beside the coefficients. Medians are single-cell MEDIAN(IF(...)) array formulas.
+the served batch n, the prompt P and output L_out, the ITL weight w = 1/ITL, the context columns
+zd, ze (divided by ITL and by their scales) and their products with w, the fitted ITL, the TTFT
+design's four columns (rows at or below the knee), the fitted served TTFT and latency, Little's
+ratio, the queue share above the knee and the P95 ratios. The ITL's decode step is one
+coefficient per knot: the served batches measured, listed by a MINIFS recurrence (one slot per
+concurrency slot of the layout); a row's step column is the indicator of its knot, so the
+normal-equation entries are SUMIFS over the rows at that knot. A = z'z (+1 on the diagonal of a
+term the data leave out, or an unused knot slot: its coefficient is then exactly 0), b = z'1,
+M = MINVERSE(A) and beta = M b / scale sit beside the coefficients, one block for ITL
+(knot slots + 2) and one for TTFT (4 x 4). Medians are single-cell MEDIAN(IF(...)) array formulas.
 """
 
 from __future__ import annotations
