@@ -286,7 +286,7 @@ def _inverse_line(t: dict[str, Any], target: float, length: int, sol: Solution) 
 
 
 def render(demo: DemoReport) -> str:
-    from scm_xl.report import _fmt, render_coefficients, render_consistency, render_verification, table
+    from scm_xl.report import _fmt, render_coefficients, render_consistency, render_verification, table, wrapped
 
     t = TEXTS.get(demo.lang, TEXTS["en"])
     analysis = demo.report.analysis
@@ -319,10 +319,12 @@ def render(demo: DemoReport) -> str:
         lines.append(_inverse_line(t, demo.unreachable[0], demo.target_max_tokens, demo.unreachable[1]))
     w = demo.workload
     if w is not None and w.tps is not None and w.ttft_s is not None:
-        lines.append(t["workload"].format(p=int(w.prompt_tokens), c=int(w.concurrency), mt=w.max_tokens, tps=w.tps,
-                                          ttft=w.ttft_s, short=DEMO_SHORT_PROMPT, long=DEMO_LONG_PROMPT))
+        lines.append(wrapped(t["workload"].format(p=int(w.prompt_tokens), c=int(w.concurrency), mt=w.max_tokens,
+                                                  tps=w.tps, ttft=w.ttft_s, short=DEMO_SHORT_PROMPT,
+                                                  long=DEMO_LONG_PROMPT)))
     if demo.holdout_mape:
-        lines.append(t["holdout"].format(**{k: "n/a" if v is None else f"{v:.1f}%" for k, v in demo.holdout_mape.items()}))
+        errors = {k: "n/a" if v is None else f"{v:.1f}%" for k, v in demo.holdout_mape.items()}
+        lines.append(wrapped(t["holdout"].format(**errors)))
     lines.append(render_verification(demo.report.verification))
     lines.append("")
     lines.append(t["wrote"].format(files=", ".join(str(p) for p in (demo.results_csv, demo.requests_csv,

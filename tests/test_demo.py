@@ -40,8 +40,9 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert "physics warnings: 0 of 28 rows" in text
     assert "check rows: 20" in text  # K_in(1024) identified at concurrency 1, checked at 2, 4 and 8
     assert "verdict: insufficient" not in text
-    assert "Workload: a 528-token prompt at concurrency 3, max_tokens 16 (neither measured)" in text
-    assert "Leave-one-out error: chain" in text
+    flowing = " ".join(text.split())  # the two lines are wrapped to 80 columns
+    assert "Workload: a 528-token prompt at concurrency 3, max_tokens 16 (neither measured)" in flowing
+    assert "Leave-one-out error: chain" in flowing
     assert "Inverse: 200 TPS at max_tokens 64 needs concurrency 4" in text
     assert "unreachable" not in text  # only when asked
 
