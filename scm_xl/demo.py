@@ -31,7 +31,6 @@ from typing import Any, Callable, cast
 
 from scm_xl.collector import CollectConfig, run_collection
 from scm_xl.latency import LatencyForecast, latency_model
-from scm_xl.lsq import least_squares_analysis
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Solution, solve
 from scm_xl.results import ResultRow, read_results, write_results
@@ -210,7 +209,7 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
         unreachable = (beyond, solve(cal, beyond, length))
     base_key = DEMO_MODELS[0][1]
     latency = latency_model(rows)
-    lsq_report = least_squares_analysis(report.analysis.statuses, report.analysis.settings).report()
+    lsq_report = report.holdout or {}  # fill's least-squares analysis (with the chain's hold-out)
     holdout_mape = {"chain": (lsq_report.get("chain_holdout") or {}).get("loo_mape_pct"),
                     "lsq": lsq_report.get("loo_mape_pct"), "latency": latency.holdout.mape_pct}
     workload = latency.forecast(DEMO_CONCURRENCY[1] + 1, DEMO_MAX_TOKENS[0], DEMO_MODELS[0][0],

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scm_xl.latency import LITTLE_TOLERANCE, SOFT_KNEE_GAIN, step_name
+from scm_xl.latency import format_level as _level
 
 
 def _number(value: float, digits: int = 3) -> str:
@@ -23,11 +24,6 @@ def _number(value: float, digits: int = 3) -> str:
 
 def _interval(interval: list[float] | None) -> str:
     return f"{_number(interval[0])} – {_number(interval[1])}" if interval else "-"
-
-
-def _level(value: float) -> str:
-    """As `scm_xl.latency` writes a concurrency or prompt level (whole numbers whole)."""
-    return f"{value:.0f}" if abs(value - round(value)) < 0.05 or value >= 10 else f"{value:.1f}"
 
 
 def knee_words(knee: Any, texts: dict[str, Any]) -> str:
