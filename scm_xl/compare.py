@@ -1,8 +1,8 @@
 """Baseline drift between two calibrations: has the endpoint changed since the baseline? (no I/O)
 
 Both sides are fitted by least squares (`scm_xl.lsq.fit`) with the baseline's base point
-(model, max_tokens, concurrency) as the reference of both, so every coefficient means the
-same thing on each side.
+(model, max_tokens, concurrency, prompt level) as the reference of both, so every coefficient
+means the same thing on each side.
 
 The test, per coefficient identified on both sides with a standard error on both sides:
 
@@ -10,16 +10,36 @@ The test, per coefficient identified on both sides with a standard error on both
 
 with Welch-Satterthwaite degrees of freedom from the two fits' residual dof, two-sided.
 A coefficient has *moved beyond its noise* when p < (1 - DRIFT_CONFIDENCE) / k, k the number
-of coefficients compared (Bonferroni: 95% family-wise), and it *drifted* when it also moved
-by at least MIN_DRIFT_EFFECT (5%): with many replicates a 1% wobble is significant but is no
-change a deployment owner acts on.
+of tests (Bonferroni: 95% family-wise), and it *drifted* when it also moved by at least
+MIN_DRIFT_EFFECT (5%): with many replicates a 1% wobble is significant but is no change a
+deployment owner acts on.
 
-Verdict: `insufficient` when either side has no residual degrees of freedom (its noise is
-unknown, e.g. the article's seven rows fitting seven numbers) or no coefficient can be
-compared; `drift` when any coefficient drifted; else `stable`.
+The absolute level. BaseTPS is the only coefficient that is not a ratio: every other one is
+relative to the base point. When the new data lack the base point (the model was renamed, or
+its base max_tokens or base concurrency was not measured again) BaseTPS is not identified on
+the new side, and the ratios alone would call a halved throughput stable. Then the level is
+tested on the new rows the baseline's model predicts (`level_shift`, label LEVEL_LABEL): the
+geometric mean of their measured TPS against that of the baseline's predictions of them, by the
+same Welch t test and 5% (one more test in the Bonferroni family). Its standard error on the
+baseline's side is the mean of the predictions' standard errors (an upper bound: they share the
+baseline's coefficients); on the new side the new fit's residual sigma / sqrt(rows).
 
-Beside the test, the baseline's model predicts the new rows (hold-out of old on new):
-MAPE, max error and how many fall inside the baseline's 90% prediction interval.
+Verdict:
+
+- `insufficient` when either side has no residual degrees of freedom (its noise is unknown,
+  e.g. the article's seven rows fitting seven numbers) or nothing can be compared;
+- `drift` when any coefficient, or the level, drifted;
+- without the base point in the new data, `stable` only on the evidence of the rows the
+  baseline predicts: the level's 90% interval of change lies within +-MIN_DRIFT_EFFECT (shown
+  not to have moved by 5%, not merely not shown to have moved) and no more of those rows fall
+  outside the baseline's 90% prediction interval than chance allows (one-sided binomial,
+  p >= 1 - DRIFT_CONFIDENCE). Otherwise, or when the baseline's model predicts none of the new
+  rows, `insufficient`: the data cannot say whether the level moved;
+- else `stable`.
+
+Beside the test, the baseline's model predicts the new rows (hold-out of old on new), each at
+its own prompt level: MAPE, max error and how many fall inside the baseline's 90% prediction
+interval.
 
 When both sides have a latency model (`scm_xl.latency`: TTFT, latency and ITL recorded), the
 baseline's latency model predicts the new rows too, each row matched to a baseline experiment
@@ -29,7 +49,11 @@ its 90% prediction interval. Where the prompt levels of the two sides differ, th
 only the levels both measured are compared. The knee of each model is compared as well: it
 moved when both sides found a slot limit and the ranges the data allow do not overlap, or when
 one side found one where the other measured past it without one. None of this changes the
-verdict (it is the least-squares coefficients' alone).
+verdict (it is the least-squares coefficients' and the level's alone).
+
+Long because the verdict is one argument: the coefficient tests, the level test without the base
+point, the hold-out of old on new and the latency comparison share the two fits and the rows
+they matched, and a verdict that rests on part of them is how a halved throughput was called stable.
 """
 
 from __future__ import annotations
@@ -39,12 +63,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from scm_xl.lsq import Coefficient, LsqFit, fit, t_cdf
-from scm_xl.model import Analysis, verdict_for
+from scm_xl.lsq import BASE_LABEL, Coefficient, LsqFit, fit, t_cdf, t_two_sided
+from scm_xl.model import Analysis, same_model, verdict_for
 
 DRIFT_CONFIDENCE = 0.95
 MIN_DRIFT_EFFECT = 0.05
 VERDICTS = ("stable", "drift", "insufficient")
+LEVEL_LABEL = "level (old on new)"  # the absolute level, tested on the new rows when BaseTPS cannot be
 
 
 @dataclass(frozen=True)
@@ -81,6 +106,7 @@ class OldOnNewRow:
     predicted_tps: float | None  # the baseline's model; None: not predictable from the baseline
     error_pct: float | None
     inside_prediction_interval: bool | None
+    predicted_log_se: float | None = None  # standard error of ln(the baseline's expected TPS) at the row
 
 
 @dataclass(frozen=True)
@@ -92,6 +118,7 @@ class OldOnNew:
     max_pct: float | None
     inside_interval: int  # rows inside the baseline's 90% prediction interval
     with_interval: int  # rows that had one
+    interval_confidence: float = 0.90  # of the baseline's prediction intervals
 
     def as_dict(self) -> dict[str, Any]:
         return {"mape_pct": self.mape_pct, "max_pct": self.max_pct, "rows": self.predicted_rows,
@@ -118,6 +145,9 @@ class Comparison:
     new_dof: int = 0
     tests: int = field(default=0)
     latency: LatencyComparison | None = None  # None: neither side has a latency model (or no rows given)
+    # What of the baseline's base point the new data lack (then BaseTPS is not compared and the level
+    # is judged on the new rows, LEVEL_LABEL); None: BaseTPS was compared or nothing could be.
+    base_point_missing: str | None = None
 
     @property
     def drifted(self) -> list[str]:
@@ -130,9 +160,19 @@ class Comparison:
     def test_description(self) -> str:
         alpha = self.alpha_per_test
         bonferroni = f"p < {alpha:.4g} each" if alpha is not None else "no coefficient compared"
+        level = any(s.label == LEVEL_LABEL for s in self.coefficients)
         return (f"two-sided Welch t test on ln(coefficient), {self.confidence:.0%} family-wise "
-                f"(Bonferroni over {self.tests} coefficients: {bonferroni}), and a change of at least "
-                f"{self.min_effect:.0%}")
+                f"(Bonferroni over {self.tests} {'tests, the level included' if level else 'coefficients'}: "
+                f"{bonferroni}), and a change of at least {self.min_effect:.0%}")
+
+    def level_rule(self) -> str | None:
+        """The rule the verdict followed without the base point (None: it had the base point)."""
+        if self.base_point_missing is None:
+            return None
+        return ("BaseTPS is not compared, so the level is tested on the new rows the "
+                f"baseline's model predicts ({LEVEL_LABEL}); stable then needs its {2 * self.confidence - 1:.0%} "
+                f"interval of change within ±{self.min_effect:.0%} and no more rows outside the baseline's "
+                "prediction interval than chance allows, else insufficient")
 
     def as_dict(self) -> dict[str, Any]:
         model, length, concurrency = self.base_point
@@ -146,6 +186,7 @@ class Comparison:
             "baseline_dof": self.baseline_dof, "new_dof": self.new_dof,
             "coefficients": [c.as_dict() for c in self.coefficients],
             "old_on_new": self.old_on_new.as_dict(),
+            "base_point_missing": self.base_point_missing, "level_rule": self.level_rule(),
             "latency": self.latency.as_dict() if self.latency is not None else None,
         }
 
@@ -190,21 +231,89 @@ def _p_value(t: float, dof: float) -> float:
 
 
 def old_on_new(baseline: LsqFit, new: Analysis) -> OldOnNew:
-    """The baseline's least-squares model predicting each included new row (no extrapolation)."""
+    """The baseline's least-squares model predicting each included new row at its own prompt level
+    (no extrapolation), with the standard error of each prediction's log for `level_shift`."""
+    t = t_two_sided(baseline.confidence, baseline.dof) if baseline.dof > 0 else None
     rows = []
     for s in new.statuses:
         if not s.included or s.tps <= 0:
             continue
-        forecast = baseline.forecast(s.concurrency, s.max_tokens, s.model)
+        forecast = baseline.forecast(s.concurrency, s.max_tokens, s.model, prompt_tokens=s.prompt_level)
         error = (s.tps - forecast.tps) / s.tps * 100 if forecast.tps is not None else None
         interval = forecast.prediction_interval
         inside = interval[0] <= s.tps <= interval[1] if interval else None
-        rows.append(OldOnNewRow(s.exp_id, s.model, s.concurrency, s.max_tokens, s.tps, forecast.tps, error, inside))
+        mean = forecast.mean_interval
+        se = math.log(mean[1] / mean[0]) / (2 * t) if mean is not None and t else None
+        rows.append(OldOnNewRow(s.exp_id, s.model, s.concurrency, s.max_tokens, s.tps, forecast.tps, error, inside,
+                                se))
     errors = [abs(r.error_pct) for r in rows if r.error_pct is not None]
     return OldOnNew(rows=rows, predicted_rows=len(errors), missing_rows=len(rows) - len(errors),
                     mape_pct=sum(errors) / len(errors) if errors else None, max_pct=max(errors) if errors else None,
                     inside_interval=sum(1 for r in rows if r.inside_prediction_interval),
-                    with_interval=sum(1 for r in rows if r.inside_prediction_interval is not None))
+                    with_interval=sum(1 for r in rows if r.inside_prediction_interval is not None),
+                    interval_confidence=baseline.confidence)
+
+
+def level_shift(rows: OldOnNew, old_dof: int, new_fit: LsqFit) -> CoefficientShift | None:
+    """The new rows' level against the baseline's predictions of them (see the module docstring):
+    the geometric mean of the measured TPS of the rows the baseline predicts with a standard error,
+    against the geometric mean of those predictions, as a shift for the same Welch t test. None
+    when it predicts no new row or a side has no noise estimate."""
+    # The rows with a standard error are the rows with a prediction interval (`rows.with_interval`).
+    used = [r for r in rows.rows if r.predicted_tps is not None and r.predicted_log_se is not None]
+    if not used or new_fit.sigma is None or old_dof <= 0 or new_fit.dof <= 0:
+        return None
+    n = len(used)
+
+    def side(mean_log: float, se: float, dof: int) -> Coefficient:
+        spread = t_two_sided(new_fit.confidence, dof) * se
+        return Coefficient(label=LEVEL_LABEL, kind="level", level=None, rows=n, value=math.exp(mean_log),
+                           std_error_log=se, interval=(math.exp(mean_log - spread), math.exp(mean_log + spread)))
+
+    old = side(sum(math.log(r.predicted_tps) for r in used if r.predicted_tps) / n,
+               sum(r.predicted_log_se for r in used if r.predicted_log_se is not None) / n, old_dof)
+    new = side(sum(math.log(r.measured_tps) for r in used) / n, new_fit.sigma / math.sqrt(n), new_fit.dof)
+    return _shift(LEVEL_LABEL, old, new, old_dof, new_fit.dof)
+
+
+def change_interval(shift: CoefficientShift, confidence: float) -> tuple[float, float] | None:
+    """The two-sided `confidence` interval of a compared shift's change, in % (None: not compared)."""
+    if shift.status != "compared" or shift.baseline is None or shift.new is None or shift.dof is None:
+        return None
+    diff = math.log(shift.new / shift.baseline)
+    spread = abs(diff / shift.t_statistic) if shift.t_statistic else 0.0
+    half = t_two_sided(confidence, shift.dof) * spread
+    return (math.exp(diff - half) - 1) * 100, (math.exp(diff + half) - 1) * 100
+
+
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p): how often chance leaves k or more rows outside their interval."""
+    return min(1.0, sum(math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(max(k, 0), n + 1)))
+
+
+def missing_base_point(new_fit: LsqFit, base_point: tuple[str | None, int | None, int | None],
+                       prompt_level: int | None) -> str:
+    """What of the base point the new fit's rows lack, in words."""
+    model, length, concurrency = base_point
+    used = [r.status for r in new_fit.rows]
+    of_model = [s for s in used if model is not None and same_model(s.model, model)]
+    at_length = [s for s in of_model if s.max_tokens == length]
+    at_concurrency = [s for s in at_length if s.concurrency == concurrency]
+    if not of_model:
+        what = f"no row of the model {model} (renamed?)"
+    elif not at_length:
+        what = f"no row of {model} at max_tokens {length}"
+    elif not at_concurrency:
+        what = f"no row of {model} at max_tokens {length} and concurrency {concurrency}"
+    elif prompt_level is not None and not any(s.prompt_level in (None, prompt_level) for s in at_concurrency):
+        what = f"no row of {model} at max_tokens {length}, concurrency {concurrency} and prompt level {prompt_level}"
+    else:
+        what = None
+    point = f"{model}, max_tokens {length}, concurrency {concurrency}" + (
+        f", prompt level {prompt_level}" if prompt_level is not None else "")
+    if what is None:
+        return f"BaseTPS is not identified in the new data at the baseline's base point ({point})"
+    return f"the new data lack the baseline's base point ({point}): {what}"
 
 
 # ---------------------------------------------------------------------------
@@ -399,31 +508,16 @@ def latency_comparison(baseline_rows: Sequence[Any], new_rows: Sequence[Any], *,
 def compare(baseline: Analysis, new: Analysis, *, baseline_name: str = "baseline", new_name: str = "new",
             confidence: float = DRIFT_CONFIDENCE, min_effect: float = MIN_DRIFT_EFFECT,
             baseline_rows: Sequence[Any] | None = None, new_rows: Sequence[Any] | None = None) -> Comparison:
-    """Compare two analyses (each from `model.analyze` on its own rows). With both sides' results
-    rows, the latency models are compared too (`latency_comparison`; the verdict is unchanged)."""
+    """Compare two analyses (each from `model.analyze` on its own rows); the verdict follows the
+    module docstring. With both sides' results rows, the latency models are compared too
+    (`latency_comparison`; the verdict is unchanged)."""
     old_fit = fit(baseline.statuses, baseline.settings)
     cal = old_fit.calibration
     base_point = (cal.base_model, cal.base_max_tokens, cal.base_concurrency)
     pinned = dataclasses.replace(new.settings, base_model=cal.base_model, base_max_tokens=cal.base_max_tokens,
-                                 base_concurrency=cal.base_concurrency)
+                                 base_concurrency=cal.base_concurrency, base_prompt_level=cal.base_prompt_level)
     new_fit = fit(new.statuses, pinned)
-
-    old_by = {c.label: c for c in old_fit.coefficients}
-    new_by = {c.label: c for c in new_fit.coefficients}
-    labels = list(old_by) + [label for label in new_by if label not in old_by]
-    shifts = [_shift(label, old_by.get(label), new_by.get(label), old_fit.dof, new_fit.dof) for label in labels]
-    compared = [s for s in shifts if s.status == "compared"]
-    tests = len(compared)
-    alpha = (1 - confidence) / tests if tests else 0.0
-    final = []
-    for s in shifts:
-        if s.status == "compared":
-            assert s.t_statistic is not None and s.dof is not None and s.change_pct is not None
-            p = _p_value(s.t_statistic, s.dof)
-            significant = p < alpha
-            s = dataclasses.replace(s, p_value=p, significant=significant,
-                                    drifted=significant and abs(s.change_pct) >= min_effect * 100)
-        final.append(s)
+    predictions = old_on_new(old_fit, new)
 
     reasons = []
     if not old_fit.coefficients:
@@ -436,26 +530,85 @@ def compare(baseline: Analysis, new: Analysis, *, baseline_name: str = "baseline
     elif new_fit.dof == 0:
         reasons.append(f"{new_name}: no residual degrees of freedom ({new_fit.observations} rows fit "
                        f"{new_fit.rank} coefficients), so its noise is unknown; add replicates")
-    if not reasons and not tests:
-        reasons.append("no coefficient is identified on both sides")
+
+    old_by = {c.label: c for c in old_fit.coefficients}
+    new_by = {c.label: c for c in new_fit.coefficients}
+    labels = list(old_by) + [label for label in new_by if label not in old_by]
+    shifts = [_shift(label, old_by.get(label), new_by.get(label), old_fit.dof, new_fit.dof) for label in labels]
+    missing = level = None
+    if not reasons and not any(s.label == BASE_LABEL and s.status == "compared" for s in shifts):
+        missing = missing_base_point(new_fit, base_point, cal.base_prompt_level)
+        level = level_shift(predictions, old_fit.dof, new_fit)
+        if level is not None:
+            shifts.append(level)
+    compared = [s for s in shifts if s.status == "compared"]
+    tests = len(compared)
+    alpha = (1 - confidence) / tests if tests else 0.0
+    final = []
+    for s in shifts:
+        if s.status == "compared":
+            assert s.t_statistic is not None and s.dof is not None and s.change_pct is not None
+            p = _p_value(s.t_statistic, s.dof)
+            significant = p < alpha
+            s = dataclasses.replace(s, p_value=p, significant=significant,
+                                    drifted=significant and abs(s.change_pct) >= min_effect * 100)
+        final.append(s)
+    level = next((s for s in final if s.label == LEVEL_LABEL), None)
+
     drifted = [s for s in final if s.drifted]
+    moved = [f"{s.label} moved {s.change_pct:+.1f}%: beyond its noise but under {min_effect:.0%}"
+             for s in final if s.significant and not s.drifted]
     if reasons:
         verdict = "insufficient"
     elif drifted:
         verdict = "drift"
         reasons = [f"{s.label} moved {s.change_pct:+.1f}% (p = {s.p_value:.2g})" for s in drifted]
+        if missing is not None and level is not None and level.drifted:
+            reasons.append(f"{missing}, so BaseTPS is not compared and the level was tested on the "
+                           f"{predictions.with_interval} new rows the baseline's model predicts")
+    elif missing is not None:
+        verdict, reasons = _without_base_point(missing, level, predictions, confidence, min_effect)
+        reasons += moved if verdict == "stable" else []
+    elif not tests:
+        verdict = "insufficient"
+        reasons = ["no coefficient is identified on both sides"]
     else:
         verdict = "stable"
-        moved = [s for s in final if s.significant]
-        reasons = [f"no coefficient moved by {min_effect:.0%} beyond its noise"] + [
-            f"{s.label} moved {s.change_pct:+.1f}%: beyond its noise but under {min_effect:.0%}" for s in moved]
+        reasons = [f"no coefficient moved by {min_effect:.0%} beyond its noise"] + moved
     return Comparison(baseline_name=baseline_name, new_name=new_name, base_point=base_point, coefficients=final,
-                      old_on_new=old_on_new(old_fit, new), verdict=verdict, reasons=reasons, confidence=confidence,
+                      old_on_new=predictions, verdict=verdict, reasons=reasons, confidence=confidence,
                       min_effect=min_effect, baseline_rows=len(baseline.statuses), new_rows=len(new.statuses),
                       baseline_dof=old_fit.dof, new_dof=new_fit.dof, tests=tests,
                       latency=latency_comparison(baseline_rows, new_rows, baseline_name=baseline_name,
                                                  new_name=new_name)
-                      if baseline_rows is not None and new_rows is not None else None)
+                      if baseline_rows is not None and new_rows is not None else None,
+                      base_point_missing=missing)
+
+
+def _without_base_point(missing: str, level: CoefficientShift | None, predictions: OldOnNew, confidence: float,
+                        min_effect: float) -> tuple[str, list[str]]:
+    """The verdict and its reasons when BaseTPS could not be compared and nothing drifted: stable only on
+    the evidence of the new rows the baseline predicts (the module docstring), else insufficient."""
+    if level is None:
+        return "insufficient", [f"{missing}; BaseTPS is not compared, and the baseline's model predicts none of "
+                                "the new rows, so the level cannot be compared"]
+    interval = change_interval(level, 2 * confidence - 1)
+    assert interval is not None and level.change_pct is not None  # a level shift is always compared
+    low, high = interval
+    outside = predictions.with_interval - predictions.inside_interval
+    chance = binomial_tail(outside, predictions.with_interval, 1 - predictions.interval_confidence)
+    rows = f"the {predictions.with_interval} new rows the baseline's model predicts"
+    facts = (f"lie {level.change_pct:+.1f}% from its predictions ({2 * confidence - 1:.0%} interval "
+             f"{low:+.1f}% to {high:+.1f}%), "
+             f"{predictions.inside_interval} of {predictions.with_interval} inside its "
+             f"{predictions.interval_confidence:.0%} prediction interval")
+    within = -min_effect * 100 < low and high < min_effect * 100
+    fits = chance >= 1 - confidence
+    if within and fits:
+        return "stable", [f"{missing}; BaseTPS is not compared; stable on the evidence of {rows}: they {facts}"]
+    why = [] if within else [f"the level is not shown within ±{min_effect:.0%}"]
+    why += [] if fits else [f"more rows fall outside than chance allows (p = {chance:.2g})"]
+    return "insufficient", [f"{missing}; BaseTPS is not compared, and {rows} {facts}: {' and '.join(why)}"]
 
 
 def compare_sources(baseline: str, new: str, *, strict_physics: bool | None = None) -> tuple[Comparison, list[Any]]:
@@ -498,6 +651,11 @@ def render_comparison(c: Comparison) -> str:
     lines.append(f"baseline's model on the new rows (old on new): MAPE {_fmt(o.mape_pct)}% max {_fmt(o.max_pct)}% "
                  f"over {o.predicted_rows} rows ({o.missing_rows} not predictable); {o.inside_interval} of "
                  f"{o.with_interval} inside the baseline's 90% prediction interval")
+    rule = c.level_rule()
+    if rule is not None:
+        from scm_xl.report import wrapped
+
+        lines.append(wrapped(f"without the base point: {rule}"))
     if c.latency is not None:
         lines.extend(render_latency_comparison(c.latency))
     lines.append(f"verdict: {c.verdict}" + (f" ({'; '.join(c.reasons)})" if c.reasons else ""))

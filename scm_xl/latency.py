@@ -9,11 +9,19 @@ Little's law: TPS = c x L_out / latency. Above the server's knee K (its slot lim
 capacity or compute stops the batch from growing) only K requests are served at once; the
 others wait, so the served part stays that of K and the wait grows with c:
 
-    wait(c) = w x latency_K x (c / K - 1),   TTFT(c) = TTFT_K + wait,   latency(c) = latency_K + wait,
+    wait(c) = w x latency_K x W(c),   TTFT(c) = TTFT_K + wait,   latency(c) = latency_K + wait,
     TPS(c) = K x L_out / latency_K      (flat: throughput stops growing at K)
 
-(w = 1 in a steady state; a finite run starts and ends with short queues, so w, the measured share
-of that wait, is taken from the rows above the knee.)
+W is the mean wait in service times. In a steady state W = c / K - 1. A measured run of N requests
+starts with K of them served at once and the rest queued, and ends with the queue draining, so its
+mean wait is less: with equal service times and first-come-first-served slots, request j (0-based)
+starts in service round floor(j / K) and was sent when request j - c ended, which gives
+
+    W(c, K, N) = [F(N) - F(N - c) - (N - c)] / N,    F(M) = K a (a - 1) / 2 + b a,  M = a K + b
+
+(`finite_wait`; W(c, K, N) -> c / K - 1 as N grows). The rows above the knee give w, the share of
+that wait the server really showed (1 when service times are equal); forecasts are for a steady
+state unless a run's length is given.
 
 The two parts are linear in their coefficients, so each is one least-squares fit a person can
 redo (the workbook's latency sheet does, with MINVERSE on the normal equations of columns scaled by
@@ -24,8 +32,11 @@ short and long requests count alike:
                                                             step), per sequence, KV cache read over the
                                                             context, and the prefill of requests joining
                                                             the batch (n / L_out of them per step)
-    TTFT = t0 + s ITL + p P + q n P                        a fixed cost, the decode steps it waits
-                                                            through (ITL as fitted above), prefill at
+    TTFT = t0 + s ITL + b ITL min(1, n - 1) + p P + q n P  a fixed cost, the decode step the request
+                                                            joins (ITL as fitted above), the step in
+                                                            progress it waits out when other requests
+                                                            are in flight (none at concurrency 1: the
+                                                            server is idle when it arrives), prefill at
                                                             a rate per prompt token, and the queueing
                                                             of prefills that arrive together (c x P)
 
@@ -80,12 +91,13 @@ PROMPT_LEVEL_RATIO = 1.05
 SOFT_KNEE_GAIN = 1.10
 
 ITL_TERMS = ("step", "d", "e")  # step(n): one per measured batch
-TTFT_TERMS = ("t0", "s", "p", "q")
+TTFT_TERMS = ("t0", "s", "b", "p", "q")
 TERM_WORDS = {
     "step": "s per decode step at this batch (measured; linear between batches)",
     "d": "s per step per context token",
     "e": "s per step per joining prompt token", "t0": "s fixed",
-    "s": "decode steps (the step in progress, then the one the request joins)",
+    "s": "decode steps (the one the request joins)",
+    "b": "decode steps waited out (the one in progress when others are in flight; none at concurrency 1)",
     "p": "s per prompt token (prefill)", "q": "s per prompt token per concurrent request (queued prefill)",
 }
 
@@ -106,6 +118,7 @@ class Observation:
     itl: float
     ttft_p95: float | None
     latency_p95: float | None
+    requests: int = 0  # requests the experiment sent (its length N in `finite_wait`); 0: unknown
 
     @property
     def little_ratio(self) -> float:
@@ -131,7 +144,8 @@ def observations(rows: Iterable[Any]) -> tuple[list[Observation], list[str]]:
         used.append(Observation(
             exp_id=row.exp_id, model=row.model, concurrency=row.concurrency, max_tokens=row.max_tokens,
             prompt=float(prompt or 0), output=row.total_output_tokens / good, tps=row.tps, ttft=ttft,
-            latency=latency, itl=row.mean_itl_s, ttft_p95=row.ttft_p95_s, latency_p95=row.latency_p95_s))
+            latency=latency, itl=row.mean_itl_s, ttft_p95=row.ttft_p95_s, latency_p95=row.latency_p95_s,
+            requests=int(row.total_requests or 0)))
     return used, skipped
 
 
@@ -157,6 +171,7 @@ class Terms:
     prompt: bool  # the prompt length varied (the longest over 5% above the shortest)
     context: bool  # the prompt or the output length varied: the KV-read term d
     joining: bool  # both varied: the joining-prefill term e (otherwise aliased with d and the steps)
+    busy: bool = False  # TTFT rows at concurrency 1 and at two batches from 2 up: the waited-out step b
 
     @property
     def batch(self) -> bool:
@@ -191,6 +206,8 @@ class Terms:
         features = [1.0]
         if self.batch:
             features.append(step)
+        if self.busy:
+            features.append(step * busy_share(n))
         if self.prompt:
             features.append(prompt)
             if self.batch:
@@ -202,7 +219,7 @@ class Terms:
             + (["e"] if self.joining else [])
 
     def ttft_names(self) -> list[str]:
-        names = ["t0"] + (["s"] if self.batch else [])
+        names = ["t0"] + (["s"] if self.batch else []) + (["b"] if self.busy else [])
         if self.prompt:
             names += ["p"] + (["q"] if self.batch else [])
         return names
@@ -240,12 +257,45 @@ def varied(values: Sequence[float]) -> bool:
     return max(values) > min(values) * PROMPT_LEVEL_RATIO
 
 
+def busy_share(n: float) -> float:
+    """How often a request finds the server mid-step: never alone (n = 1), always with another
+    request in flight (n >= 2), linear between."""
+    return min(1.0, max(0.0, n - 1.0))
+
+
+def busy_identified(ttft_batches: Iterable[float]) -> bool:
+    """The waited-out step b needs TTFT rows at batch 1 and at two batches from 2 up (with one, it
+    is aliased with t0 and s)."""
+    levels = set(ttft_batches)
+    return 1.0 in levels and len({n for n in levels if n >= 2}) >= 2
+
+
+def finite_wait(concurrency: float, knee: float, requests: int) -> float:
+    """The mean wait for a slot, in service times, over a closed-loop run of `requests` requests by
+    `concurrency` clients on int(knee) slots (the module docstring's W(c, K, N)); the steady state
+    c / K - 1 when `requests` is 0 (unknown)."""
+    if concurrency <= knee:
+        return 0.0
+    if requests <= 0:
+        return concurrency / knee - 1.0
+    slots, c = max(int(knee), 1), int(round(concurrency))
+
+    def rounds(m: int) -> int:  # sum over j < m of floor(j / slots)
+        a, b = divmod(m, slots)
+        return slots * a * (a - 1) // 2 + b * a
+
+    if requests <= c:
+        return rounds(requests) / requests
+    return (rounds(requests) - rounds(requests - c) - (requests - c)) / requests
+
+
 def terms_of(rows: Sequence[Observation], knee: float | None = None) -> Terms:
     """The knots (the served batches min(c, K) measured) and which factors the rows varied."""
     knots = tuple(sorted({min(r.concurrency, knee) if knee is not None else float(r.concurrency) for r in rows}))
     prompt, output = varied([r.prompt for r in rows]), varied([r.output for r in rows])
+    served = [float(r.concurrency) for r in rows if knee is None or r.concurrency <= knee]
     return Terms(knots=tuple(float(k) for k in knots), prompt=prompt, context=prompt or output,
-                 joining=prompt and output)
+                 joining=prompt and output, busy=len(knots) >= 2 and busy_identified(served))
 
 
 def _relative_lstsq(names: Sequence[str], x: list[list[float]], y: list[float],
@@ -343,7 +393,7 @@ class ModelFit:
     knee_limit: float | None  # the K used (None: no limit)
     knee: Knee
     efficiency: float  # median measured TPS / (c L_out / latency): Little's law as the client saw it
-    queue_share: float  # measured wait for a slot / the steady-state wait (c / K - 1) x latency_K
+    queue_share: float  # measured wait for a slot / the run's expected wait W(c, K, N) x latency_K
     output_ratio: float  # median L_out / max_tokens (1: every request ran to max_tokens)
     ttft_p95_ratio: float | None
     latency_p95_ratio: float | None
@@ -364,9 +414,10 @@ class ModelFit:
         return ttft, itl, ttft + (output - 1) * itl
 
     def forecast(self, concurrency: float, max_tokens: int, prompt_tokens: float | None = None, *,
-                 output_tokens: float | None = None) -> LatencyForecast:
+                 output_tokens: float | None = None, requests: int = 0) -> LatencyForecast:
         """TPS, TTFT and latency at a configuration; `output_tokens` (the mean per request) defaults
-        to max_tokens times the share the measured requests reached."""
+        to max_tokens times the share the measured requests reached. Above the knee the wait is the
+        steady state's, or a run of `requests` requests' (`finite_wait`) when given."""
         prompt = self.prompt_levels[0] if prompt_tokens is None else float(prompt_tokens)
         output = max(1.0, output_tokens if output_tokens is not None else max_tokens * self.output_ratio)
         base = dict(concurrency=concurrency, max_tokens=max_tokens, prompt_tokens=prompt, model=self.model)
@@ -382,10 +433,9 @@ class ModelFit:
         if not (ttft_s > 0 and itl > 0 and latency_s > 0):
             return LatencyForecast(tps=None, missing=("the fitted times are not positive there",),
                                    **base)  # type: ignore[arg-type]
-        factor = 1.0
-        if self.knee_limit is not None and concurrency > self.knee_limit:
-            factor = concurrency / self.knee_limit
-        wait = self.queue_share * latency_s * (factor - 1)
+        beyond = self.knee_limit is not None and concurrency > self.knee_limit
+        wait = self.queue_share * latency_s * finite_wait(concurrency, self.knee_limit, requests) \
+            if self.knee_limit is not None and beyond else 0.0
         latency_total = latency_s + wait
         ttft_total = ttft_s + wait
         tps = self.efficiency * self.served(concurrency) * output / latency_s
@@ -406,7 +456,7 @@ class ModelFit:
             tps=tps, ttft_s=ttft_total, latency_s=latency_total, itl_s=itl,
             ttft_p95_s=ttft_total * self.ttft_p95_ratio if self.ttft_p95_ratio else None,
             latency_p95_s=latency_total * self.latency_p95_ratio if self.latency_p95_ratio else None,
-            tps_interval=interval, beyond_knee=factor > 1, extrapolated=tuple(outside),
+            tps_interval=interval, beyond_knee=beyond, extrapolated=tuple(outside),
             **base)  # type: ignore[arg-type]
 
     def report(self) -> dict[str, Any]:
@@ -438,7 +488,8 @@ def ttft_scales(rows: Sequence[Observation], knee: float | None, step_max: float
     """The TTFT columns' scales (`step_max`: the largest fitted ITL over the rows)."""
     n = max(min(r.concurrency, knee) if knee is not None else r.concurrency for r in rows)
     prompt = max(r.prompt for r in rows)
-    return {"t0": 1.0, "s": _positive(step_max), "p": _positive(prompt), "q": _positive(n * prompt)}
+    return {"t0": 1.0, "s": _positive(step_max), "b": _positive(step_max), "p": _positive(prompt),
+            "q": _positive(n * prompt)}
 
 
 Fitted = tuple[Terms, LinearFit, LinearFit]
@@ -571,13 +622,14 @@ def fit_model(rows: Sequence[Observation], model: str, knee_given: float | None 
         for r in rows:
             if r.concurrency > knee:
                 served = fit.forecast(knee, r.max_tokens, r.prompt, output_tokens=r.output)
-                if served.latency_s and served.ttft_s is not None:
-                    shares.append((r.ttft - served.ttft_s) / (served.latency_s * (r.concurrency / knee - 1)))
+                expected = finite_wait(r.concurrency, knee, r.requests)  # 0: the run was too short to queue
+                if served.latency_s and served.ttft_s is not None and expected > 0:
+                    shares.append((r.ttft - served.ttft_s) / (served.latency_s * expected))
         if shares:
             fit.queue_share = max(0.0, median(shares))
     ttft_ratios, latency_ratios = [], []
     for r in rows:
-        forecast = fit.forecast(r.concurrency, r.max_tokens, r.prompt, output_tokens=r.output)
+        forecast = fit.forecast(r.concurrency, r.max_tokens, r.prompt, output_tokens=r.output, requests=r.requests)
         if forecast.ttft_s and r.ttft_p95 is not None:
             ttft_ratios.append(r.ttft_p95 / forecast.ttft_s)
         if forecast.latency_s and r.latency_p95 is not None:
@@ -621,14 +673,15 @@ class LatencyModel:
         return self.fits.get(model.casefold())
 
     def forecast(self, concurrency: float, max_tokens: int, model: str | None = None,
-                 prompt_tokens: float | None = None) -> LatencyForecast:
+                 prompt_tokens: float | None = None, *, requests: int = 0) -> LatencyForecast:
+        """ModelFit.forecast for `model` (a steady state, or a run of `requests` requests)."""
         fit = self.fit_for(model)
         if fit is None:
             name = model or ""
             reason = ("no experiment has TTFT, latency and ITL recorded" if not self.fits
                       else f"the latency model has no fit for {name!r}")
             return LatencyForecast(concurrency, max_tokens, float(prompt_tokens or 0), name, None, missing=(reason,))
-        return fit.forecast(concurrency, max_tokens, prompt_tokens)
+        return fit.forecast(concurrency, max_tokens, prompt_tokens, requests=requests)
 
     def knee_text(self) -> str | None:
         texts = [f"{fit.model}: {fit.knee.describe()}" if len(self.fits) > 1 else fit.knee.describe()

@@ -14,14 +14,20 @@ The policy (the README's "Files scm-xl writes" states it once):
   is renamed onto the target only when complete, so a crash or a concurrent run never
   leaves a half-written file. New files get the user's umask; a replaced file keeps
   its mode.
+- Without `--force` the output is created exclusively when it is put in place: a file
+  that appeared there while the command worked (another run writing the same output)
+  is refused then too, not silently replaced.
+- A workbook that fails verification replaces nothing: it is set aside beside the output
+  as NAME.failed.xlsx (never over an existing file), for the person to inspect.
 
 `check_outputs` applies the checks before any work starts; `atomic_write_text`,
-`atomic_write_bytes` and `replacing` do the writing.
+`atomic_write_bytes`, `replacing` and `staging` do the writing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from dataclasses import dataclass
@@ -93,7 +99,12 @@ def check_writable(path: str | Path, *, force: bool = False) -> None:
     except OSError as exc:
         raise InputError(f"cannot write in folder {folder}: {exc.strerror}", path=shown) from None
     if target.exists() and not force:
-        raise UsageError(f"{shown} already exists: pass --force to replace it")
+        raise UsageError(already_exists(shown))
+
+
+def already_exists(shown: str | Path) -> str:
+    """The refusal of an existing output (one wording, before the work and at the rename)."""
+    return f"{shown} already exists: pass --force to replace it"
 
 
 def new_file_mode() -> int:
@@ -103,14 +114,89 @@ def new_file_mode() -> int:
     return 0o666 & ~mask
 
 
-@contextlib.contextmanager
-def replacing(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Path]:
-    """Yield a temporary path beside `path`; when the block ends without error, move it onto `path`.
+class Staged:
+    """A complete file in a temporary beside its target, waiting to be put in place or set aside.
 
-    The caller writes the whole file to the yielded path (any library's `save(path)` will
-    do). On an error the temporary file is removed and `path` is untouched. `suffix` names the
-    temporary file for programs that go by the extension (a recalculation engine wants .xlsx).
-    """
+    The work happens under a temporary name, so that nothing at the target changes until the
+    file is known to be good; `staging` removes the temporary whatever happens."""
+
+    def __init__(self, shown: str, target: Path, temp: Path, mode: int) -> None:
+        self.shown = shown  # the path as the user gave it (for messages)
+        self.target = target  # where it lands (symlinks followed)
+        self.temp = temp
+        self.mode = mode  # a replaced file's mode, or the umask's for a new one
+
+    def _flush(self, mode: int) -> None:
+        with open(self.temp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.chmod(self.temp, mode)
+
+    def put_in_place(self, *, exclusive: bool = False) -> Path:
+        """Rename the file onto the target. `exclusive`: the target must not exist (the caller
+        checked that at the start; another run may have written it since): UsageError, exit 2."""
+        try:
+            self._flush(self.mode)
+            if exclusive:
+                if not _link_new(self.temp, self.target):
+                    raise UsageError(already_exists(self.shown) + " (it appeared while this run worked: "
+                                     "another run wrote it?)")
+            else:
+                os.replace(self.temp, self.target)
+        except OSError as exc:
+            raise InputError(f"cannot write file: {exc.strerror}", path=self.shown) from exc
+        return self.target
+
+    def set_aside(self, label: str = "failed") -> Path:
+        """Keep the file beside the target as NAME.<label>.EXT (NAME.<label>-2.EXT, ... when taken:
+        never over an existing file); the target is left as it was. Returns the path."""
+        try:
+            self._flush(new_file_mode())
+            for number in range(1, 1000):
+                tag = label if number == 1 else f"{label}-{number}"
+                aside = aside_path(self.target, tag)
+                if _link_new(self.temp, aside):
+                    return aside
+        except OSError as exc:
+            raise InputError(f"cannot write file: {exc.strerror}", path=self.shown) from exc
+        raise InputError(f"cannot set the file aside: {aside_path(self.target, label)} and 998 more are taken",
+                         path=self.shown)
+
+
+def aside_path(target: Path, tag: str) -> Path:
+    """out.xlsx -> out.<tag>.xlsx: the name says what it is and keeps the extension programs go by."""
+    return target.with_name(f"{target.stem}.{tag}{target.suffix}")
+
+
+# Errors of a file system that has no hard links (FAT, some network and FUSE file systems).
+_NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK, errno.EXDEV}
+
+
+def _link_new(temp: Path, target: Path) -> bool:
+    """Move `temp` to `target` only if no file is there (False when one is): a hard link fails
+    atomically on an existing name, where a check followed by a rename would race."""
+    try:
+        os.link(temp, target)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        try:  # claim the name exclusively, then rename over the claim
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            return False
+        os.replace(temp, target)
+        return True
+    temp.unlink()
+    return True
+
+
+@contextlib.contextmanager
+def staging(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Staged]:
+    """Yield a `Staged` temporary file beside `path`; the caller writes it, then calls
+    `put_in_place()` or `set_aside()`. Neither called (an error, a signal): the temporary file
+    is removed and `path` is untouched. `suffix` names the temporary file for programs that go
+    by the extension (a recalculation engine wants .xlsx)."""
     shown = str(path)
     target = write_target(path)
     try:
@@ -119,17 +205,26 @@ def replacing(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Path]:
         os.close(fd)
     except OSError as exc:
         raise InputError(f"cannot write file: {exc.strerror}", path=shown) from exc
-    temp = Path(temp_name)
+    staged = Staged(shown, target, Path(temp_name), mode)
     try:
-        yield temp
-        with open(temp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, target)
+        yield staged
     except OSError as exc:
         raise InputError(f"cannot write file: {exc.strerror}", path=shown) from exc
     finally:
-        temp.unlink(missing_ok=True)
+        staged.temp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def replacing(path: str | Path, *, suffix: str = ".tmp", exclusive: bool = False) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; when the block ends without error, move it onto `path`.
+
+    The caller writes the whole file to the yielded path (any library's `save(path)` will
+    do). On an error the temporary file is removed and `path` is untouched. `exclusive`: refuse
+    (UsageError) if `path` exists by then, without `--force` (see `Staged.put_in_place`).
+    """
+    with staging(path, suffix=suffix) as staged:
+        yield staged.temp
+        staged.put_in_place(exclusive=exclusive)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

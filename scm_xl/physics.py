@@ -9,7 +9,9 @@
   weight bytes read per token.
 - A model's shape from a Hugging Face `config.json` on disk
   (`model_from_config`): parameters counted from the tensor shapes the
-  config implies, active parameters for MoE, the KV layout (MHA, GQA, MLA).
+  config implies, active parameters for MoE, the KV layout (MHA, GQA, MLA),
+  its name (`config_name`: `_name_or_path`, `architectures`, `model_type`)
+  and native precision (`config_precision`: quantization_config, torch_dtype).
 
 No network, no workbook: the workbook's catalog tables (scm_xl.workbook.
 catalog_tables) and the Python reference (scm_xl.model) both import from here.
@@ -274,15 +276,112 @@ def _is_moe_layer(config: Mapping[str, Any], layer: int, path: str) -> bool:
     return (layer + 1) % step == 0
 
 
+UNNAMED_CONFIG = "unnamed model (its config.json gives no _name_or_path, architectures or model_type)"
+"""The name of a config that names nothing: never the file's name, which is usually just config.json."""
+
+
+def config_name(config: Mapping[str, Any]) -> tuple[str, str]:
+    """(key, display name) of a config's model: the last part of `_name_or_path` (the repo it was
+    saved from) with `architectures[0]` (else `model_type`) in brackets, e.g.
+    ("deepseek-v3", "DeepSeek-V3 (DeepseekV3ForCausalLM)"); either alone when only one is given.
+    Never the file or folder name: a downloaded config is called config.json wherever it lies."""
+    architectures = config.get("architectures")
+    kind = next((a.strip() for a in architectures if isinstance(a, str) and a.strip()), "") \
+        if isinstance(architectures, list) else ""
+    if not kind and isinstance(config.get("model_type"), str):
+        kind = config["model_type"].strip()
+    origin = config.get("_name_or_path")
+    base = origin.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] if isinstance(origin, str) else ""
+    if base and kind:
+        return alias_key(base), f"{base} ({kind})"
+    if base or kind:
+        return alias_key(base or kind), base or kind
+    return "config", UNNAMED_CONFIG
+
+
+TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+"""config.json torch_dtype (or dtype) -> precision name."""
+
+
+def config_precision(config: Mapping[str, Any]) -> tuple[str | None, str]:
+    """The precision a config's weights are released in, and the config's words for it.
+
+    quantization_config wins over torch_dtype (DeepSeek-V3: torch_dtype bfloat16 for the
+    unquantized tensors, quant_method fp8 for the weights): fp8 / fbgemm_fp8 -> fp8; awq, gptq
+    (and their marlin forms) by `bits` -> w4a16 or w8a16; bitsandbytes 4-bit -> w4a16, 8-bit ->
+    int8; compressed-tensors by its first group's weight bits and type, activations quantized or
+    not -> w8a8-fp8, w8a8-int8, w8a16 or w4a16; mxfp4 (gpt-oss: the MoE experts) -> w4a16 for
+    every weight, which understates the 16-bit rest (said in the words). Without a
+    quantization_config, torch_dtype. (None, words) when the config states a precision
+    not listed here (the caller asks for --precision); (None, "") when it states none.
+    """
+    quant = config.get("quantization_config")
+    if isinstance(quant, dict):
+        method = str(quant.get("quant_method", "")).strip().lower()
+        words = f"quantization_config quant_method {method or '(none)'}"
+        precision: str | None = None
+        if method in ("fp8", "fbgemm_fp8"):
+            precision = "fp8"
+            if quant.get("fmt"):
+                words += f", fmt {quant['fmt']}"
+        elif method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
+            bits = quant.get("bits", quant.get("w_bit"))
+            words += f", bits {bits}"
+            precision = {4: "w4a16", 8: "w8a16"}.get(bits) if isinstance(bits, int) else None
+        elif method == "bitsandbytes":
+            if quant.get("load_in_4bit"):
+                precision, words = "w4a16", words + ", load_in_4bit"
+            elif quant.get("load_in_8bit"):
+                precision, words = "int8", words + ", load_in_8bit"
+        elif method == "compressed-tensors":
+            precision, detail = _compressed_tensors(quant)
+            words += detail
+        elif method == "mxfp4":
+            precision = "w4a16"
+            words += (" (MoE expert weights in 4-bit MXFP4, taken here for every weight: the 16-bit "
+                      "attention and embeddings make the real bytes larger)")
+        if precision is None:
+            return None, f"{words} is not a quantization roofline reads"
+        return precision, words
+    if quant is not None:
+        return None, "quantization_config is not a JSON object"
+    dtype = config.get("torch_dtype", config.get("dtype"))
+    if dtype is None:
+        return None, ""
+    name = TORCH_DTYPES.get(str(dtype).strip().lower().removeprefix("torch."))
+    if name is None:
+        return None, f"torch_dtype {dtype} is not one roofline reads ({', '.join(TORCH_DTYPES)})"
+    return name, f"torch_dtype {dtype}, no quantization_config"
+
+
+def _compressed_tensors(quant: Mapping[str, Any]) -> tuple[str | None, str]:
+    groups = quant.get("config_groups")
+    group = next(iter(groups.values()), None) if isinstance(groups, dict) and groups else None
+    weights = group.get("weights") if isinstance(group, dict) else None
+    if not isinstance(weights, dict):
+        return None, " (no config_groups weights)"
+    bits, kind = weights.get("num_bits"), str(weights.get("type", "")).lower()
+    activations = isinstance(group, dict) and isinstance(group.get("input_activations"), dict)
+    detail = f", weights {bits}-bit {kind}" + (", activations quantized" if activations else ", weight-only")
+    if bits == 8 and activations:
+        return {"float": "w8a8-fp8", "int": "w8a8-int8"}.get(kind), detail
+    if bits in (4, 8) and not activations:
+        return ("w4a16" if bits == 4 else "w8a16"), detail
+    return None, detail
+
+
 def model_from_config(path: str | Path, *, key: str | None = None) -> ModelSpec:
-    """A ModelSpec from a Hugging Face config.json on disk (no network)."""
+    """A ModelSpec from a Hugging Face config.json on disk (no network): its shape, its name
+    (`config_name`) and its native precision (`config_precision`, with the config's words in
+    sources["native_precision"])."""
     path = Path(path)
     config = _read_config(path)
     where = str(path)
     count = count_params(config, where)
     heads = _int(config, "num_attention_heads", where)
     d = _int(config, "hidden_size", where)
-    name = str(config.get("_name_or_path") or path.parent.name or path.stem)
+    name_key, name = config_name(config)
+    native, words = config_precision(config)
     source = f"counted from the tensor shapes in {path}"
     shape: dict[str, Any] = {
         "layers": _int(config, "num_hidden_layers", where), "hidden_size": d, "attention_heads": heads,
@@ -296,12 +395,14 @@ def model_from_config(path: str | Path, *, key: str | None = None) -> ModelSpec:
     else:
         shape.update(kv_heads=_int(config, "num_key_value_heads", where, default=heads),
                      head_dim=_int(config, "head_dim", where, default=d // heads if heads else 0))
+    sources = {field: source for field in ("total_params", "active_params", *shape)}
+    if words:
+        sources["native_precision"] = f"{path}: {words}"
     try:
-        return ModelSpec(key=key or alias_key(name.rsplit("/", 1)[-1]), name=name.rsplit("/", 1)[-1],
+        return ModelSpec(key=key or name_key, name=name,
                          total_params=float(count.total), active_params=float(count.active),
                          tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-                         sources={field: source for field in ("total_params", "active_params", *shape)},
-                         **shape)
+                         native_precision=native, sources=sources, **shape)
     except InputError as exc:
         raise InputError(exc.problem, path=where) from exc
 
@@ -312,7 +413,8 @@ def kv_bytes_per_token_at(spec: ModelSpec, precision: str) -> float | None:
 
 
 __all__ = [
-    "ConfigCount", "PhysicsCatalog", "c_model_first_principles", "c_model_table", "count_params",
+    "ConfigCount", "PhysicsCatalog", "TORCH_DTYPES", "UNNAMED_CONFIG", "c_model_first_principles", "c_model_table",
+    "config_name", "config_precision", "count_params",
     "kv_bytes_per_token", "kv_bytes_per_token_at", "model_from_config", "per_token_figures", "physics_catalog",
     "resolve_id", "single_stream_ceiling",
 ]

@@ -311,6 +311,9 @@ def render_physics(analysis: Analysis, limit: int = 3) -> str:
 
 
 def render_verification(v: Verification, limit: int = 20) -> str:
+    """The verification for people: the causes first (typed rows the formulas do not cover,
+    formula cells typed over), then the cells that disagree because of them, each list cut at
+    `limit` with how many more there are."""
     if v.ok:
         return (f"verified: {v.cells_compared} cells recalculated by {v.engine} "  # every formula cell; 80 columns
                 f"match the Python reference")
@@ -318,13 +321,31 @@ def render_verification(v: Verification, limit: int = 20) -> str:
     if v.uncovered:
         lines.append(f"NOT COVERED: {len(v.uncovered)} typed row(s) lie below the {v.rows_covered} rows the "
                      "formulas cover; the workbook ignores them (refill with `scm-xl fill --workbook` to grow it):")
-        lines += [f"  {row}" for row in v.uncovered[:limit]]
+        lines += _first([f"  {row}" for row in v.uncovered], limit, "row")
     if v.mismatches or v.unexpected:
         lines.append(f"MISMATCH: {len(v.mismatches) + len(v.unexpected)} of {v.cells_compared} formula cells "
                      f"({v.engine}) disagree with the Python reference")
-    lines += [f"  {m}" for m in v.mismatches[:limit]]
-    lines += [f"  {ref}: no reference value" for ref in v.unexpected[:limit]]
+        typed = v.typed_over
+        others = [m for m in v.mismatches if not m.typed_over]
+        if typed:
+            one = len(typed) == 1
+            lines.append(f"  {len(typed)} formula cell{'' if one else 's'} typed over (restore "
+                         f"{'its formula' if one else 'their formulas'}, or refill the workbook):")
+            lines += _first([f"  {m}" for m in typed], limit, "cell")
+            rest = len(others) + len(v.unexpected)
+            if rest:
+                verb = "cell disagrees" if rest == 1 else "cells disagree"
+                lines.append(f"  {rest} other {verb} (they may follow from the cell{'' if one else 's'} above):")
+        lines += _first([f"  {m}" for m in others], limit, "cell")
+        lines += _first([f"  {ref}: no reference value" for ref in v.unexpected], limit, "cell")
     return "\n".join(lines)
+
+
+def _first(lines: list[str], limit: int, what: str) -> list[str]:
+    """`lines` up to `limit`, and a line saying how many more there are (all of them are in the JSON)."""
+    if len(lines) <= limit:
+        return lines
+    return lines[:limit] + [f"  ... and {len(lines) - limit} more (every {what}: the JSON report, --json)"]
 
 
 def prediction_to_dict(p: Prediction) -> dict[str, Any]:

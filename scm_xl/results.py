@@ -8,9 +8,18 @@ may be the canonical English names (any case) or the seed article's Chinese ones
 Files are read as spreadsheet programs write them: UTF-8 with or without a BOM, UTF-16
 ("Unicode text", usually tab-separated), GB18030/GBK (Excel's "CSV" on a Chinese
 Windows) and Windows-1252 (its "CSV" on a Western one), the last two told apart by
-their bytes (`_legacy_encoding`) and refused when the bytes are ambiguous; the delimiter (comma, semicolon or tab) is taken from the header line. In a
-semicolon file a decimal comma is read as the decimal point, since that is why the
-file uses semicolons (a European locale); elsewhere a comma inside a number is refused.
+the evidence of their bytes (`_legacy_encoding`), named in a warning, and refused when the
+evidence is unclear; the delimiter (comma, semicolon or tab) is taken from the header line.
+A semicolon file may write numbers the European way, decimal comma and "." between
+thousands (1.234,5): which convention a file uses is decided from all its numbers
+(`_number_convention`), and a number that reads two ways in a file that shows neither is
+refused; elsewhere a comma inside a number is refused.
+
+Only regular files are read, and at most MAX_RESULTS_BYTES of each (`scm_xl.input_files`).
+
+Long because it is the one home of the results CSV: its columns and their rules, the
+reader of every dialect above, the writers, and the checks across files read together
+(an exp_id in two files; shards of one matrix, `_check_shards`).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from scm_xl.errors import InputError
+from scm_xl.input_files import read_capped, refuse_non_regular
 from scm_xl.outputs import atomic_write_text
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -40,16 +50,22 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "tps", "repeat", "ok_requests", "failed_requests", "rate_limited_requests",
     "latency_p50_s", "latency_p95_s", "latency_p99_s", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s",
     "mean_itl_s", "prompt_tokens", "prompt_level", "ttft_mean_s", "latency_mean_s", "gpu", "override", "notes",
+    "matrix_id", "shard",
+    # the provider's rate-limit headers as the collector saw them (scm_xl.collect.ratelimit)
+    "ratelimit_limit_requests", "ratelimit_limit_tokens", "ratelimit_remaining_requests",
+    "ratelimit_remaining_tokens", "ratelimit_reset_s", "retry_after_s",
 )
 RESULT_COLUMNS: tuple[str, ...] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
 # The one home of each column's type (the workbook's reader takes them from here).
 INT_COLUMNS: frozenset[str] = frozenset({
     "concurrency", "requests_per_slot", "total_requests", "max_tokens", "total_output_tokens",
     "repeat", "ok_requests", "failed_requests", "rate_limited_requests", "prompt_tokens", "prompt_level",
+    "ratelimit_limit_requests", "ratelimit_limit_tokens", "ratelimit_remaining_requests", "ratelimit_remaining_tokens",
 })
 FLOAT_COLUMNS: frozenset[str] = frozenset({
     "tps", "total_time_s", "latency_p50_s", "latency_p95_s", "latency_p99_s",
     "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "mean_itl_s", "ttft_mean_s", "latency_mean_s",
+    "ratelimit_reset_s", "retry_after_s",
 })
 NUMERIC_COLUMNS: frozenset[str] = INT_COLUMNS | FLOAT_COLUMNS
 # Numeric columns a person types (tps is always recomputed), in the CSV's column order.
@@ -59,6 +75,18 @@ TEXT_COLUMNS: frozenset[str] = frozenset(RESULT_COLUMNS) - NUMERIC_COLUMNS
 MAX_CELL_TEXT = 32_767
 # Excel stores no number closer to zero than this (it reads smaller ones as 0).
 SMALLEST_SPREADSHEET_NUMBER = 2.2250738585072014e-308
+# A spreadsheet cell is a double: above 2^53 not every whole number is there (2^53 + 1 is not).
+MAX_WHOLE_NUMBER = 2**53
+# The workbook numbers each (model, max_tokens, prompt level, concurrency) cell with one whole
+# number (workbook.layout's cell code) and takes it apart with INT and MOD. The largest code is
+# (models + 1) x (largest max_tokens + 1) x (prompt levels + 1) x (largest concurrency + 1) - 1
+# and must stay below this: LibreOffice rounds a quotient to 15 significant digits before INT
+# (INT(2 - 1/N) is 2 once N passes 2e14) and holds numbers within 2^-48 of each other equal
+# (measured: codes of 1.95e14 decode right, of 2.3e14 and 3.9e14 wrong); ironcalc and the
+# formulas engine are exact up to 2^53. `check_cell_codes` applies it.
+MAX_CELL_CODE = 2 * 10**14
+# The most of a results CSV read (one line per experiment: some 300,000 rows of every column).
+MAX_RESULTS_BYTES = 64 * 1024 * 1024
 
 # The seed article's table headers (its "max_tokens" and "TPS" match the English names).
 CHINESE_HEADERS: dict[str, str] = {
@@ -85,14 +113,19 @@ _INTEGER = re.compile(r"[+-]?\d+")
 _COMMA_DECIMAL = re.compile(r"[+-]?\d+,\d+")
 _THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?")
 _DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+(?:[eE][+-]?\d+)?")
+# A semicolon file's numbers, European style: "." between thousands, "," before the decimals.
+_DOT_THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:\.\d{3})+(?:,\d*)?(?:[eE][+-]?\d+)?")
+# One group of three digits after a single separator reads two ways: 2.000 is 2 or 2000, 2,000 is 2 or 2000.
+_EITHER = re.compile(r"[+-]?[1-9]\d{0,2}[.,]\d{3}")
 # Characters a spreadsheet cell cannot hold (openpyxl refuses them); identifiers also
 # refuse tab and line breaks.
 _ILLEGAL_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_IDENTIFIER_COLUMNS = frozenset({"exp_id", "model", "gpu", "override"})
+_IDENTIFIER_COLUMNS = frozenset({"exp_id", "model", "gpu", "override", "matrix_id", "shard"})
 DELIMITERS = (",", ";", "\t")
 _DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}
 _NOT_FINITE = frozenset({"nan", "inf", "infinity"})
+_SHARD = re.compile(r"(\d{1,9})/(\d{1,9})")
 # In COUNTIFS/AVERAGEIFS criteria * ? ~ are wildcards and a leading = < > is an operator,
 # so such a model name would silently match other rows in the workbook.
 _CRITERIA_WILDCARDS = "*?~"
@@ -150,6 +183,14 @@ class ResultRow:
     gpu: str | None = None
     override: str | None = None
     notes: str | None = None
+    matrix_id: str | None = None  # collect: a short hash of the whole matrix the row was measured in
+    shard: str | None = None  # collect --shard: "k/n", the part of that matrix this run covered
+    ratelimit_limit_requests: int | None = None  # x-ratelimit-limit-requests (per minute), as last sent
+    ratelimit_limit_tokens: int | None = None  # x-ratelimit-limit-tokens (per minute)
+    ratelimit_remaining_requests: int | None = None  # the least x-ratelimit-remaining-requests seen
+    ratelimit_remaining_tokens: int | None = None
+    ratelimit_reset_s: float | None = None  # the longest x-ratelimit-reset-* seen
+    retry_after_s: float | None = None  # the longest Retry-After seen
     line: int = field(default=0, compare=False)  # 1-based CSV line; 0 when built in code
     source: str | None = field(default=None, compare=False)  # the file the row came from
 
@@ -159,6 +200,8 @@ class ResultRow:
         object.__setattr__(self, "exp_id", self.exp_id.strip())
         object.__setattr__(self, "model", self.model.strip())
         object.__setattr__(self, "gpu", (self.gpu or "").strip() or None)
+        object.__setattr__(self, "matrix_id", (self.matrix_id or "").strip() or None)
+        object.__setattr__(self, "shard", (self.shard or "").strip() or None)
         object.__setattr__(self, "notes", self.notes if self.notes and self.notes.strip() else None)
         object.__setattr__(self, "override", normalise_override(self.override))
         for column in RESULT_COLUMNS:
@@ -224,6 +267,10 @@ def read_results(path: str | Path) -> ResultsTable:
     tps_index = next((index for index, canonical in columns.items() if canonical == "tps"), None)
     if len(records) == 1:
         raise InputError("no data rows", path=where, line=header_line)
+    if encoding in _LEGACY_ENCODINGS:
+        warnings.insert(0, f"{where}: not UTF-8; read as {_LEGACY_ENCODINGS[encoding]}: check its names, "
+                           "or save it from the spreadsheet as \"CSV UTF-8\"")
+    decimal_comma = delimiter == ";" and _number_convention(where, records[1:], columns, shown) == "comma"
 
     rows: list[ResultRow] = []
     first_line_of: dict[str, int] = {}
@@ -232,10 +279,11 @@ def read_results(path: str | Path) -> ResultsTable:
             raise InputError(f"expected {len(header_cells)} fields (as in the header) "
                              f"but found {len(cells)}", path=where, line=line)
         try:
-            values: dict[str, Any] = {canonical: _parse_cell(canonical, cells[index], decimal_comma=delimiter == ";")
+            values: dict[str, Any] = {canonical: _parse_cell(canonical, cells[index], decimal_comma=decimal_comma)
                                       for index, canonical in columns.items()}
             given_tps = values.pop("tps", None)
             row = ResultRow(**values, line=line, source=where)
+            _check_output_tokens(row)
         except InputError as exc:
             column = shown.get(exc.column or "", exc.column)
             raise InputError(exc.problem, path=where, line=line, column=column) from exc
@@ -247,6 +295,11 @@ def read_results(path: str | Path) -> ResultsTable:
         given_tps_text = cells[tps_index].strip() if tps_index is not None else ""
         warnings.extend(_row_warnings(where, row, given_tps, given_tps_text, shown))
         rows.append(row)
+    try:
+        check_cell_codes(rows)
+    except InputError as exc:
+        column = shown.get(exc.column or "", exc.column)
+        raise InputError(exc.problem, path=where, line=exc.line, column=column) from None
     return ResultsTable(path=where, rows=rows, warnings=warnings, encoding=encoding, delimiter=delimiter,
                         sources=[where])
 
@@ -256,7 +309,9 @@ def read_results_many(paths: Sequence[str | Path], *, rename_duplicates: bool = 
 
     An exp_id used in two files is refused (naming both places) unless
     `rename_duplicates`: then a later file's copy becomes "<exp_id>@<file stem>"
-    (with a number added if that is taken too), and a warning says so.
+    (with a number added if that is taken too), and a warning says so. Shards of
+    `collect --shard` (their matrix_id and shard columns) must be of one matrix, and a
+    missing one is warned about (`_check_shards`).
     """
     if not paths:
         raise InputError("no results file given")
@@ -270,6 +325,7 @@ def read_results_many(paths: Sequence[str | Path], *, rename_duplicates: bool = 
         tables.append(read_results(path))
     if len(tables) == 1:
         return tables[0]
+    shard_warnings = _check_shards(tables)  # before the exp_ids: shards of two matrices share them
     rows: list[ResultRow] = []
     warnings: list[str] = []
     first_place: dict[str, str] = {}
@@ -285,11 +341,64 @@ def read_results_many(paths: Sequence[str | Path], *, rename_duplicates: bool = 
                 new_id = _unused_id(f"{row.exp_id}@{Path(table.path).stem}", first_place)
                 warnings.append(f"{place}: exp_id {_quote(row.exp_id)} also in {first_place[row.exp_id]}: "
                                 f"renamed {_quote(new_id)}")
-                row = dataclasses.replace(row, exp_id=new_id)
+                try:
+                    row = dataclasses.replace(row, exp_id=new_id)
+                except InputError as exc:  # the new name breaks a rule the old one kept (its length)
+                    raise InputError(f"renamed {_quote(new_id)} (the exp_id is also in {first_place[row.exp_id]}): "
+                                     f"{exc.problem}", path=table.path, line=row.line, column="exp_id") from None
             first_place[row.exp_id] = place
             rows.append(row)
+    check_cell_codes(rows)  # the files together: more models, larger levels
+    warnings.extend(shard_warnings)
     return ResultsTable(path=tables[0].path, rows=rows, warnings=warnings, encoding=tables[0].encoding,
                         delimiter=tables[0].delimiter, sources=[t.path for t in tables])
+
+
+def format_shard(index: int, count: int) -> str:
+    """The shard column's text for shard `index` of `count` ("2/3"), as `collect --shard` spells it."""
+    return f"{index}/{count}"
+
+
+def shard_of(text: str) -> tuple[int, int] | None:
+    """A shard cell as (k, n), or None when it is not k/n with 1 <= k <= n."""
+    match = _SHARD.fullmatch(text.strip())
+    if match is None:
+        return None
+    index, count = int(match[1]), int(match[2])
+    return (index, count) if 1 <= index <= count else None
+
+
+def _check_shards(tables: Sequence[ResultsTable]) -> list[str]:
+    """Shards read together must be of one matrix, and all there: InputError naming both files for
+    a shard of another matrix; a warning naming each missing shard (the data are partial).
+
+    Rows without a shard (another run, an older CSV, a person's rows) are not checked. Complete
+    sets of shards of several matrices may be read together."""
+    shards: dict[str, dict[tuple[int, int], str]] = {}  # matrix_id -> (k, n) -> the first file holding it
+    for table in tables:
+        for row in table.rows:
+            shard = shard_of(row.shard) if row.shard is not None else None
+            if shard is not None and row.matrix_id is not None:
+                shards.setdefault(row.matrix_id, {}).setdefault(shard, table.path)
+    missing = {matrix: [(k, n) for n in sorted({n for _, n in found}) for k in range(1, n + 1) if (k, n) not in found]
+               for matrix, found in shards.items()}
+    incomplete = [matrix for matrix in shards if missing[matrix]]
+    if len(shards) > 1 and incomplete:
+        mine = incomplete[0]
+        other = next(matrix for matrix in shards if matrix != mine)
+        (k, n), path = next(iter(shards[mine].items()))
+        (j, m), other_path = next(iter(shards[other].items()))
+        raise InputError(f"holds shard {format_shard(k, n)} of matrix {mine}, but {other_path} holds shard "
+                         f"{format_shard(j, m)} of another matrix ({other}): shards filled together must come "
+                         "from one matrix (the same models, levels and exp_ids); fill them separately, or "
+                         "collect the missing shards of each", path=path)
+    warnings: list[str] = []
+    for matrix, found in shards.items():
+        have = ", ".join(f"{format_shard(k, n)} in {path}"
+                         for (k, n), path in sorted(found.items(), key=lambda item: (item[0][1], item[0][0])))
+        warnings.extend(f"shard {format_shard(k, n)} of matrix {matrix} is missing (have {have}): these "
+                        "results cover part of the matrix only" for k, n in missing[matrix])
+    return warnings
 
 
 def _unused_id(candidate: str, taken: dict[str, str]) -> str:
@@ -299,6 +408,57 @@ def _unused_id(candidate: str, taken: dict[str, str]) -> str:
     while f"{candidate}-{number}" in taken:
         number += 1
     return f"{candidate}-{number}"
+
+
+def check_cell_codes(rows: Sequence[ResultRow]) -> None:
+    """InputError (naming the row that passes it, by its source and line) when the rows' levels
+    make a workbook cell code of MAX_CELL_CODE or more, which the workbook would take apart wrongly.
+
+    The scales are the workbook's (workbook.layout): models counted case-blind, one more than
+    the largest max_tokens and concurrency, one more than the number of prompt levels.
+    """
+    models: set[str] = set()
+    levels: set[int] = set()
+    largest = {"max_tokens": 0, "concurrency": 0}
+    for row in rows:
+        grew: list[str] = []
+        if row.model.casefold() not in models:
+            models.add(row.model.casefold())
+            grew.append("model")
+        if row.prompt_level is not None and row.prompt_level not in levels:
+            levels.add(row.prompt_level)
+            grew.append("prompt_level")
+        for column in largest:
+            if getattr(row, column) > largest[column]:
+                largest[column] = getattr(row, column)
+                grew.append(column)
+        size = (len(models) + 1) * (largest["max_tokens"] + 1) * (len(levels) + 1) * (largest["concurrency"] + 1)
+        if size > MAX_CELL_CODE:
+            column = grew[-1]  # concurrency, else max_tokens, else what else this row added
+            raise InputError(
+                f"{_format_cell(getattr(row, column))} is too large beside the other rows: the workbook numbers each "
+                f"cell with one whole number, at most (models + 1) x (largest max_tokens + 1) x (prompt levels + 1) "
+                f"x (largest concurrency + 1) = ({len(models)} + 1) x ({largest['max_tokens']} + 1) x "
+                f"({len(levels)} + 1) x ({largest['concurrency']} + 1) = {size:.4g}, and a spreadsheet takes such "
+                f"a number apart exactly only below {MAX_CELL_CODE:.0e} ({MAX_CELL_CODE:,}): use smaller levels, "
+                "or split the results", path=row.source, line=row.line or None, column=column)
+
+
+# The collector's note on a row whose requests streamed reasoning, which some APIs do not count
+# against max_tokens: such a row may hold more than max_tokens x requests output tokens.
+REASONING_NOTE = "reasoning"
+
+
+def _check_output_tokens(row: ResultRow) -> None:
+    """No request returns more than max_tokens tokens: a total above max_tokens x total_requests
+    is a miscount (a server's `usage` of 10^12 tokens was seen) and would make any TPS a fiction.
+    Rows the collector noted as reasoning are exempt (the collector checked them per chunk)."""
+    most = row.max_tokens * row.total_requests
+    if row.total_output_tokens > most and f"{REASONING_NOTE}: " not in (row.notes or ""):
+        raise InputError(f"{row.total_output_tokens} output tokens exceed max_tokens x total_requests = "
+                         f"{row.max_tokens} x {row.total_requests} = {most}, the most the requests can return: "
+                         "the count is wrong (a server's usage figures?); remove the row or correct it",
+                         column="total_output_tokens")
 
 
 def write_results(path: str | Path, rows: Iterable[ResultRow]) -> None:
@@ -351,21 +511,17 @@ def append_result(path: str | Path, row: ResultRow) -> None:
 
 
 def _read_text(where: str) -> tuple[str, str]:
-    """The file's text and the encoding it was read with."""
-    try:
-        data = Path(where).read_bytes()
-    except FileNotFoundError as exc:
-        raise InputError("file not found", path=where) from exc
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror}", path=where) from exc
+    """The file's text and the encoding it was read with (a regular file of at most MAX_RESULTS_BYTES)."""
+    data = read_capped(where, MAX_RESULTS_BYTES, "a results CSV")
     _refuse_spreadsheet(where, data[:8])
     encoding = _guess_encoding(data)
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        if encoding != "utf-8-sig":
+        if encoding != "utf-8-sig" or data.startswith(b"\xef\xbb\xbf"):  # a BOM says UTF-8
             line = data.count(b"\n", 0, exc.start) // (2 if encoding.startswith("utf-16") else 1) + 1
-            raise InputError(f"not valid {encoding.upper()} text", path=where, line=line) from None
+            name = "UTF-8" if encoding == "utf-8-sig" else encoding.upper()
+            raise InputError(f"not valid {name} text", path=where, line=line) from None
         legacy = _legacy_encoding(data)
         try:
             if legacy is None:
@@ -373,8 +529,9 @@ def _read_text(where: str) -> tuple[str, str]:
             text, encoding = data.decode(legacy), legacy
         except UnicodeDecodeError:
             line = data.count(b"\n", 0, exc.start) + 1
-            raise InputError("not a CSV in UTF-8, UTF-16, GB18030/GBK or Windows-1252: save it from the "
-                             "spreadsheet as \"CSV UTF-8\"", path=where, line=line) from None
+            raise InputError("not a CSV in UTF-8, UTF-16, GB18030/GBK or Windows-1252 (its bytes do not show "
+                             "clearly which, if any): save it from the spreadsheet as \"CSV UTF-8\"",
+                             path=where, line=line) from None
     if "\0" in text:
         line = text.count("\n", 0, text.index("\0")) + 1
         raise InputError("not a CSV text file (it contains NUL bytes)", path=where, line=line)
@@ -382,7 +539,9 @@ def _read_text(where: str) -> tuple[str, str]:
 
 
 def refuse_spreadsheet_file(path: str | Path) -> None:
-    """InputError when `path` is a workbook (.xlsx/.xls) rather than a CSV; cheap (reads 8 bytes)."""
+    """InputError when `path` is a workbook (.xlsx/.xls) rather than a CSV, or no regular file
+    (opening a FIFO would wait for a writer); cheap (reads 8 bytes)."""
+    refuse_non_regular(path)
     try:
         with open(path, "rb") as handle:
             head = handle.read(8)
@@ -412,34 +571,83 @@ def _guess_encoding(data: bytes) -> str:
     return "utf-8-sig"
 
 
-def _legacy_encoding(data: bytes) -> str | None:
-    """GB18030/GBK or Windows-1252 for a file that is not UTF-8, when the bytes say which.
+_LEGACY_ENCODINGS: dict[str, str] = {
+    "gb18030": "GB18030/GBK (the \"CSV\" of a Chinese Windows)",
+    "cp1252": "Windows-1252 (the \"CSV\" of a Western Windows)",
+}
 
-    Chinese text in GBK is pairs of high bytes (both 0xA1-0xFE for the common
-    characters); Western text in Windows-1252 has single accented letters between ASCII
-    ones. A double-byte character with an ASCII second byte (a rare GBK extension
-    character, or an accented letter read as one) is ambiguous, and so is a run of
-    high bytes in a file that is not GBK: then None, and the reader asks for UTF-8.
+
+def _legacy_encoding(data: bytes) -> str | None:
+    """GB18030/GBK or Windows-1252 for a file that is not UTF-8, when the bytes show which; else None.
+
+    Both decode almost any bytes, so the choice is made on evidence. Chinese text is runs of
+    GBK characters, among them the 3,755 common hanzi of GB2312's first level (lead byte
+    0xB0-0xD7) and its punctuation (0xA1-0xA9); Western text is one or two accented letters
+    at a time beside ASCII letters. Read as GBK, such letters become rare characters (level
+    two, or GBK extensions) next to Latin letters: "Größe" would be "Gr鲞e". So:
+
+    - Windows-1252 is possible when it decodes and no run of high bytes is longer than 3;
+      its evidence is a run of one or two accented letters touching an ASCII letter.
+    - GB18030 is possible when it decodes and a run of GBK characters holds a common one
+      (not a lone one wedged between ASCII letters); it is suspect when a run holding a rare
+      character touches an ASCII letter.
+
+    When only one is possible it is taken; when both are, GB18030 if it is not suspect and
+    Windows-1252 has no evidence, Windows-1252 if GB18030 is suspect. Otherwise None: the
+    reader asks for UTF-8.
     """
-    index, pairs, ascii_trail = 0, 0, False
-    size = len(data)
+    try:
+        data.decode("gb18030")
+        runs = _gbk_runs(data)
+    except UnicodeDecodeError:
+        runs = []
+    gb_possible = gb_suspect = False
+    for start, end, chars, common in runs:
+        touches = (_is_ascii_letter(data, start - 1), _is_ascii_letter(data, end))
+        gb_possible = gb_possible or (common > 0 and not (chars == 1 and all(touches)))
+        gb_suspect = gb_suspect or (common < chars and any(touches))
+    try:
+        data.decode("cp1252")
+        western_runs = [match.span() for match in re.finditer(rb"[\x80-\xff]+", data)]
+    except UnicodeDecodeError:
+        western_runs = []
+    western_possible = bool(western_runs) and all(end - start <= 3 for start, end in western_runs)
+    western_evidence = western_possible and any(
+        end - start <= 2 and data[start:end].decode("cp1252").isalpha()
+        and (_is_ascii_letter(data, start - 1) or _is_ascii_letter(data, end)) for start, end in western_runs)
+    if gb_possible and western_possible:
+        if gb_suspect:
+            return "cp1252"
+        return None if western_evidence else "gb18030"
+    if gb_possible:
+        return "gb18030"
+    return "cp1252" if western_possible else None
+
+
+def _gbk_runs(data: bytes) -> list[tuple[int, int, int, int]]:
+    """(start, end, characters, common ones) of each run of adjacent multi-byte characters of
+    GB18030 `data` (which decodes); common: GB2312's level-one hanzi and its punctuation rows."""
+    runs: list[tuple[int, int, int, int]] = []
+    index, size = 0, len(data)
     while index < size:
-        byte = data[index]
-        if byte < 0x80:
+        lead = data[index]
+        if lead < 0x80:
             index += 1
             continue
-        following = data[index + 1] if index + 1 < size else 0
-        if 0x30 <= following <= 0x39:
-            index += 4  # a GB18030 four-byte sequence
+        trail = data[index + 1]
+        width = 4 if 0x30 <= trail <= 0x39 else 2
+        common = int(width == 2 and trail >= 0xA1 and (0xB0 <= lead <= 0xD7 or 0xA1 <= lead <= 0xA9))
+        if runs and runs[-1][1] == index:
+            start, _, chars, commons = runs[-1]
+            runs[-1] = (start, index + width, chars + 1, commons + common)
         else:
-            ascii_trail = ascii_trail or following < 0x80
-            pairs += following >= 0x80
-            index += 2
-    if pairs and not ascii_trail:
-        return "gb18030"
-    if not re.search(rb"[\x80-\xff]{2}", data):
-        return "cp1252"
-    return None
+            runs.append((index, index + width, 1, common))
+        index += width
+    return runs
+
+
+def _is_ascii_letter(data: bytes, index: int) -> bool:
+    return 0 <= index < len(data) and chr(data[index]).isascii() and chr(data[index]).isalpha()
 
 
 def sniff_delimiter(text: str) -> str:
@@ -507,14 +715,76 @@ def _header_name(cell: str) -> str:
     return cell.strip().lstrip("\ufeff").strip()
 
 
+_CONVENTIONS = {"point": '"." as the decimal point', "comma": '"," as the decimal point and "." between thousands'}
+
+
+def _number_style(text: str) -> str | None:
+    """How a number cell writes its decimals: "point", "comma", "either" (one group of three
+    digits after one separator: 2.000 or 2,000) or None (a whole number, or not a number)."""
+    if "." not in text and "," not in text:
+        return None
+    if _EITHER.fullmatch(text):
+        return "either"
+    if _DOT_THOUSANDS.fullmatch(text) or _DECIMAL_COMMA.fullmatch(text):
+        return "comma"
+    if _NUMBER.fullmatch(text) or _THOUSANDS.fullmatch(text):
+        return "point"
+    return None
+
+
+def _number_convention(where: str, records: list[tuple[int, list[str]]], columns: dict[int, str],
+                       shown: dict[str, str]) -> str:
+    """"point" or "comma": the convention of a semicolon file's numbers, from all of them.
+
+    A number with a decimal point and one with a decimal comma (or "." between thousands) in
+    one file are refused, naming both; so is a number that reads two ways (2.000: 2 or 2000)
+    when no other number shows the file's convention. Excel writes "." between thousands only
+    for cells formatted so, and a file seldom has none with decimals, so this rarely refuses.
+    """
+    first: dict[str, tuple[int, str, str]] = {}  # style -> (line, column, text) of its first number
+    for line, cells in records:
+        for index, canonical in columns.items():
+            if canonical not in NUMERIC_COLUMNS or index >= len(cells):
+                continue
+            text = cells[index].strip()
+            style = _number_style(text)
+            if style is None or style in first:
+                continue
+            first[style] = (line, shown[canonical], text)
+            other = {"point": "comma", "comma": "point"}.get(style)
+            if other in first:
+                other_line, other_column, other_text = first[other]
+                raise InputError(f"{_quote(text)} writes {_CONVENTIONS[style]}, but {_quote(other_text)} "
+                                 f"(line {other_line}, {other_column}) writes {_CONVENTIONS[other]}: "
+                                 "use one convention in the whole file", path=where, line=line,
+                                 column=shown[canonical])
+    for style in ("comma", "point"):
+        if style in first:
+            return style
+    if "either" in first:
+        line, column, text = first["either"]
+        separator = text[-4]
+        whole = text.replace(separator, "")
+        decimal = _format_cell(float(text.replace(",", ".")))
+        raise InputError(f"ambiguous number {_quote(text)}: it is {decimal} with \"{separator}\" as the decimal "
+                         f"point, {whole} with \"{separator}\" between thousands, and no other number in the file "
+                         f"shows which: write it without a thousands separator ({whole}), or as a decimal with "
+                         "other than three digits after the separator", path=where, line=line, column=column)
+    return "point"
+
+
 def _parse_cell(column: str, raw: str, *, decimal_comma: bool = False) -> int | float | str | None:
+    """A cell's value; `decimal_comma`: numbers are written 1.234,5 (see _number_convention)."""
     text = raw.strip()
     if not text:
         if column in REQUIRED_COLUMNS:
             raise InputError("required value is blank", column=column)
         return None
-    if decimal_comma and column in NUMERIC_COLUMNS and _DECIMAL_COMMA.fullmatch(text):
-        text = text.replace(",", ".")
+    if decimal_comma and column in NUMERIC_COLUMNS:
+        if _DOT_THOUSANDS.fullmatch(text):
+            text = text.replace(".", "").replace(",", ".")
+        elif _DECIMAL_COMMA.fullmatch(text):
+            text = text.replace(",", ".")
     if column in INT_COLUMNS:
         return _parse_int(column, text)
     if column in FLOAT_COLUMNS:
@@ -564,9 +834,15 @@ def _check_value(column: str, value: object) -> None:
                              "a spreadsheet cell cannot hold it; remove it", column=column)
         if column in ("model", "gpu"):
             _check_model_name(value, column)
+        if column == "shard" and shard_of(value) is None:
+            raise InputError(f"{_quote(value)} is not k/n with 1 <= k <= n (the part of a matrix a "
+                             "`collect --shard k/n` run covered)", column=column)
         return
     if not isinstance(value, (int, float)):
         return
+    if column in INT_COLUMNS and abs(value) > MAX_WHOLE_NUMBER:  # before isfinite: 10**400 overflows a float
+        raise InputError(f"{_quote(_format_cell(value))} is larger than {MAX_WHOLE_NUMBER:,} (2^53), the largest "
+                         "whole number a spreadsheet cell holds exactly", column=column)
     if not math.isfinite(value):
         raise InputError(f"not a finite number: {value}", column=column)
     if value != 0 and abs(value) < SMALLEST_SPREADSHEET_NUMBER:

@@ -73,6 +73,16 @@ Formulas (N = parameters, L = layers, d = hidden size, T = sequence length):
   latency, so this term, like the rest, is optimistic.
 - Bottleneck: "capacity" when the batch does not fit in memory, else "compute"
   when the FLOPs take longer than the bytes, else "bandwidth".
+- Does the deployment fit (`memory_fit`): weights + reserve + the resident KV
+  cache of one sequence at the context <= memory x tp. Activations and runtime
+  overhead are assumed to take no more than the reserve (default 0), so a fit
+  is necessary, not sufficient. A deployment that does not fit has no
+  throughput: the JSON form and the CLI give none (the report's attributes keep
+  the arithmetic, marked "capacity"), and `memory_fit` says which part does not
+  fit, by how much, and the smallest GPU count and the widest precision that would.
+- Precision when none is asked for (`choose_precision`): the model's native
+  precision (catalog `native_precision`, or a config.json's quantization_config /
+  torch_dtype), else bf16; the choice comes with the reason, to be printed.
 
 The only I/O is reading the catalog JSON (scm_xl/data/catalog.json plus an
 optional user file with the same schema).
@@ -144,6 +154,18 @@ PRECISION_BYTES: dict[str, float] = {
 """Bytes per weight for every precision name (the modes and their aliases); as a KV
 precision a name means its weights' format, so its bytes are the same."""
 
+DEFAULT_PRECISION = "bf16"
+"""The precision of a model that states none (ad-hoc models, catalog entries without one)."""
+
+FIT_PRECISIONS = ("fp32", "bf16", "fp8", "int4")
+"""The precisions a "does not fit" answer tries, widest first: 4, 2, 1 and 0.5 bytes per weight."""
+
+MAX_FIT_GPUS = 4096
+"""The largest GPU count a "does not fit" answer searches for one that would fit."""
+
+SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+"""Decimal (SI) prefixes the text output uses: GB = 1e9 B, TFLOP/s = 1e12 FLOP/s."""
+
 DEFAULT_CONTEXT = 4096
 """Default sequence length (tokens) for KV-cache sizes and the prefill figure."""
 
@@ -174,12 +196,27 @@ UNITS: dict[str, str] = {
     "batches.per_stream_tps": "tokens/s, one stream",
     "batches.kv_bytes": "bytes, whole batch at `context` tokens, over all GPUs",
     "batches.memory_ms / compute_ms / comm_ms": "milliseconds: the parts of step_ms",
+    "fit": "weights + reserve + one sequence's KV cache at `context` against memory: fits (null: memory "
+           "unknown), bytes, short_bytes, short_of (weights | kv_cache), min_gpus, min_gpus_dividing_heads, "
+           "fitting_precision, verdict and details in words; when fits is false every time and tokens/s "
+           "figure is null",
 }
 
 
 # ---------------------------------------------------------------------------
 # Formulas: small pure functions, SI in and out
 # ---------------------------------------------------------------------------
+
+
+def si(value: float, unit: str) -> str:
+    """A quantity with a decimal SI prefix and 4 significant digits: si(14.14e9, "FLOP") is
+    "14.14 GFLOP", si(2.039e12, "B/s") "2.039 TB/s". The one format of every byte, FLOP and
+    bandwidth figure the text output prints, so no figure shows in GB beside another in E+10."""
+    magnitude = abs(value)
+    for factor, prefix in SI_PREFIXES:
+        if magnitude >= factor * 0.99995:  # 999,960 B rounds to 1 MB, not 1e+03 kB
+            return f"{value / factor:.4g} {prefix}{unit}"
+    return f"{value:.4g} {unit}"
 
 
 def precision_bytes(precision: str) -> float:
@@ -399,8 +436,15 @@ class ModelSpec:
     v_head_dim: int | None = None  # None: head_dim (differs with MLA)
     tie_word_embeddings: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)
+    # The precision the model is released in (None: not stated). A `sources["native_precision"]`
+    # without a value means the release states one this module cannot read (an unknown
+    # quantization method): `choose_precision` then asks for --precision rather than guess.
+    native_precision: str | None = None
 
     def __post_init__(self) -> None:
+        if self.native_precision is not None:
+            precision_mode(self.native_precision)
+            object.__setattr__(self, "native_precision", self.native_precision.strip().lower())
         for name in ("total_params", "active_params", "layers", "hidden_size", "attention_heads",
                      "kv_heads", "head_dim", "vocab_size", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim"):
             _require_positive(getattr(self, name), f"{self.key}: {name}")
@@ -461,6 +505,37 @@ class ModelSpec:
             v_dim = self.head_dim if self.v_head_dim is None else self.v_head_dim
             return self.attention_heads * (self.head_dim + v_dim) / 2
         return None if self.hidden_size is None else float(self.hidden_size)
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """The precision a report uses and why, in words ("fp8, the model's native precision (catalog)")."""
+
+    precision: str
+    reason: str
+
+
+def choose_precision(given: str | None, model: ModelSpec, origin: str | None) -> PrecisionChoice:
+    """The precision to use: the one asked for; else the model's native precision; else bf16.
+
+    `origin` names where the model came from, for the reason: "catalog", or None for an ad-hoc
+    model; a model from a config.json carries the config's words in sources["native_precision"].
+    A model whose release states a precision this module cannot read is an InputError (asking
+    for --precision): a 16-bit guess for a quantized model would double its bytes.
+    """
+    if given is not None:
+        precision_mode(given)
+        return PrecisionChoice(given.strip().lower(), f"{given.strip().lower()}, as asked (--precision)")
+    native = model.native_precision
+    source = model.sources.get("native_precision")
+    if native is not None:
+        where = origin if origin == "catalog" or not source else source
+        return PrecisionChoice(native, f"{native}, the model's native precision ({where})")
+    if source:
+        raise InputError(f"{model.name}: {source}; give --precision")
+    why = ("an ad-hoc model states no precision" if origin is None else
+           f"the {origin} states no native precision")
+    return PrecisionChoice(DEFAULT_PRECISION, f"{DEFAULT_PRECISION}, the default ({why})")
 
 
 @dataclass(frozen=True)
@@ -626,6 +701,122 @@ class Deployment:
 
 
 # ---------------------------------------------------------------------------
+# Does it fit?
+# ---------------------------------------------------------------------------
+
+
+FIT_ASSUMPTION = ("activations and runtime overhead get no memory beyond the reserve (--reserve-gb, "
+                  "{reserve}); a real server needs more, so a fit here is necessary, not sufficient")
+"""What the fit test assumes for the memory it does not count (one home for the caveat)."""
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Whether the weights, the reserve and the KV cache of one sequence at the context fit in
+    the memory of the GPUs; when not, which part does not, by how much, and what would fit.
+
+    fits is None when the memory is unknown (an ad-hoc GPU without --memory-gb). kv_bytes is
+    the resident KV cache of one sequence (copies over the GPUs included; None: unknown, then
+    only weights and reserve are checked). short_of is "weights" when the weights and the
+    reserve alone exceed memory, "kv_cache" when they fit but one sequence's cache does not.
+    min_gpus is the smallest GPU count that would hold it at this precision (None: it fits,
+    or no count up to MAX_FIT_GPUS does); min_gpus_dividing_heads the smallest such count that
+    also divides the attention heads, as tensor parallelism needs. fitting_precision is the
+    widest of FIT_PRECISIONS narrower than this one that fits on these GPUs (None: none does).
+    """
+
+    fits: bool | None
+    memory_bytes: float | None
+    weight_bytes: float
+    kv_bytes: float | None
+    reserve_bytes: float
+    needed_bytes: float
+    short_bytes: float
+    short_of: str | None
+    min_gpus: int | None
+    min_gpus_dividing_heads: int | None
+    fitting_precision: str | None
+    verdict: str
+    details: list[str]
+
+
+def _fits_one_sequence(deployment: Deployment) -> bool | None:
+    return deployment.fits_memory(1)
+
+
+def memory_fit(deployment: Deployment) -> MemoryFit:
+    """Does `deployment` hold its weights, reserve and one sequence's KV cache at `context`
+    (`Deployment.fits_memory(1)`)? With the answer, the words for people: a verdict line and
+    details (what is needed, what would fit, what is assumed)."""
+    memory = deployment.memory_bytes
+    weights, reserve = deployment.weight_bytes, deployment.reserve_bytes
+    kv = deployment.kv_resident_bytes_per_seq
+    needed = weights + reserve + (kv or 0.0)
+    assumption = FIT_ASSUMPTION.format(reserve=si(reserve, "B"))
+    if kv is None:
+        assumption = "the KV cache is unknown (model given by parameter count): only weights and reserve " \
+                     "are checked; " + assumption
+    fits = _fits_one_sequence(deployment)
+    if memory is None or fits is None:
+        return MemoryFit(None, None, weights, kv, reserve, needed, 0.0, None, None, None, None,
+                         "memory unknown: whether it fits is not evaluated", [])
+    gpus = f"the {deployment.tp} GPUs" if deployment.tp > 1 else "the GPU"
+    parts = f"weights {si(weights, 'B')} at {deployment.precision}"
+    if kv is not None:
+        copies = f" ({deployment.kv_replication:g} copies)" if deployment.kv_replication != 1 else ""
+        parts += f" + KV cache of one {deployment.context:,}-token sequence {si(kv, 'B')}{copies}"
+    parts += f" + reserve {si(reserve, 'B')} = {si(needed, 'B')}"
+    if fits:
+        return MemoryFit(True, memory, weights, kv, reserve, needed, 0.0, None, None, None, None,
+                         f"fits: {si(needed, 'B')} of {si(memory, 'B')} on {gpus}",
+                         [f"needed: {parts}", f"assumed: {assumption}"])
+    short = needed - memory
+    if weights + reserve > memory:
+        short_of = "weights"
+        what = "the weights" + (" and the reserve" if reserve else "") + " alone"
+        verdict = (f"does not fit: {what} ({si(weights + reserve, 'B')}) exceed the memory of {gpus} "
+                   f"({si(memory, 'B')}) by {si(weights + reserve - memory, 'B')}")
+        if kv:
+            verdict += f", {si(short, 'B')} with one sequence's KV cache"
+    else:
+        short_of = "kv_cache"
+        verdict = (f"does not fit: the weights fit, but the KV cache of one {deployment.context:,}-token "
+                   f"sequence ({si(kv or 0.0, 'B')}) does not: {si(short, 'B')} over the memory of {gpus} "
+                   f"({si(memory, 'B')})")
+    min_gpus = min_dividing = None
+    heads = deployment.model.attention_heads
+    for count in range(deployment.tp + 1, MAX_FIT_GPUS + 1):
+        if not _fits_one_sequence(replace(deployment, tp=count)):
+            continue
+        if min_gpus is None:
+            min_gpus = count
+        if heads is None or heads % count == 0:
+            min_dividing = count
+            break
+    if heads is None:
+        min_dividing = None
+    fitting = None
+    for candidate in FIT_PRECISIONS:
+        if precision_bytes(candidate) < precision_bytes(deployment.precision) and \
+                _fits_one_sequence(replace(deployment, precision=candidate)):
+            fitting = candidate
+            break
+    would = []
+    if min_gpus is not None:
+        would.append(f"{min_gpus} GPUs at {deployment.precision}" + (
+            f" ({min_dividing} if the count must divide the {heads} attention heads, as tensor parallelism "
+            "needs)" if min_dividing is not None and min_dividing != min_gpus else ""))
+    if fitting is not None:
+        would.append(f"{fitting} ({precision_bytes(fitting):g} B per weight) on {gpus}")
+    details = [f"needed: {parts}, over {si(memory, 'B')}"]
+    details.append("would fit: " + ("; or ".join(would) if would else
+                                    f"nothing tried (up to {MAX_FIT_GPUS} GPUs; {', '.join(FIT_PRECISIONS)})"))
+    details.append(f"assumed: {assumption}")
+    return MemoryFit(False, memory, weights, kv, reserve, needed, short, short_of, min_gpus, min_dividing,
+                     fitting, verdict, details)
+
+
+# ---------------------------------------------------------------------------
 # The report
 # ---------------------------------------------------------------------------
 
@@ -685,17 +876,35 @@ class RooflineReport:
     prefill_ms: float
     batches: list[BatchRow]
     notes: list[str]
+    fit: MemoryFit
     prompt: PromptBounds | None = None  # analyze(..., prompt_tokens=P)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form. What does not fit in memory has no throughput here: a deployment that
+        does not fit (`fit.fits` false) gets null for every time and tokens/s figure, a batch row
+        that does not fit null for its times and tokens/s, a prompt whose P + L tokens do not fit
+        null for its times (the attributes keep the arithmetic, marked "capacity")."""
         data = asdict(self)
         units = dict(UNITS)
+        if self.fit.fits is False:
+            data.update({key: None for key in NO_FIT_REPORT_KEYS})
+        for row in data["batches"]:
+            if row["fits_memory"] is False:
+                row.update({key: None for key in NO_FIT_ROW_KEYS})
         if self.prompt is None:
             del data["prompt"]
         else:
             units.update(PROMPT_UNITS)
+            if self.prompt.fits_memory is False:
+                data["prompt"].update({key: None for key in NO_FIT_PROMPT_KEYS})
         data["units"] = units
         return data
+
+
+NO_FIT_REPORT_KEYS = ("decode_ms_per_token", "ceiling_tps", "compute_ceiling_tps", "prefill_ms")
+NO_FIT_ROW_KEYS = ("step_ms", "ceiling_tps", "per_stream_tps", "memory_ms", "compute_ms", "comm_ms")
+NO_FIT_PROMPT_KEYS = ("prefill_s", "decode_step_s", "ttft_lower_bound_s")
+"""The figures the JSON form leaves null for what does not fit in memory (see `RooflineReport.to_dict`)."""
 
 
 PROMPT_UNITS: dict[str, str] = {
@@ -704,6 +913,8 @@ PROMPT_UNITS: dict[str, str] = {
     "prompt.ttft_lower_bound_s": "seconds: prefill_s + decode_step_s",
     "prompt.kv_resident_bytes_per_seq": "bytes at `context` (= prompt_tokens + max_tokens) over all GPUs",
     "prompt.max_batch": "sequences whose KV cache fits at `context` tokens (null: unknown)",
+    "prompt.fits_memory": "whether weights + reserve + one sequence of `context` tokens fit (null: memory "
+                          "unknown); false: the prompt's times are null",
 }
 """Units of the `prompt` section of the JSON report (present with --prompt-tokens)."""
 
@@ -720,6 +931,7 @@ class PromptBounds:
     ttft_lower_bound_s: float
     kv_resident_bytes_per_seq: float | None
     max_batch: int | None
+    fits_memory: bool | None = None  # weights + reserve + one sequence of P + L tokens
 
 
 def prompt_bounds(deployment: Deployment, prompt_tokens: int, max_tokens: int = 0) -> PromptBounds:
@@ -742,6 +954,7 @@ def prompt_bounds(deployment: Deployment, prompt_tokens: int, max_tokens: int = 
         ttft_lower_bound_s=prefill + step,
         kv_resident_bytes_per_seq=at_context.kv_resident_bytes_per_seq,
         max_batch=at_context.max_batch_by_memory,
+        fits_memory=at_context.fits_memory(1),
     )
 
 
@@ -808,18 +1021,16 @@ def _notes(deployment: Deployment) -> list[str]:
         why = "the MLA latent is copied to every GPU" if model.is_mla else \
             f"{model.kv_heads} KV heads over {deployment.tp} GPUs: heads are replicated"
         notes.append(f"TP {deployment.tp}: {why}, so the KV cache is held {replication:g}x "
-                     f"({resident / 1e6:,.1f} MB per sequence over all GPUs).")
+                     f"({si(resident, 'B')} per sequence over all GPUs).")
     if deployment.memory_bytes is None:
         notes.append("No memory size given: capacity is not evaluated.")
-    elif deployment.fits_memory(0) is False:
-        notes.append("The weights alone do not fit in memory: every batch is capacity-bound.")
     if deployment.tp > 1:
         if model.layers is None or model.hidden_size is None:
             notes.append(f"TP {deployment.tp}: model shape unknown, communication left out.")
         else:
             notes.append(f"TP {deployment.tp}: memory, bandwidth and compute x{deployment.tp}; per step "
                          f"2 x layers x (k-1)/k x batch x hidden x {deployment.activation_bytes:g} B "
-                         f"over {deployment.link_bandwidth_used / GB:g} GB/s per direction.")
+                         f"over {si(deployment.link_bandwidth_used, 'B/s')} per direction.")
     return notes
 
 
@@ -872,6 +1083,7 @@ def analyze(deployment: Deployment, batches: list[int] | None = None, *, prompt_
         prefill_ms=deployment.prefill_seconds(deployment.context) * 1e3,
         batches=[_batch_row(deployment, batch) for batch in sizes],
         notes=_notes(deployment),
+        fit=memory_fit(deployment),
         prompt=None if prompt_tokens is None else prompt_bounds(deployment, prompt_tokens, max_tokens),
     )
 
@@ -953,7 +1165,7 @@ _GPU_FIELDS = {"name", "aliases", "memory_bytes", "memory_bandwidth", "peak_flop
 _GPU_REQUIRED = ("memory_bytes", "memory_bandwidth", "peak_flops", "link_bandwidth")
 _MODEL_FIELDS = {"name", "aliases", "total_params", "active_params", "layers", "hidden_size",
                  "attention_heads", "kv_heads", "head_dim", "vocab_size", "kv_lora_rank",
-                 "qk_rope_head_dim", "v_head_dim", "tie_word_embeddings", "sources"}
+                 "qk_rope_head_dim", "v_head_dim", "tie_word_embeddings", "native_precision", "sources"}
 _MODEL_INTS = ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "vocab_size",
                "kv_lora_rank", "qk_rope_head_dim", "v_head_dim")
 _TOP_FIELDS = {"schema", "about", "gpus", "models"}
@@ -1119,9 +1331,13 @@ def _build_model(key: str, entry: Mapping[str, Any]) -> ModelSpec:
     tied = entry.get("tie_word_embeddings", False)
     if not isinstance(tied, bool):
         raise InputError(f"tie_word_embeddings must be true or false, got {tied!r}", path=origin, column=where)
+    native = entry.get("native_precision")
+    if native is not None and (not isinstance(native, str) or native.strip().lower() not in PRECISION_BYTES):
+        raise InputError(f"native_precision must be one of {', '.join(PRECISION_BYTES)}, got {native!r}",
+                         path=origin, column=where)
     try:
         return ModelSpec(key=key, name=str(entry.get("name", key)), total_params=total,
-                         active_params=active, tie_word_embeddings=tied,
+                         active_params=active, tie_word_embeddings=tied, native_precision=native,
                          sources=dict(entry.get("sources", {})), **shape)
     except InputError as exc:
         raise InputError(exc.problem, path=origin, column=where) from exc
@@ -1152,7 +1368,8 @@ def load_catalog(extra: Path | None = None) -> Catalog:
     overrides the fields it names. User aliases win over built-in ones. In a
     model entry only total_params is required: active_params defaults to it,
     head_dim to hidden_size / attention_heads, kv_heads to attention_heads
-    (plain multi-head attention); without layers the KV cache is unknown.
+    (plain multi-head attention); without layers the KV cache is unknown. native_precision
+    (a precision name, e.g. "fp8" for DeepSeek-V3) is what `roofline` uses without --precision.
     """
     builtin_path = _builtin_path()
     builtin = _read_json(builtin_path)
@@ -1183,7 +1400,9 @@ def find_model(name: str, catalog: Catalog | None = None) -> ModelSpec:
 
 
 __all__ = [
-    "ADHOC_LINK_BANDWIDTH", "BatchRow", "alias_key", "Catalog", "DEFAULT_CONTEXT", "Deployment", "ELEMENT_BYTES", "GB", "Gpu",
+    "ADHOC_LINK_BANDWIDTH", "BatchRow", "alias_key", "Catalog", "DEFAULT_CONTEXT", "DEFAULT_PRECISION", "Deployment",
+    "ELEMENT_BYTES", "FIT_ASSUMPTION", "FIT_PRECISIONS", "GB", "Gpu", "MAX_FIT_GPUS", "MemoryFit", "memory_fit",
+    "NO_FIT_PROMPT_KEYS", "NO_FIT_REPORT_KEYS", "NO_FIT_ROW_KEYS", "PrecisionChoice", "choose_precision", "si",
     "ModelSpec", "PEAK_PRECISIONS", "PRECISION_ALIASES", "PRECISION_BYTES", "PRECISION_MODES", "PrecisionMode",
     "RooflineReport", "kv_replication", "precision_mode", "UNITS", "analyze", "attention_flops_linear",
     "attention_flops_quadratic", "c_model_from_first_principles", "compute_seconds",

@@ -116,6 +116,8 @@ class SimConfig:
     # Admission and faults.
     max_concurrency: int = 0  # 0: unlimited
     retry_after_s: float = 1.0
+    rpm: int = 0  # requests per minute (a provider's rate limit, `RateLimiter`); 0: unlimited
+    tpm: int = 0  # tokens per minute, counted as prompt + max_tokens at admission; 0: unlimited
     error_rate: float = 0.0
     stall_prob: float = 0.0
     stall_s: float = 1.0
@@ -141,7 +143,7 @@ class SimConfig:
             raise UsageError(f"chars_per_token must be > 0, got {self.chars_per_token}")
         if self.default_max_tokens < 1:
             raise UsageError(f"default_max_tokens must be >= 1, got {self.default_max_tokens}")
-        for name in ("max_concurrency", "max_seqs"):
+        for name in ("max_concurrency", "max_seqs", "rpm", "tpm"):
             if getattr(self, name) < 0:
                 raise UsageError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0 <= self.port <= 65535:
@@ -227,6 +229,60 @@ class SimStats:
         return data
 
 
+RATE_WINDOW_S = 60.0  # the rate limits are per minute
+
+
+class RateLimiter:
+    """A provider's per-minute limits on requests and tokens over a sliding window, answering as
+    OpenAI does: every response carries x-ratelimit-limit/-remaining/-reset for requests and
+    tokens; a request over a limit gets HTTP 429 with Retry-After (whole seconds until the window
+    admits it). Tokens are counted as prompt + max_tokens when the request is admitted."""
+
+    def __init__(self, rpm: int, tpm: int, window_s: float = RATE_WINDOW_S) -> None:
+        self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
+        self._admitted: collections.deque[tuple[float, int]] = collections.deque()  # (when, tokens)
+        self._tokens = 0
+
+    def admit(self, now: float, tokens: int) -> tuple[bool, dict[str, str], str]:
+        """(admitted, the headers to send, why not)."""
+        window = self._admitted
+        while window and window[0][0] <= now - self.window_s:
+            self._tokens -= window.popleft()[1]
+        why = ""
+        wait = 0.0
+        if self.rpm and len(window) >= self.rpm:
+            why = f"rate limit reached: {self.rpm} requests per minute"
+            wait = window[len(window) - self.rpm][0] + self.window_s - now
+        elif self.tpm and tokens > self.tpm:
+            why = f"request too large: {tokens} tokens (prompt + max_tokens) over the limit of {self.tpm} per minute"
+            wait = self.window_s
+        elif self.tpm and self._tokens + tokens > self.tpm:
+            why = f"rate limit reached: {self.tpm} tokens per minute"
+            freed, needed = 0, self._tokens + tokens - self.tpm
+            for when, spent in window:
+                freed += spent
+                if freed >= needed:
+                    wait = when + self.window_s - now
+                    break
+        if not why:
+            window.append((now, tokens))
+            self._tokens += tokens
+        newest = window[-1][0] if window else now
+        reset = f"{max(0.0, newest + self.window_s - now):.3f}s"
+        headers: dict[str, str] = {}
+        if self.rpm:
+            headers.update({"x-ratelimit-limit-requests": str(self.rpm),
+                            "x-ratelimit-remaining-requests": str(max(0, self.rpm - len(window))),
+                            "x-ratelimit-reset-requests": reset})
+        if self.tpm:
+            headers.update({"x-ratelimit-limit-tokens": str(self.tpm),
+                            "x-ratelimit-remaining-tokens": str(max(0, self.tpm - self._tokens)),
+                            "x-ratelimit-reset-tokens": reset})
+        if why:
+            headers["retry-after"] = str(max(1, math.ceil(wait)))
+        return not why, headers, why
+
+
 class _Sequence:
     """One request being generated."""
 
@@ -234,6 +290,7 @@ class _Sequence:
         "server", "connection", "transport", "stream", "include_usage", "prompt_tokens", "max_tokens",
         "min_tokens", "eos_prob", "produced", "finish_reason", "stall_at", "stall_until", "truncate_at",
         "chunks", "closed", "ident", "created", "model", "received_at", "first_at", "last_at", "max_gap",
+        "headers",
     )
 
     def __init__(self, server: SimServer, connection: _HTTPConnection, *, stream: bool, include_usage: bool,
@@ -262,6 +319,7 @@ class _Sequence:
         self.first_at = 0.0
         self.last_at = 0.0
         self.max_gap = 0.0
+        self.headers: dict[str, str] = {}  # sent with the response (the rate limiter's)
         self.chunks: tuple[bytes, ...] = ()
         if stream:
             prefix = b"data: " + self._chunk_prefix()
@@ -274,8 +332,9 @@ class _Sequence:
         ).encode()
 
     def start_stream(self) -> None:
+        extra = "".join(f"{name}: {value}\r\n" for name, value in self.headers.items()).encode()
         head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-                b"transfer-encoding: chunked\r\n\r\n")
+                b"transfer-encoding: chunked\r\n" + extra + b"\r\n")
         role = _http_chunk(b"data: " + self._chunk_prefix()
                            + b'"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n')
         self.transport.write(head + role)
@@ -335,7 +394,7 @@ class _Sequence:
             }
             if self.server.config.usage:
                 payload["usage"] = usage
-            self.transport.write(_json_response(200, payload))
+            self.transport.write(_json_response(200, payload, self.headers))
         self._close(now, aborted=False)
 
     def _close(self, now: float, *, aborted: bool) -> None:
@@ -473,6 +532,7 @@ class SimServer:
         self._wake: asyncio.Event | None = None
         self._in_flight = 0
         self._ids = 0
+        self._limiter = RateLimiter(self.config.rpm, self.config.tpm) if self.config.rpm or self.config.tpm else None
         self._stats = SimStats()
         # (received_at, first_token_at, last_token_at, tokens, completed) of recent requests
         self._recent: collections.deque[tuple[float, float, float, int, bool]] = collections.deque(maxlen=100_000)
@@ -692,6 +752,14 @@ class SimServer:
             connection.reply(_json_error(429, "too many concurrent requests", code="rate_limit_exceeded",
                                          headers={"retry-after": f"{config.retry_after_s:g}"}))
             return
+        limit_headers: dict[str, str] = {}
+        if self._limiter is not None:
+            prompt_tokens = self._prompt_tokens(messages)
+            admitted, limit_headers, why = self._limiter.admit(time.monotonic(), prompt_tokens + max_tokens)
+            if not admitted:
+                stats.rejected_429 += 1
+                connection.reply(_json_error(429, why, code="rate_limit_exceeded", headers=limit_headers))
+                return
         rng = self._rng
         if config.error_rate and rng.random() < config.error_rate:
             stats.errors_500 += 1
@@ -706,6 +774,7 @@ class SimServer:
                         prompt_tokens=self._prompt_tokens(messages), max_tokens=max_tokens,
                         min_tokens=min_tokens, eos_prob=eos_prob, model=model, stall_at=stall_at,
                         truncate_at=truncate_at, received_at=received_at)
+        seq.headers = limit_headers
         self._in_flight += 1
         if self._in_flight > stats.max_active:
             stats.max_active = self._in_flight

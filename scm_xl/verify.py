@@ -25,8 +25,13 @@ class Mismatch:
     cell: str
     expected: CellValue
     actual: CellValue
+    # A formula cell someone typed a value over (`actual` is then NOT_A_FORMULA): a root cause, whose
+    # value every formula reading the cell carries on, so it is reported before them.
+    typed_over: bool = False
 
     def __str__(self) -> str:
+        if self.typed_over:
+            return f"'{self.sheet}'!{self.cell} {NOT_A_FORMULA}, reference {self.expected!r}"
         return f"'{self.sheet}'!{self.cell}: workbook {self.actual!r}, reference {self.expected!r}"
 
 
@@ -43,6 +48,11 @@ class Verification:
     rows_covered: int | None = None
     # The engine's values of every formula cell, kept so they can be stored in the file.
     values: dict[tuple[str, str], CellValue] = field(default_factory=dict, repr=False)
+
+    @property
+    def typed_over(self) -> list[Mismatch]:
+        """The formula cells typed over: the likely causes of the other mismatches."""
+        return [m for m in self.mismatches if m.typed_over]
 
     @property
     def ok(self) -> bool:
@@ -107,7 +117,7 @@ def compare(expected: dict[tuple[str, str], CellValue], recalculated: Recalculat
     for (sheet, cell), value in expected.items():
         if sheet in sheets and (sheet, cell) not in recalculated.values:
             result.cells_compared += 1
-            result.mismatches.append(Mismatch(sheet, cell, value, NOT_A_FORMULA))
+            result.mismatches.append(Mismatch(sheet, cell, value, NOT_A_FORMULA, typed_over=True))
     # Sort only what is reported (sorting every compared cell costs seconds on large sheets).
     result.mismatches.sort(key=lambda m: (m.sheet, _order(m.cell)))
     result.unexpected.sort()

@@ -4,7 +4,8 @@ Tests marked `libreoffice` need a real `soffice`. Where it is missing they are
 skipped, unless SCM_XL_REQUIRE_LIBREOFFICE=1 (set by .ci/run), which turns the
 skip into a failure so CI can never pass without having run them.
 Tests marked `browser` need Chromium, chromedriver and selenium, the same way under
-SCM_XL_REQUIRE_BROWSER=1.
+SCM_XL_REQUIRE_BROWSER=1. Tests marked `gnumeric` need Gnumeric's `ssconvert`, the same
+way under SCM_XL_REQUIRE_GNUMERIC=1.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ import pytest
 
 def soffice_path() -> str | None:
     return shutil.which("soffice") or shutil.which("libreoffice")
+
+
+def ssconvert_path() -> str | None:
+    return shutil.which("ssconvert")
 
 
 def browser_missing() -> str | None:
@@ -36,6 +41,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "browser" in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=missing))
+    if not ssconvert_path() and os.environ.get("SCM_XL_REQUIRE_GNUMERIC") != "1":
+        for item in items:
+            if "gnumeric" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason="Gnumeric (ssconvert) not installed"))
     if soffice_path():
         return
     required = os.environ.get("SCM_XL_REQUIRE_LIBREOFFICE") == "1"
@@ -51,6 +60,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         missing = browser_missing()
         if missing:
             pytest.fail(f"the browser tests are required (SCM_XL_REQUIRE_BROWSER=1) but {missing}")
+    if "gnumeric" in item.keywords and not ssconvert_path() and os.environ.get("SCM_XL_REQUIRE_GNUMERIC") == "1":
+        pytest.fail("Gnumeric is required (SCM_XL_REQUIRE_GNUMERIC=1) but ssconvert was not found")
     if "libreoffice" in item.keywords and not soffice_path():
         if os.environ.get("SCM_XL_REQUIRE_LIBREOFFICE") == "1":
             pytest.fail("LibreOffice is required (SCM_XL_REQUIRE_LIBREOFFICE=1) but soffice was not found")

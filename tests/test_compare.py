@@ -93,7 +93,7 @@ def test_the_test_is_welch_t_on_the_logs(runs: dict[str, Path]) -> None:
 
 
 def test_the_article_is_insufficient(tmp_path: Path) -> None:
-    data = compare_json(ARTICLE, ARTICLE, "--fail-on-drift")
+    data = compare_json(ARTICLE, ARTICLE, "--fail-on-drift", exit_code=1)  # nothing shown: CI fails
     assert data["verdict"] == "insufficient" and data["drifted"] == []
     assert any("no residual degrees of freedom" in reason for reason in data["reasons"])
     result = run("compare", ARTICLE, ARTICLE)
@@ -104,7 +104,7 @@ def test_fail_on_drift_exit_codes(runs: dict[str, Path]) -> None:
     assert run("compare", runs["baseline"], runs["slower"], "--fail-on-drift").exit_code == 1
     assert run("compare", runs["baseline"], runs["slower"]).exit_code == 0  # only asked for, it fails
     assert run("compare", runs["baseline"], runs["same"], "--fail-on-drift").exit_code == 0
-    assert run("compare", ARTICLE, ARTICLE, "--fail-on-drift").exit_code == 0
+    assert run("compare", ARTICLE, ARTICLE, "--fail-on-drift").exit_code == 1  # insufficient fails too
 
 
 def test_text_and_html_output(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -124,11 +124,11 @@ def test_save_baseline(runs: dict[str, Path], tmp_path: Path) -> None:
     result = run("compare", baseline, runs["baseline"], "--save-baseline")
     assert result.exit_code == 0 and "no baseline yet" in result.output
     assert [r.exp_id for r in read_results(baseline).rows] == [r.exp_id for r in read_results(runs["baseline"]).rows]
-    # Stable: the new run becomes the baseline.
-    assert run("compare", baseline, runs["same"], "--save-baseline").exit_code == 0
+    # Stable: the new run becomes the baseline (replacing an existing file takes --force).
+    assert run("compare", baseline, runs["same"], "--save-baseline", "--force").exit_code == 0
     assert read_results(baseline).rows[0].exp_id.startswith("B")
     # Drift: the baseline is kept, and CI fails.
-    result = run("compare", baseline, runs["slower"], "--save-baseline", "--fail-on-drift")
+    result = run("compare", baseline, runs["slower"], "--save-baseline", "--force", "--fail-on-drift")
     assert result.exit_code == 1 and "baseline" in result.output and "kept" in result.output
     assert read_results(baseline).rows[0].exp_id.startswith("B")
     assert read_results(baseline).rows[0].total_time_s == read_results(runs["same"]).rows[0].total_time_s

@@ -236,8 +236,9 @@ def test_excel_unavailable_says_what_it_needs(workbook: Path) -> None:
 
 
 def test_get_engine_names_and_alias() -> None:
-    assert ENGINE_NAMES == ("formulas", "ironcalc", "libreoffice", "excel", "embedded")
-    assert {get_engine(name).name for name in ENGINE_NAMES} == {"formulas", "ironcalc", "libreoffice", "excel"}
+    assert ENGINE_NAMES == ("formulas", "ironcalc", "libreoffice", "gnumeric", "excel", "embedded")
+    assert {get_engine(name).name for name in ENGINE_NAMES} == {"formulas", "ironcalc", "libreoffice", "gnumeric",
+                                                                "excel"}
     assert get_engine("embedded").name == "ironcalc"
 
 
@@ -335,3 +336,65 @@ def test_excel_engine_with_a_stand_in_for_xlwings(tmp_path: Path, monkeypatch: p
 def test_missing_workbook(name: str, tmp_path: Path) -> None:
     with pytest.raises(EngineError, match="missing.xlsx"):
         get_engine(name).recalculate(tmp_path / "missing.xlsx")
+
+
+def _rewritten(source: Path, target: Path, change: dict[str, bytes | None]) -> Path:
+    """A copy of the package `source` with the parts in `change` replaced (None: left out)."""
+    import zipfile
+
+    with zipfile.ZipFile(source) as book, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as copy:
+        for info in book.infolist():
+            data = change.get(info.filename, book.read(info))
+            if data is not None:
+                copy.writestr(info, data)
+    return target
+
+
+def test_ironcalc_reads_absolute_relationship_targets(workbook: Path, tmp_path: Path) -> None:
+    # openpyxl writes a cell comment's part as Target="/xl/comments/comment1.xml"; IronCalc 0.9.1 found
+    # no such member and failed on the whole workbook (issue 20).
+    from openpyxl.comments import Comment
+
+    commented = tmp_path / "commented.xlsx"
+    wb = openpyxl.load_workbook(workbook)
+    wb[RAW]["A1"].comment = Comment("a note", "me")
+    wb.save(commented)
+    values = IronCalcEngine().recalculate(commented).values
+    assert values[("Calc", "A1")] == 47.0
+
+
+def test_relative_targets_keeps_external_links() -> None:
+    from scm_xl.engines.ironcalc_engine import relative_targets
+
+    rels = (b'<Relationships><Relationship Id="a" Target="/xl/comments/comment1.xml"/>'
+            b"<Relationship Id='b' Target='/home/me/other.xlsx' TargetMode='External'/>"
+            b'<Relationship Id="c" Target="../drawings/drawing1.xml"/></Relationships>')
+    assert relative_targets("xl/worksheets/_rels/sheet1.xml.rels", rels) == rels.replace(
+        b"/xl/comments/comment1.xml", b"../comments/comment1.xml")
+    assert relative_targets("_rels/.rels", b'<Relationship Target="/xl/workbook.xml"/>') == \
+        b'<Relationship Target="xl/workbook.xml"/>'
+
+
+def test_an_engine_that_cannot_read_a_package_names_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A package without a styles part (the format allows it): openpyxl and the formulas engine read
+    # it, IronCalc 0.9.1 does not. The error says which engine to use instead.
+    import re
+    import zipfile
+
+    plain = tmp_path / "plain.xlsx"
+    wb = openpyxl.Workbook()
+    wb.active.title = "Calc"
+    wb.active["A1"], wb.active["A2"] = 21, "=A1*2"
+    wb.save(plain)
+    with zipfile.ZipFile(plain) as book:
+        rels = book.read("xl/_rels/workbook.xml.rels")
+        types = book.read("[Content_Types].xml")
+    bare = _rewritten(plain, tmp_path / "bare.xlsx", {
+        "xl/styles.xml": None,
+        "xl/_rels/workbook.xml.rels": re.sub(rb"<Relationship [^>]*styles[^>]*/>", b"", rels),
+        "[Content_Types].xml": re.sub(rb"<Override [^>]*styles[^>]*/>", b"", types)})
+    monkeypatch.setattr(LibreOfficeEngine, "available", lambda self: True)
+    with pytest.raises(EngineError, match=r"ironcalc failed on .*bare.xlsx: .*; another engine reads the file its "
+                                          r"own way: try --engine libreoffice or (--engine \w+ or )*--engine formulas \(slow"):
+        IronCalcEngine().recalculate(bare)
+    assert FormulasEngine().recalculate(bare).values == {("Calc", "A2"): 42.0}

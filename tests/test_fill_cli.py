@@ -36,11 +36,13 @@ def assert_ok(result: Result) -> None:
 
 
 def assert_usage_error(result: Result, message: str) -> None:
-    """Exit 2, `Error: <message>` on stderr, no traceback."""
+    """Exit 2, `Error: <message>` on stderr after nothing but the steps' progress lines, no traceback."""
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     assert isinstance(result.exception, SystemExit)
-    assert result.stderr.startswith(f"Error: {message}"), result.stderr
+    steps, _, error = result.stderr.partition("Error: ")
+    assert all(line.startswith("scm-xl [") for line in steps.splitlines()), result.stderr
+    assert f"Error: {error}".startswith(f"Error: {message}"), result.stderr
 
 
 def row_block(lines: list[str], exp_id: str) -> str:
@@ -158,7 +160,7 @@ BAD_INPUTS = {
     "workbook": (b"PK\x03\x04\x14\x00\x00\x00\x08\x00", "{path}: this is a workbook (.xlsx), not a results CSV"),
     "binary": (HEADER.encode() + b"\nE01,m\x00,1,10,10,50,0.55,25\n",
                "{path}:2: not a CSV text file (it contains NUL bytes)"),
-    "ambiguous_bytes": (f"{HEADER}\nE01,m,1,10,10,50,0.55,25\n".encode() + b"E02,\xe8r\xe9\xe8,1,10,10,50,0.55,25\n",
+    "ambiguous_bytes": (f"{HEADER}\nE01,m,1,10,10,50,0.55,25\n".encode() + b"E02,\xc4\xe3 a\xc4\xe3b,1,10,10,50,0.55,25\n",
                         "{path}:3: not a CSV in UTF-8, UTF-16, GB18030/GBK or Windows-1252"),
     "control_character": (f"{HEADER},notes\n{GOOD},bad\x01note\n",
                           "{path}:2: notes: control character U+0001 at character 4"),

@@ -39,12 +39,17 @@ def test_unseen_concurrency_and_prompt_length_predicted_within_3_percent(measure
     model = latency_model(train)
     errors = []
     for row in unseen:
-        forecast = model.forecast(row.concurrency, row.max_tokens, "sim", row.prompt_tokens)
+        # a run as long as the measured one: above the knee its queue is the finite run's, not a steady state's
+        forecast = model.forecast(row.concurrency, row.max_tokens, "sim", row.prompt_tokens,
+                                  requests=row.total_requests)
         assert forecast.tps is not None and forecast.ttft_s is not None
         errors.append(abs(forecast.tps - row.tps) / row.tps * 100)
-        if row.concurrency <= SLOTS:  # below the knee TTFT is the server's own; above it, the finite run's queue
-            # TTFT is milliseconds at c=3 (1.5 decode steps): event-loop timers on a loaded machine move it
-            assert abs(forecast.ttft_s - row.ttft_mean_s) / row.ttft_mean_s < 0.20, (row.exp_id, forecast)
+        # Below the knee TTFT is milliseconds (two decode steps) over 9 requests: event-loop timers on a
+        # loaded machine (the suite runs two workers on two cores) move it by a quarter;
+        # benchmarks/bench_latency_sim.py measures it within 3% on longer runs. Above the knee it is the
+        # wait for a slot, hundreds of milliseconds, which the finite-run wait must get right.
+        tolerance = 0.35 if row.concurrency <= SLOTS else 0.08
+        assert abs(forecast.ttft_s - row.ttft_mean_s) / row.ttft_mean_s < tolerance, (row.exp_id, forecast)
         assert forecast.beyond_knee == (row.concurrency > fit_knee(model))
     assert sum(errors) / len(errors) < 3.0, errors
 
@@ -120,3 +125,51 @@ def test_rows_at_another_prompt_level_calibrate_k_in_in_the_chain(measured: tupl
     assert cal.prompt_anchor(512) == 1 and cal.k_in(512) is not None and cal.k_in(512) < 1
     (identifying,) = [c for c in analysis.checks if c.identifies == ("K_in(512)",)]
     assert identifying.status.exp_id.endswith("-P512") and identifying.status.max_tokens == cal.base_max_tokens
+
+
+def _replayed_wait(clients: int, slots: int, requests: int) -> float:
+    """Mean wait for a slot, in service times, by replaying a closed loop request by request: each
+    request served for one time unit on the first free slot, first come first served; a client sends
+    its next request when its last one ends, until `requests` have been sent."""
+    import heapq
+
+    free = [0.0] * slots  # when each slot is next free
+    heapq.heapify(free)
+    queue = [0.0] * min(clients, requests)  # send times, in order
+    sent, waits = len(queue), []
+    while queue:
+        arrived = queue.pop(0)
+        start = max(arrived, heapq.heappop(free))
+        waits.append(start - arrived)
+        heapq.heappush(free, start + 1.0)
+        if sent < requests:
+            queue.append(start + 1.0)
+            queue.sort()
+            sent += 1
+    return sum(waits) / len(waits)
+
+
+@pytest.mark.parametrize("clients,slots,requests", [(12, 6, 36), (16, 6, 48), (8, 6, 24), (7, 2, 70),
+                                                    (9, 4, 9), (5, 4, 3), (40, 8, 1000)])
+def test_the_finite_run_wait_equals_a_request_by_request_replay(clients: int, slots: int, requests: int) -> None:
+    from scm_xl.latency import finite_wait
+
+    assert finite_wait(clients, slots, requests) == pytest.approx(_replayed_wait(clients, slots, requests))
+    assert finite_wait(clients, slots, 10**7) == pytest.approx(clients / slots - 1, rel=1e-4)  # the steady state
+    assert finite_wait(slots, slots, requests) == 0.0
+
+
+def test_a_run_too_short_to_queue_is_no_division_by_zero(measured: tuple[list, list]) -> None:
+    """A row above the knee whose run had no more requests than slots expects no wait (W = 0): it
+    says nothing of the queue share, and must not break the fit (a hand-typed row can be one)."""
+    import dataclasses
+
+    from scm_xl.latency import finite_wait
+
+    assert finite_wait(8, 6, 5) == 0.0
+    train = list(measured[0])
+    above = next(r for r in train if r.concurrency > SLOTS)
+    train.append(dataclasses.replace(above, exp_id="SHORT", total_requests=5, requests_per_slot=1, ok_requests=5,
+                                     total_output_tokens=5 * above.max_tokens))
+    fit = latency_model(train).fit_for("sim")
+    assert fit is not None and fit.queue_share > 0

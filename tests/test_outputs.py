@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from scm_xl.cli import main
 from scm_xl.errors import InputError, UsageError
 from scm_xl.outputs import (
-    JSON_SUFFIXES, WORKBOOK_SUFFIXES, Output, atomic_write_text, check_outputs, replacing,
+    JSON_SUFFIXES, WORKBOOK_SUFFIXES, Output, atomic_write_text, check_outputs, replacing, staging,
 )
 
 ARTICLE = Path(__file__).parent.parent / "examples" / "article_qwen2.5-7b.csv"
@@ -122,6 +122,35 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
             raise RuntimeError("killed")
     assert target.read_text(encoding="utf-8") == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_an_exclusive_write_refuses_a_file_that_appeared_meanwhile(tmp_path: Path) -> None:
+    target = tmp_path / "r.json"
+    with pytest.raises(UsageError, match=f"{target} already exists: pass --force to replace it"):
+        with replacing(target, exclusive=True) as temp:
+            temp.write_text("mine", encoding="utf-8")
+            target.write_text("another run's", encoding="utf-8")  # between the check and the rename
+    assert target.read_text(encoding="utf-8") == "another run's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    old = os.umask(0o027)
+    try:
+        with replacing(tmp_path / "new.json", exclusive=True) as temp:  # nothing there: written, umask mode
+            temp.write_text("new", encoding="utf-8")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640
+
+
+def test_a_staged_file_set_aside_never_replaces_anything(tmp_path: Path) -> None:
+    target = tmp_path / "out.xlsx"
+    target.write_bytes(b"mine")
+    (tmp_path / "out.failed.xlsx").write_bytes(b"an older failure")
+    with staging(target, suffix=".xlsx") as staged:
+        staged.temp.write_bytes(b"failed")
+        aside = staged.set_aside("failed")
+    assert aside == tmp_path / "out.failed-2.xlsx" and aside.read_bytes() == b"failed"
+    assert target.read_bytes() == b"mine" and (tmp_path / "out.failed.xlsx").read_bytes() == b"an older failure"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.failed-2.xlsx", "out.failed.xlsx", "out.xlsx"]
 
 
 # --- the CLI: refused before any work, nothing written --------------------------------------

@@ -159,3 +159,49 @@ def test_per_token_figures_by_hand() -> None:
                        "phys_kv_bytes_per_token": 131072.0}
     # C_model(Llama / Qwen) = 7,504,924,672 / 7,070,619,136 = 1.0614 (active-parameter ratio: 1.0544)
     assert c_model_first_principles(qwen, llama) == pytest.approx(7504924672 / 7070619136)
+
+
+# --- A config.json's native precision and name (issue 17) ------------------------------------
+
+
+@pytest.mark.parametrize("fields, precision, words", [
+    ({"torch_dtype": "bfloat16"}, "bf16", "torch_dtype bfloat16, no quantization_config"),
+    ({"dtype": "float16"}, "fp16", "torch_dtype float16, no quantization_config"),
+    ({"torch_dtype": "float32"}, "fp32", "torch_dtype float32, no quantization_config"),
+    ({"torch_dtype": "bfloat16", "quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}}, "fp8",
+     "quantization_config quant_method fp8, fmt e4m3"),
+    ({"quantization_config": {"quant_method": "awq", "bits": 4}}, "w4a16", "quantization_config quant_method awq, bits 4"),
+    ({"quantization_config": {"quant_method": "gptq", "bits": 8}}, "w8a16", "quantization_config quant_method gptq, bits 8"),
+    ({"quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True}}, "w4a16",
+     "quantization_config quant_method bitsandbytes, load_in_4bit"),
+    ({"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 8, "type": "float"}, "input_activations": {"num_bits": 8, "type": "float"}}}}},
+     "w8a8-fp8", "quantization_config quant_method compressed-tensors, weights 8-bit float, activations quantized"),
+    ({"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 4, "type": "int"}, "input_activations": None}}}},
+     "w4a16", "quantization_config quant_method compressed-tensors, weights 4-bit int, weight-only"),
+    ({"quantization_config": {"quant_method": "mxfp4"}}, "w4a16", "quantization_config quant_method mxfp4 (MoE"),
+    ({}, None, ""),
+    ({"quantization_config": {"quant_method": "gptq", "bits": 3}}, None, "is not a quantization roofline reads"),
+    ({"torch_dtype": "float8_e4m3fn"}, None, "torch_dtype float8_e4m3fn is not one roofline reads"),
+])
+def test_config_precision_reads_quantization_config_then_torch_dtype(fields, precision, words) -> None:
+    from scm_xl.physics import config_precision
+
+    found, said = config_precision(fields)
+    assert found == precision
+    assert said.startswith(words) if precision else words in said
+
+
+@pytest.mark.parametrize("fields, key, name", [
+    ({"_name_or_path": "deepseek-ai/DeepSeek-V3", "architectures": ["DeepseekV3ForCausalLM"],
+      "model_type": "deepseek_v3"}, "deepseek-v3", "DeepSeek-V3 (DeepseekV3ForCausalLM)"),
+    ({"_name_or_path": "/data/models/my-llama/", "model_type": "llama"}, "my-llama", "my-llama (llama)"),
+    ({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}, "qwen3forcausallm", "Qwen3ForCausalLM"),
+    ({"model_type": "mixtral"}, "mixtral", "mixtral"),
+    ({}, "config", "unnamed model (its config.json gives no _name_or_path, architectures or model_type)"),
+])
+def test_config_name_comes_from_the_config_not_the_file(fields, key, name) -> None:
+    from scm_xl.physics import config_name
+
+    assert config_name(fields) == (key, name)

@@ -107,7 +107,7 @@ def test_the_latency_section_names_every_coefficient_the_knee_and_the_holdout(pa
         for name, interval in linear.intervals().items():
             words = (PAGE["en"]["latency"]["step_at"].format(n=format_level(steps[name])) if name in steps
                      else TERM_WORDS[name])
-            span = "-" if interval is None else f"{interval[0]:.3g} – {interval[1]:.3g}"
+            span = PAGE["en"]["missing"] if interval is None else f"{interval[0]:.3g} – {interval[1]:.3g}"
             row = (f"<tr><td>{part}</td><td><code>{name}</code></td><td class=\"num\">"
                    f"{linear.coefficients()[name]:.3g}</td><td class=\"num\">{span}</td><td>{words}</td></tr>")
             assert row in table, row  # one row per coefficient: its value, 90% interval and meaning in words
@@ -124,7 +124,7 @@ def test_the_latency_section_names_every_coefficient_the_knee_and_the_holdout(pa
     assert data["available"] and data["fits"][0]["itl_names"] == list(fit.itl.names)
     assert data["fits"][0]["terms"] == {"knots": list(fit.terms.knots), "prompt": fit.terms.prompt,
                                         "context": fit.terms.context, "joining": fit.terms.joining,
-                                        "batch": fit.terms.batch}
+                                        "batch": fit.terms.batch, "busy": fit.terms.busy}
     assert data["fits"][0]["knee_limit"] == fit.knee_limit and data["fits"][0]["queue_share"] == fit.queue_share
     zh = pages["zh"].read_text(encoding="utf-8")
     assert "延迟模型" in zh and "秒/提示 token（预填充）" in zh
@@ -132,25 +132,25 @@ def test_the_latency_section_names_every_coefficient_the_knee_and_the_holdout(pa
         assert PAGE["zh"]["latency"]["step_at"].format(n=format_level(knot)) in zh
 
 
-def test_the_latency_charts_are_valid_vega_lite(monkeypatch: pytest.MonkeyPatch, source: Path) -> None:
-    import functools
-
+def test_the_latency_charts_draw_both_metrics_with_units(source: Path) -> None:
     from scm_xl.htmlreport import charts
     from scm_xl.htmlreport.texts import PAGE
     from scm_xl.latency import latency_model
+    from test_report_html import chart_elements
 
-    monkeypatch.setattr(charts, "render_svg", functools.partial(charts.render_svg, validate=True))
     model = latency_model(read_results(source).rows)
     drawn = charts.latency_charts(model, PAGE["en"])
     assert [c.key for c in drawn] == ["latency-tps-prompt", "latency-ttft-prompt"]
     for chart in drawn:
-        assert chart.svg and chart.svg.startswith("<svg")
-        assert "prompt tokens (server-counted mean)" in chart.svg  # units on the axes
-        assert "TPS (tokens/s)" in chart.svg or "mean TTFT (s)" in chart.svg
+        assert chart.markup and chart.markup.startswith('<div class="panels"><svg')
+        chart_elements(chart.markup)  # well formed
+        assert "prompt length (tokens, server-counted mean)" in chart.markup  # units on the axes
+        assert "TPS (tok/s)" in chart.markup or "mean TTFT (s)" in chart.markup
+        assert "max_tokens 8" in chart.markup and "concurrency 4" in chart.markup  # the factor named
     # One prompt level: no chart, and the page says why.
     one = [r for r in read_results(source).rows if r.prompt_level == 32]
     alone = charts.latency_charts(latency_model(one), PAGE["en"])
-    assert len(alone) == 1 and alone[0].svg is None and "One prompt level" in (alone[0].note or "")
+    assert len(alone) == 1 and alone[0].markup is None and "One prompt level" in (alone[0].note or "")
 
 
 def test_data_without_a_latency_model_keep_the_page_as_it_was(tmp_path: Path) -> None:

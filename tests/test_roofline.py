@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -459,8 +460,8 @@ def test_cli_text_output_has_units():
     code, output = run_cli("--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--batch", "1,8,64")
     assert code == 0, output
     assert "Qwen2.5-7B on NVIDIA A100 80GB SXM4" in output
-    assert "57,344 B/token" in output
-    assert "ms/token" in output and "tokens/s" in output and "GB/s" in output
+    assert "57.34 kB/token" in output and "234.9 MB" in output
+    assert "ms/token" in output and "tokens/s" in output and "2.039 TB/s" in output
     assert "step ms" in output and "ceiling tok/s" in output
     assert "Max batch by memory     275" in output
 
@@ -576,7 +577,8 @@ def test_the_input_embedding_is_not_read_per_token():
 
 _GPU_FIGURES = ("memory_bytes", "memory_bandwidth", "peak_flops", "link_bandwidth")
 _MODEL_FIGURES = ("total_params", "active_params", "layers", "hidden_size", "attention_heads", "kv_heads",
-                  "head_dim", "vocab_size", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "tie_word_embeddings")
+                  "head_dim", "vocab_size", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "tie_word_embeddings",
+                  "native_precision")
 
 
 def _missing_sources(catalog_json: dict) -> list[str]:
@@ -672,7 +674,7 @@ def test_config_with_tied_embeddings_and_a_nested_text_config(tmp_path: Path):
     # 151,936 x 1,024 = 155,582,464; final norm 1,024: 596,049,920
     assert spec.total_params == 596049920
     assert spec.read_params == spec.active_params  # tied: the table is the LM head, read once
-    assert (spec.kv_layout, spec.name) == ("GQA", "tiny-vl")
+    assert (spec.kv_layout, spec.name) == ("GQA", "tiny-vl (qwen3)")
 
 
 # --- One prompt: prefill, TTFT lower bound, max batch at prompt + output; the simulator's terms ------
@@ -704,7 +706,7 @@ def test_roofline_cli_prompt_tokens():
     assert "Max batch at P + L      752" in text and "1,000 + 500 = 1,500 tokens" in text
     prompt = run_json(*args)["prompt"]
     assert set(prompt) == {"prompt_tokens", "max_tokens", "context", "prefill_s", "decode_step_s",
-                           "ttft_lower_bound_s", "kv_resident_bytes_per_seq", "max_batch"}
+                           "ttft_lower_bound_s", "kv_resident_bytes_per_seq", "max_batch", "fits_memory"}
     assert prompt["ttft_lower_bound_s"] == pytest.approx(prompt["prefill_s"] + prompt["decode_step_s"])
     assert prompt["max_batch"] == 752
     assert "prompt.ttft_lower_bound_s" in run_json(*args)["units"]
@@ -730,3 +732,170 @@ def test_simulator_params_per_context_token_is_the_per_sequence_read_spread():
     # weights that leave no room still give one slot
     tight = Deployment(roofline.find_model("llama-3.1-70b"), roofline.find_gpu("h100-sxm"))
     assert tight.max_batch_by_memory == 0 and roofline.simulator_params(tight)["max_seqs"] == 1
+
+
+# --- Issue 17: a deployment that does not fit, the native precision, a config's name, SI units ------
+
+
+def test_deepseek_v3_bf16_on_8_h800_does_not_fit_and_gets_no_throughput():
+    args = ("--model", "deepseek-v3", "--gpu", "h800", "--tp", "8", "--precision", "bf16", "--batch", "1,8")
+    code, text = run_cli(*args)
+    assert code == 0, text  # an answer, not an error
+    # 671,026,419,200 x 2 B = 1.342 TB of weights over 8 x 80 GB = 640 GB: 702.1 GB short
+    assert "Does not fit: the weights alone (1.342 TB) exceed the memory of the 8 GPUs (640 GB) by 702.1 GB" in text
+    assert "Single stream           does not fit" in text
+    assert "ms/token" not in text and "tok/s" not in text and "tokens/s" not in text
+    # k x 80 GB >= 1,342.05 GB + k x 287.8 MB (the MLA latent on every GPU): k = 17; 32 divides the 128 heads
+    assert "17 GPUs at bf16 (32 if the count must divide the 128 attention heads" in text
+    assert "int4 (0.5 B per weight) on the 8 GPUs" in text  # fp8's 671 GB does not fit either
+    assert "Assumed: activations and runtime overhead get no memory beyond the reserve (--reserve-gb, 0 B)" in text
+    data = run_json(*args)
+    fit = data["fit"]
+    assert (fit["fits"], fit["short_of"], fit["min_gpus"], fit["min_gpus_dividing_heads"],
+            fit["fitting_precision"]) == (False, "weights", 17, 32, "int4")
+    assert fit["needed_bytes"] == 2 * 671026419200 + 8 * 61 * 576 * 2 * 4096
+    assert fit["short_bytes"] == fit["needed_bytes"] - 640e9
+    for key in ("ceiling_tps", "decode_ms_per_token", "compute_ceiling_tps", "prefill_ms"):
+        assert data[key] is None, key
+    assert all(row["ceiling_tps"] is None and row["per_stream_tps"] is None and row["step_ms"] is None
+               for row in data["batches"])
+    assert data["bottleneck"] == "capacity" and data["weight_bytes"] == 2 * 671026419200
+
+
+def test_a_kv_cache_that_does_not_fit_says_so_and_what_would():
+    deployment = Deployment(roofline.find_model("qwen2.5-7b"), roofline.find_gpu("rtx4090"), context=200_000)
+    fit = roofline.memory_fit(deployment)
+    # 15,231,233,024 B of weights fit in 24 GB; with 57,344 x 200,000 = 11,468,800,000 B of KV they do not
+    assert (fit.fits, fit.short_of) == (False, "kv_cache")
+    assert fit.short_bytes == 2 * 7615616512 + 57344 * 200_000 - 24e9
+    assert (fit.min_gpus, fit.min_gpus_dividing_heads, fit.fitting_precision) == (2, 2, "fp8")
+    code, text = run_cli("--model", "qwen2.5-7b", "--gpu", "rtx4090", "--context", "200000")
+    assert code == 0 and "the KV cache of one 200,000-token sequence (11.47 GB) does not: 2.7 GB over" in text
+    # what fits is unchanged, with the fit in words
+    assert roofline.memory_fit(replace(deployment, context=4096)).fits is True
+    assert analyze(Deployment(SEVEN_B, Gpu.from_numbers(bandwidth_gbs=800))).fit.fits is None  # memory unknown
+
+
+def test_a_batch_that_does_not_fit_gets_no_throughput():
+    code, text = run_cli("--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--batch", "275,276")
+    assert code == 0, text
+    row_276 = next(line for line in text.splitlines() if line.strip().startswith("276"))
+    assert "does not fit" in row_276 and "capacity" in row_276
+    rows = run_json("--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--batch", "275,276")["batches"]
+    assert rows[0]["fits_memory"] is True and rows[0]["ceiling_tps"] > 0
+    assert rows[1]["fits_memory"] is False and rows[1]["ceiling_tps"] is None and rows[1]["step_ms"] is None
+    # the library keeps the arithmetic, marked capacity (the sheet and the simulator use it)
+    report = analyze(Deployment(roofline.find_model("qwen2.5-7b"), roofline.find_gpu("a100-80gb")), [276])
+    assert report.batches[0].ceiling_tps > 0 and report.batches[0].bottleneck == "capacity"
+
+
+def test_precision_defaults_to_the_models_native_one_and_says_why():
+    data = run_json("--model", "deepseek-v3", "--gpu", "h200", "--tp", "8")
+    assert data["precision"] == "fp8"
+    assert data["precision_reason"] == "fp8, the model's native precision (catalog)"
+    assert data["weight_bytes"] == 671026419200  # one byte a weight
+    code, text = run_cli("--model", "deepseek-v3", "--gpu", "h200", "--tp", "8")
+    assert "Precision: fp8, the model's native precision (catalog)" in text
+    assert run_json("--model", "qwen3-8b", "--gpu", "h100")["precision_reason"] == \
+        "bf16, the model's native precision (catalog)"
+    assert run_json("--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--precision", "bf16")[
+        "precision_reason"] == "bf16, as asked (--precision)"
+    assert run_json("--params-b", "7", "--bandwidth-gbs", "800")["precision_reason"] == \
+        "bf16, the default (an ad-hoc model states no precision)"
+    catalog = roofline.load_catalog()
+    assert {key for key, model in catalog.models.items() if model.native_precision != "bf16"} == {"deepseek-v3"}
+
+
+def test_a_user_catalog_may_set_a_native_precision(tmp_path: Path):
+    extra = tmp_path / "mine.json"
+    extra.write_text(json.dumps({"models": {"tiny-1b": {"total_params": 1e9, "native_precision": "int4"}}}))
+    data = run_json("--catalog", str(extra), "--model", "tiny-1b", "--gpu", "h100")
+    assert (data["precision"], data["weight_bytes"]) == ("int4", 0.5e9)
+    extra.write_text(json.dumps({"models": {"tiny-1b": {"total_params": 1e9, "native_precision": "fp4"}}}))
+    code, output = run_cli("--catalog", str(extra), "--model", "tiny-1b", "--gpu", "h100")
+    assert code == 2 and output.startswith(f"Error: {extra}") and "native_precision must be one of" in output
+
+
+def _deepseek_v3_release_config(tmp_path: Path) -> Path:
+    """The DeepSeek-V3 config.json as released: its shape, torch_dtype bfloat16 and the fp8 quantization_config."""
+    config = json.loads((CONFIGS / "deepseek-v3.json").read_text())
+    config["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                     "weight_block_size": [128, 128]}
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    path = folder / "config.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_a_config_gives_its_native_precision(tmp_path: Path):
+    path = _deepseek_v3_release_config(tmp_path)
+    data = run_json("--config", str(path), "--gpu", "h200", "--tp", "8")
+    assert data["precision"] == "fp8"
+    assert data["precision_reason"] == (f"fp8, the model's native precision ({path}: quantization_config "
+                                        "quant_method fp8, fmt e4m3)")
+    # a 4-bit AWQ config and a plain float16 one
+    llama = json.loads((CONFIGS / "llama-3.1-8b.json").read_text())
+    awq = tmp_path / "awq.json"
+    awq.write_text(json.dumps({**llama, "quantization_config": {"quant_method": "awq", "bits": 4}}))
+    assert run_json("--config", str(awq), "--gpu", "h100")["precision"] == "w4a16"
+    half = tmp_path / "half.json"
+    half.write_text(json.dumps({**llama, "torch_dtype": "float16"}))
+    assert run_json("--config", str(half), "--gpu", "h100")["precision"] == "fp16"
+    # a quantization roofline cannot read: asks for --precision, exit 2, and takes it when given
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({**llama, "quantization_config": {"quant_method": "hqq", "nbits": 3}}))
+    code, output = run_cli("--config", str(odd), "--gpu", "h100")
+    assert code == 2 and str(odd) in output and "give --precision" in output and "Traceback" not in output
+    assert run_json("--config", str(odd), "--gpu", "h100", "--precision", "int4")["precision"] == "int4"
+
+
+def test_a_config_model_is_named_by_its_architecture_not_its_file(tmp_path: Path):
+    path = _deepseek_v3_release_config(tmp_path)
+    code, text = run_cli("--config", str(path), "--gpu", "h200", "--tp", "8")
+    assert code == 0 and "Roofline bound: DeepSeek-V3 (DeepseekV3ForCausalLM) on 8 x NVIDIA H200" in text
+    config = json.loads(path.read_text())
+    del config["_name_or_path"]
+    path.write_text(json.dumps(config))
+    data = run_json("--config", str(path), "--gpu", "h200", "--tp", "8")
+    assert data["model_name"] == "DeepseekV3ForCausalLM" and "downloads" not in json.dumps(data["model_name"])
+    del config["architectures"]
+    path.write_text(json.dumps(config))
+    assert run_json("--config", str(path), "--gpu", "h200", "--tp", "8")["model_name"] == "deepseek_v3"
+
+
+def test_the_text_output_uses_si_prefixes_throughout():
+    assert [roofline.si(v, "FLOP") for v in (14.14e9, 999.96e3, 0.5, 1.9789e15)] == \
+        ["14.14 GFLOP", "1 MFLOP", "0.5 FLOP", "1.979 PFLOP"]
+    code, text = run_cli("--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--tp", "2")
+    assert code == 0, text
+    assert "14.14 GFLOP" in text and "4.078 TB/s" in text and "624 TFLOP/s bf16" in text
+    assert "link 300 GB/s per direction" in text and "over 300 GB/s per direction" in text
+    assert "e9" not in text and "E+" not in text  # no exponent beside the prefixes
+
+
+def test_the_first_principles_sheet_gives_no_tokens_per_second_when_it_does_not_fit(tmp_path: Path):
+    from openpyxl import Workbook
+
+    from scm_xl.engines import get_engine
+    from scm_xl.verify import compare
+    from scm_xl.workbook import first_principles as fp
+    from scm_xl.workbook.catalog_tables import SHEET_TITLES, CatalogLayout, physics_catalog, write_tables
+
+    wb = Workbook()
+    ws = wb.active
+    ws.title = SHEET_TITLES["en"]
+    cl = CatalogLayout("en", physics_catalog())
+    write_tables(ws, cl)
+    fp.write_calculator(ws, "en", cl)
+    fp.set_calculator_inputs(ws, {**fp.DEFAULT_INPUTS, "model": "deepseek-v3", "gpu": "h800", "tp": 8,
+                                  "precision": "bf16"})
+    expected = fp.expected_calculator("en", cl, fp.read_calculator_inputs(ws))
+    path = tmp_path / "fp.xlsx"
+    wb.save(path)
+    result = get_engine("ironcalc").recalculate(path)
+    verification = compare(expected, result, {ws.title})
+    assert verification.ok, "\n".join(str(m) for m in verification.mismatches)
+    for key in ("ceiling_tps", "ceiling_tps_b", "per_stream_tps_b", "compute_ceiling_tps"):
+        assert result.values[(ws.title, fp.output_cell(key))] in (None, ""), key
+    assert result.values[(ws.title, fp.output_cell("bottleneck_1"))] == "capacity"

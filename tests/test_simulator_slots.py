@@ -161,6 +161,7 @@ def test_a_slot_limit_caps_decoding_and_makes_the_knee():
         ttfts = [r["first_token_at"] - r["received_at"] for r in sim_requests(base_url)]
     with running_simulator(dataclasses.replace(config, max_seqs=0)) as base_url:
         unlimited_8 = closed_loop(base_url, clients=8, requests_each=2)
+        unlimited = sim_stats(base_url)
     assert stats["max_decoding"] == 4  # never more than the slots, though 8 were in flight
     assert stats["max_active"] == 8
     assert 1 <= stats["max_waiting"] <= 4
@@ -168,7 +169,9 @@ def test_a_slot_limit_caps_decoding_and_makes_the_knee():
     rates = f"tokens/s: {at_4:.0f} at 4 clients, {at_8:.0f} at 8, {unlimited_8:.0f} at 8 without slots"
     assert at_8 <= 1.1 * 4 / STEP, rates  # 4 tokens a step at most, 400 tokens/s
     assert at_8 <= 1.5 * at_4, rates  # about equal; a loaded machine lowers the 4 clients' rate more
-    assert unlimited_8 > 1.25 * at_8, rates  # about twice
+    # without slots all 8 decode at once (a wall-clock rate here would be a timed assertion on a shared
+    # machine: the client is what a loaded machine slows first)
+    assert unlimited["max_decoding"] == 8 and unlimited["max_waiting"] == 0, rates
     # the four that found no slot waited for a running sequence to finish: several steps
     assert max(ttfts) >= 0.5 * TOKENS * STEP
 

@@ -35,7 +35,8 @@ ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
 TEMPLATE = ROOT / "templates" / "SCM_系数标定_模板.xlsx"
 ENGINES = ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]
 # The pure-Python formulas engine compiles every formula on its own: minutes on a per-row layout,
-# so it verifies the article (every sheet, every formula idiom) rather than every data set.
+# so it verifies the article (every sheet, every formula idiom) rather than every data set, and
+# that in .ci/run's second step (the `minutes` marker: some 100 CPU-seconds), not the quick suite.
 SLOW_ENGINE = "formulas"
 DATASETS = ["article", "factorial", "sparse", "exclusions"]
 KEY_NAMES = ("BaseTPS", "MAPE", "Verdict", "CheckRows", "ForwardTPS", "RecommendedConcurrency", "RecommendedTPS")
@@ -93,7 +94,8 @@ def raw_row_of(ws: Worksheet, layout: Layout, exp_id: str) -> int:
 
 # --- every data set, every engine ---------------------------------------------------
 
-FILL_CASES = ([(d, "ironcalc") for d in DATASETS] + [("article", SLOW_ENGINE)]
+FILL_CASES = ([(d, "ironcalc") for d in DATASETS]
+              + [pytest.param("article", SLOW_ENGINE, marks=pytest.mark.minutes)]
               + [pytest.param(d, "libreoffice", marks=pytest.mark.libreoffice) for d in DATASETS])
 
 
@@ -333,7 +335,7 @@ def test_template_rows_resizes_every_column_formula(rows: int, tmp_path: Path) -
     assert f"${col}${lo.cons_first}:${col}${last}" in count_checks
 
 
-@pytest.mark.parametrize("engine", [*ENGINES, SLOW_ENGINE])
+@pytest.mark.parametrize("engine", [*ENGINES, pytest.param(SLOW_ENGINE, marks=pytest.mark.minutes)])
 def test_article_answers_are_live_in_the_workbook(engine: str, filled: Filled) -> None:
     """The article's table, forward and inverse answers, read from the named cells as the
     engine recalculated them during fill."""

@@ -14,6 +14,7 @@ from scm_xl.cli.plan import int_list
 from scm_xl.collect.config import (
     DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, CollectConfig,
 )
+from scm_xl.collect.records import RERUN_FAILED_SHARE
 from scm_xl.errors import CheckFailed, UsageError
 from scm_xl.simulator import SimConfig
 
@@ -106,7 +107,9 @@ _MATRIX_OPTIONS = {
               default=Path("results.csv"), show_default=True, help="Results CSV (one row per experiment).")
 @click.option("--requests-out", "requests_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Per-request CSV [default: requests.csv beside results.csv, NAME.requests.csv beside NAME.csv].")
-@click.option("--resume", is_flag=True, help="Skip experiments already in --out and append the rest.")
+@click.option("--resume", is_flag=True,
+              help="Skip experiments already in --out and append the rest; experiments in which more than "
+                   f"{RERUN_FAILED_SHARE:.0%} of the requests failed are run again.")
 @click.option("--force", "--overwrite", "overwrite", is_flag=True,
               help="Replace existing output files (otherwise refused; --overwrite is the old name).")
 @click.option("--api-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -131,7 +134,8 @@ _MATRIX_OPTIONS = {
 @click.option("--gpu", default=None, help="GPU label recorded in each results row.")
 @click.option("--shard", default=None, metavar="I/N",
               help="Run only every N-th experiment, from the I-th (1/3, 2/3, 3/3 on three machines cover the "
-                   "matrix once; their CSVs fill together).")
+                   "matrix once; their CSVs fill together, and fill names a missing shard or refuses one of "
+                   "another matrix).")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr [default: on when stderr is a terminal].")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary table.")
@@ -261,6 +265,11 @@ def _classes(report) -> str:
               help="Requests in flight beyond this get HTTP 429 (0: no limit).")
 @click.option("--retry-after-s", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="Retry-After sent with a 429.")
+@click.option("--rpm", type=click.IntRange(min=0), default=0, show_default=True,
+              help="A provider's rate limit: requests per minute, beyond which HTTP 429 with Retry-After; "
+                   "every response carries x-ratelimit-* headers (0: no limit).")
+@click.option("--tpm", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Tokens per minute (prompt + max_tokens, counted at admission), as --rpm (0: no limit).")
 @click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               help="Fraction of requests answered with HTTP 500.")
 @click.option("--stall-prob", type=click.FloatRange(0, 1), default=0.0, show_default=True,

@@ -35,8 +35,10 @@ def report(source: str, output: str, lang: Lang, force: bool, strict_physics: bo
     calculator for chain, lsq, latency and auto, with the workload's prompt length. No
     network request of any kind: mail it, open it from disk."""
     from scm_xl.htmlreport import write_report
+    from scm_xl.input_files import refuse_non_regular
     from scm_xl.outputs import HTML_SUFFIXES, Output, check_outputs
 
+    refuse_non_regular(source)  # /dev/urandom, a FIFO: refused before anything reads it
     check_outputs([Output("-o", output, HTML_SUFFIXES, "HTML report")], inputs=[source], force=force)
     path = write_report(source, output, lang, strict_physics=strict_physics)
     click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
@@ -48,11 +50,15 @@ def report(source: str, output: str, lang: Lang, force: bool, strict_physics: bo
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the comparison as an HTML page.")
 @click.option("--lang", type=LANG_CHOICE, default="en", show_default=True, help="Language of the HTML page.")
-@click.option("--force", is_flag=True, help="Replace an --html file that already exists (otherwise refused).")
-@click.option("--fail-on-drift", is_flag=True, help="Exit 1 when the verdict is drift (for CI).")
+@click.option("--force", is_flag=True,
+              help="Replace an output that already exists: the --html page, or BASELINE with --save-baseline "
+                   "(otherwise refused).")
+@click.option("--fail-on-drift", is_flag=True,
+              help="Exit 1 unless the verdict is stable: on drift, and on insufficient (nothing shown), for CI.")
 @click.option("--save-baseline", is_flag=True,
-              help="Make NEW the baseline: write its rows to BASELINE (a .csv) when BASELINE does not exist yet "
-                   "or the verdict is not drift. A drifted baseline is kept.")
+              help="Make NEW the baseline: write its rows to BASELINE (a .csv, never NEW itself) when BASELINE "
+                   "does not exist yet or, with --force, when the verdict is stable. A baseline that drifted or "
+                   "could not be compared is kept.")
 @STRICT_OPTION
 @handle_errors
 def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang: Lang, force: bool,
@@ -61,18 +67,21 @@ def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang:
     filled workbooks. Both are fitted by least squares on the baseline's base point; each
     coefficient is tested for a move beyond its noise (Welch t on the log, Bonferroni, and
     at least 5%); the baseline's model predicts the new rows. Verdict: stable, drift or
-    insufficient. When both sides recorded TTFT, latency and ITL, the baseline's latency
+    insufficient; when NEW lacks the baseline's base point, the level is tested on the new
+    rows the baseline's model predicts and is stable only if shown within 5% (else
+    insufficient). When both sides recorded TTFT, latency and ITL, the baseline's latency
     model predicts the new rows too (matched by model, concurrency, max_tokens and prompt
     level; differing prompt levels are named, not compared) and each model's knee is
     compared; this does not change the verdict."""
     from scm_xl.compare import compare_sources, render_comparison
-    from scm_xl.errors import UsageError
-    from scm_xl.outputs import HTML_SUFFIXES, Output, check_outputs
+    from scm_xl.outputs import CSV_SUFFIXES, HTML_SUFFIXES, Output, check_outputs
     from scm_xl.results import write_results
 
-    check_outputs([Output("--html", html_path, HTML_SUFFIXES, "HTML page")], inputs=[baseline, new], force=force)
-    if save_baseline and Path(baseline).suffix.lower() != ".csv":
-        raise UsageError(f"--save-baseline writes a results CSV: give BASELINE a .csv name, not {baseline}")
+    # With --save-baseline, BASELINE is an output too: the one overwrite rule applies to it (never NEW, an
+    # existing file only with --force), and the --html page may not be it.
+    saved = Output("BASELINE (--save-baseline)", baseline if save_baseline else None, CSV_SUFFIXES, "results CSV")
+    check_outputs([Output("--html", html_path, HTML_SUFFIXES, "HTML page"), saved],
+                  inputs=[new] if save_baseline else [baseline, new], force=force)
     if save_baseline and not Path(baseline).exists():
         from scm_xl.workbook.fill import analysis_from_source
 
@@ -92,12 +101,12 @@ def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang:
         if html_path:
             click.echo(f"wrote {html_path}")
     if save_baseline:
-        if comparison.verdict == "drift":
-            click.echo(f"drift: the baseline {baseline} is kept", err=True)
+        if comparison.verdict != "stable":
+            click.echo(f"{comparison.verdict}: the baseline {baseline} is kept", err=True)
         else:
             write_results(baseline, new_rows)
             click.echo(f"saved the {len(new_rows)} rows of {new} as the baseline {baseline}", err=True)
-    if fail_on_drift and comparison.verdict == "drift":
+    if fail_on_drift and comparison.verdict != "stable":
         sys.exit(1)
 
 

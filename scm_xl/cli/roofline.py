@@ -24,11 +24,12 @@ from scm_xl.errors import UsageError
 @click.option("--memory-gb", type=float, metavar="Z", help="Ad-hoc GPU: memory in GB.")
 @click.option("--link-gbs", type=float, metavar="X",
               help="Tensor-parallel link bandwidth per direction, GB/s [default: the GPU's; 64 for ad-hoc].")
-@click.option("--precision", default="bf16", show_default=True,
+@click.option("--precision", default=None,
               type=click.Choice(list(roofline.PRECISION_BYTES), case_sensitive=False),
               help="Weights and activations: w16a16 (alias bf16), fp16, w8a8 (fp8 or int8 math), w8a8-fp8 "
                    "(alias fp8), w8a8-int8 (alias int8), w8a16 and w4a16 (weight-only, 16-bit math; alias int4), "
-                   "fp32 (FP32 math).")
+                   "fp32 (FP32 math). [default: the model's native precision: the catalog's native_precision, "
+                   "or the config.json's quantization_config, else its torch_dtype; bf16 when none is stated]")
 @click.option("--kv-precision", type=click.Choice(list(roofline.ELEMENT_BYTES), case_sensitive=False),
               help="KV-cache precision [default: bf16; fp16/fp32 with fp16/fp32 weights].")
 @click.option("--context", type=int, default=roofline.DEFAULT_CONTEXT, show_default=True, metavar="T",
@@ -58,7 +59,12 @@ def roofline_command(model_name, config_path, params_b, gpu_name, bandwidth_gbs,
     """First-principles ceilings: FLOPs and bytes per token, KV cache, max batch,
     decode step time and tokens/s at each batch, and whether compute, bandwidth
     or capacity binds; with --prompt-tokens, the prefill, TTFT lower bound and
-    max batch of such a prompt. SI units (GB = 1e9 bytes)."""
+    max batch of such a prompt. SI units (GB = 1e9 bytes).
+
+    A deployment whose weights and one sequence's KV cache at --context do not fit
+    in the GPUs' memory gets no throughput: it is reported as "does not fit", with
+    the part that does not fit, by how much, and the GPU count or precision that
+    would. That is an answer, so the exit status stays 0."""
     catalog = roofline.load_catalog(catalog_path)
     if list_only:
         _print_catalog(catalog, as_json)
@@ -75,17 +81,18 @@ def roofline_command(model_name, config_path, params_b, gpu_name, bandwidth_gbs,
         raise UsageError("give --gpu NAME or --bandwidth-gbs X (see --list)")
 
     if config_path is not None:
-        model = physics.model_from_config(config_path)
+        model, origin = physics.model_from_config(config_path), f"config {config_path}"
     elif model_name:
-        model = catalog.find_model(model_name)
+        model, origin = catalog.find_model(model_name), "catalog"
     else:
-        model = roofline.ModelSpec.from_params(params_b)
+        model, origin = roofline.ModelSpec.from_params(params_b), None
+    choice = roofline.choose_precision(precision, model, origin)
     if gpu_name:
         gpu = catalog.find_gpu(gpu_name)
     else:
         gpu = roofline.Gpu.from_numbers(bandwidth_gbs=bandwidth_gbs, tflops=tflops, memory_gb=memory_gb)
     deployment = roofline.Deployment(
-        model, gpu, precision=precision, tp=tp, context=context,
+        model, gpu, precision=choice.precision, tp=tp, context=context,
         bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency,
         kv_precision=kv_precision, reserve_bytes=_gb_to_bytes(reserve_gb, "--reserve-gb"),
         link_bandwidth=None if link_gbs is None else _gb_to_bytes(link_gbs, "--link-gbs"),
@@ -93,9 +100,12 @@ def roofline_command(model_name, config_path, params_b, gpu_name, bandwidth_gbs,
     report = roofline.analyze(deployment, roofline.parse_batches(batch_list), prompt_tokens=prompt_tokens,
                               max_tokens=max_tokens or 0)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        data = report.to_dict()
+        data["precision_reason"] = choice.reason
+        data["units"]["precision_reason"] = "text: which precision was used and why"
+        click.echo(json.dumps(data, indent=2))
     else:
-        click.echo(_render(report))
+        click.echo(_render(report, choice))
 
 
 commands: list = [roofline_command]
@@ -113,33 +123,34 @@ def _gb_to_bytes(value: float, option: str) -> float:
 
 
 def _bytes(value: float | None) -> str:
-    if value is None:
-        return "unknown"
-    if value >= 1e9:
-        return f"{value / 1e9:,.2f} GB"
-    if value >= 1e6:
-        return f"{value / 1e6:,.1f} MB"
-    return f"{value:,.0f} B"
+    return "unknown" if value is None else roofline.si(value, "B")
 
 
 def _yes_no(value: bool | None) -> str:
     return "unknown" if value is None else ("yes" if value else "no")
 
 
-def _render(report: roofline.RooflineReport) -> str:
+NO_FIT = "does not fit"
+"""What the text output prints where a throughput or time would be, for what does not fit in memory."""
+
+
+def _render(report: roofline.RooflineReport, choice: roofline.PrecisionChoice) -> str:
+    si = roofline.si
+    fits = report.fit.fits is not False
     gpus = report.gpu_name if report.tp == 1 else f"{report.tp} x {report.gpu_name}"
     lines = [
         f"Roofline bound: {report.model_name} on {gpus}, {report.precision} weights, "
         f"{report.kv_precision} KV cache, context {report.context:,} tokens",
+        f"Precision: {choice.reason}",
     ]
     hardware = [f"{_bytes(report.memory_bytes)} memory" if report.memory_bytes else "memory unknown",
-                f"{report.memory_bandwidth / 1e9:,.0f} GB/s"]
+                si(report.memory_bandwidth, "B/s")]
     if report.peak_flops is not None:
-        hardware.append(f"{report.peak_flops / 1e12:,.1f} TFLOP/s {report.compute_precision}")
+        hardware.append(f"{si(report.peak_flops, 'FLOP/s')} {report.compute_precision}")
     else:
         hardware.append("peak FLOP/s unknown")
     if report.tp > 1:
-        hardware.append(f"link {report.link_bandwidth / 1e9:,.0f} GB/s per direction")
+        hardware.append(f"link {si(report.link_bandwidth, 'B/s')} per direction")
     if report.bandwidth_efficiency != 1.0 or report.compute_efficiency != 1.0:
         hardware.append(f"efficiency: bandwidth {report.bandwidth_efficiency:g}, "
                         f"compute {report.compute_efficiency:g}")
@@ -147,17 +158,17 @@ def _render(report: roofline.RooflineReport) -> str:
     lines.append("")
 
     kv_detail = "" if report.kv_bytes_per_token is None else \
-        f"{report.kv_bytes_per_token:,.0f} B/token x {report.context:,} tokens"
+        f"{si(report.kv_bytes_per_token, 'B')}/token x {report.context:,} tokens"
     if report.kv_replication != 1 and report.kv_resident_bytes_per_seq is not None:
         kv_detail += f"; held {report.kv_replication:g}x over the GPUs ({_bytes(report.kv_resident_bytes_per_seq)})"
     moe = "" if report.weight_bytes_read == report.weight_bytes else \
         f"; {_bytes(report.weight_bytes_read)} read per step"
     max_batch = "unknown" if report.max_batch_by_memory is None else f"{report.max_batch_by_memory:,}"
-    compute_ceiling = "unknown" if report.compute_ceiling_tps is None else \
+    compute_ceiling = NO_FIT if not fits else "unknown" if report.compute_ceiling_tps is None else \
         f"{report.compute_ceiling_tps:,.0f} tokens/s"
     summary = [
-        ("FLOPs per token", f"{report.flops_per_token / 1e9:,.2f} GFLOP",
-         f"2 x {report.flops_per_token / 2e9:,.2f}e9 params read per token"),
+        ("FLOPs per token", si(report.flops_per_token, "FLOP"),
+         f"2 x {report.flops_per_token / 2e9:,.2f}B params read per token"),
         ("Weight bytes", _bytes(report.weight_bytes), f"resident{moe}"),
         ("Parameters", f"{report.total_params / 1e9:,.2f}B",
          ("dense" if report.active_params == report.total_params else
@@ -165,39 +176,51 @@ def _render(report: roofline.RooflineReport) -> str:
         ("KV cache per sequence", _bytes(report.kv_cache_bytes_per_seq), kv_detail),
         ("Max batch by memory", max_batch, f"reserve {_bytes(report.reserve_bytes)}"),
         ("Single stream", f"{report.decode_ms_per_token:,.2f} ms/token",
-         f"{report.ceiling_tps:,.1f} tokens/s, {report.bottleneck}-bound"),
-        ("Compute ceiling", compute_ceiling, "any batch: peak FLOP/s / FLOPs per token"),
-        (f"Prefill {report.context:,} tokens", f"{report.prefill_ms:,.1f} ms", ""),
+         f"{report.ceiling_tps:,.1f} tokens/s, {report.bottleneck}-bound") if fits else
+        ("Single stream", NO_FIT, "no throughput: see below"),
+        ("Compute ceiling", compute_ceiling, "any batch: peak FLOP/s / FLOPs per token" if fits else ""),
+        (f"Prefill {report.context:,} tokens", f"{report.prefill_ms:,.1f} ms" if fits else NO_FIT, ""),
     ]
     prompt = report.prompt
     if prompt is not None:
         prompt_batch = "unknown" if prompt.max_batch is None else f"{prompt.max_batch:,}"
-        summary += [
-            ("Prompt prefill", f"{prompt.prefill_s * 1e3:,.2f} ms",
-             f"{prompt.prompt_tokens:,} tokens: max(2 x params read x P + attention FLOPs, weight bytes), "
-             "at peak x efficiency"),
-            ("TTFT lower bound", f"{prompt.ttft_lower_bound_s * 1e3:,.2f} ms",
-             f"prefill + one decode step ({prompt.decode_step_s * 1e3:,.2f} ms at batch 1, "
-             f"{prompt.prompt_tokens:,} tokens of KV)"),
+        if prompt.fits_memory is False:
+            summary += [("Prompt prefill", NO_FIT, f"{prompt.prompt_tokens:,} + {prompt.max_tokens:,} tokens "
+                                                   "of one sequence do not fit beside the weights"),
+                        ("TTFT lower bound", NO_FIT, "")]
+        else:
+            summary += [
+                ("Prompt prefill", f"{prompt.prefill_s * 1e3:,.2f} ms",
+                 f"{prompt.prompt_tokens:,} tokens: max(2 x params read x P + attention FLOPs, weight bytes), "
+                 "at peak x efficiency"),
+                ("TTFT lower bound", f"{prompt.ttft_lower_bound_s * 1e3:,.2f} ms",
+                 f"prefill + one decode step ({prompt.decode_step_s * 1e3:,.2f} ms at batch 1, "
+                 f"{prompt.prompt_tokens:,} tokens of KV)"),
+            ]
+        summary.append(
             ("Max batch at P + L", prompt_batch,
              f"KV cache of {prompt.prompt_tokens:,} + {prompt.max_tokens:,} = {prompt.context:,} tokens per sequence "
-             f"({_bytes(prompt.kv_resident_bytes_per_seq)}), reserve {_bytes(report.reserve_bytes)}"),
-        ]
+             f"({_bytes(prompt.kv_resident_bytes_per_seq)}), reserve {_bytes(report.reserve_bytes)}"))
     for label, value, detail in summary:
         lines.append(f"  {label:<24}{value:<18}{detail}".rstrip())
     lines.append("")
 
-    header = ("batch", "step ms", "ceiling tok/s", "per-stream tok/s", "KV cache", "bottleneck", "fits memory")
-    rows = [
-        (f"{row.batch:,}", f"{row.step_ms:,.2f}", f"{row.ceiling_tps:,.1f}", f"{row.per_stream_tps:,.1f}",
-         _bytes(row.kv_bytes), row.bottleneck, _yes_no(row.fits_memory))
-        for row in report.batches
-    ]
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
-    for cells in (header, *rows):
-        numeric = "  ".join(cell.rjust(width) for cell, width in zip(cells[:5], widths[:5]))
-        text = "  ".join(cell.ljust(width) for cell, width in zip(cells[5:], widths[5:]))
-        lines.append(f"  {numeric}  {text}".rstrip())
+    if not fits:
+        lines.append(f"Does not fit: {report.fit.verdict.removeprefix('does not fit: ')}.")
+        lines.extend(f"  {detail[0].upper()}{detail[1:]}." for detail in report.fit.details)
+    else:
+        header = ("batch", "step ms", "ceiling tok/s", "per-stream tok/s", "KV cache", "bottleneck", "fits memory")
+        rows = [
+            (f"{row.batch:,}", f"{row.step_ms:,.2f}", f"{row.ceiling_tps:,.1f}", f"{row.per_stream_tps:,.1f}",
+             _bytes(row.kv_bytes), row.bottleneck, _yes_no(row.fits_memory)) if row.fits_memory is not False else
+            (f"{row.batch:,}", "-", NO_FIT, "-", _bytes(row.kv_bytes), row.bottleneck, _yes_no(row.fits_memory))
+            for row in report.batches
+        ]
+        widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+        for cells in (header, *rows):
+            numeric = "  ".join(cell.rjust(width) for cell, width in zip(cells[:5], widths[:5]))
+            text = "  ".join(cell.ljust(width) for cell, width in zip(cells[5:], widths[5:]))
+            lines.append(f"  {numeric}  {text}".rstrip())
     if report.notes:
         lines.append("")
         lines.extend(f"Note: {note}" for note in report.notes)
@@ -214,10 +237,11 @@ def _print_catalog(catalog: roofline.Catalog, as_json: bool) -> None:
     click.echo("GPUs:")
     for key, gpu in catalog.gpus.items():
         peak = gpu.compute_for("bf16")
-        tflops = "" if peak is None else f", {peak[1] / 1e12:,.0f} TFLOP/s bf16"
+        tflops = "" if peak is None else f", {roofline.si(peak[1], 'FLOP/s')} bf16"
         click.echo(f"  {key:<14}{gpu.name} ({_bytes(gpu.memory_bytes)}, "
-                   f"{gpu.memory_bandwidth / 1e9:,.0f} GB/s{tflops})")
+                   f"{roofline.si(gpu.memory_bandwidth, 'B/s')}{tflops})")
     click.echo("Models:")
     for key, model in catalog.models.items():
         active = "" if not model.is_moe else f", {model.active_params / 1e9:,.1f}B active"
-        click.echo(f"  {key:<14}{model.name} ({model.total_params / 1e9:,.1f}B params{active})")
+        native = "" if model.native_precision is None else f", {model.native_precision}"
+        click.echo(f"  {key:<14}{model.name} ({model.total_params / 1e9:,.1f}B params{active}{native})")

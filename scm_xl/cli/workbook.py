@@ -3,17 +3,34 @@
 Each command checks its outputs against the overwrite policy (`scm_xl.outputs`) and any
 workbook it reads against the zip-bomb limits (`scm_xl.safety`) before the library
 runs, makes the library call, and prints what comes back (`scm_xl.report`).
+
+fill and verify name each step on stderr as it starts (`step_lines`): a status line on a
+terminal, one plain line per step elsewhere (a CI log, a pipe), so a run of minutes is
+never silent. SIGTERM (`timeout`, a cancelled CI job) ends them as Ctrl-C does, through
+their cleanup (`ends_cleanly_on_sigterm`): no temporary file is left beside the output.
+
+Long because the five commands share their reading, checking and printing helpers; solve has
+three answers (the article's inverse, the search over every knob, and the capacity plan under a
+per-request SLO), each printed with what it rests on.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from scm_xl.cli._common import (
-    FiniteFloat, accepts, call_supported, handle_errors, parse_text_list, progress_display,
+    FiniteFloat, Progress, accepts, call_supported, handle_errors, parse_text_list, progress_display,
 )
 from scm_xl.cli.plan import int_list
 from scm_xl.engines import ENGINE_NAMES
@@ -26,10 +43,66 @@ DEFAULT_TEMPLATE = {"zh": "SCM_系数标定_模板.xlsx", "en": "SCM_calibration
 WORKBOOK_INPUT_SUFFIXES = (".xlsx", ".xlsm")
 FORCE_OPTION = click.option("--force", is_flag=True,
                             help="Replace an output file that already exists (otherwise refused).")
-PROGRESS_OPTION = click.option("--no-progress", is_flag=True,
-                               help="No status line on stderr (it shows only when stderr is a terminal).")
-ENGINE_HELP = ("Recalculation engine. auto: the embedded formulas engine, or libreoffice above 500 raw "
-               "rows when it is installed (it says so).")
+PROGRESS_OPTION = click.option("--no-progress", "-q", "no_progress", is_flag=True,
+                               help="Name no steps on stderr (by default a status line on a terminal, "
+                                    "one plain line per step elsewhere, e.g. in a CI log).")
+ENGINE_HELP = ("Recalculation engine. auto: IronCalc (embedded, at every size); without the ironcalc "
+               "package LibreOffice, else the slow pure-Python formulas engine (it says which and why).")
+
+
+@contextlib.contextmanager
+def step_lines(enabled: bool, first: str) -> Iterator[Progress | None]:
+    """The progress callback for a long command: on a terminal the status line of
+    `progress_display`; elsewhere one plain line per step on stderr with the seconds since the
+    start (no spinner, no carriage returns: a CI log shows how far a run got and what is slow).
+    Yields None when disabled."""
+    if not enabled:
+        yield None
+        return
+    if sys.stderr.isatty():
+        with progress_display(True, first) as progress:
+            yield progress
+        return
+    start = time.perf_counter()
+
+    def line(step: str) -> None:
+        click.echo(f"scm-xl [{time.perf_counter() - start:7.1f} s] {step}", err=True)
+
+    line(first)
+    yield line
+
+
+class Terminated(SystemExit):
+    """SIGTERM arrived: the command unwinds (its `finally` blocks remove temporary files) and
+    exits 143, the status SIGTERM's default action would have given."""
+
+
+def ends_cleanly_on_sigterm(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command with SIGTERM raising `Terminated` (SystemExit), so it ends through its cleanup,
+    as Ctrl-C's KeyboardInterrupt does. Only in the main thread and where SIGTERM has its default
+    action: a program that handles SIGTERM itself keeps its handler. A second SIGTERM during the
+    cleanup kills at once (the default action is back)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread() or \
+                signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return func(*args, **kwargs)
+
+        def terminate(signum: int, frame: object) -> None:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            raise Terminated(128 + signum)
+
+        signal.signal(signal.SIGTERM, terminate)
+        try:
+            return func(*args, **kwargs)
+        except Terminated:
+            click.echo("Terminated.", err=True)
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    return wrapper
 
 
 @click.group()
@@ -81,7 +154,9 @@ def _latency_of(report: Any) -> Any:
     return model if model.available else None
 
 
-def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None) -> None:
+def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, failed: str = "") -> None:
+    """Print the report (and write the JSON); exit 1 with `failed` (or nothing more) when the
+    workbook disagrees with the reference."""
     from scm_xl.errors import CheckFailed
     from scm_xl.report import (
         analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_latency, render_physics,
@@ -110,7 +185,7 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None) -
         data["latency"] = latency.report() if latency is not None else None
         write_json(json_path, data)
     if not report.verification.ok:
-        raise CheckFailed("")  # the mismatch is printed above; exit 1
+        raise CheckFailed(failed)  # the mismatch is printed above; exit 1
 
 
 @click.command()
@@ -137,13 +212,15 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None) -
                    "(default: keep the workbook's; chain in a new one).")
 @PROGRESS_OPTION
 @handle_errors
+@ends_cleanly_on_sigterm
 def fill(results: tuple[str, ...], workbook: str | None, output: str | None, engine: str, json_path: str | None,
          html_path: str | None, lang: str, force: bool, rename_duplicates: bool, strict_physics: bool | None,
          method: str | None, no_progress: bool) -> None:
     """Write RESULTS (one or more results CSVs, merged) into the workbook,
     recalculate it with a real engine, and compare every formula cell with the
-    Python reference. Exits 1 if any cell disagrees. With no RESULTS, --workbook
-    is rebuilt around the rows typed into it."""
+    Python reference. Exits 1 if any cell disagrees; that workbook then replaces
+    nothing and is left beside the output as NAME.failed.xlsx. With no RESULTS,
+    --workbook is rebuilt around the rows typed into it."""
     from scm_xl.outputs import HTML_SUFFIXES, JSON_SUFFIXES, WORKBOOK_SUFFIXES, Output, check_outputs, write_target
     from scm_xl.results import refuse_spreadsheet_file
     from scm_xl.workbook.fill import fill as run_fill
@@ -176,10 +253,14 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
                    Output("--html", html_path, HTML_SUFFIXES, "HTML report")],
                   inputs=[*results, None if in_place else workbook], force=force)
 
-    with progress_display(not no_progress, f"read {', '.join(results)}") as progress:
+    existed = write_target(target).exists()
+    first = f"read {', '.join(results)}" if results else f"rebuild {workbook}"
+    with step_lines(not no_progress, first) as progress:
+        # The policy is applied above; without --force the output is also created exclusively at
+        # the end (another run may write it meanwhile).
         options: dict[str, Any] = dict(workbook=workbook, output=write_target(target), engine=engine, lang=lang,
                                        strict_physics=strict_physics, method=method, progress=progress,
-                                       force=True)  # the policy is applied above; no .bak copies
+                                       force=force)
         if accepts(run_fill, "rename_duplicates"):
             source: Any = list(results) if len(results) != 1 else results[0]
             report = call_supported(run_fill, source, rename_duplicates=rename_duplicates, **options)
@@ -190,11 +271,19 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
         if progress is not None and getattr(report, "holdout", None) is None:
             progress("hold-out (leave-one-out)")
         holdout = _holdout_of(report)  # computed once, inside the status line
-    click.echo(f"wrote {target}")
+    set_aside = getattr(report, "set_aside", None)
+    failed = ""
+    if set_aside is None:
+        click.echo(f"wrote {target}")
+    else:
+        beside = Path(target).with_name(Path(set_aside).name)  # as the user named the folder, where it is the same
+        shown = beside if write_target(beside) == Path(set_aside) else set_aside
+        failed = (f"the workbook failed verification: {target} was {'left as it was' if existed else 'not written'}; "
+                  f"the workbook that failed is {shown}")
     if html_path is not None:
         _write_html(html_path, report)
         click.echo(f"wrote {html_path}")
-    _print_report(report, holdout, json_path)
+    _print_report(report, holdout, json_path, failed)
 
 
 def _fill_merged(run_fill: Any, results: tuple[str, ...], rename_duplicates: bool, options: dict[str, Any]) -> Any:
@@ -233,6 +322,7 @@ def _write_html(path: str, report: Any) -> None:
 @FORCE_OPTION
 @PROGRESS_OPTION
 @handle_errors
+@ends_cleanly_on_sigterm
 def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_progress: bool) -> None:
     """Recalculate WORKBOOK as it stands (hand edits included) and compare every
     formula cell with the Python reference. Exits 1 on any disagreement."""
@@ -241,7 +331,7 @@ def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_pr
 
     check_outputs([Output("--json", json_path, JSON_SUFFIXES, "JSON report")], inputs=[workbook], force=force)
     _check_workbook_input(workbook)
-    with progress_display(not no_progress, f"read {workbook}") as progress:
+    with step_lines(not no_progress, f"read {workbook}") as progress:
         report = call_supported(run_verify, workbook, engine=engine, progress=progress)
         if progress is not None and getattr(report, "holdout", None) is None:
             progress("hold-out (leave-one-out)")
@@ -405,6 +495,23 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
               help="Concurrency at which the provider starts answering 429 (default: where the data saw 429s).")
 @click.option("--extrapolate", is_flag=True, help="Allow concurrency beyond the measured range (marked).")
 @click.option("--conservative", is_flag=True, help="lsq: judge on the lower end of the 90% interval.")
+@click.option("--slo", help="Per-request SLO, e.g. ttft=0.5,tpot=0.05,e2el=10 (seconds; 500ms for milliseconds): "
+              "a request is good when every threshold holds; judged on the per-request CSV beside SOURCE.")
+@click.option("--attainment", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+              show_default=True, help="With --slo: the share of good requests the lower end of the 95% Wilson "
+              "interval must reach.")
+@click.option("--rpm", type=FiniteFloat(0), help="With --slo: the provider's requests-per-minute limit "
+              "(default: the x-ratelimit-limit-requests the provider sent).")
+@click.option("--tpm", type=FiniteFloat(0), help="With --slo: the provider's tokens-per-minute limit "
+              "(default: the x-ratelimit-limit-tokens the provider sent).")
+@click.option("--price-in", type=FiniteFloat(0, open=False), help="With --slo: price per million input tokens.")
+@click.option("--price-out", type=FiniteFloat(0, open=False),
+              help="With --slo: price per million output tokens.")
+@click.option("--gpu-hour-price", type=FiniteFloat(0, open=False),
+              help="With --slo: price of one GPU per hour (with --gpus).")
+@click.option("--gpus", type=click.IntRange(min=1), help="With --slo: GPUs per replica (with --gpu-hour-price).")
+@click.option("--minimise", type=click.Choice(["concurrency", "cost"]), default="concurrency", show_default=True,
+              help="With --slo: choose the fewest replicas and slots, or the lowest cost (needs a price).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @STRICT_OPTION
 @handle_errors
@@ -412,7 +519,9 @@ def solve(source: str, target_tps: float, max_tokens: int | None, prompt_tokens:
           method: str | None,
           max_latency_p95: float | None, max_ttft_p95: float | None, max_concurrency: int | None,
           allowed_max_tokens: tuple[int, ...] | None, allowed_models: str | None, rate_limit: int | None,
-          extrapolate: bool, conservative: bool, as_json: bool, strict_physics: bool | None) -> None:
+          extrapolate: bool, conservative: bool, slo: str | None, attainment: float, rpm: float | None,
+          tpm: float | None, price_in: float | None, price_out: float | None, gpu_hour_price: float | None,
+          gpus: int | None, minimise: str, as_json: bool, strict_physics: bool | None) -> None:
     """Inverse: the configuration that reaches a target TPS.
 
     Plain, it is the article's inverse: the smallest measured concurrency whose predicted
@@ -420,10 +529,44 @@ def solve(source: str, target_tps: float, max_tokens: int | None, prompt_tokens:
     searches every knob (concurrency, max_tokens, model) for the cheapest configuration
     that meets the target under the constraints, names the binding constraint, and gives
     the dual answer: the best TPS under the constraints. Each answer says what it rests
-    on; exits 1 when the data cannot identify any answer."""
+    on; exits 1 when the data cannot identify any answer.
+
+    With --slo it answers from the measured experiments' requests (the per-request CSV beside
+    SOURCE): the replicas and configuration per replica that serve the target with the SLO's
+    attainment, the cost with a price, and whether the provider's rate limits or the server
+    bind; without that CSV it says so and answers with the per-experiment P95s."""
     from dataclasses import replace
 
     from scm_xl.constrained import SolveRequest
+    from scm_xl.errors import UsageError
+
+    priced = [name for name, value in (("--price-in", price_in), ("--price-out", price_out),
+                                       ("--gpu-hour-price", gpu_hour_price), ("--gpus", gpus),
+                                       ("--rpm", rpm), ("--tpm", tpm)) if value is not None]
+    if minimise != "concurrency":
+        priced.append("--minimise")
+    if priced and slo is None:
+        raise UsageError(f"{', '.join(priced)} need --slo: replicas, cost and rate limits are planned under a "
+                         "per-request SLO (e.g. --slo e2el=10)")
+    if slo is not None:
+        from scm_xl.goodput import parse_slo
+
+        parsed = parse_slo(slo, attainment)
+        analysis, rows = _analysis_of(source, strict_physics)
+        if _solve_slo(source, rows, parsed, target_tps, model, prompt_tokens, price_in, price_out,
+                      gpu_hour_price, gpus, rpm, tpm, minimise, as_json):
+            return
+        # no per-request CSV: the per-experiment P95s answer (ttft and e2el; tpot has none), and
+        # nothing that needs the requests is silently dropped
+        if priced:
+            raise UsageError(f"{', '.join(priced)} need the per-request CSV (replicas and cost are sized on "
+                             "the requests that met the SLO); collect writes it beside the results CSV")
+        if parsed.ttft_s is None and parsed.e2el_s is None:
+            raise UsageError("--slo tpot=... can only be judged per request, and there is no per-request CSV")
+        max_ttft_p95 = min(v for v in (max_ttft_p95, parsed.ttft_s, float("inf")) if v is not None)
+        max_latency_p95 = min(v for v in (max_latency_p95, parsed.e2el_s, float("inf")) if v is not None)
+        max_ttft_p95 = None if max_ttft_p95 == float("inf") else max_ttft_p95
+        max_latency_p95 = None if max_latency_p95 == float("inf") else max_latency_p95
 
     request = SolveRequest(
         method=method, max_tokens=max_tokens, model=model, prompt_tokens=prompt_tokens,
@@ -431,7 +574,8 @@ def solve(source: str, target_tps: float, max_tokens: int | None, prompt_tokens:
         allowed_models=parse_text_list(allowed_models), max_latency_p95_s=max_latency_p95,
         max_ttft_p95_s=max_ttft_p95, max_concurrency=max_concurrency, rate_limit_concurrency=rate_limit,
         extrapolate=extrapolate, conservative=conservative)
-    analysis, rows = _analysis_of(source, strict_physics)
+    if slo is None:
+        analysis, rows = _analysis_of(source, strict_physics)
     if request.searches_every_knob:
         # Searching without --method keeps the chain (the workbook's inverse), unless the question is
         # about a prompt length; then auto.
@@ -445,6 +589,46 @@ def solve(source: str, target_tps: float, max_tokens: int | None, prompt_tokens:
                       latency=latency, choice=choice, lsq_report=lsq_report)
     else:
         _solve_plain(analysis, request, target_tps, as_json)
+
+
+def _solve_slo(source: str, rows: Any, slo: Any, target_tps: float, model: str | None, prompt_tokens: float | None,
+               price_in: float | None, price_out: float | None, gpu_hour_price: float | None, gpus: int | None,
+               rpm: float | None, tpm: float | None, minimise: str, as_json: bool) -> bool:
+    """solve --slo on the per-request CSV; False (after saying why) when it is not there, so the
+    per-experiment percentiles answer instead."""
+    import json
+
+    from scm_xl.capacity import Pricing
+    from scm_xl.report import wrapped
+    from scm_xl.slo_answer import slo_answer
+
+    from scm_xl.errors import UsageError
+
+    pricing = None
+    if any(v is not None for v in (price_in, price_out, gpu_hour_price, gpus)):
+        try:
+            pricing = Pricing(price_in=price_in, price_out=price_out, gpu_hour_price=gpu_hour_price, gpus=gpus)
+        except UsageError as exc:  # the library's field names, as the options spell them
+            text = str(exc)
+            for field_name in ("gpu_hour_price", "price_in", "price_out", "gpus"):
+                text = re.sub(rf"\b{field_name}\b", "--" + field_name.replace("_", "-"), text)
+            raise UsageError(text) from None
+    if minimise == "cost" and pricing is None:
+        raise UsageError("--minimise cost needs a price: --price-in and --price-out, or --gpu-hour-price and --gpus")
+    level = None if prompt_tokens is None else int(round(prompt_tokens))
+    answer = slo_answer(source, list(rows), target_tps=target_tps, slo=slo, model=model, prompt_level=level,
+                        pricing=pricing, rpm=rpm, tpm=tpm, minimise=minimise)
+    if answer.fallback is not None:
+        click.echo(wrapped(answer.lines()[0], indent="  "), err=True)
+        return False
+    if as_json:
+        click.echo(json.dumps(answer.report(), indent=2, default=str))
+    else:
+        for line in answer.lines():
+            click.echo(wrapped(line, indent="    "))
+    if not answer.reachable:
+        raise SystemExit(1)
+    return True
 
 
 def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool) -> None:

@@ -2,8 +2,9 @@
 
 The key lives in a `Secret`; it is sent only in the Authorization header and
 redacted from every message the collector records or raises. A key holding a
-control character (CR LF could add headers on the wire) is refused, naming
-where it came from, never its value.
+control character (CR LF could add headers on the wire) or a non-ASCII one (a
+header cannot carry it) is refused before any traffic, naming where it came
+from, never its value.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 from urllib.parse import urlsplit
 
-from scm_xl.collect.matrix import MatrixPoint, check_model_names, full_factorial, shard_points
+from scm_xl.collect.matrix import MatrixPoint, check_cell, check_model_names, full_factorial, shard_points
 from scm_xl.errors import InputError, UsageError
 from scm_xl.rules import DEFAULT_MODEL
 
@@ -69,9 +70,11 @@ def resolve_api_key(api_key_file: str | Path | None = None,
     """
     if api_key_file is not None:
         try:
-            value = Path(api_key_file).read_text(encoding="utf-8").strip()
+            value = Path(api_key_file).read_text(encoding="utf-8-sig").strip()  # a BOM is no part of a key
         except OSError as exc:
             raise InputError(f"cannot read the API key file: {exc.strerror}", path=str(api_key_file)) from None
+        except UnicodeDecodeError:
+            raise InputError("the API key file is not UTF-8 text", path=str(api_key_file)) from None
         if not value:
             raise InputError("the API key file is empty", path=str(api_key_file))
         _check_key(value, f"the API key file {api_key_file}")
@@ -85,10 +88,25 @@ def resolve_api_key(api_key_file: str | Path | None = None,
     return None, None
 
 
-def _check_key(value: str, source: str) -> None:
+def key_problem(value: str) -> str | None:
+    """What makes `value` unusable as a key, in words that never include the key, or None.
+
+    A control character (CR LF could add headers on the wire) and a character beyond ASCII
+    (an HTTP header holds only ASCII: httpx would fail on it mid-run; a typographic quote or
+    a no-break space pasted with the key is the usual one) are refused before any traffic."""
     if has_control_character(value):
-        raise UsageError(f"the API key from {source} contains a control character (such as a line break), "
-                         "which could inject HTTP headers: fix the key")
+        return "contains a control character (such as a line break), which could inject HTTP headers: fix the key"
+    position = next((index for index, char in enumerate(value) if ord(char) > 126), None)
+    if position is not None:
+        return (f"contains a non-ASCII character (at character {position + 1}; a pasted typographic quote or "
+                "no-break space?), which an HTTP header cannot carry: fix the key")
+    return None
+
+
+def _check_key(value: str, source: str) -> None:
+    problem = key_problem(value)
+    if problem is not None:
+        raise UsageError(f"the API key from {source} {problem}")
 
 
 def is_loopback_url(url: str) -> bool:
@@ -164,6 +182,8 @@ class CollectConfig:
         if len(set(self.models)) != len(self.models):
             raise UsageError(f"a model is listed twice: {', '.join(self.models)}")
         check_model_names(self.models if not self.experiments else dict.fromkeys(p.model for p in self.experiments))
+        if self.gpu is not None:
+            check_cell("gpu", self.gpu)
         for name in ("concurrency", "max_tokens"):
             values = getattr(self, name)
             if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
@@ -185,9 +205,8 @@ class CollectConfig:
             raise UsageError(f"base URL must be http(s)://host[:port]/path, got {self.base_url!r}")
         if self.transport not in TRANSPORTS:
             raise UsageError(f"transport must be one of {', '.join(TRANSPORTS)}, got {self.transport!r}")
-        if self.api_key is not None and has_control_character(self.api_key.reveal()):
-            raise UsageError("the API key contains a control character (such as a line break), "
-                             "which could inject HTTP headers: fix the key")
+        if self.api_key is not None and (problem := key_problem(self.api_key.reveal())) is not None:
+            raise UsageError(f"the API key {problem}")
         if self.shard is not None:
             index, count = self.shard
             if not 1 <= index <= count:
@@ -248,9 +267,15 @@ class CollectConfig:
 
 
 def matrix_points(config: CollectConfig, prompt_levels: Sequence[int] | None = None) -> list[MatrixPoint]:
-    """The experiments this run covers, in run order: an explicit run list as given, else
-    the full factorial (models, concurrency, max_tokens, prompt levels, repeats); then its
-    shard, if any.
+    """The experiments this run covers, in run order: those of `whole_matrix`, then its shard,
+    if any."""
+    points = whole_matrix(config, prompt_levels)
+    return shard_points(points, *config.shard) if config.shard is not None else points
+
+
+def whole_matrix(config: CollectConfig, prompt_levels: Sequence[int] | None = None) -> list[MatrixPoint]:
+    """Every experiment of the matrix, in run order, before any shard: an explicit run list as
+    given, else the full factorial (models, concurrency, max_tokens, prompt levels, repeats).
 
     `prompt_levels` are the levels a --prompts file's groups measured (at pre-flight); before
     that, a --prompts run's points hold the placeholders 1..prompt_levels. A plan's run list
@@ -264,4 +289,4 @@ def matrix_points(config: CollectConfig, prompt_levels: Sequence[int] | None = N
             points = [dataclasses.replace(point, prompt_level=levels[0]) for point in points]
     else:
         points = full_factorial(config.models, config.concurrency, config.max_tokens, config.repeats, levels)
-    return shard_points(points, *config.shard) if config.shard is not None else points
+    return points

@@ -1,4 +1,5 @@
-"""The experiment matrix: its points, their ids, matrix files, shards and model names.
+"""The experiment matrix: its points, their ids, matrix files, shards, the matrix's identity
+(`matrix_id`, recorded in every results row beside the shard) and model names.
 
 One home for what `scm-xl plan` writes and `scm-xl collect` reads: the exp_id
 format (`experiment_id`), the keys of an `[[experiments]]` table
@@ -8,13 +9,17 @@ format (`experiment_id`), the keys of an `[[experiments]]` table
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from scm_xl.errors import InputError, UsageError
-from scm_xl.results import _check_model_name  # the workbook's rule for names used in COUNTIFS criteria
+# The results CSV's rules for a cell (control characters, length, and for model and gpu the workbook's
+# rule for names used in COUNTIFS criteria), applied before any traffic rather than after it.
+from scm_xl.results import _check_value
 
 # Keys of one `[[experiments]]` table, in the order `scm-xl plan` writes them; `prompt_tokens`
 # (the experiment's prompt level, MatrixPoint.prompt_level) only in a plan with prompt levels.
@@ -78,15 +83,44 @@ def check_model_names(models: Iterable[str]) -> None:
     names that differ only in case (spreadsheet criteria would merge them), before any traffic."""
     seen: dict[str, str] = {}
     for model in models:
-        try:
-            _check_model_name(model.strip())
-        except InputError as exc:
-            raise UsageError(exc.problem) from None
+        check_cell("model", model)
         folded = model.strip().casefold()
         if folded in seen and seen[folded] != model:
             raise UsageError(f"model names {seen[folded]!r} and {model!r} differ only in case; spreadsheets "
                              "treat them as one model: spell them the same")
         seen.setdefault(folded, model)
+
+
+def check_cell(column: str, value: str) -> None:
+    """UsageError, before any traffic, for text the results CSV's `column` would refuse when the
+    first row is written (a control character, say): a name given on the command line."""
+    try:
+        _check_value(column, value.strip())
+    except InputError as exc:
+        problem = exc.problem
+        if not problem.startswith(f"{column} name"):
+            shown = value if len(value) <= 40 else value[:40] + "..."
+            problem = f"{column} name {shown!r}: {problem}"
+        raise UsageError(problem) from None
+
+
+def matrix_id(points: Sequence[MatrixPoint]) -> str:
+    """A short hash of the whole matrix (every experiment's exp_id and levels, in run order, before
+    any shard): each results row records it, so that CSVs filled together can be told to be
+    shards of one matrix or not (results.read_results_many)."""
+    text = json.dumps([[p.exp_id, p.model, p.concurrency, p.max_tokens, p.repeat, p.prompt_level] for p in points],
+                      separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def empty_shard(points: Sequence[MatrixPoint], index: int, count: int) -> str | None:
+    """The message for a shard of `points` that holds no experiment (nothing would be measured),
+    else None."""
+    if shard_points(points, index, count):
+        return None
+    size = len(points)
+    return (f"--shard {index}/{count} has no experiments: the matrix has {size}, so only shards 1..{size} "
+            f"of {count} hold any; split it into at most {size} shards")
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -186,6 +220,10 @@ def _experiments(tables: Any, where: str) -> tuple[MatrixPoint, ...]:
         exp_id = table.get("exp_id", experiment_id(i, 1, numbered=False))
         if not isinstance(exp_id, str) or not exp_id or exp_id in seen:
             raise InputError(f"experiment {i}: 'exp_id' must be a unique name", path=where)
+        try:
+            _check_value("exp_id", exp_id.strip())
+        except InputError as exc:
+            raise InputError(f"experiment {i}: 'exp_id': {exc.problem}", path=where) from None
         seen.add(exp_id)
         points.append((order, MatrixPoint(exp_id, model, concurrency, length, repeat, prompt)))
     return tuple(point for _, point in sorted(points, key=lambda item: item[0]))

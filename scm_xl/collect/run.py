@@ -22,7 +22,10 @@ Every request ends in exactly one status:
                   http_Nxx), timeout, connect_error, connection_error,
                   truncated_stream, malformed_sse, line_too_long (an SSE line
                   over `max_line_bytes`), stream_error (an error event),
-                  not_streamed (a JSON answer) or client_error
+                  not_streamed (a JSON answer), bad_usage (a complete stream
+                  whose usage.completion_tokens it cannot hold, see
+                  records.usage_problem: its tokens are the counted chunks) or
+                  client_error
 
 HTTP 429 is retried after Retry-After (capped at `max_retry_after_s`), at most
 `max_retries` times. Every request goes through one `Sender` (collect/send.py).
@@ -50,15 +53,18 @@ from typing import Any, AsyncIterable, cast
 import httpx
 
 from scm_xl import stats
-from scm_xl.collect.config import API_KEY_ENV_VARS, CollectConfig, is_loopback_url, matrix_points
-from scm_xl.collect.matrix import MatrixPoint
+from scm_xl.collect.config import API_KEY_ENV_VARS, CollectConfig, is_loopback_url, matrix_points, whole_matrix
+from scm_xl.collect.matrix import MatrixPoint, empty_shard, matrix_id
 from scm_xl.collect.preflight import calibrate_levels, measure_prompts, preflight
 from scm_xl.collect.progress import ProgressBar, RunCounters, summary_table
+from scm_xl.collect.ratelimit import RateLimitSeen, read_headers as read_ratelimit_headers
 from scm_xl.collect.prompts import FilePrompts, Messages, Nonces, SyntheticPrompts, load_prompts
-from scm_xl.collect.records import RequestRecord, all_failed, append_requests, check_outputs, read_requests
+from scm_xl.collect.records import (
+    RERUN_FAILED_SHARE, RequestRecord, all_failed, append_requests, check_outputs, read_requests, usage_problem,
+)
 from scm_xl.collect.send import Sender, SenderFactory, open_senders
 from scm_xl.errors import ScmXlError, UsageError
-from scm_xl.results import ResultRow, append_result
+from scm_xl.results import REASONING_NOTE, ResultRow, append_result, format_shard
 
 _ERROR_TEXT_LIMIT = 300
 _ERROR_BODY_LIMIT = 4096
@@ -82,6 +88,9 @@ class CollectionReport:
     rows: list[ResultRow] = field(default_factory=list)
     skipped: list[MatrixPoint] = field(default_factory=list)
     rerun: list[str] = field(default_factory=list)  # all-failed experiments of an earlier run, run again
+    # experiments of an earlier run with more than RERUN_FAILED_SHARE failed, run again -> (failed, total)
+    rerun_failing: dict[str, tuple[int, int]] = field(default_factory=dict)
+    superseded: dict[str, str] = field(default_factory=dict)  # their earlier request rows' exp_id now
     dropped_line: int | None = None  # a half-written last line of the results CSV, dropped on resume
     failed_experiments: dict[str, Counter[str]] = field(default_factory=dict)  # exp_id -> error classes
     wall_s: float = 0.0
@@ -96,6 +105,13 @@ class CollectionReport:
         if self.rerun:
             lines.append(f"Resume: ran again {len(self.rerun)} experiment(s) in which every request had failed: "
                          f"{', '.join(self.rerun)}.")
+        if self.rerun_failing:
+            which = ", ".join(f"{exp_id} ({failed} of {total} failed)"
+                              for exp_id, (failed, total) in self.rerun_failing.items())
+            kept = ", ".join(self.superseded[exp_id] for exp_id in self.rerun_failing if exp_id in self.superseded)
+            lines.append(f"Resume: ran again {len(self.rerun_failing)} experiment(s) in which more than "
+                         f"{RERUN_FAILED_SHARE:.0%} of the requests had failed: {which}; the new results rows "
+                         f"replace theirs, and their earlier request rows stay in {self.requests_path} as {kept}.")
         for exp_id, classes in self.failed_experiments.items():
             detail = ", ".join(f"{name} {count}" for name, count in sorted(classes.items()))
             lines.append(f"{exp_id}: all {sum(classes.values())} requests failed ({detail}).")
@@ -136,6 +152,9 @@ class _Collector:
         # With prompt levels, what each request sends (set after the pre-flight measured them);
         # None: every request sends config.prompt.
         self.prompts: SyntheticPrompts | FilePrompts | None = None
+        # Recorded in every results row: which matrix, and which shard of it (results._check_shards).
+        self.matrix_id = matrix_id(whole_matrix(config))
+        self.shard = format_shard(*config.shard) if config.shard is not None else None
 
     def request(self, point: MatrixPoint, max_tokens: int | None = None,
                 messages: Messages | None = None) -> httpx.Request:
@@ -277,6 +296,9 @@ class _Collector:
         response = await sender.send(prepared)
         try:
             record.http_status = response.status_code
+            seen = read_ratelimit_headers(response.headers)
+            if seen:
+                record.ratelimit = seen
             if response.status_code == 429:
                 record.rate_limited_hits += 1
                 await _read_limited(response)
@@ -298,6 +320,7 @@ class _Collector:
         loads = json.loads
         max_line = self.config.max_line_bytes
         chunks = 0
+        reasoning = 0  # of the chunks, those with reasoning_content only
         first = last = 0.0
         max_gap = 0.0
         done = False
@@ -343,6 +366,8 @@ class _Collector:
                         delta = choice.get("delta") or {}
                         if delta.get("content") or delta.get("reasoning_content"):
                             chunks += 1
+                            if not delta.get("content"):
+                                reasoning += 1
                             if chunks == 1:
                                 first = now
                             elif now - last > max_gap:
@@ -358,23 +383,37 @@ class _Collector:
                 raise _StreamError("truncated_stream", "the stream ended inside an SSE line")
             if not done and finish is None:
                 raise _StreamError("truncated_stream", "the stream ended without a finish_reason or [DONE]")
+            problem = self._usage_problem(usage, chunks, reasoning, record.point.max_tokens)
+            if problem is not None:
+                raise _StreamError("bad_usage", f"{problem}: its tokens are counted from the chunks")
             record.succeeded = True
         finally:
             record.ended_at = clock.finished_at if clock is not None and clock.finished_at else perf()
             record.chunks = chunks
+            record.reasoning_chunks = reasoning
             if chunks:
                 record.first_token_at = first
                 record.last_token_at = last
                 record.max_itl_s = max_gap if chunks > 1 else None
             record.finish_reason = finish
-            completion = usage.get("completion_tokens") if isinstance(usage, dict) else None
-            if isinstance(completion, int) and not isinstance(completion, bool):
+            completion = _usage_count(usage, "completion_tokens")
+            if completion is not None and self._usage_problem(usage, chunks, reasoning,
+                                                              record.point.max_tokens) is None:
                 record.completion_tokens = completion
-                prompt = usage.get("prompt_tokens")
-                record.prompt_tokens = prompt if isinstance(prompt, int) else None
+                prompt = _usage_count(usage, "prompt_tokens")
+                record.prompt_tokens = prompt if prompt is not None and prompt >= 0 else None
             else:
                 record.completion_tokens = chunks
                 record.tokens_counted = True
+
+    @staticmethod
+    def _usage_problem(usage: Any, chunks: int, reasoning: int, max_tokens: int) -> str | None:
+        """Why the stream's usage.completion_tokens cannot be true (records.usage_problem); None
+        also when there is no count (the chunks are counted then, and the notes say so)."""
+        completion = _usage_count(usage, "completion_tokens")
+        if completion is None:
+            return None
+        return usage_problem(completion, chunks - reasoning, reasoning, max_tokens)
 
     def _text(self, message: str) -> str:
         message = " ".join(message.split())
@@ -398,6 +437,9 @@ class _Collector:
         ttft_mean = stats.mean(r.ttft_s for r in succeeded if r.ttft_s is not None)
         latency_mean = stats.mean(r.latency_s for r in succeeded if r.latency_s is not None)
         statuses = Counter(r.status for r in records)
+        limits = RateLimitSeen()
+        for r in sorted(records, key=lambda r: r.ended_at or 0.0):
+            limits.add(r.ratelimit)
         return ResultRow(
             exp_id=point.exp_id, model=point.model, concurrency=point.concurrency,
             requests_per_slot=config.requests_per_slot, total_requests=len(records),
@@ -413,7 +455,8 @@ class _Collector:
             ttft_p99_s=ttfts[2] if ttfts else None,
             mean_itl_s=mean_itl, prompt_tokens=None if prompt is None else round(prompt),
             prompt_level=point.prompt_level, ttft_mean_s=ttft_mean, latency_mean_s=latency_mean,
-            gpu=config.gpu, notes=self._notes(point, records),
+            gpu=config.gpu, notes=self._notes(point, records), matrix_id=self.matrix_id, shard=self.shard,
+            **limits.columns(),
         )
 
     def _notes(self, point: MatrixPoint, records: list[RequestRecord]) -> str | None:
@@ -433,6 +476,13 @@ class _Collector:
         counted = sum(1 for r in records if r.tokens_counted and r.succeeded)
         if counted:
             notes.append(f"tokens counted from chunks for {counted} request(s) (no usage)")
+        reasoned = sum(1 for r in records if r.reasoning_chunks)
+        if reasoned:  # results.check_output_tokens reads this note: max_tokens may not cap their output
+            notes.append(f"{REASONING_NOTE}: {reasoned} request(s) streamed reasoning, which max_tokens may not cap")
+        contradicted = sum(1 for r in records if r.error_class == "bad_usage")
+        if contradicted:
+            notes.append(f"usage contradicted the stream for {contradicted} request(s) (more tokens than its "
+                         "chunks or max_tokens allow): their tokens are counted from chunks")
         succeeded = [r for r in records if r.succeeded]
         if succeeded:
             mean_length = sum(r.completion_tokens for r in succeeded) / len(succeeded)
@@ -446,6 +496,12 @@ class _Collector:
         if prompt_note:
             notes.append(prompt_note)
         return "; ".join(notes) or None
+
+
+def _usage_count(usage: Any, name: str) -> int | None:
+    """An integer count of a usage object (bool is not one), else None."""
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 async def _read_limited(response: httpx.Response) -> bytes:
@@ -507,6 +563,8 @@ async def run_collection(config: CollectConfig, *, console: Any = None, progress
     finished experiments were saved.
     """
     points = matrix_points(config)
+    if config.shard is not None and not points:
+        raise UsageError(empty_shard(whole_matrix(config), *config.shard) or "")
     if config.api_key is None and not is_loopback_url(config.base_url):
         raise UsageError(f"no API key for {config.base_url}: set {' or '.join(API_KEY_ENV_VARS)}, "
                          "or pass --api-key-file")
@@ -514,7 +572,8 @@ async def run_collection(config: CollectConfig, *, console: Any = None, progress
     outputs = check_outputs(config, points)
     todo = outputs.todo
     report = CollectionReport(results_path=config.results_path, requests_path=config.requests_csv,
-                              skipped=outputs.skipped, rerun=outputs.rerun, dropped_line=outputs.dropped_line)
+                              skipped=outputs.skipped, rerun=outputs.rerun, rerun_failing=outputs.rerun_failing,
+                              superseded=outputs.superseded, dropped_line=outputs.dropped_line)
     started = time.perf_counter()
     if todo:
         counter = RunCounters()
@@ -531,9 +590,14 @@ async def run_collection(config: CollectConfig, *, console: Any = None, progress
                                                nonces, str(config.prompts_path))
                 if check_first:
                     await preflight(collector, [point for point in todo if point.model != todo[0].model])
-                outputs = check_outputs(config, matrix_points(config, [group.level for group in groups]))
+                measured = [group.level for group in groups]
+                if config.shard is not None and not matrix_points(config, measured):  # fewer levels than asked
+                    raise UsageError(f"{empty_shard(whole_matrix(config, measured), *config.shard)} (with the "
+                                     f"{len(measured)} prompt level(s) the file's prompts make). Nothing was written.")
+                outputs = check_outputs(config, matrix_points(config, measured))
                 todo = outputs.todo
                 report.skipped, report.rerun, report.dropped_line = outputs.skipped, outputs.rerun, outputs.dropped_line
+                report.rerun_failing, report.superseded = outputs.rerun_failing, outputs.superseded
                 collector.prompts = FilePrompts(config.prompts_path, groups, seed, nonces)
             elif config.uses_prompt_levels:
                 nonces = Nonces()

@@ -3,10 +3,11 @@
     ironcalc     (alias embedded) Rust, from PyPI: the default; fastest up to a few thousand rows
     formulas     pure Python, always installed; very slow on the per-row layout (about 36 s for the article)
     libreoffice  headless soffice; about 1 s to start, slower than IronCalc at every size measured
+    gnumeric     Gnumeric's ssconvert --recalc; shares no code with the others: a fourth opinion
     excel        Microsoft Excel through xlwings, on Windows or macOS only
 
-On the per-row layout IronCalc and LibreOffice agree with the Python reference on every
-formula cell (benchmarks/results/engines.md). `auto` takes IronCalc, the faster at every
+On the per-row layout IronCalc, LibreOffice and Gnumeric agree with the Python reference on
+every formula cell (benchmarks/results/engines.md). `auto` takes IronCalc, the faster at every
 size measured (7 to 10,000 rows, benchmarks/results/workbook.md); without the ironcalc
 package (a platform without its wheel) LibreOffice if installed, else formulas, and says so.
 IronCalc still computes some array (CSE) idioms wrongly (listed in the benchmark); the
@@ -15,27 +16,30 @@ workbook does not use them.
 
 from __future__ import annotations
 
-from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated
+from scm_xl.engines.base import REGISTRY, CellError, CellValue, Engine, Recalculated
 from scm_xl.engines.excel import ExcelEngine
 from scm_xl.engines.formulas_engine import FormulasEngine
+from scm_xl.engines.gnumeric import GnumericEngine
 from scm_xl.engines.ironcalc_engine import IronCalcEngine
 from scm_xl.engines.libreoffice import LibreOfficeEngine
 from scm_xl.errors import UsageError
 
 __all__ = [
     "ENGINE_ALIASES", "ENGINE_NAMES", "CellError", "CellValue", "Engine",
-    "ExcelEngine", "FormulasEngine", "IronCalcEngine", "LibreOfficeEngine", "Recalculated", "choose_engine",
-    "get_engine",
+    "ExcelEngine", "FormulasEngine", "GnumericEngine", "IronCalcEngine", "LibreOfficeEngine", "Recalculated",
+    "choose_engine", "get_engine",
 ]
 
 ENGINES: dict[str, type[Engine]] = {
     "formulas": FormulasEngine,
     "ironcalc": IronCalcEngine,
     "libreoffice": LibreOfficeEngine,
+    "gnumeric": GnumericEngine,
     "excel": ExcelEngine,
 }
 ENGINE_ALIASES = {"embedded": "ironcalc"}
 ENGINE_NAMES = (*ENGINES, *ENGINE_ALIASES)
+REGISTRY.update(ENGINES)  # base.engine_failed names the others from it
 
 
 def get_engine(name: str) -> Engine:

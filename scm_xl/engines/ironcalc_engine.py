@@ -3,16 +3,20 @@
 It loads the xlsx itself and evaluates every formula in one call; reading a cell back
 costs a few microseconds. On scm-xl's per-row layout it agrees with LibreOffice and the
 Python reference on every formula cell (benchmarks/results/engines.md).
-Known limits: it reads an empty styled cell written as <c s=".." t="n"/> as 0 (worked
-around below), and it computes some array (CSE) idioms wrongly: ISNUMBER/ISTEXT applied
-to a range, COUNTIF/MATCH with a range as criteria or lookup value, SMALL with an array k.
-Ordinary per-row formulas, SUMPRODUCT, MMULT, MINVERSE, TRANSPOSE and scalar
-MINIFS/MAXIFS it computes right.
+Known limits: it reads an empty styled cell written as <c s=".." t="n"/> as 0, and it cannot
+find a part named by an absolute relationship target (Target="/xl/comments/comment1.xml", as
+openpyxl writes a cell comment's): both worked around in the copy it is given. It computes
+some array (CSE) idioms wrongly: ISNUMBER/ISTEXT applied to a range, COUNTIF/MATCH with a
+range as criteria or lookup value, SMALL with an array k. Ordinary per-row formulas,
+SUMPRODUCT, MMULT, MINVERSE, TRANSPOSE and scalar MINIFS/MAXIFS it computes right. When it
+fails on a file, the error names the other engines installed (`base.engine_failed`).
 """
 
 from __future__ import annotations
 
 import importlib
+import posixpath
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -20,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from scm_xl.engines import xlsx_cells
-from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated, absolute_cells, formula_refs, normalise
+from scm_xl.engines.base import (
+    CellError, CellValue, Engine, Recalculated, absolute_cells, engine_failed, formula_refs, normalise,
+)
 from scm_xl.errors import EngineError
 
 UNAVAILABLE = "the ironcalc engine needs the ironcalc package: pip install 'ironcalc>=0.9.1,<0.10'"
@@ -61,15 +67,46 @@ class IronCalcEngine(Engine):
 
 # An empty cell that only carries a style (<c r="B4" s="11"/>, every yellow input cell a
 # person has not typed into): IronCalc 0.9.1 reads it as the number 0, so `=B4<>""` is TRUE
-# there and FALSE in Excel and LibreOffice. IronCalc gets a copy without them.
-def _without_styled_empty_cells(path: Path, into: Path) -> Path:
+# there and FALSE in Excel and LibreOffice. And IronCalc 0.9.1 looks a relationship's target
+# up as written, so an absolute one ("/xl/comments/comment1.xml": openpyxl writes every cell
+# comment so) is "not found in archive" and the whole workbook fails to load. IronCalc gets a
+# copy without those cells and with every internal target made relative to its part.
+def _for_ironcalc(path: Path, into: Path) -> Path:
     copy = into / path.name
 
     def strip(blocks: Iterator[bytes]) -> Iterator[bytes]:
         return (xlsx_cells.STYLED_EMPTY_CELL.sub(b"", block) for block in blocks)
 
-    xlsx_cells.copy_package(path, copy, lambda name: strip if _is_sheet(name) else None)
+    def rewrite(name: str) -> xlsx_cells.SheetRewrite | None:
+        if _is_sheet(name):
+            return strip
+        if name.endswith(".rels"):
+            return lambda blocks: (relative_targets(name, block) for block in blocks)
+        return None
+
+    xlsx_cells.copy_package(path, copy, rewrite)
     return copy
+
+
+_RELATIONSHIP = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?Relationship\b[^>]*>")
+_ABSOLUTE_TARGET = re.compile(rb"""(\sTarget\s*=\s*["'])/([^"']*)(["'])""")
+_EXTERNAL = re.compile(rb"""\sTargetMode\s*=\s*["']External["']""")
+
+
+def relative_targets(rels_name: str, xml: bytes) -> bytes:
+    """The relationships part `rels_name` ("xl/worksheets/_rels/sheet1.xml.rels") with each
+    absolute internal target ("/xl/comments/comment1.xml") written relative to the part the
+    relationships belong to ("../comments/comment1.xml"); external targets (links) as they are."""
+    base = posixpath.dirname(posixpath.dirname(rels_name)) or "."  # the folder above _rels/
+
+    def relative(match: re.Match[bytes]) -> bytes:
+        if _EXTERNAL.search(match.group(0)):
+            return match.group(0)
+        return _ABSOLUTE_TARGET.sub(
+            lambda t: t.group(1) + posixpath.relpath(t.group(2).decode("utf-8") or ".", base).encode("utf-8")
+            + t.group(3), match.group(0))
+
+    return _RELATIONSHIP.sub(relative, xml)
 
 
 def _is_sheet(name: str) -> bool:
@@ -79,15 +116,15 @@ def _is_sheet(name: str) -> bool:
 def _evaluated(ironcalc: Any, path: Path) -> Any:
     try:
         with tempfile.TemporaryDirectory(prefix="scm-xl-ironcalc-") as folder:
-            model = ironcalc.load_from_xlsx(str(_without_styled_empty_cells(path, Path(folder))), "en", "UTC")
+            model = ironcalc.load_from_xlsx(str(_for_ironcalc(path, Path(folder))), "en", "UTC")
         model.evaluate()
     except Exception as exc:
-        raise EngineError(f"ironcalc failed on {path}: {exc}") from exc
+        raise engine_failed("ironcalc", path, exc) from exc
     except BaseException as exc:
         # A Rust panic arrives as pyo3's PanicException, which derives from BaseException only.
         if type(exc).__name__ != "PanicException":
             raise
-        raise EngineError(f"ironcalc failed on {path}: {exc}") from exc
+        raise engine_failed("ironcalc", path, exc) from exc
     return model
 
 

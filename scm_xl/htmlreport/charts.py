@@ -1,5 +1,11 @@
-"""The report's charts: Vega-Lite specifications built with Altair, rendered to inline SVG
-by vl-convert (no script, no network: the SVG is the chart)."""
+"""The report's charts: what each one shows, drawn as inline SVG by `svgchart` (no script, no
+network: the SVG is the chart; the legend is HTML beside it).
+
+One encoding across the page, so a reader learns it once: colour (and marker, where one panel
+holds a single model) is max_tokens; marker and dash are the model; the latency model's charts
+give each concurrency level its own colour and marker. Legends name the factor in each entry
+("max_tokens 50", "concurrency 4"), never a bare number.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,8 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any, Iterable, Sequence
 
-import altair as alt
-import vl_convert
-
+from scm_xl.htmlreport.svgchart import (NEUTRAL, Axis, LegendEntry, LegendGroup, Marker, Panel, Rule, Series,
+                                        Style, colours, dash, figure, marker)
 from scm_xl.lsq import LsqFit
 from scm_xl.model import Analysis
 from scm_xl.rules import ROLES
@@ -20,35 +25,18 @@ CURVE_POINTS = 24
 # Above this many rows a chart shows each cell's median instead of every row: the points
 # would overlap anyway, and the page stays small and quick to make.
 POINT_LIMIT = 300
-WIDTH, HEIGHT = 300, 220
-FONT = "system-ui, -apple-system, 'Segoe UI', 'Noto Sans CJK SC', 'PingFang SC', 'Microsoft YaHei', sans-serif"
 ROLE_ORDER = ["check", *(role for role in ROLES if role != "check")]  # the legend: the test rows first
-ROLE_COLOURS = ["#1b7f3b", "#2b6cb0", "#b7791f", "#9b2c2c"]
+ROLE_STYLES = {"check": Style("#1b7f3b", "circle"), "identify": Style("#2b6cb0", "square"),
+               "unidentified": Style("#b7791f", "triangle"), "excluded": Style("#9b2c2c", "cross")}
 
 
 @dataclass(frozen=True)
 class Chart:
     key: str
     title: str
-    svg: str | None  # None: nothing to draw (see note)
+    markup: str | None  # the panels as inline SVG and the legend as HTML; None: nothing to draw (see note)
     note: str | None = None
-
-
-def _config(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
-    return chart.configure(font=FONT).configure_view(stroke="#ccc").configure_legend(orient="bottom")
-
-
-def _concurrency_axis(levels: Sequence[float], title: str) -> alt.X:
-    """A log2 concurrency axis whose ticks are the measured levels (not 1.5, 3, 3.5 ...)."""
-    ticks = sorted({float(v) for v in levels})
-    return alt.X("c:Q", title=title, scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=ticks, format="d"))
-
-
-def render_svg(chart: alt.TopLevelMixin, *, validate: bool = False) -> str:
-    """The chart as SVG text. The specs are validated against the Vega-Lite schema by the
-    tests (validate=True); at run time that costs more than drawing."""
-    # The data is inline; no URL may be fetched while drawing.
-    return vl_convert.vegalite_to_svg(_config(chart).to_dict(validate=validate), allowed_base_urls=[])
+    panels: int = 1  # a chart of several panels takes the page's whole width
 
 
 def summarise(records: list[dict[str, Any]], keys: Sequence[str], values: Sequence[str], *,
@@ -69,25 +57,76 @@ def _note(texts: dict[str, Any], rows: int, points: Iterable[Any]) -> str | None
     return texts["aggregated"].format(rows=rows, points=shown) if shown < rows else None
 
 
+def _g(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _models_in_order(names: Iterable[str]) -> list[str]:
+    """Each model once (the first spelling seen), in the order met."""
+    seen: dict[str, str] = {}
+    for name in names:
+        seen.setdefault(name.casefold(), name)
+    return list(seen.values())
+
+
+class Encoding:
+    """max_tokens -> colour, model -> marker and dash: the same on every chart of the page."""
+
+    def __init__(self, lengths: Iterable[int], models: Iterable[str]) -> None:
+        self.lengths = sorted(set(lengths))
+        self.models = _models_in_order(models)
+        self._colour = dict(zip(self.lengths, colours(len(self.lengths))))
+
+    def colour(self, length: int) -> str:
+        return self._colour[length]
+
+    def marker(self, model: str) -> Marker:
+        return marker(self.index(model))
+
+    def dash(self, model: str) -> str:
+        return dash(self.index(model))
+
+    def index(self, model: str) -> int:
+        return next(i for i, m in enumerate(self.models) if m.casefold() == model.casefold())
+
+    def style(self, model: str, length: int, *, filled: bool = True) -> Style:
+        return Style(self.colour(length), self.marker(model), self.dash(model), filled)
+
+    def length_group(self, texts: dict[str, Any], *, with_marker_of: str | None = None) -> LegendGroup:
+        """The colours, named "max_tokens N" (keyed with the one model's marker, or as swatches)."""
+        return LegendGroup(texts["max_tokens"], [
+            LegendEntry(texts["length_label"].format(n=length),
+                        Style(self.colour(length), self.marker(with_marker_of) if with_marker_of else "swatch"))
+            for length in self.lengths])
+
+    def model_group(self, texts: dict[str, Any], *, line: bool) -> LegendGroup:
+        """The models' markers (and dashes, for lines), in a neutral colour."""
+        return LegendGroup(texts["model"], [
+            LegendEntry(model, Style(NEUTRAL, self.marker(model), self.dash(model)), line=line)
+            for model in self.models])
+
+
 def measured_vs_predicted(analysis: Analysis, texts: dict[str, Any]) -> tuple[str | None, str | None]:
-    rows = [{"measured": ch.status.tps, "predicted": ch.predicted_tps, "role": texts["roles"][ch.role],
+    rows = [{"measured": ch.status.tps, "predicted": ch.predicted_tps, "role": ch.role,
              "model": ch.status.model, "c": ch.status.concurrency, "L": ch.status.max_tokens}
             for ch in analysis.checks if ch.predicted_tps is not None and ch.status.tps > 0]
     if not rows:
         return None, None
     points = summarise(rows, ("model", "c", "L", "role"), ("measured", "predicted"))
-    top = max(max(p["measured"], p["predicted"]) for p in points) * 1.05
-    role_domain = [texts["roles"][r] for r in ROLE_ORDER]
-    scatter = alt.Chart(alt.Data(values=points)).mark_point(filled=True, size=60, opacity=0.85).encode(
-        x=alt.X("measured:Q", title=texts["axis_measured"], scale=alt.Scale(domain=[0, top])),
-        y=alt.Y("predicted:Q", title=texts["axis_predicted"], scale=alt.Scale(domain=[0, top])),
-        color=alt.Color("role:N", title=texts["role"], scale=alt.Scale(domain=role_domain, range=ROLE_COLOURS)),
-        shape=alt.Shape("role:N", title=texts["role"], scale=alt.Scale(domain=role_domain)),
-    )
-    diagonal = alt.Chart(alt.Data(values=[{"v": 0.0}, {"v": top}])).mark_line(
-        color="#888", strokeDash=[4, 4]).encode(x="v:Q", y="v:Q")
-    return (render_svg((diagonal + scatter).properties(width=WIDTH + 60, height=HEIGHT + 60)),
-            _note(texts, len(rows), points))
+    roles = [role for role in ROLE_ORDER if any(p["role"] == role for p in points)]
+    series = [Series(ROLE_STYLES[role], [(p["measured"], p["predicted"]) for p in points if p["role"] == role],
+                     tips=[_tip(texts, p["model"], p["c"], p["L"], f"{_g(p['measured'])} → {_g(p['predicted'])}")
+                           for p in points if p["role"] == role])
+              for role in roles]
+    legend = [LegendGroup(texts["role"], [LegendEntry(texts["roles"][role], ROLE_STYLES[role]) for role in roles])]
+    markup = figure([Panel(None, series, diagonal=True)], Axis(texts["axis_measured"]), Axis(texts["axis_predicted"]),
+                    legend)
+    return markup, _note(texts, len(rows), points)
+
+
+def _tip(texts: dict[str, Any], model: str, c: float, length: int | str, value: str) -> str:
+    return (f"{model}, {texts['concurrency_label'].format(c=_g(float(c)))}, "
+            f"{texts['length_label'].format(n=length)}: {value}")
 
 
 def _curve_grid(levels: Sequence[int]) -> list[float]:
@@ -100,106 +139,152 @@ def _curve_grid(levels: Sequence[int]) -> list[float]:
     return sorted(grid)
 
 
-def tps_against_concurrency(analysis: Analysis, fit: LsqFit, texts: dict[str, Any]) -> tuple[str | None, str | None]:
-    measured = [{"model": s.model, "c": s.concurrency, "L": str(s.max_tokens), "tps": s.tps, "kind": "measured",
+def _concurrency_axis(texts: dict[str, Any], levels: Iterable[float]) -> Axis:
+    """A log2 concurrency axis whose ticks are the measured levels (not 1.5, 3, 3.5 ...)."""
+    return Axis(texts["axis_concurrency"], log2=True, ticks=sorted({float(v) for v in levels}))
+
+
+def tps_against_concurrency(analysis: Analysis, fit: LsqFit,
+                            texts: dict[str, Any]) -> tuple[str | None, str | None, int]:
+    """One panel per model: measured TPS (hollow: excluded) and the least-squares curve per max_tokens."""
+    measured = [{"model": s.model, "c": s.concurrency, "L": s.max_tokens, "tps": s.tps,
                  "role": "included" if s.included else "excluded"} for s in analysis.statuses if s.tps > 0]
     if not measured:
-        return None, None
-    records = summarise(measured, ("model", "c", "L", "kind", "role"), ("tps",))
+        return None, None, 0
+    records = summarise(measured, ("model", "c", "L", "role"), ("tps",))
     note = _note(texts, len(measured), records)
+    curves: list[dict[str, Any]] = []
     levels = fit.measured_concurrency_levels()
     if levels:
         grid = _curve_grid(levels)
         for level in fit.calibration.models:
-            for length in fit.calibration.length_levels:
-                for c in grid:
-                    forecast = fit.forecast(c, length.max_tokens, level.model)
-                    if forecast.tps is not None:
-                        records.append({"model": level.model, "c": c, "L": str(length.max_tokens),
-                                        "tps": forecast.tps, "kind": "fitted"})
-    lengths = sorted({r["L"] for r in records}, key=int)
-    colour = alt.Color("L:N", title="max_tokens", sort=lengths)
-    x = _concurrency_axis([r["c"] for r in records if r["kind"] == "measured"], texts["axis_concurrency"])
-    y = alt.Y("tps:Q", title=texts["axis_tps"])
-    base = alt.Chart()
-    line = base.mark_line(strokeWidth=1.5).encode(x=x, y=y, color=colour, detail="L:N").transform_filter(
-        alt.datum.kind == "fitted")
-    dots = base.mark_point(filled=True, size=50).encode(
-        x=x, y=y, color=colour,
-        shape=alt.Shape("role:N", title=texts["role"], scale=alt.Scale(domain=["included", "excluded"],
-                                                                        range=["circle", "cross"]))
-    ).transform_filter(alt.datum.kind == "measured")
-    chart = alt.layer(line, dots, data=alt.Data(values=records)).properties(width=WIDTH, height=HEIGHT).facet(
-        column=alt.Column("model:N", title=texts["model"]))
-    return render_svg(chart), note
+            for length_level in fit.calibration.length_levels:
+                points = [(c, fit.forecast(c, length_level.max_tokens, level.model).tps) for c in grid]
+                curve = [(c, tps) for c, tps in points if tps is not None]
+                if curve:
+                    curves.append({"model": level.model, "L": length_level.max_tokens, "points": curve})
+    models = _models_in_order([r["model"] for r in records] + [c["model"] for c in curves])
+    code = Encoding([r["L"] for r in records] + [c["L"] for c in curves], models)
+    panels = []
+    for model in models:
+        mine = [r for r in records if r["model"].casefold() == model.casefold()]
+        series = [Series(Style(code.colour(c["L"]), dash=""), c["points"], kind="line")
+                  for c in curves if c["model"].casefold() == model.casefold()]
+        for length in code.lengths:
+            for role in ("included", "excluded"):
+                cell = [r for r in mine if r["L"] == length and r["role"] == role]
+                if cell:
+                    series.append(Series(code.style(model, length, filled=role == "included"),
+                                         [(r["c"], r["tps"]) for r in cell],
+                                         tips=[_tip(texts, model, r["c"], length, f"{_g(r['tps'])} tok/s")
+                                               for r in cell]))
+        panels.append(Panel(model, series))
+    one = models[0] if len(models) == 1 else None
+    shape: Marker = code.marker(one) if one else "circle"
+    kinds = [LegendEntry(texts["series_measured"], Style(NEUTRAL, shape))]
+    if any(r["role"] == "excluded" for r in records):
+        kinds.append(LegendEntry(texts["series_excluded"], Style(NEUTRAL, shape, filled=False)))
+    if curves:
+        kinds.append(LegendEntry(texts["series_fitted"], Style(NEUTRAL, "none"), line=True))
+    legend = [code.length_group(texts, with_marker_of=one)]
+    if not one:
+        legend.append(code.model_group(texts, line=False))
+    legend.append(LegendGroup(None, kinds))
+    markup = figure(panels, _concurrency_axis(texts, [r["c"] for r in records]), Axis(texts["axis_tps"]), legend)
+    return markup, note, len(panels)
 
 
-def latency_against_concurrency(rows: Sequence[Any], texts: dict[str, Any]) -> str | None:
+def latency_against_concurrency(rows: Sequence[Any], texts: dict[str, Any]) -> tuple[str | None, int]:
+    """P95 latency and P95 TTFT (a panel each, each its own seconds scale) against concurrency:
+    a line per model and max_tokens, coloured by max_tokens, marked and dashed by model."""
     records = []
     for row in rows:
-        for field, metric in (("latency_p95_s", texts["metric_latency"]), ("ttft_p95_s", texts["metric_ttft"])):
+        for field, metric in (("latency_p95_s", "latency"), ("ttft_p95_s", "ttft")):
             value = getattr(row, field, None)
             if value is not None and row.total_output_tokens > 0:
-                records.append({"model": row.model, "c": row.concurrency, "L": str(row.max_tokens),
+                records.append({"model": row.model, "c": row.concurrency, "L": row.max_tokens,
                                 "seconds": value, "metric": metric})
     if not records:
-        return None
+        return None, 0
     # The median of each cell's runs: the figure the inverse's latency limit is judged on.
     records = summarise(records, ("model", "c", "L", "metric"), ("seconds",), always=True)
-    lengths = sorted({r["L"] for r in records}, key=int)
-    chart = alt.Chart(alt.Data(values=records)).mark_line(point=True).encode(
-        x=_concurrency_axis([r["c"] for r in records], texts["axis_concurrency"]),
-        y=alt.Y("seconds:Q", title=texts["axis_seconds"]),
-        color=alt.Color("L:N", title="max_tokens", sort=lengths),
-        strokeDash=alt.StrokeDash("model:N", title=texts["model"]),
-        detail="model:N",
-    ).properties(width=WIDTH, height=HEIGHT).facet(column=alt.Column("metric:N", title=None))
-    return render_svg(chart)
+    code = Encoding([r["L"] for r in records], [r["model"] for r in records])
+    panels = []
+    for metric, title in (("latency", texts["metric_latency"]), ("ttft", texts["metric_ttft"])):
+        series = []
+        for model in code.models:
+            for length in code.lengths:
+                cell = sorted(((r["c"], r["seconds"]) for r in records if r["metric"] == metric and r["L"] == length
+                               and r["model"].casefold() == model.casefold()))
+                if cell:
+                    style = code.style(model, length)
+                    series.append(Series(style, cell, kind="line"))
+                    series.append(Series(style, cell, tips=[_tip(texts, model, c, length, f"{_g(s)} s")
+                                                            for c, s in cell]))
+        if series:
+            panels.append(Panel(title, series))
+    legend = [code.length_group(texts), code.model_group(texts, line=True)]
+    return figure(panels, _concurrency_axis(texts, [r["c"] for r in records]), Axis(texts["axis_seconds"]), legend,
+                  share_y=False), len(panels)
 
 
 def roofline(analysis: Analysis, texts: dict[str, Any]) -> tuple[str | None, bool]:
     """Per-stream TPS against concurrency, with each model's ceiling where the catalog knows it.
 
-    Returns the SVG and whether any ceiling was drawn."""
-    rows = [{"model": s.model, "c": s.concurrency, "per_stream": s.tps / s.concurrency, "L": str(s.max_tokens)}
+    Returns the markup and whether any ceiling was drawn."""
+    rows = [{"model": s.model, "c": s.concurrency, "per_stream": s.tps / s.concurrency, "L": s.max_tokens}
             for s in analysis.statuses if s.tps > 0]
     if not rows:
         return None, False
     points = summarise(rows, ("model", "c", "L"), ("per_stream",))
     ceilings: dict[str, float] = {}
     for s in analysis.statuses:
-        if s.physics.ceiling_tps is not None:
-            ceilings.setdefault(s.model, s.physics.ceiling_tps)
-    x = _concurrency_axis([p["c"] for p in points], texts["axis_concurrency"])
-    dots = alt.Chart(alt.Data(values=points)).mark_point(filled=True, size=50).encode(
-        x=x, y=alt.Y("per_stream:Q", title=texts["axis_per_stream"]),
-        color=alt.Color("model:N", title=texts["model"]), shape=alt.Shape("L:N", title="max_tokens"))
-    layers: list[Any] = [dots]
-    if ceilings:
-        rules = [{"model": m, "ceiling": v, "label": f"{texts['series_ceiling']} {v:.0f}"} for m, v in ceilings.items()]
-        rule = alt.Chart(alt.Data(values=rules)).mark_rule(strokeDash=[6, 3], strokeWidth=2).encode(
-            y="ceiling:Q", color=alt.Color("model:N", title=texts["model"]))
-        label = alt.Chart(alt.Data(values=rules)).mark_text(align="left", dx=4, dy=-6, fontSize=11).encode(
-            y="ceiling:Q", text="label:N", color=alt.Color("model:N", title=texts["model"]))
-        layers += [rule, label]
-    chart = alt.layer(*layers).properties(width=WIDTH + 60, height=HEIGHT + 40)
-    return render_svg(chart), bool(ceilings)
+        if s.physics.ceiling_tps is not None and not any(m.casefold() == s.model.casefold() for m in ceilings):
+            ceilings[s.model] = s.physics.ceiling_tps
+    code = Encoding([p["L"] for p in points], [p["model"] for p in points] + list(ceilings))
+    series = []
+    for model in code.models:
+        for length in code.lengths:
+            cell = [p for p in points if p["L"] == length and p["model"].casefold() == model.casefold()]
+            if cell:
+                series.append(Series(code.style(model, length), [(p["c"], p["per_stream"]) for p in cell],
+                                     tips=[_tip(texts, model, p["c"], length, f"{_g(p['per_stream'])} tok/s")
+                                           for p in cell]))
+    several = len(code.models) > 1
+
+    def ceiling(model: str, value: float) -> tuple[str, Style]:
+        # a dash of its own per model (the lines' solid first pattern skipped: a rule is always dashed)
+        return (f"{texts['series_ceiling']} {value:.0f}" + (f" ({model})" if several else ""),
+                Style(NEUTRAL, "none", dash(code.index(model) + 1)))
+
+    rules = [Rule(value, *ceiling(model, value)) for model, value in ceilings.items()]
+    one = None if several else code.models[0]
+    legend = [code.length_group(texts, with_marker_of=one)]
+    if several:
+        legend.append(code.model_group(texts, line=False))
+    if rules:
+        legend.append(LegendGroup(None, [LegendEntry(*ceiling(model, value), line=True)
+                                         for model, value in ceilings.items()]))
+    markup = figure([Panel(None, series, rules)], _concurrency_axis(texts, [p["c"] for p in points]),
+                    Axis(texts["axis_per_stream"]), legend)
+    return markup, bool(ceilings)
 
 
 def all_charts(analysis: Analysis, fit: LsqFit, rows: Sequence[Any], texts: dict[str, Any]) -> list[Chart]:
     aggregated = len(analysis.statuses) > POINT_LIMIT
-    svg, note = measured_vs_predicted(analysis, texts)
-    charts = [Chart("measured-predicted", texts["chart_measured_predicted"], svg,
-                    note if svg else texts["no_predictions"])]
-    svg, note = tps_against_concurrency(analysis, fit, texts)
-    charts.append(Chart("tps-concurrency", texts["chart_tps_concurrency"], svg, note if svg else texts["no_output"]))
-    latency = latency_against_concurrency(rows, texts)
+    markup, note = measured_vs_predicted(analysis, texts)
+    charts = [Chart("measured-predicted", texts["chart_measured_predicted"], markup,
+                    note if markup else texts["no_predictions"])]
+    markup, note, panels = tps_against_concurrency(analysis, fit, texts)
+    charts.append(Chart("tps-concurrency", texts["chart_tps_concurrency"], markup,
+                        note if markup else texts["no_output"], panels))
+    latency, panels = latency_against_concurrency(rows, texts)
     charts.append(Chart("latency", texts["chart_latency"], latency,
-                        texts["latency_medians"] if latency else texts["no_latency"]))
-    svg, has_ceiling = roofline(analysis, texts)
+                        texts["latency_medians"] if latency else texts["no_latency"], panels))
+    markup, has_ceiling = roofline(analysis, texts)
     notes = [text for text in (None if has_ceiling else texts["no_ceiling"],
                                texts["aggregated_short"] if aggregated else None) if text]
-    charts.append(Chart("roofline", texts["chart_roofline"], svg, " ".join(notes) or None))
+    charts.append(Chart("roofline", texts["chart_roofline"], markup, " ".join(notes) or None))
     return charts
 
 
@@ -216,51 +301,54 @@ def _level_of(value: float, levels: Sequence[float]) -> float:
     return min(levels, key=lambda level: abs(level - value))
 
 
-def latency_against_prompt(latency: Any, metric: str, texts: dict[str, Any]) -> tuple[str | None, str | None]:
-    """TPS (`metric` "tps") or mean TTFT ("ttft") against prompt length: one colour per concurrency
-    level, one panel per max_tokens (and a row per model when there are several); the measured
-    experiments as points, the latency model's predictions as straight segments between prompt
-    lengths. (None, why) when no model was measured at two or more prompt levels."""
+def latency_against_prompt(latency: Any, metric: str, texts: dict[str, Any]) -> tuple[str | None, str | None, int]:
+    """TPS (`metric` "tps") or mean TTFT ("ttft") against prompt length: one colour and marker per
+    concurrency level, one panel per max_tokens (and per model when there are several); the
+    measured experiments as points, the latency model's predictions as straight segments between
+    prompt lengths. (None, why, 0) when no model was measured at two or more prompt levels."""
     words = texts["latency"]
     fits = [fit for fit in latency.fits.values() if fit.terms.prompt]
     if not fits:
-        return None, words["one_prompt"]
+        return None, words["one_prompt"], 0
     measured: list[dict[str, Any]] = []
     for fit in fits:
         for r in fit.rows:
-            measured.append({"model": fit.model, "c": r.concurrency, "L": str(r.max_tokens),
+            measured.append({"model": fit.model, "c": r.concurrency, "L": r.max_tokens,
                              "level": _level_of(r.prompt, fit.prompt_levels), "P": r.prompt,
-                             "y": r.tps if metric == "tps" else r.ttft, "kind": "measured"})
-    records = summarise(measured, ("model", "c", "L", "level", "kind"), ("P", "y"))
+                             "y": r.tps if metric == "tps" else r.ttft})
+    records = summarise(measured, ("model", "c", "L", "level"), ("P", "y"))
     note = _note(texts, len(measured), records)
+    levels = sorted({r["c"] for r in records})
+    palette = dict(zip(levels, colours(len(levels))))
+    style = {c: Style(palette[c], marker(i)) for i, c in enumerate(levels)}
+    several = len({fit.model.casefold() for fit in fits}) > 1
+    panels = []
     for fit in fits:
         grid = _prompt_grid(fit.prompt_levels)
-        for c in sorted({r.concurrency for r in fit.rows}):
-            for length in sorted({r.max_tokens for r in fit.rows}):
-                for prompt in grid:
-                    forecast = fit.forecast(c, length, prompt)
-                    value = forecast.tps if metric == "tps" else forecast.ttft_s
-                    if value is not None:
-                        records.append({"model": fit.model, "c": c, "L": str(length), "P": prompt, "y": value,
-                                        "kind": "fitted"})
-    levels = sorted({r["c"] for r in records})
-    lengths = sorted({r["L"] for r in records}, key=int)
-    scale = alt.Scale(scheme="tableau10") if len(levels) <= 10 else alt.Scale(scheme="viridis")
-    colour = alt.Color("c:O", title=texts["axis_concurrency"], sort=levels, scale=scale,
-                       legend=alt.Legend(columns=min(len(levels), 8), symbolType="stroke"))
-    x = alt.X("P:Q", title=words["axis_prompt"], scale=alt.Scale(zero=False))
-    y = alt.Y("y:Q", title=words["axis_tps"] if metric == "tps" else words["axis_ttft"])
-    line = alt.Chart().mark_line(strokeWidth=1.5, interpolate="linear").encode(
-        x=x, y=y, color=colour, detail="c:O", order="P:Q").transform_filter(alt.datum.kind == "fitted")
-    dots = alt.Chart().mark_point(filled=True, size=45).encode(x=x, y=y, color=colour).transform_filter(
-        alt.datum.kind == "measured")
-    layered = alt.layer(line, dots, data=alt.Data(values=records)).properties(width=WIDTH, height=HEIGHT)
-    column = alt.Column("L:N", title="max_tokens", sort=lengths)
-    if len({fit.model.casefold() for fit in fits}) > 1:  # a row of panels per model
-        chart = layered.facet(column=column, row=alt.Row("model:N", title=texts["model"]))
-    else:
-        chart = layered.facet(column=column)
-    return render_svg(chart), note
+        for length in sorted({r.max_tokens for r in fit.rows}):
+            series = []
+            for c in sorted({r.concurrency for r in fit.rows}):
+                forecasts = [(prompt, fit.forecast(c, length, prompt)) for prompt in grid]
+                line = [(p, f.tps if metric == "tps" else f.ttft_s) for p, f in forecasts]
+                line = [(p, v) for p, v in line if v is not None]
+                if line:
+                    series.append(Series(Style(palette[c], "none"), line, kind="line"))
+            for c in levels:
+                cell = sorted((r["P"], r["y"]) for r in records
+                              if r["model"] == fit.model and r["L"] == length and r["c"] == c)
+                if cell:
+                    unit = "tok/s" if metric == "tps" else "s"
+                    series.append(Series(style[c], cell, tips=[
+                        f"{_tip(texts, fit.model, c, length, f'{_g(y)} {unit}')} @ {_g(p)} tok" for p, y in cell]))
+            title = texts["length_label"].format(n=length)
+            panels.append(Panel(f"{fit.model}, {title}" if several else title, series))
+    legend = [LegendGroup(texts["concurrency"], [LegendEntry(texts["concurrency_label"].format(c=_g(float(c))),
+                                                             style[c], line=True) for c in levels]),
+              LegendGroup(None, [LegendEntry(texts["series_measured"], Style(NEUTRAL, "circle")),
+                                 LegendEntry(words["series_model"], Style(NEUTRAL, "none"), line=True)])]
+    y_title = texts["axis_tps"] if metric == "tps" else words["axis_ttft"]
+    markup = figure(panels, Axis(words["axis_prompt"], zero=False), Axis(y_title), legend)
+    return markup, note, len(panels)
 
 
 def latency_charts(latency: Any, texts: dict[str, Any]) -> list[Chart]:
@@ -273,7 +361,7 @@ def latency_charts(latency: Any, texts: dict[str, Any]) -> list[Chart]:
     charts = []
     for key, metric, title in (("latency-tps-prompt", "tps", words["chart_tps"]),
                                ("latency-ttft-prompt", "ttft", words["chart_ttft"])):
-        svg, note = latency_against_prompt(latency, metric, texts)
-        charts.append(Chart(key, title, svg, " ".join(t for t in (words["chart_note"] if svg else None, note) if t)
-                            or None))
+        markup, note, panels = latency_against_prompt(latency, metric, texts)
+        charts.append(Chart(key, title, markup,
+                            " ".join(t for t in (words["chart_note"] if markup else None, note) if t) or None, panels))
     return charts

@@ -12,9 +12,21 @@ from markupsafe import Markup
 
 from scm_xl import __version__
 from scm_xl.compare import Comparison
-from scm_xl.htmlreport.charts import render_svg
 from scm_xl.htmlreport.page import write_text_atomic
+from scm_xl.htmlreport.svgchart import FONT
 from scm_xl.htmlreport.texts import PAGE, Lang
+
+
+def render_svg(chart: alt.TopLevelMixin, *, validate: bool = False) -> str:
+    """The chart as SVG text, drawn by Vega-Lite in vl-convert's JavaScript engine (the report's
+    charts are written by `svgchart` instead: starting the engine is most of a second). The tests
+    validate the spec against the Vega-Lite schema (validate=True)."""
+    import vl_convert
+
+    configured = chart.configure(font=FONT).configure_view(stroke="#ccc").configure_legend(orient="bottom")
+    # The data is inline; no URL may be fetched while drawing.
+    return str(vl_convert.vegalite_to_svg(configured.to_dict(validate=validate), allowed_base_urls=[]))
+
 
 VERDICT_CLASS = {"stable": "ok", "drift": "bad", "insufficient": "warn"}
 

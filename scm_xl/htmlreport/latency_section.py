@@ -16,14 +16,18 @@ from scm_xl.latency import LITTLE_TOLERANCE, SOFT_KNEE_GAIN, step_name
 from scm_xl.latency import format_level as _level
 
 
+def _percent(value: float | None, texts: dict[str, Any]) -> str:
+    return str(texts["missing"]) if value is None else f"{value:.2f}%"
+
+
 def _number(value: float, digits: int = 3) -> str:
     """Seconds per token and the like span many decades: three significant figures."""
     text = f"{value:.{digits}g}"
     return "0" if text in ("-0", "0") else text
 
 
-def _interval(interval: list[float] | None) -> str:
-    return f"{_number(interval[0])} – {_number(interval[1])}" if interval else "-"
+def _interval(interval: list[float] | None, missing: str) -> str:
+    return f"{_number(interval[0])} – {_number(interval[1])}" if interval else missing
 
 
 def knee_words(knee: Any, texts: dict[str, Any]) -> str:
@@ -88,7 +92,8 @@ def fit_section(fit: Any, texts: dict[str, Any]) -> FitSection:
     for part, linear in (("ITL", fit.itl), ("TTFT", fit.ttft)):
         intervals = linear.intervals()
         for name, value in linear.coefficients().items():
-            lines.append(TermRow(part, name, _number(value), _interval(intervals.get(name)), words.get(name, "")))
+            lines.append(TermRow(part, name, _number(value), _interval(intervals.get(name), texts["missing"]),
+                                 words.get(name, "")))
     low, high = fit.concurrency_range
     return FitSection(
         model=fit.model, knee=knee_words(fit.knee, texts), rows=len(fit.rows), efficiency=f"{fit.efficiency:.3f}",
@@ -106,7 +111,7 @@ def latency_context(latency: Any, texts: dict[str, Any]) -> dict[str, Any] | Non
     tolerance = round(LITTLE_TOLERANCE * 100)
     return {
         "fits": [fit_section(fit, texts) for fit in latency.fits.values()],
-        "holdout_mape": "-" if holdout.mape_pct is None else f"{holdout.mape_pct:.2f}",
+        "holdout_mape": _percent(holdout.mape_pct, texts),
         "holdout_rows": holdout.predicted_rows,
         "little_flags": [{"exp_id": exp_id, "ratio": f"{ratio:.3f}"} for exp_id, ratio in latency.little_flags],
         "little_ok": words["little_ok"].format(tol=tolerance),
@@ -120,9 +125,5 @@ def holdout_line(latency: Any, texts: dict[str, Any]) -> dict[str, Any] | None:
     if latency is None or not latency.available:
         return None
     holdout = latency.holdout
-
-    def fmt(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}"
-
-    return {"method": texts["js"]["method_names"]["latency"], "mape": fmt(holdout.mape_pct),
-            "max": fmt(holdout.max_pct), "rows": holdout.predicted_rows, "verdict": holdout.verdict}
+    return {"method": texts["js"]["method_names"]["latency"], "mape": _percent(holdout.mape_pct, texts),
+            "max": _percent(holdout.max_pct, texts), "rows": holdout.predicted_rows, "verdict": holdout.verdict}

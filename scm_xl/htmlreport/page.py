@@ -30,15 +30,21 @@ def embed_json(data: Any) -> Markup:
     return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e"))
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
+def _fmt(value: float | None, missing: str, digits: int = 2) -> str:
+    """The number, or the page's word for a value the data do not give (`missing`: "n/a", "无")."""
     if value is None:
-        return "-"
+        return missing
     text = f"{value:.{digits}f}"
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
-def _interval(interval: tuple[float, float] | None) -> str:
-    return f"{_fmt(interval[0])} – {_fmt(interval[1])}" if interval else "-"
+def percent(value: float | None, missing: str, digits: int = 2) -> str:
+    """"12.34%", or the missing word alone (never "n/a%")."""
+    return missing if value is None else f"{_fmt(value, missing, digits)}%"
+
+
+def _interval(interval: tuple[float, float] | None, missing: str) -> str:
+    return f"{_fmt(interval[0], missing)} – {_fmt(interval[1], missing)}" if interval else missing
 
 
 @dataclass(frozen=True)
@@ -55,22 +61,23 @@ def coefficient_rows(analysis: Analysis, lsq: LsqAnalysis, texts: dict[str, Any]
     cal = analysis.calibration
     fit = lsq.fit
     first_principles = c_model_first_principles(cal)
+    na = texts["missing"]
 
     def lsq_cells(label: str, reference: bool) -> tuple[str, str, str]:
         coefficient = fit.coefficient(label)
         if coefficient is None:  # a reference level of the fit: 1 by definition
-            return ("1.00", "-", "-") if reference and fit.coefficients else ("-", "-", "-")
-        return _fmt(coefficient.value), _interval(coefficient.interval), str(coefficient.rows)
+            return ("1.00", na, na) if reference and fit.coefficients else (na, na, na)
+        return _fmt(coefficient.value, na), _interval(coefficient.interval, na), str(coefficient.rows)
 
-    rows = [CoefficientRow("BaseTPS", _fmt(cal.base_tps), texts["base_point"].format(
-        model=cal.base_model or "-", length=cal.base_max_tokens or "-", c=cal.base_concurrency or "-"),
+    rows = [CoefficientRow("BaseTPS", _fmt(cal.base_tps, na), texts["base_point"].format(
+        model=cal.base_model or na, length=cal.base_max_tokens or na, c=cal.base_concurrency or na),
         *lsq_cells("BaseTPS", False))]
     for lv in cal.concurrency_levels:
-        rows.append(CoefficientRow(f_label(lv.concurrency), _fmt(lv.f),
+        rows.append(CoefficientRow(f_label(lv.concurrency), _fmt(lv.f, na),
                                    texts["row_count"].format(n=lv.rows) if lv.f is not None else texts["not_identified"],
                                    *lsq_cells(f_label(lv.concurrency), lv.concurrency == cal.base_concurrency)))
     for level in cal.length_levels:
-        rows.append(CoefficientRow(k_label(level.max_tokens), _fmt(level.k_len),
+        rows.append(CoefficientRow(k_label(level.max_tokens), _fmt(level.k_len, na),
                                    texts["anchor"].format(c=level.anchor_concurrency) if level.k_len is not None
                                    else texts["not_identified"],
                                    *lsq_cells(k_label(level.max_tokens), level.max_tokens == cal.base_max_tokens)))
@@ -80,7 +87,7 @@ def coefficient_rows(analysis: Analysis, lsq: LsqAnalysis, texts: dict[str, Any]
             origin += f"; {texts['first_principles']} {first_principles[m.model]:.3f}"
         is_base = cal.base_model is not None and m.model.casefold() == cal.base_model.casefold()
         label = c_label(m.model)
-        rows.append(CoefficientRow(label, _fmt(m.c_model), origin, *lsq_cells(label, is_base)))
+        rows.append(CoefficientRow(label, _fmt(m.c_model, na), origin, *lsq_cells(label, is_base)))
     return rows
 
 
@@ -100,11 +107,12 @@ class RowLine:
 
 def row_lines(analysis: Analysis, lang: Lang) -> list[RowLine]:
     texts = PAGE[lang]
+    na = texts["missing"]
     lines = []
     for ch in analysis.checks:
         why = "; ".join(part for part in (ch.note(lang), ch.status.physics.text(lang)) if part)
         lines.append(RowLine(ch.status.exp_id, ch.status.model, ch.status.concurrency, ch.status.max_tokens,
-                             _fmt(ch.status.tps), _fmt(ch.predicted_tps), _fmt(ch.deviation_pct, 1), ch.role,
+                             _fmt(ch.status.tps, na), _fmt(ch.predicted_tps, na), _fmt(ch.deviation_pct, na, 1), ch.role,
                              texts["roles"][ch.role], why))
     return lines
 
@@ -162,10 +170,12 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
     second = concurrency[1] if len(concurrency) > 1 else (concurrency[0] if concurrency else 1)
     measured = sorted(s.tps for s in analysis.statuses if s.included)
     charts: list[Chart] = all_charts(analysis, lsq.fit, rows, texts)
+    na = texts["missing"]
     holdouts = [
-        {"method": texts["lsq"], "mape": _fmt(holdout["loo_mape_pct"]), "max": _fmt(holdout["loo_max_pct"]),
-         "rows": holdout["loo_rows"], "verdict": holdout["verdict"]},
-        {"method": texts["chain"], "mape": _fmt(lsq.chain_holdout.mape_pct), "max": _fmt(lsq.chain_holdout.max_pct),
+        {"method": texts["lsq"], "mape": percent(holdout["loo_mape_pct"], na),
+         "max": percent(holdout["loo_max_pct"], na), "rows": holdout["loo_rows"], "verdict": holdout["verdict"]},
+        {"method": texts["chain"], "mape": percent(lsq.chain_holdout.mape_pct, na),
+         "max": percent(lsq.chain_holdout.max_pct, na),
          "rows": lsq.chain_holdout.predicted_rows, "verdict": lsq.chain_holdout.verdict},
     ]
     latency_line = holdout_line(latency, texts)
@@ -181,7 +191,7 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
         "verdict": consistency.verdict,
         "verdict_class": VERDICT_CLASS.get(consistency.verdict, "warn"),
         "consistency": consistency,
-        "mape": _fmt(consistency.mape_pct), "max_dev": _fmt(consistency.max_deviation_pct),
+        "mape": percent(consistency.mape_pct, na), "max_dev": percent(consistency.max_deviation_pct, na),
         "holdouts": holdouts,
         "separable": separable_summary(lsq, texts),
         "physics_warned": sum(1 for s in analysis.statuses if s.physics.count),

@@ -120,7 +120,8 @@ def _fit_payload(fit: Any) -> dict[str, Any]:
         # varied; the page builds the features as Terms.itl/ttft do (Terms.weights over the knots,
         # then d where `context`, e where `joining`), in the order of the names below
         "terms": {"knots": [float(k) for k in terms.knots], "prompt": bool(terms.prompt),
-                  "context": bool(terms.context), "joining": bool(terms.joining), "batch": bool(terms.batch)},
+                  "context": bool(terms.context), "joining": bool(terms.joining), "batch": bool(terms.batch),
+                  "busy": bool(terms.busy)},
         "itl_names": list(fit.itl.names), "itl_beta": [float(v) for v in fit.itl.beta],
         "ttft_names": list(fit.ttft.names), "ttft_beta": [float(v) for v in fit.ttft.beta],
         "knee_limit": _number(fit.knee_limit), "knee": fit.knee.as_dict(),

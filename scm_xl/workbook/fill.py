@@ -3,6 +3,12 @@
 A filled workbook is written to a uniquely named temporary file beside the output,
 recalculated and verified there, given the engine's values as cached values, and only
 then renamed onto the output: an interrupted or failed run never replaces a good file.
+One that fails verification is set aside as NAME.failed.xlsx beside the output, which
+stays as it was (`WorkbookReport.set_aside` names it).
+
+Filling a person's own workbook rebuilds scm-xl's sheets; what the person added to them
+that the rebuild would lose is carried over: their comments (a raw row's move with its
+exp_id) and where their own sheets sit among scm-xl's (`_PersonWork`).
 """
 
 from __future__ import annotations
@@ -13,6 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from openpyxl.comments import Comment
+from openpyxl.utils.cell import column_index_from_string, coordinate_from_string
+
 from scm_xl.engines import choose_engine
 from scm_xl.engines.base import Recalculated
 from scm_xl.errors import InputError, UsageError
@@ -20,13 +29,13 @@ from scm_xl.model import Analysis, Settings, analyze
 from scm_xl.results import ResultRow, read_results, read_results_many
 from scm_xl.verify import Verification, compare
 from scm_xl.workbook import latency_sheet, summary_sheet
-from scm_xl.outputs import replacing, write_target
+from scm_xl.outputs import staging, write_target
 from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, remove_own_sheets
 from scm_xl.workbook.io import (
-    Inputs, check_model_names, load, read_inputs, read_layout, set_method, set_strict_physics, write_hand_set,
-    write_rows, write_typed,
+    MAX_DATA_ROWS, Inputs, check_model_names, load, over_capacity, read_inputs, read_layout, set_method,
+    set_strict_physics, write_hand_set, write_rows, write_typed,
 )
-from scm_xl.workbook.stamp import save_workbook
+from scm_xl.workbook.stamp import is_formula, save_workbook
 from scm_xl.workbook.layout import (
     DEFAULT_FORWARD, DEFAULT_TARGET, MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
 )
@@ -44,16 +53,21 @@ class WorkbookReport:
     warnings: list[str]
     holdout: Any = None  # lsq hold-out report (leave-one-out of both methods)
     notes: list[str] = field(default_factory=list)
+    # Verification failed: the workbook was left here instead (the output was not touched).
+    set_aside: Path | None = None
 
 
 def _quiet(_: str) -> None:
     return None
 
 
-def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = None) -> Layout:
+def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = None, *,
+                where: str | None = None) -> Layout:
     models = len({r.model.casefold() for r in rows})
     if models > MAX_MODELS:
-        raise InputError(f"{models} models: one workbook holds at most {MAX_MODELS}; split the results by model")
+        raise InputError(f"{models} models: one workbook holds at most {MAX_MODELS}; split the results by model",
+                         path=where)
+    _refuse_too_many_rows(len(rows), where)
     layout = fitted_layout(
         lang, len(rows),
         len({r.concurrency for r in rows}), len({r.max_tokens for r in rows}),
@@ -66,7 +80,21 @@ def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = Non
                         l_slots=max(layout.l_slots, at_least.l_slots), m_slots=max(layout.m_slots, at_least.m_slots),
                         cell_slots=max(layout.cell_slots, at_least.cell_slots),
                         p_slots=max(layout.p_slots, at_least.p_slots))
+    _refuse_beyond_capacity(layout, where)
     return layout
+
+
+def _refuse_too_many_rows(n_rows: int, where: str | None) -> None:
+    if n_rows > MAX_DATA_ROWS:
+        raise InputError(f"{n_rows:,} raw rows: one workbook holds at most {MAX_DATA_ROWS:,}; split the results "
+                         "(by model or by date)", path=where)
+
+
+def _refuse_beyond_capacity(layout: Layout, where: str | None) -> None:
+    """Refuse, before building anything, a workbook larger than one can hold (`io.over_capacity`)."""
+    beyond = over_capacity(layout)
+    if beyond is not None:
+        raise InputError(f"the data need a workbook with {beyond[1]}; split the results", path=where)
 
 
 def _read_all(paths: Sequence[Path], rename_duplicates: bool) -> tuple[list[ResultRow], list[str]]:
@@ -80,7 +108,7 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
          output: str | Path | None = None, engine: str = "auto", lang: Lang = "zh",
          strict_physics: bool | None = None, method: str | None = None,
          derivation: dict[str, dict[str, object]] | None = None, progress: Progress | None = None,
-         rename_duplicates: bool = False) -> WorkbookReport:
+         rename_duplicates: bool = False, force: bool = True) -> WorkbookReport:
     """Write results CSVs into a fresh or existing workbook, recalculate and verify it, then
     put it in place. With no CSV (results_path None or empty) and a workbook, rebuild that
     workbook around the rows typed into it, every one of them, sized to cover them all.
@@ -88,7 +116,9 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
     strict_physics sets the workbook's switch and method its method cell ("chain" or "lsq");
     None keeps what the workbook has. derivation sets the forward/inverse input cells:
     {"forward": {...}, "inverse": {...}}. The overwrite policy is the caller's: an existing
-    output is replaced (atomically, after verification).
+    output is replaced (atomically, after verification); force=False refuses (UsageError) an
+    output that exists when the workbook is put in place (another run wrote it meanwhile). A
+    workbook that fails verification replaces nothing: see `WorkbookReport.set_aside`.
     """
     say = progress or _quiet
     if results_path is None:
@@ -100,26 +130,30 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
     if not paths:
         if workbook is None:
             raise UsageError("no results CSV given")
-        return _regrow(Path(workbook), output=output, engine=engine, progress=say)
+        return _regrow(Path(workbook), output=output, engine=engine, progress=say, force=force)
     rows, warnings = _read_all(paths, rename_duplicates)
     chosen, note = choose_engine(engine, len(rows))
     chosen.require()  # refuse an engine that cannot run here before anything is written
     check_model_names(rows, where=str(paths[0]))
 
-    say("build the workbook")
+    person: _PersonWork | None = None
     if workbook is not None:
         workbook = Path(workbook)
+        say(f"read {workbook}")
         user_wb = load(workbook)
         old_layout = read_layout(user_wb, workbook)
         old_inputs = read_inputs(user_wb, old_layout, workbook)
         rows = _keep_manual_cells(rows, old_inputs)
-        layout = _layout_for(rows, old_layout.lang, at_least=old_layout)
+        layout = _layout_for(rows, old_layout.lang, at_least=old_layout, where=str(paths[0]))
+        say("build the workbook")
+        person = _PersonWork.take(user_wb, old_layout)
         remove_own_sheets(user_wb, old_layout)
         wb = build_workbook(layout, into=user_wb, deferred=True)
         write_hand_set(wb, layout, old_inputs)
         target = Path(output) if output else workbook
     else:
-        layout = _layout_for(rows, lang)
+        layout = _layout_for(rows, lang, where=str(paths[0]))
+        say("build the workbook")
         wb = build_workbook(layout, deferred=True)
         target = Path(output) if output else Path(paths[0].stem + ".xlsx")
         derivation = derivation or _measured_defaults(rows)
@@ -136,35 +170,44 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
         forward = derivation.get("forward", {})
         latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], layout,
                                   {key: forward.get(key) for key in ("concurrency", "max_tokens")})
-    return _finish(wb, layout, target, chosen, note, say, warnings)
+    return _finish(wb, layout, target, chosen, note, say, warnings, force=force, person=person)
 
 
-def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress: Progress) -> WorkbookReport:
+def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress: Progress,
+            force: bool = True) -> WorkbookReport:
     """Rebuild a workbook around every row typed into it (rows below what its formulas covered
     included), keeping its other sheets and hand-set cells."""
-    progress("build the workbook")
+    progress(f"read {workbook}")
     user_wb = load(workbook)
     old_layout = read_layout(user_wb, workbook)
     old = read_inputs(user_wb, old_layout, workbook)
     typed = [old.entry[position] for position in sorted(old.entry)] + old.beyond
     rows = [row for _, row in old.rows]
+    where = str(workbook)
+    _refuse_too_many_rows(len(typed), where)
+    fitted = _layout_for(rows, old_layout.lang, where=where)
     layout = Layout(lang=old_layout.lang, rows=max(old_layout.rows, fitted_layout(old_layout.lang, len(typed), 0, 0, 0).rows),
                     c_slots=old_layout.c_slots, l_slots=old_layout.l_slots, m_slots=old_layout.m_slots,
-                    cell_slots=max(old_layout.cell_slots, _layout_for(rows, old_layout.lang).cell_slots),
-                    p_slots=max(old_layout.p_slots, _layout_for(rows, old_layout.lang).p_slots))
+                    cell_slots=max(old_layout.cell_slots, fitted.cell_slots),
+                    p_slots=max(old_layout.p_slots, fitted.p_slots))
+    _refuse_beyond_capacity(layout, where)
     chosen, note = choose_engine(engine, len(typed))
     chosen.require()
+    progress("build the workbook")
+    person = _PersonWork.take(user_wb, old_layout)
     remove_own_sheets(user_wb, old_layout)
     wb = build_workbook(layout, into=user_wb, deferred=True)
     write_hand_set(wb, layout, old)
     write_typed(wb, layout, typed)
-    return _finish(wb, layout, Path(output) if output else workbook, chosen, note, progress, [])
+    return _finish(wb, layout, Path(output) if output else workbook, chosen, note, progress, [], force=force,
+                   person=person)
 
 
 def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None, say: Progress,
-            warnings: list[str]) -> WorkbookReport:
+            warnings: list[str], *, force: bool = True, person: _PersonWork | None = None) -> WorkbookReport:
     """Charts from the reference, then save beside the target, recalculate, verify, store the
-    values, and rename into place."""
+    values, and rename into place (exclusively without `force`); a workbook that fails
+    verification is set aside instead and the target left alone."""
     inputs = read_inputs(wb, layout, target)
     analysis = analyze([row for _, row in inputs.rows], inputs.settings)
     # The latency sheet's knee is profiled here (not a formula) and stored as a value.
@@ -179,16 +222,141 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
                          for m, length, c in points.cells]
     inputs.chart_fit = [(role, float(position)) for role, position in points.fit]
 
+    person_notes = person.restore(wb, layout) if person is not None else []
+
     # Written, recalculated, verified and given its values beside the target; renamed onto it last.
     if not write_target(target).parent.is_dir():
         raise InputError(f"folder does not exist: {write_target(target).parent}", path=str(target))
-    with replacing(target, suffix=".xlsx") as tmp:
-        save_workbook(wb, tmp)
-        report = _check(tmp, write_target(target), layout, inputs, chosen, note, say, analysis=analysis)
-        _store_values(tmp, report.verification, say)
+    with staging(target, suffix=".xlsx") as staged:
+        say("save the workbook")
+        save_workbook(wb, staged.temp)
+        report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say, analysis=analysis)
+        _store_values(staged.temp, report.verification, say)
+        if report.verification.ok:
+            say(f"write {target}")
+            staged.put_in_place(exclusive=not force)
+        else:  # a workbook that disagrees with the reference replaces nothing
+            report.set_aside = staged.set_aside("failed")
     report.path = target
     report.warnings = warnings + report.warnings
+    report.notes = person_notes + report.notes
     return report
+
+
+@dataclass(frozen=True)
+class _KeptComment:
+    """A comment a person put on one of scm-xl's sheets, and what its cell held then."""
+
+    sheet: str
+    address: str
+    text: str
+    author: str | None
+    width: int
+    height: int
+    value: Any
+    exp_id: str | None  # on a raw-data row: that row's experiment, which the comment follows
+
+
+@dataclass
+class _PersonWork:
+    """What a person added to a workbook that rebuilding scm-xl's sheets would otherwise lose:
+    comments on scm-xl's sheets, and the order of the sheets (a sheet of theirs put first stays
+    first). `take` reads it before scm-xl's sheets are removed, `restore` puts it back and says
+    what it could not keep as it was."""
+
+    order: list[str]
+    active: str | None
+    comments: list[_KeptComment]
+
+    @classmethod
+    def take(cls, wb: Any, layout: Layout) -> _PersonWork:
+        raw_title = layout.title("raw")
+        exp_col = column_index_from_string(layout.entry_col("exp_id"))
+        comments = []
+        for title in own_sheet_titles(layout):
+            if title not in wb.sheetnames:
+                continue
+            ws = wb[title]
+            for cell in list(ws._cells.values()):  # the cells the file holds, not every address in range
+                comment = cell.comment
+                if comment is None:
+                    continue
+                exp_id = None
+                if title == raw_title and cell.row >= layout.raw_first:
+                    held = ws._cells.get((cell.row, exp_col))
+                    exp_id = _exp_id_text(held.value if held is not None else None)
+                comments.append(_KeptComment(title, cell.coordinate, comment.text, comment.author, int(comment.width),
+                                             int(comment.height), cell.value, exp_id))
+        active = wb.active.title if wb.active is not None else None
+        return cls(list(wb.sheetnames), active, comments)
+
+    def restore(self, wb: Any, layout: Layout) -> list[str]:
+        """Put the comments and the sheet order back into the rebuilt `wb`; notes on what changed."""
+        self._restore_order(wb, layout)
+        notes: list[str] = []
+        rows_of: dict[str, int] = {}  # exp_id -> its raw-data row now
+        if any(kept.exp_id is not None for kept in self.comments):
+            exp_col = column_index_from_string(layout.entry_col("exp_id"))
+            for (row, col), cell in wb[layout.title("raw")]._cells.items():
+                exp_id = _exp_id_text(cell.value) if col == exp_col and row >= layout.raw_first else None
+                if exp_id is not None:
+                    rows_of.setdefault(exp_id, row)
+        for kept in self.comments:
+            where = f"'{kept.sheet}'!{kept.address}"
+            address = kept.address
+            if kept.exp_id is not None:
+                row = rows_of.get(kept.exp_id)
+                if row is None:
+                    notes.append(f"the comment on {where} (row of {kept.exp_id}) is not kept: {kept.exp_id} is not "
+                                 f"in the new data; it read: {_short(kept.text)}")
+                    continue
+                address = f"{coordinate_from_string(kept.address)[0]}{row}"
+            cell = wb[kept.sheet][address]
+            cell.comment = Comment(kept.text, kept.author, height=kept.height, width=kept.width)
+            if not is_formula(kept.value) and cell.value != kept.value:
+                now = f"'{kept.sheet}'!{address}" + (f" (moved with {kept.exp_id})" if address != kept.address else "")
+                notes.append(f"the comment on {where} is kept on {now}, but scm-xl rewrote that cell: "
+                             f"{_short(kept.value)} is now {_short(cell.value)}")
+        return notes
+
+    def _restore_order(self, wb: Any, layout: Layout) -> None:
+        """Each sheet of the person's goes back after the scm-xl sheet it followed (first, if
+        it was first); scm-xl's sheets keep their own order."""
+        own = set(own_sheet_titles(layout))
+        after: dict[str | None, list[str]] = {}
+        anchor: str | None = None
+        for title in self.order:
+            if title in own:
+                anchor = title
+            else:
+                after.setdefault(anchor, []).append(title)
+        present = {sheet.title: sheet for sheet in wb._sheets}
+        ordered = [present[title] for title in after.get(None, []) if title in present]
+        for sheet in wb._sheets:
+            if sheet.title in own:
+                ordered.append(sheet)
+                ordered += [present[title] for title in after.get(sheet.title, []) if title in present]
+        ordered += [sheet for sheet in wb._sheets if sheet not in ordered]
+        wb._sheets = ordered
+        active = present.get(self.active) if self.active is not None else None
+        if active is None or active.sheet_state != "visible":
+            active = next(sheet for sheet in ordered if sheet.sheet_state == "visible")
+        wb.active = active
+        for sheet in wb.worksheets:
+            sheet.sheet_view.tabSelected = sheet is active
+
+
+def _exp_id_text(value: Any) -> str | None:
+    """A raw row's exp_id as the workbook's rows are matched by it (None: blank)."""
+    if value is None or is_formula(value):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _store_values(path: Path, verification: Verification, say: Progress) -> None:
@@ -296,6 +464,9 @@ def analysis_from_source(source: str | Path, *,
     """
     source = Path(source)
     if source.suffix.lower() in (".xlsx", ".xlsm"):
+        from scm_xl.safety import check_xlsx
+
+        check_xlsx(source)  # report, compare, predict, solve: every reader of a workbook refuses a bomb first
         wb = load(source)
         layout = read_layout(wb, source)
         inputs = read_inputs(wb, layout, source)

@@ -448,6 +448,10 @@ def calculator_formulas(lang: str, cl: CatalogLayout) -> dict[str, str]:
         f'=IF(OR({kvs}="",{mem}=""),"",IF({mem}-{wb}<=0,0,INT(({mem}-{wb})/({kvs}*{repl}))))')
     kvs0 = f'(IF({kvs}="",0,{kvs})*{repl})'  # resident over all GPUs, copies included
 
+    def if_fits(expr: str) -> str:
+        """A tokens/s figure only for a deployment whose weights and one sequence fit (roofline.memory_fit)."""
+        return f'IF({mem}="",{expr},IF({wb}+{kvs0}<={mem},{expr},""))'
+
     def comm(tokens: str) -> str:
         return f"IF(OR({k}=1,{L}=0,{d}=0),0,2*{L}*({k}-1)/{k}*{tokens}*{d}*{kvb}/{link})"
 
@@ -459,19 +463,19 @@ def calculator_formulas(lang: str, cl: CatalogLayout) -> dict[str, str]:
         f[output_cell(f"comm_ms_{suffix}")] = gated(f"{comm(batch)}*1000")
         f[step.replace("$", "")] = gated(f'MAX({mem_ms},IF({comp_ms}="",0,{comp_ms}))+{comm_ms}')
         ceiling = O["ceiling_tps"] if suffix == "1" else O["ceiling_tps_b"]
-        f[ceiling.replace("$", "")] = gated(f"{batch}/({step}/1000)")
+        f[ceiling.replace("$", "")] = gated(if_fits(f"{batch}/({step}/1000)"))
         by_speed = f'IF({comp_ms}="","bandwidth",IF({comp_ms}>{mem_ms},"compute","bandwidth"))'
         f[output_cell(f"bottleneck_{suffix}")] = gated(
             f'IF({mem}="",{by_speed},IF({wb}+{batch}*{kvs0}<={mem},{by_speed},"capacity"))')
     batch = E["batch"]
-    f[output_cell("per_stream_tps_b")] = gated(f"1/({O['step_ms_b']}/1000)")
+    f[output_cell("per_stream_tps_b")] = gated(if_fits(f"1/({O['step_ms_b']}/1000)"))
     f[output_cell("kv_bytes_b")] = f'=IF({kvs}="","",{batch}*({kvs}*{repl}))'
     f[output_cell("fits_memory_b")] = gated(f'IF({mem}="","",{wb}+{batch}*{kvs0}<={mem})')
     quadratic = f"IF({shape_known},2*{L}*{w}*{P}^2,0)"
     f[output_cell("prefill_ms")] = gated(
         f'(MAX(IF({peak}="",0,({P}*{fpt}+{quadratic})/({peak}*{ec})),'
         f"MIN({nt},{P}*{na})*{bpw}/({bw}*{eb}))+{comm(P)})*1000")
-    f[output_cell("compute_ceiling_tps")] = gated(f'IF({peak}="","",{peak}*{ec}/{fpt})')
+    f[output_cell("compute_ceiling_tps")] = gated(if_fits(f'IF({peak}="","",{peak}*{ec}/{fpt})'))
     return f
 
 
@@ -815,6 +819,7 @@ def _outputs(cl: CatalogLayout, given: Mapping[str, object], r: _Resolved) -> di
     # attention_width is the hidden size when the heads are unknown: never None with a hidden size
     layers, width = model.layers, model.attention_width
     shape = layers is not None and model.hidden_size is not None and width is not None
+    fits = report.fit.fits is not False  # no tokens/s for a deployment that does not fit
     out: dict[str, CellValue] = {
         "active_params": model.active_params,
         "total_params": model.total_params,
@@ -836,14 +841,14 @@ def _outputs(cl: CatalogLayout, given: Mapping[str, object], r: _Resolved) -> di
         "peak_flops": report.peak_flops,
         "max_batch_by_memory": report.max_batch_by_memory,
         "decode_ms_per_token": report.decode_ms_per_token,
-        "ceiling_tps": report.ceiling_tps,
+        "ceiling_tps": report.ceiling_tps if fits else None,
         "kv_bytes_b": at_b.kv_bytes,
-        "per_stream_tps_b": at_b.per_stream_tps,
+        "per_stream_tps_b": at_b.per_stream_tps if fits else None,
         "step_ms_b": at_b.step_ms,
-        "ceiling_tps_b": at_b.ceiling_tps,
+        "ceiling_tps_b": at_b.ceiling_tps if fits else None,
         "fits_memory_b": at_b.fits_memory,
         "prefill_ms": dep.prefill_seconds(prompt) * 1e3,
-        "compute_ceiling_tps": report.compute_ceiling_tps,
+        "compute_ceiling_tps": report.compute_ceiling_tps if fits else None,
     }
     for suffix, row in (("1", one), ("b", at_b)):
         out[f"memory_ms_{suffix}"] = row.memory_ms

@@ -7,7 +7,8 @@ cells. Aggregates (COUNTIFS, SUMIFS, AVERAGEIFS, MINIFS/MAXIFS with scalar crite
 SMALL, MATCH on a scalar) read whole bounded columns of the workings sheet. Only
 functions that every supported engine computes identically are used: no TRIM
 (engines differ on inner spaces), no number-to-text of non-integers, MINIFS/MAXIFS
-written with their `_xlfn.` prefix.
+written with their `_xlfn.` prefix and guarded wherever no number may meet their criteria
+(`ifs_or_zero`: Excel documents 0 there, Gnumeric gives #DIV/0!).
 
 Long because it is the formula text of the six core sheets (workings, cells, calibration,
 consistency, derivation, summary links) in one place, mirroring model.py rule by rule; the house
@@ -29,6 +30,19 @@ from scm_xl.workbook.layout import (
 )
 
 MIRRORED_KEYS = tuple(c.key for c in RAW_COLUMNS if c.key in {e.key for e in ENTRY_COLUMNS})  # the copied inputs
+# A COUNTIFS criterion every number the workbook holds meets and no text or empty cell does.
+ANY_NUMBER = '">-1E+300"'
+
+
+def ifs_or_zero(fn: str, values: str, criteria: str, numbers: str | None = None) -> str:
+    """_xlfn.MINIFS or _xlfn.MAXIFS (`fn`) of `values` where `criteria` hold, and 0 where no
+    number of `values` meets them: Excel's documented result, which LibreOffice, IronCalc and
+    `formulas` also give, while Gnumeric gives #DIV/0!. `numbers` counts the numbers that meet
+    the criteria, where the caller has that count already (or knows every value meeting them is
+    a number); by default a COUNTIFS that scans the rows once more. An error in the criteria or
+    the values still shows, as it does in Excel."""
+    count = numbers if numbers is not None else f"COUNTIFS({values},{ANY_NUMBER},{criteria})"
+    return f"IF({count}=0,0,_xlfn.{fn}({values},{criteria}))"
 
 
 class Formulas:
@@ -268,6 +282,7 @@ class Formulas:
         eligible = f"{raw('cell_key')},{me('key')},{raw('eligible')},1"
         group = (f"{c('model')},{me('model')},{c('max_tokens')},{me('max_tokens')},{c('p_index')},{me('p_index')},"
                  f"{c('eligible')},\">0\"")
+        lower = f"{group},{c('concurrency')},\"<\"&{me('concurrency')}"  # the same group's lower levels
         codes, code = raw("cell_code"), me("code")
         if row == lo.cells_first:  # the smallest code
             order = {"code": f"=IF(COUNT({codes})>0,MIN({codes}),\"\")"}
@@ -294,12 +309,11 @@ class Formulas:
             "first_row": f"=IF(ISNUMBER({number}),MATCH({me('key')},{raw('cell_key')},0),\"\")",
             "rows": f"=IF({has},COUNTIF({raw('cell_key')},{me('key')}),\"\")",
             "eligible": f"=IF({has},COUNTIFS({eligible}),\"\")",
-            "max_tps": f"=IF({has},_xlfn.MAXIFS({raw('tps')},{eligible}),\"\")",
+            # an eligible row's tps is a number (eligible means tps > 0): the eligible count guards
+            "max_tps": f"=IF({has},{ifs_or_zero('MAXIFS', raw('tps'), eligible, me('eligible'))},\"\")",
             "mean_ln": f"=IF({has},IF({me('eligible')}>0,AVERAGEIFS({raw('ln_tps')},{eligible}),\"\"),\"\")",
-            "lower_max": (
-                f"=IF({has},_xlfn.MAXIFS({c('max_tps')},{group},{c('concurrency')},\"<\"&{me('concurrency')}),\"\")"
-            ),
-            "group_low_c": f"=IF({has},_xlfn.MINIFS({c('concurrency')},{group}),\"\")",
+            "lower_max": f"=IF({has},{ifs_or_zero('MAXIFS', c('max_tps'), lower)},\"\")",
+            "group_low_c": f"=IF({has},{ifs_or_zero('MINIFS', c('concurrency'), group)},\"\")",
             "group_base": (
                 f"=IF({has},IF({me('group_low_c')}>0,EXP(SUMIFS({c('mean_ln')},{c('model')},{me('model')},"
                 f"{c('max_tokens')},{me('max_tokens')},{c('p_index')},{me('p_index')},{c('concurrency')},"
@@ -453,9 +467,11 @@ class Formulas:
         raw = self.raw
         base = self.name("BaseTPS")
         crit = self._at_base_point(self.name("BaseConcurrency"), model=name)
-        first = self.first_row_of_new_model(raw("included"), lo.m_table_first, row, col["name"])
+        new = self.new_model_criteria(raw("included"), lo.m_table_first, row, col["name"])
         return {
-            "name": f"=IF({first}>0,INDEX({raw('model')},{first})&\"\",\"\")",
+            # MINIFS only where a row matches (every row has a position): a number on every engine
+            "name": (f"=IF(COUNTIFS({new})>0,INDEX({raw('model')},_xlfn.MINIFS({raw('position')},{new}))&\"\","
+                     f"\"\")"),
             "rows": f"=IF({name}<>\"\",COUNTIFS({crit}),\"\")",
             "tps": (
                 f"=IF({name}<>\"\",IF(${col['rows']}{row}>0,"
@@ -467,19 +483,26 @@ class Formulas:
             "known": f"=IF(ISNUMBER(${col['c']}{row}),1,0)",
         }
 
-    def first_row_of_new_model(self, flag: str, first: int, row: int, name_col: str) -> str:
-        """MINIFS: the position of the first row with `flag` = 1 whose model is none of the names
-        above `row` in column `name_col` (0 when there is none). Model names cannot hold
-        wildcards or start with an operator (results.py refuses them), so "<>"&name is literal."""
+    def new_model_criteria(self, flag: str, first: int, row: int, name_col: str) -> str:
+        """The criteria of the rows with `flag` = 1 whose model is none of the names above `row` in
+        column `name_col`. Model names cannot hold wildcards or start with an operator (results.py
+        refuses them), so "<>"&name is literal."""
         others = "".join(f",{self.raw('model')},\"<>\"&${name_col}${above}" for above in range(first, row))
-        return f"_xlfn.MINIFS({self.raw('position')},{flag},1{others})"
+        return f"{flag},1{others}"
+
+    def first_row_of_new_model(self, flag: str, first: int, row: int, name_col: str) -> str:
+        """The position of the first row meeting `new_model_criteria` (0 when there is none).
+        Every row has a position, so counting the matches guards MINIFS (`ifs_or_zero`); no pair is
+        added to the criteria, which may already be MINIFS's 127."""
+        criteria = self.new_model_criteria(flag, first, row, name_col)
+        return ifs_or_zero("MINIFS", self.raw("position"), criteria, f"COUNTIFS({criteria})")
 
     def scales(self) -> dict[str, str]:
         """The cell code's scales: one more than the largest max_tokens and concurrency of the rows,
         and one more than the number of prompt levels (1 with none)."""
         present = f"{self.raw('present')},1"
-        return {"l_scale": f"=_xlfn.MAXIFS({self.raw('max_tokens')},{present})+1",
-                "c_scale": f"=_xlfn.MAXIFS({self.raw('concurrency')},{present})+1",
+        return {"l_scale": f"={ifs_or_zero('MAXIFS', self.raw('max_tokens'), present)}+1",
+                "c_scale": f"={ifs_or_zero('MAXIFS', self.raw('concurrency'), present)}+1",
                 "p_scale": f"=COUNT({self.ptab('level')})+1"}
 
     def seen_model_row(self, row: int) -> dict[str, str]:

@@ -24,7 +24,7 @@ from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshol
 from scm_xl.workbook.layout import (
     DEFAULT_CELL_SLOTS, DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_PROMPT_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
     DISPLAY_KEYS, ENTRY_COLUMNS, META_SHEET, NUMERIC_INPUT_KEYS, RAW_INPUT_KEYS, SHEET_KEYS,
-    Layout, unusable_tests,
+    MAX_MODELS, Layout, fitted_layout, unusable_tests,
 )
 
 _RESULT_FIELDS = {f.name for f in fields(ResultRow)}
@@ -75,8 +75,12 @@ def read_layout(wb: Workbook, path: str | Path) -> Layout:
         raise InputError(f"not an scm-xl workbook: it has no {META_SHEET} sheet "
                          "(build one with `scm-xl build template`)", path=str(path))
     ws = wb[META_SHEET]
-    meta: dict[str, Any] = {str(ws.cell(row=r, column=1).value): ws.cell(row=r, column=2).value  # checked below
-            for r in range(1, ws.max_row + 1)}
+    meta: dict[str, Any] = {}  # checked below
+    meta_rows: dict[str, int] = {}  # where each key sits, for messages
+    for r in range(1, min(ws.max_row, META_MAX_ROWS) + 1):
+        key = str(ws.cell(row=r, column=1).value)
+        meta.setdefault(key, ws.cell(row=r, column=2).value)
+        meta_rows.setdefault(key, r)
     if meta.get("layout_version") != LAYOUT_VERSION:
         raise InputError(f"workbook layout version {meta.get('layout_version')!r} is not {LAYOUT_VERSION}: it was "
                          "built by another scm-xl version; fill your results CSV into a new workbook "
@@ -84,30 +88,75 @@ def read_layout(wb: Workbook, path: str | Path) -> Layout:
     lang = meta.get("lang")
     if lang not in ("zh", "en"):
         raise InputError(f"unknown workbook language {lang!r}", path=str(path))
-    sizes = {key: _meta_size(meta, key, default, path) for key, default in (
+    sizes = {key: _meta_size(meta, key, default, path, meta_rows) for key, default in (
         ("rows", DEFAULT_ROWS), ("c_slots", DEFAULT_CONCURRENCY_SLOTS), ("l_slots", DEFAULT_LENGTH_SLOTS),
         ("m_slots", DEFAULT_MODEL_SLOTS), ("cell_slots", DEFAULT_CELL_SLOTS), ("p_slots", DEFAULT_PROMPT_SLOTS))}
     layout = Layout(lang=lang, **sizes)
+    beyond = over_capacity(layout)
+    if beyond is not None:  # refused here, before anything is built or computed at these sizes
+        key, why = beyond
+        where = f" ('{META_SHEET}'!B{meta_rows[key]})" if key in meta_rows else ""
+        raise InputError(f"the {META_SHEET} sheet's sizes{where}: {why}: the workbook was changed by hand or is "
+                         "not one scm-xl wrote",
+                         path=str(path))
     for key in SHEET_KEYS:
         if layout.title(key) not in wb.sheetnames:
             raise InputError(f"sheet {layout.title(key)!r} is missing", path=str(path))
     return layout
 
 
-# The sizes a workbook may declare on its meta sheet: beyond these it is not one scm-xl wrote
-# (Excel's sheets end at 1,048,576 rows; the layout needs headroom below the raw rows).
-META_LIMITS = {"rows": 1_000_000, "c_slots": 10_000, "l_slots": 10_000, "m_slots": 10_000, "cell_slots": 100_000,
-               "p_slots": 10_000}
+# What a filled workbook can hold, one home for fill (sizing a workbook to the data) and for
+# reading a workbook's meta sheet (sizes typed there). Each bound is where the work stops being
+# minutes and a few GB: 100,000 raw rows fill in about 8 minutes; the least-squares sheet holds
+# two p x p matrices (p = 1 + c_slots + l_slots + m_slots + p_slots), whose cost grows with p
+# squared (p = 330: 50 s), so p = 1,000 costs about as much as the rows at their bound. Within
+# these every sheet stays inside a spreadsheet's 1,048,576 rows and 16,384 columns.
+MAX_DATA_ROWS = 100_000
+MAX_LAYOUT_ROWS = fitted_layout("en", MAX_DATA_ROWS, 0, 0, 0).rows  # those rows and their headroom
+MAX_PARAMETERS = 1_000
+PARAMETER_KEYS = ("c_slots", "l_slots", "m_slots", "p_slots")
+
+# The sizes a workbook may declare on its meta sheet, each alone (beyond these it is not one
+# scm-xl wrote); `over_capacity` then checks them together.
+META_LIMITS = {"rows": MAX_LAYOUT_ROWS, "c_slots": MAX_PARAMETERS, "l_slots": MAX_PARAMETERS, "m_slots": MAX_MODELS,
+               "cell_slots": fitted_layout("en", 0, 0, 0, 0, n_cells=MAX_LAYOUT_ROWS).cell_slots,
+               "p_slots": MAX_PARAMETERS}
+META_MAX_ROWS = 100  # the meta sheet holds a dozen keys; a longer one is not read to its end
 
 
-def _meta_size(meta: dict[str, Any], key: str, default: int, path: str | Path) -> int:
+def parameters(layout: Layout) -> int:
+    """The least-squares sheet's parameter count: the intercept and one per table slot."""
+    return 1 + sum(getattr(layout, key) for key in PARAMETER_KEYS)
+
+
+def over_capacity(layout: Layout) -> tuple[str, str] | None:
+    """The first size of `layout` beyond what a filled workbook can hold, taken together:
+    (the size's key, why in words), or None. A cell slot is a distinct (model, max_tokens,
+    concurrency, prompt level) of the raw rows, so there are never more than the rows allow."""
+    if layout.rows > MAX_LAYOUT_ROWS:
+        return "rows", (f"rows {layout.rows:,}: a workbook's formulas cover at most {MAX_LAYOUT_ROWS:,} raw rows "
+                        f"({MAX_DATA_ROWS:,} and their headroom)")
+    p = parameters(layout)
+    if p > MAX_PARAMETERS:
+        largest = max(PARAMETER_KEYS, key=lambda key: getattr(layout, key))
+        sizes = " + ".join(f"{key} {getattr(layout, key):,}" for key in PARAMETER_KEYS)
+        return largest, f"{p:,} least-squares parameters (1 + {sizes}): a workbook holds at most {MAX_PARAMETERS:,}"
+    cells = fitted_layout(layout.lang, 0, 0, 0, 0, n_cells=layout.rows).cell_slots  # one per row, headroom
+    if layout.cell_slots > cells:
+        return "cell_slots", (f"cell_slots {layout.cell_slots:,} with rows {layout.rows:,}: {layout.rows:,} raw rows "
+                              f"have at most {cells:,} cell slots")
+    return None
+
+
+def _meta_size(meta: dict[str, Any], key: str, default: int, path: str | Path, rows: dict[str, int]) -> int:
     """A size from the hidden meta sheet, validated like any input."""
     value = meta.get(key)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer() \
             or not 1 <= value <= META_LIMITS[key]:
-        raise InputError(f"the {META_SHEET} sheet's {key} is {str(value)[:40]!r}, not a whole number from 1 to "
+        raise InputError(f"the {META_SHEET} sheet's {key} ('{META_SHEET}'!B{rows[key]}) is {str(value)[:40]!r}, "
+                         f"not a whole number from 1 to "
                          f"{META_LIMITS[key]:,}: the workbook was changed by hand or is not one scm-xl wrote",
                          path=str(path))
     return int(value)

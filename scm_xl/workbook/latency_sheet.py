@@ -42,18 +42,19 @@ from scm_xl.workbook.layout import Layout
 SHEET_TITLES: dict[str, str] = {"zh": "延迟模型", "en": "LatencyModel"}
 
 SETTING_ROWS = {"model": 5, "knee": 6}
-SUMMARY_KEYS = ("used", "prompt_varied", "output_varied", "knots", "n_max", "p_min", "p_max", "l_min", "l_max",
+SUMMARY_KEYS = ("used", "prompt_varied", "output_varied", "knots", "busy", "n_max", "p_min", "p_max", "l_min", "l_max",
                 "c_min", "c_max", "step_max", "itl_ok", "ttft_ok", "efficiency", "output_ratio", "queue_share",
                 "ttft_p95_ratio", "latency_p95_ratio")
 SUMMARY_FIRST = 9
 SUMMARY_ROWS = {key: SUMMARY_FIRST + i for i, key in enumerate(SUMMARY_KEYS)}
 COEF_HEADER = SUMMARY_FIRST + len(SUMMARY_KEYS) + 2
-TTFT_TERMS = ("t0", "s", "p", "q")
+TTFT_TERMS = latency.TTFT_TERMS
 FORWARD_INPUTS = ("concurrency", "max_tokens", "prompt_tokens")
 FORWARD_OUTPUTS = ("n", "output", "itl", "ttft_served", "latency_served", "wait", "ttft", "latency", "tps",
                    "ttft_p95", "latency_p95", "beyond_knee")
 ROW_KEYS = ("exp_id", "used", "n", "prompt", "output", "w", "w2", "zd", "ze", "wzd", "wze", "itl_hat", "ttft_row",
-            "y1", "y2", "y3", "y4", "ttft_hat", "latency_hat", "little", "share", "ttft_ratio", "latency_ratio")
+            *(f"y{j}" for j in range(1, len(TTFT_TERMS) + 1)), "ttft_hat", "latency_hat", "little", "queue", "share",
+            "ttft_ratio", "latency_ratio")
 ROW_COLS = {key: get_column_letter(1 + i) for i, key in enumerate(ROW_KEYS)}
 KNOT_COL = "E"  # the knot (served batch) of each step row
 A_COL = 7  # the normal equations start in G: A (p x p), its index 1..p, b, M (p x p)
@@ -61,21 +62,23 @@ A_COL = 7  # the normal equations start in G: A (p x p), its index 1..p, b, M (p
 TEXTS: dict[str, dict[str, str]] = {
     "en": {
         "title": "Latency model: latency = TTFT + (L_out − 1) × ITL; TPS = efficiency × n × L_out ÷ latency, n = min(c, K)",
-        "note": ("ITL = step(n) + d·n·(P + L_out/2) + e·n·P/L_out, step(n) one per measured batch, linear between;  TTFT = t0 + s·ITL + p·P + q·n·P;  each a "
+        "note": ("ITL = step(n) + d·n·(P + L_out/2) + e·n·P/L_out, step(n) one per measured batch, linear between;  TTFT = t0 + s·ITL + b·ITL·min(1, n − 1) + p·P + q·n·P;  each a "
                  "least-squares fit weighted to relative error (normal equations, MINVERSE). Above the knee K "
-                 "requests wait: wait = queue share × latency_K × (c/K − 1)."),
+                 "requests wait: wait = queue share × latency_K × W, W = c/K − 1 in a steady state, less over a run of N "
+                 "requests (the per-row column W)."),
         "knee_note": ("K: typed in B (0 = no knee), else the knee scm-xl fill fitted (D; a profile over whole "
                       "slot counts with an F test; run fill --workbook again after editing the data)."),
         "model": "model fitted (blank: the base model)", "knee": "knee K (slots)", "fitted": "fitted by scm-xl fill",
         "input": "hand-set", "effective": "effective",
         "used": "rows used", "prompt_varied": "prompt length varied (1/0)", "output_varied": "output length varied (1/0)",
         "knots": "measured batches (knots)", "knot": "batch n",
+        "busy": "waited-out step identified (1/0: rows at c = 1 and two batches from 2)",
         "n_max": "largest served batch", "p_min": "shortest prompt (tokens)", "p_max": "longest prompt (tokens)",
         "l_min": "shortest output (tokens)", "l_max": "longest output (tokens)", "c_min": "lowest concurrency",
         "c_max": "highest concurrency", "step_max": "largest fitted ITL (s)", "itl_ok": "ITL fit solved (1/0)",
         "ttft_ok": "TTFT fit solved (1/0)", "efficiency": "efficiency (median measured TPS / Little's law)",
         "output_ratio": "output ratio (median L_out / max_tokens)",
-        "queue_share": "queue share (measured / steady-state wait above K)",
+        "queue_share": "queue share (measured / the run's expected wait above K)",
         "ttft_p95_ratio": "P95 / mean TTFT (median)", "latency_p95_ratio": "P95 / mean latency (median)",
         "term": "term", "value": "value", "meaning": "meaning", "scale": "scale",
         "concurrency": "forward: concurrency", "max_tokens": "forward: max_tokens",
@@ -89,18 +92,19 @@ TEXTS: dict[str, dict[str, str]] = {
     },
     "zh": {
         "title": "延迟模型：延迟 = 首字时间 + (L_out − 1) × 字间隔；TPS = 效率 × n × L_out ÷ 延迟，n = min(c, K)",
-        "note": ("字间隔 ITL = step(n) + d·n·(P + L_out/2) + e·n·P/L_out（step 按实测批量各一个，之间线性）；首字 TTFT = t0 + s·ITL + p·P + q·n·P；"
-                 "各为按相对误差加权的最小二乘（正规方程，MINVERSE）。拐点 K 以上请求排队：等待 = 排队比例 × 延迟_K × (c/K − 1)。"),
+        "note": ("字间隔 ITL = step(n) + d·n·(P + L_out/2) + e·n·P/L_out（step 按实测批量各一个，之间线性）；首字 TTFT = t0 + s·ITL + b·ITL·min(1, n − 1) + p·P + q·n·P；"
+                 "各为按相对误差加权的最小二乘（正规方程，MINVERSE）。拐点 K 以上请求排队：等待 = 排队比例 × 延迟_K × W，稳态 W = c/K − 1，N 个请求的实测运行更少（逐行 W 列）。"),
         "knee_note": "K：B列手填（0 = 无拐点），否则为 scm-xl fill 拟合的拐点（D列；按整数槽位剖面并做F检验；改动数据后请再运行 fill --workbook）。",
         "model": "拟合的模型（留空 = 基准模型）", "knee": "拐点 K（槽位）", "fitted": "scm-xl fill 拟合值",
         "input": "手工输入", "effective": "生效值",
         "used": "使用的行数", "prompt_varied": "提示长度有变化（1/0）", "output_varied": "输出长度有变化（1/0）",
         "knots": "实测批量档位数", "knot": "批量 n",
+        "busy": "可识别等待中的步（1/0：有 c = 1 且有两个 ≥2 的批量）",
         "n_max": "最大服务批量", "p_min": "最短提示（Token）", "p_max": "最长提示（Token）",
         "l_min": "最短输出（Token）", "l_max": "最长输出（Token）", "c_min": "最低并发", "c_max": "最高并发",
         "step_max": "最大拟合字间隔（秒）", "itl_ok": "字间隔拟合可解（1/0）", "ttft_ok": "首字拟合可解（1/0）",
         "efficiency": "效率（实测TPS / 利特尔定律，中位数）", "output_ratio": "输出比例（L_out / max_tokens 中位数）",
-        "queue_share": "排队比例（K以上实测等待 / 稳态等待）",
+        "queue_share": "排队比例（K以上实测等待 / 该次运行的预期等待）",
         "ttft_p95_ratio": "首字 P95 / 均值（中位数）", "latency_p95_ratio": "延迟 P95 / 均值（中位数）",
         "term": "项", "value": "值", "meaning": "含义", "scale": "尺度",
         "concurrency": "正向：并发", "max_tokens": "正向：max_tokens", "prompt_tokens": "正向：提示Token（留空 = 最短实测）",
@@ -115,9 +119,9 @@ TEXTS: dict[str, dict[str, str]] = {
 ROW_HEADERS = {"exp_id": "exp_id", "used": "used", "n": "n", "prompt": "P", "output": "L_out",
                "w": "w = 1/ITL", "w2": "w²", "zd": "zd (ITL)", "ze": "ze", "wzd": "w·zd", "wze": "w·ze",
                "itl_hat": "ITL fitted",
-               "ttft_row": "TTFT row", "y1": "y1 (TTFT)", "y2": "y2", "y3": "y3", "y4": "y4",
+               "ttft_row": "TTFT row", "y1": "y1 (TTFT)", "y2": "y2", "y3": "y3", "y4": "y4", "y5": "y5",
                "ttft_hat": "TTFT served", "latency_hat": "latency served", "little": "Little ratio",
-               "share": "queue share", "ttft_ratio": "P95/TTFT", "latency_ratio": "P95/latency"}
+               "queue": "W (wait, service times)", "share": "queue share", "ttft_ratio": "P95/TTFT", "latency_ratio": "P95/latency"}
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,7 @@ class LatencyLayout:
     def block(self, block: str) -> tuple[int, int]:
         """(first row, size) of the ITL or TTFT block."""
         rows = self.coef_rows
-        return (rows["step1"], self.knot_slots + 2) if block == "itl" else (rows["t0"], 4)
+        return (rows["step1"], self.knot_slots + 2) if block == "itl" else (rows["t0"], len(TTFT_TERMS))
 
     @property
     def forward_rows(self) -> dict[str, int]:
@@ -247,8 +251,29 @@ def _context(ll: LatencyLayout, n: str, p: str, out: str) -> str:
     return f"{ll.coef('d')}*{n}*({p}+{out}/2)+{ll.coef('e')}*{n}*{p}/{out}"
 
 
+def _busy(n: str) -> str:
+    """latency.busy_share: 0 at n = 1, 1 from n = 2."""
+    return f"MIN(1,MAX(0,{n}-1))"
+
+
 def _ttft_value(ll: LatencyLayout, n: str, p: str, step: str) -> str:
-    return f"({ll.coef('t0')}+{ll.coef('s')}*{step}+{ll.coef('p')}*{p}+{ll.coef('q')}*{n}*{p})"
+    return (f"({ll.coef('t0')}+{ll.coef('s')}*{step}+{ll.coef('b')}*{step}*{_busy(n)}+{ll.coef('p')}*{p}"
+            f"+{ll.coef('q')}*{n}*{p})")
+
+
+def _finite_wait(c: str, requests: str) -> str:
+    """latency.finite_wait: W(c, K, N) over a run of N requests (the steady state c/K - 1 where N is
+    not a positive number), 0 at or below the knee; F(M) = k a (a - 1)/2 + b a, M = a k + b, k = INT(K)."""
+    k = f"MAX(1,INT({KNEE}))"
+
+    def rounds(m: str) -> str:
+        a = f"INT(({m})/{k})"
+        return f"({k}*{a}*({a}-1)/2+MOD({m},{k})*{a})"
+
+    finite = (f"IF({requests}<=ROUND({c},0),{rounds(requests)}/{requests},"
+              f"({rounds(requests)}-{rounds(f'{requests}-ROUND({c},0)')}-({requests}-ROUND({c},0)))/{requests})")
+    return (f"IF(AND({HAS_KNEE},{c}>{KNEE}),IF(ISNUMBER({requests}),IF({requests}>0,{finite},{c}/{KNEE}-1),"
+            f"{c}/{KNEE}-1),0)")
 
 
 def _step_between(ll: LatencyLayout, n: str) -> str:
@@ -283,10 +308,10 @@ def row_formulas(ll: LatencyLayout, row: int) -> dict[str, str]:
                  f"*({raw('override')}<>\"exclude\")*ISNUMBER({itl_in})*ISNUMBER({ttft_in})*ISNUMBER({latency_in})"
                  f"*({raw('model')}&\"\"={MODEL}))*1,0)")
     pv, batch = _s("prompt_varied"), f"({_s('knots')}>=2)"
-    ttft_features = ("1", f"{batch}*{me('itl_hat')}", f"{pv}*{p}", f"{batch}*{pv}*{raw('concurrency')}*{p}")
-    itl_hat, ttft_hat, lat_hat = me("itl_hat"), me("ttft_hat"), me("latency_hat")
-    wait = (f"IF(AND({HAS_KNEE},{raw('concurrency')}>{KNEE}),"
-            f"{_s('queue_share')}*{lat_hat}*({raw('concurrency')}/{KNEE}-1),0)")
+    ttft_features = ("1", f"{batch}*{me('itl_hat')}", f"{_s('busy')}*{me('itl_hat')}*{_busy(n)}", f"{pv}*{p}",
+                     f"{batch}*{pv}*{raw('concurrency')}*{p}")
+    itl_hat, ttft_hat, lat_hat, queue = me("itl_hat"), me("ttft_hat"), me("latency_hat"), me("queue")
+    wait = f"IF(ISNUMBER({queue}),{_s('queue_share')}*{lat_hat}*{queue},0)"
     out_map = {
         "exp_id": f"=IF({raw('present')}=1,{raw('exp_id')}&\"\",\"\")",
         "used": used_text,
@@ -305,8 +330,9 @@ def row_formulas(ll: LatencyLayout, row: int) -> dict[str, str]:
         "ttft_hat": f"=IF(ISNUMBER({itl_hat}),{_ttft_value(ll, n, p, itl_hat)},\"\")",
         "latency_hat": f"=IF(ISNUMBER({ttft_hat}),{ttft_hat}+({out}-1)*{itl_hat},\"\")",
         "little": f"=IF({used}=1,{raw('tps')}*{latency_in}/({raw('concurrency')}*{out}),\"\")",
+        "queue": f"=IF({used}=1,{_finite_wait(raw('concurrency'), raw('total_requests'))},\"\")",
         "share": (f"=IF(AND({used}=1,{HAS_KNEE}),IF(ISNUMBER({lat_hat}),IF(AND({raw('concurrency')}>{KNEE},"
-                  f"{lat_hat}>0),({ttft_in}-{ttft_hat})/({lat_hat}*({raw('concurrency')}/{KNEE}-1)),\"\"),\"\"),\"\")"),
+                  f"{lat_hat}>0,{queue}>0),({ttft_in}-{ttft_hat})/({lat_hat}*{queue}),\"\"),\"\"),\"\")"),
         "ttft_ratio": (f"=IF(AND(ISNUMBER({ttft_hat}),ISNUMBER({raw('ttft_p95_s')})),IF({ttft_hat}+{wait}>0,"
                        f"{raw('ttft_p95_s')}/({ttft_hat}+{wait}),\"\"),\"\")"),
         "latency_ratio": (f"=IF(AND(ISNUMBER({lat_hat}),ISNUMBER({raw('latency_p95_s')})),IF({lat_hat}+{wait}>0,"
@@ -334,6 +360,7 @@ def summary_formulas(ll: LatencyLayout) -> dict[str, str]:
         "prompt_varied": f"=IF({any_used},({_s('p_max')}>{_s('p_min')}*{ratio})*1,0)",
         "output_varied": f"=IF({any_used},({_s('l_max')}>{_s('l_min')}*{ratio})*1,0)",
         "knots": f"=COUNT({ll.knots})",
+        "busy": _busy_identified(ll),
         "n_max": over("MAXIFS", n),
         "p_min": over("MINIFS", p), "p_max": over("MAXIFS", p),
         "l_min": over("MINIFS", out), "l_max": over("MAXIFS", out),
@@ -348,6 +375,15 @@ def summary_formulas(ll: LatencyLayout) -> dict[str, str]:
         "ttft_p95_ratio": median(ll.rows("ttft_ratio")),
         "latency_p95_ratio": median(ll.rows("latency_ratio")),
     }
+
+
+def _busy_identified(ll: LatencyLayout) -> str:
+    """latency.busy_identified over the TTFT rows, with two knots or more: a row at batch 1 and two
+    different batches from 2 up (nested IFs: MINIFS over no match is an error in some engines)."""
+    used, n, row = ll.rows("used"), ll.rows("n"), ll.rows("ttft_row")
+    two_up = f"{used},1,{row},1,{n},\">=2\""
+    return (f"=IF({_s('knots')}>=2,IF(COUNTIFS({used},1,{row},1,{n},1)>0,IF(COUNTIFS({two_up})>0,"
+            f"IF(_xlfn.MINIFS({n},{two_up})<_xlfn.MAXIFS({n},{two_up}),1,0),0),0),0)")
 
 
 ARRAY_SUMMARY = ("itl_ok", "ttft_ok", "efficiency", "output_ratio", "queue_share", "ttft_p95_ratio",
@@ -370,7 +406,7 @@ def _present(ll: LatencyLayout, name: str) -> str:
     pv, ov, batch = _s("prompt_varied"), _s("output_varied"), f"({_s('knots')}>=2)"
     if name.startswith("step"):
         return f"ISNUMBER({ll.knot(int(name[4:]) - 1)})*1"
-    return {"d": f"MAX({pv},{ov})", "e": f"{pv}*{ov}", "t0": "1", "s": f"{batch}*1", "p": pv,
+    return {"d": f"MAX({pv},{ov})", "e": f"{pv}*{ov}", "t0": "1", "s": f"{batch}*1", "b": _s("busy"), "p": pv,
             "q": f"{batch}*{pv}"}[name]
 
 
@@ -386,7 +422,7 @@ def block_formulas(ll: LatencyLayout, block: str) -> dict[str, str]:
         a, b = names[i], names[j]
         both = f"({_present(ll, a)})*({_present(ll, b)})=1"
         if block == "ttft":
-            y = [ll.rows(f"y{k}") for k in range(1, 5)]
+            y = [ll.rows(f"y{k}") for k in range(1, len(TTFT_TERMS) + 1)]
             return f"=IF({both},SUMPRODUCT({y[i]},{y[j]}),{1 if i == j else 0})"
         if a.startswith("step") and b.startswith("step"):
             if i != j:
@@ -429,7 +465,7 @@ def scale_formulas(ll: LatencyLayout) -> dict[str, str]:
     scales = {name: "=1" for name in ll.itl_names() if name.startswith("step")}
     scales.update({
         "d": positive(f"{nmax}*({pmax}+{lmax}/2)"), "e": positive(f"{nmax}*{pmax}/{lmin}"),
-        "t0": "=1", "s": positive(step), "p": positive(pmax), "q": positive(f"{nmax}*{pmax}"),
+        "t0": "=1", "s": positive(step), "b": positive(step), "p": positive(pmax), "q": positive(f"{nmax}*{pmax}"),
     })
     return scales
 
@@ -626,14 +662,15 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
     by_row = {o.exp_id: o for o in used}
     fit = latency.fit_model(used, model, knee_given=knee) if used else None
     terms = latency.terms_of(used, knee) if used else latency.Terms(knots=(), prompt=False, context=False,
-                                                                     joining=False)
+                                                                     joining=False, busy=False)
     knots = list(terms.knots)[:ll.knot_slots]
 
     def served(c: float) -> float:
         return min(c, knee) if knee is not None else c
 
     summary: dict[str, Any] = {key: None for key in SUMMARY_KEYS}
-    summary.update(used=len(used), prompt_varied=terms.prompt, output_varied=False, knots=len(knots), itl_ok=0,
+    summary.update(used=len(used), prompt_varied=terms.prompt, output_varied=False, knots=len(knots),
+                   busy=terms.busy, itl_ok=0,
                    ttft_ok=0, queue_share=1.0)
     if used:
         summary.update(n_max=max(served(o.concurrency) for o in used), p_min=min(o.prompt for o in used),
@@ -654,7 +691,7 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
     itl_scale = latency.itl_scales(used, knee) if used else {}
     ttft_scale = latency.ttft_scales(used, knee, summary["step_max"] or 0.0) if used else {}
     present = {f"step{k + 1}": k < len(knots) for k in range(ll.knot_slots)}
-    present.update(d=terms.context, e=terms.joining, t0=True, s=terms.batch, p=terms.prompt,
+    present.update(d=terms.context, e=terms.joining, t0=True, s=terms.batch, b=terms.busy, p=terms.prompt,
                    q=terms.batch and terms.prompt)
     itl_values = fit.itl.coefficients() if fit else {}
     ttft_values = fit.ttft.coefficients() if fit else {}
@@ -675,10 +712,11 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
     w = np.zeros(layout.rows)
     zd, ze = np.zeros(layout.rows), np.zeros(layout.rows)
     ns: list[float | None] = [None] * layout.rows
-    y = np.zeros((layout.rows, 4))
+    y = np.zeros((layout.rows, len(TTFT_TERMS)))
     exp_ids = {sheet_row - layout.raw_first: status.exp_id for status, sheet_row in zip(analysis.statuses, sheet_rows)}
-    blank = ("n", "prompt", "output", "itl_hat", "ttft_hat", "latency_hat", "little", "share", "ttft_ratio",
-             "latency_ratio")
+    blank = ("n", "prompt", "output", "itl_hat", "ttft_hat", "latency_hat", "little", "queue", "share",
+             "ttft_ratio", "latency_ratio")
+    y_keys = [f"y{j}" for j in range(1, len(TTFT_TERMS) + 1)]
     for i in range(layout.rows):
         row = ll.row_first + i
 
@@ -692,7 +730,7 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
             cell("ttft_row", 0)
             for key in blank:
                 cell(key, None)
-            for key in ("w", "w2", "zd", "ze", "wzd", "wze", "y1", "y2", "y3", "y4"):
+            for key in ("w", "w2", "zd", "ze", "wzd", "wze", *y_keys):
                 cell(key, 0)
             continue
         n = served(o.concurrency)
@@ -702,7 +740,8 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
         ze[i] = n * o.prompt / o.output / itl_scale["e"] * w[i]
         for key, value in (("used", 1), ("n", n), ("prompt", o.prompt), ("output", o.output), ("w", w[i]),
                            ("w2", w[i] * w[i]), ("zd", zd[i]), ("ze", ze[i]), ("wzd", w[i] * zd[i]),
-                           ("wze", w[i] * ze[i]), ("little", o.tps * o.latency / (o.concurrency * o.output))):
+                           ("wze", w[i] * ze[i]), ("little", o.tps * o.latency / (o.concurrency * o.output)),
+                           ("queue", latency.finite_wait(o.concurrency, knee, o.requests) if knee is not None else 0.0)):
             cell(key, value)
         ttft_row = knee is None or o.concurrency <= knee
         cell("ttft_row", 1 if ttft_row else 0)
@@ -710,11 +749,11 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
         if fit is None or step is None:
             for key in ("itl_hat", "ttft_hat", "latency_hat", "share", "ttft_ratio", "latency_ratio"):
                 cell(key, None)
-            for j in range(1, 5):
-                cell(f"y{j}", 0)
+            for key in y_keys:
+                cell(key, 0)
             continue
         cell("itl_hat", step)
-        t_features = [1.0, terms.batch * step, terms.prompt * o.prompt,
+        t_features = [1.0, terms.batch * step, terms.busy * step * latency.busy_share(n), terms.prompt * o.prompt,
                       terms.batch * terms.prompt * o.concurrency * o.prompt]
         for j, (value, name) in enumerate(zip(t_features, TTFT_TERMS)):
             y[i, j] = value / ttft_scale[name] / o.ttft if ttft_row else 0.0
@@ -723,10 +762,11 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
         served_latency = first + (o.output - 1) * step
         cell("ttft_hat", first)
         cell("latency_hat", served_latency)
+        queue = latency.finite_wait(o.concurrency, knee, o.requests) if knee is not None else 0.0
         beyond = knee is not None and o.concurrency > knee
-        cell("share", (o.ttft - first) / (served_latency * (o.concurrency / knee - 1))
-             if beyond and knee is not None and served_latency > 0 else None)
-        wait = fit.queue_share * served_latency * (o.concurrency / knee - 1) if beyond and knee is not None else 0.0
+        cell("share", (o.ttft - first) / (served_latency * queue) if beyond and served_latency > 0 and queue > 0
+             else None)
+        wait = fit.queue_share * served_latency * queue
         cell("ttft_ratio", o.ttft_p95 / (first + wait) if o.ttft_p95 is not None and first + wait > 0 else None)
         cell("latency_ratio", o.latency_p95 / (served_latency + wait)
              if o.latency_p95 is not None and served_latency + wait > 0 else None)

@@ -33,6 +33,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 from scm_xl.engines.xlsx_cells import (
     ROW_ELEMENT, STYLED_EMPTY_CELL, column_name, column_number, copy_package, sheet_parts,
 )
+from scm_xl.workbook.styles import fonts_in_schema_order
 
 SENTINEL_ROW = 1048000  # a row number no sheet reaches
 
@@ -187,6 +188,7 @@ _CELL = re.compile(rb'<c\b[^>]*?\sr="([A-Z]+)[0-9]+"[^>]*?(?:/>|>[^<]*(?:<(?!/c>
 def save_workbook(wb: Workbook, path: str | Path) -> None:
     """Save `wb` to `path`; with `defer_fills`, write the shared columns' middle cells into the
     sheets' XML (streamed, row by row), as openpyxl would have."""
+    fonts_in_schema_order(wb)  # Excel's order: a schema validator then predicts no repair
     wb.save(path)
     fills: list[_Fill] | None = getattr(wb, "_scm_fills", None)
     if not fills:

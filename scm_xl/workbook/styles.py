@@ -6,12 +6,14 @@ figures a person came for. Sheet modules import from here (never from build.py).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from typing import TYPE_CHECKING, Iterable
 
+from openpyxl import Workbook
 from openpyxl.cell.cell import Cell as XlCell
 from openpyxl.styles import Alignment, Font, PatternFill
+from openpyxl.utils.indexed_list import IndexedList
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
@@ -39,6 +41,36 @@ VERDICT_COLOURS = {
     "fail": ("FFC7CE", "9C0006"),
     "insufficient": ("FFEB9C", "9C5700"),
 }
+
+
+class _SchemaOrderFont(Font):
+    """A font written with its children in the order of the Open XML SDK's schema, Excel's own
+    (`<sz/><color/><name/><family/><scheme/>`). openpyxl writes name and family first, which
+    ECMA-376 allows (CT_Font is a repeatable choice) but the SDK's schema, and so the validators
+    built on it (openxml-audit), call an unexpected element: Excel is then predicted to repair."""
+
+    __elements__ = ("b", "i", "strike", "condense", "extend", "outline", "shadow", "u", "vertAlign", "sz",
+                    "color", "name", "family", "charset", "scheme")
+    __nested__ = Font.__nested__  # the metaclass derives these from the class's own fields: none here
+
+
+def _in_schema_order(font: Font) -> Font:
+    if type(font) is _SchemaOrderFont:
+        return font
+    ordered = _SchemaOrderFont()
+    for key in Font.__elements__:
+        setattr(ordered, key, getattr(font, key))
+    return ordered
+
+
+def fonts_in_schema_order(wb: Workbook) -> None:
+    """Have `wb` write every font (cell fonts and conditional formats') in the schema's order;
+    called just before saving. The fonts keep their positions, so every cell keeps its font."""
+    book = cast(Any, wb)  # openpyxl writes the stylesheet from these private lists; no public API, no stubs
+    book._fonts = IndexedList([_in_schema_order(font) for font in book._fonts])
+    for style in book._differential_styles.styles:
+        if style.font is not None:
+            style.font = _in_schema_order(style.font)
 
 
 def write_text(cell: XlCell, value: str) -> None:

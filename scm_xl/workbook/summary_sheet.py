@@ -434,7 +434,11 @@ def _groups(cells: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int, 
 
 
 def _scatter(title: str, x_title: str, y_title: str) -> ScatterChart:
+    """A scatter chart as ECMA-376 requires one: with its scatterStyle, which openpyxl leaves out
+    unless set and without which Excel repairs the file. "lineMarker" is Excel's own for points
+    joined by lines; whether a series draws its line is the series' business (`_series`)."""
     chart = ScatterChart()
+    chart.scatterStyle = "lineMarker"
     chart.title = title
     chart.style = 2
     chart.x_axis.title = x_title
@@ -452,6 +456,9 @@ def _series(ws: Worksheet, x_col: int, y_col: int, first: int, last: int, title:
     x = Reference(ws, min_col=x_col, min_row=first, max_row=last)
     y = Reference(ws, min_col=y_col, min_row=first, max_row=last)
     series = Series(y, x, title=title)
+    # <c:smooth val="0"/>: straight segments between the measured points. Without it LibreOffice
+    # draws the series smoothed, bending the line where nothing was measured.
+    series.smooth = False
     series.marker = Marker(symbol="circle", size=7)
     if colour:  # points drawn in a fixed colour (LibreOffice hides an unfilled marker of a line-less series)
         series.marker.graphicalProperties = GraphicalProperties(solidFill=colour)

@@ -276,7 +276,7 @@
     return out;
   }
   // Terms.itl and Terms.ttft: the features in the fit's order (step(knot) per knot, then d, e;
-  // t0, s, p, q), a term whose factor was never varied left out as the fit left it out.
+  // t0, s, b, p, q), a term whose factor was never varied left out as the fit left it out.
   function itlFeatures(terms, n, prompt, output) {
     var features = knotWeights(terms.knots, n);
     if (terms.context) features.push(n * (prompt + output / 2));
@@ -286,6 +286,7 @@
   function ttftFeatures(terms, n, prompt, step) {
     var features = [1.0];
     if (terms.batch) features.push(step);
+    if (terms.busy) features.push(step * Math.min(1, Math.max(0, n - 1)));  // latency.busy_share
     if (terms.prompt) {
       features.push(prompt);
       if (terms.batch) features.push(n * prompt);
@@ -556,7 +557,8 @@
 
   // ---------------------------------------------------------------- the page
   function $(id) { return document.getElementById(id); }
-  function fmt(v, digits) { return v === null || v === undefined ? "-" : v.toFixed(digits === undefined ? 2 : digits); }
+  // A value the data do not give reads "n/a" (zh "无"), never "-", which reads as a minus sign.
+  function fmt(v, digits) { return v === null || v === undefined ? TEXT.missing : v.toFixed(digits === undefined ? 2 : digits); }
   function optionalNumber(el) { var t = el.value.trim(); return t === "" ? null : Number(t); }
   function checked(name) {
     var boxes = document.querySelectorAll("input[name='" + name + "']");
@@ -571,7 +573,7 @@
     });
   }
   function bindingText(codes) {
-    return codes.length ? codes.map(function (c) { return TEXT.binding[c] || c; }).join(", ") : "-";
+    return codes.length ? codes.map(function (c) { return TEXT.binding[c] || c; }).join(", ") : TEXT.missing;
   }
   function config(c) {
     return esc(TEXT.config.replace("{c}", c.concurrency).replace("{l}", c.max_tokens).replace("{m}", c.model));
@@ -584,7 +586,7 @@
   }
 
   function methodName(m) { return TEXT.method_names[m] || m; }
-  function seconds(v) { return v === null || v === undefined ? "-" : pyG(Number(v.toPrecision(3))) + " s"; }
+  function seconds(v) { return v === null || v === undefined ? TEXT.missing : pyG(Number(v.toPrecision(3))) + " s"; }
 
   // Which method answers and why, as `scm-xl predict` says it.
   function choiceFor(method, prompt) {
@@ -683,8 +685,9 @@
     }
     html += "<p>" + esc(TEXT.binding_label) + ": <b>" + esc(bindingText(r.binding)) + "</b></p>";
     if (r.best) {
+      // "(bound by …)" only when something stops a higher TPS: the best may be the highest there is
       html += "<p>" + esc(TEXT.best_label) + ": " + fmt(r.best.tps) + " TPS — " + config(r.best)
-        + " (" + esc(TEXT.bound_by) + " " + esc(bindingText(r.best_binding)) + ")</p>";
+        + (r.best_binding.length ? " (" + esc(TEXT.bound_by) + " " + esc(bindingText(r.best_binding)) + ")" : "") + "</p>";
     }
     r.notes.forEach(function (n) {
       html += "<p class='muted'>" + esc((TEXT.notes[n] || n).replace("{k}", r.knee === null ? "" : pyG(r.knee))) + "</p>";
