@@ -397,12 +397,32 @@ def caveats_to_dict(analysis: Analysis, holdout: dict[str, Any] | None, *, concu
     }
 
 
+# An answer within this share of an identify row's measurement repeats it (the chain's does, exactly).
+REPEATS_MEASUREMENT = 0.005
+
+
 def render_caveats(caveats: dict[str, Any], answer_tps: float | None = None) -> list[str]:
+    """The measured rows at the answer's configuration in words. Identify rows are said once for
+    all their replicates, and "repeats that measurement" only when the answer does: another
+    method's answer there is its own (least squares fits every row)."""
     lines = []
+    identify = [row for row in caveats["measured_rows"] if row["role"] == "identify"]
+    if identify:
+        ids = ", ".join(row["exp_id"] for row in identify)
+        measured = sum(row["measured_tps"] for row in identify) / len(identify)
+        names = ", ".join(dict.fromkeys(name for row in identify for name in row["identifies"]))
+        label = (f"row {ids}" if len(identify) == 1 else f"rows {ids} (replicates, mean {_fmt(measured)} TPS)")
+        tps = f" ({_fmt(measured)} TPS)" if len(identify) == 1 else ""
+        if answer_tps is None or abs(answer_tps - measured) <= REPEATS_MEASUREMENT * measured:
+            lines.append(f"this is measured {label}{tps}, which defines {names}: the answer repeats that "
+                         "measurement and tests nothing")
+        else:
+            off = (answer_tps - measured) / measured * 100
+            lines.append(f"measured here: {label}{tps}, which defines {names} in the chain; this answer is "
+                         f"{off:+.1f}% from it")
     for row in caveats["measured_rows"]:
         if row["role"] == "identify":
-            lines.append(f"this is measured row {row['exp_id']} ({_fmt(row['measured_tps'])} TPS), which defines "
-                         f"{', '.join(row['identifies'])}: the answer repeats that measurement and tests nothing")
+            continue
         elif row["role"] == "check":
             off = (f", the model is {abs(answer_tps - row['measured_tps']) / row['measured_tps'] * 100:.1f}% off"
                    if answer_tps is not None and row["measured_tps"] else "")

@@ -148,3 +148,20 @@ def test_no_dash_percent_anywhere() -> None:
     text = render_consistency(analyze(read_results(ARTICLE).rows))
     assert "-%" not in text
     assert "MAPE (check rows): n/a   max: n/a   verdict: insufficient" in text
+
+
+def test_a_least_squares_answer_at_an_identify_row_does_not_claim_to_repeat_it() -> None:
+    """The chain reproduces an identify row; least squares fits every row, so its answer there is its
+    own: the caveat says how far it is, not that it "repeats that measurement"."""
+    from scm_xl.report import render_caveats
+
+    caveats = {"measured_rows": [
+        {"exp_id": "E1", "measured_tps": 167.95, "role": "identify", "included": True, "identifies": ["f(2)"]},
+        {"exp_id": "E2", "measured_tps": 163.95, "role": "identify", "included": True, "identifies": ["f(2)"]}],
+        "verdict": "good", "check_rows": 5, "mape_pct": 3.0, "holdout_method": "lsq", "holdout_mape_pct": 4.0,
+        "holdout_max_pct": 8.0, "holdout_rows": 9, "holdout_verdict": "good"}
+    lsq = render_caveats(caveats, 160.0)
+    assert lsq[0] == ("measured here: rows E1, E2 (replicates, mean 165.95 TPS), which defines f(2) "
+                      "in the chain; this answer is -3.6% from it")
+    assert not any("tests nothing" in line for line in lsq)  # and said once, not once per replicate
+    assert render_caveats(caveats, 165.95)[0].endswith("the answer repeats that measurement and tests nothing")

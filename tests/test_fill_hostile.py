@@ -256,3 +256,14 @@ def test_an_output_written_by_another_run_meanwhile_is_not_replaced(tmp_path: Pa
     # --force says replacing is fine
     assert run("fill", ARTICLE, "-o", out, "--force").exit_code == 0
     assert out.read_bytes()[:2] == b"PK"
+
+
+@pytest.mark.parametrize("command", ["fill", "verify"])
+def test_the_engine_help_says_what_auto_does(command: str) -> None:
+    """auto takes IronCalc at every size (scm_xl.engines.choose_engine), not LibreOffice above 500 rows."""
+    from click.testing import CliRunner
+
+    from scm_xl.cli import main
+
+    text = " ".join(CliRunner().invoke(main, [command, "--help"], terminal_width=200).output.split())
+    assert "auto: IronCalc (embedded, at every size)" in text and "above 500" not in text

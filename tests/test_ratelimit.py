@@ -138,8 +138,8 @@ def test_solve_slo_refusals_name_the_options_and_the_measured_levels(tmp_path) -
     assert code == 2 and "'other' was not measured (measured: sim)" in text
     code, text = said("--prompt-tokens", "500")
     assert code == 2 and "measured prompt levels are none" in text
-    code, text = said("--rpm", "100000", "--attainment", "0.3")  # one limit given; the provider sent none
-    assert code == 0 and "rate limits RPM 100000 (given" in text
+    code, text = said("--rpm", "1e12", "--attainment", "0.3")  # one limit given; the provider sent none
+    assert code == 0 and "rate limits RPM 1e+12 (given" in text
     (tmp_path / "requests.csv").unlink()
     code, text = said("--price-in", "1", "--price-out", "2")
     assert code == 2 and "need the per-request CSV" in text

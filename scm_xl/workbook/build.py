@@ -157,7 +157,7 @@ README_TEXT = {
         "原始数据：每行一次实验，可以直接插入、删除、排序行，或在数据下方接着输入新行，所有结果随之更新。TPS、角色、状态说明三列自动显示每行的结果：被剔除或无法使用（例如数字被输入成文本）的原因写在这里。",
         "系数标定：按文章的链式方法标定。基准点默认取第一个模型、max_tokens=50（没有则取最小长度）、最低并发，可在B列手工指定。重复实验取几何均值。有提示长度档位（prompt_level 列）时，BaseTPS、f、K_len、C_model 在基准档位标定，"
         "K_in(P) = 各档位相对基准档位的系数（提示长度为空的行算作基准档位）。",
-        "自洽检验：每行一个角色。identify = 这一行本身定义了某个系数（偏差按构造为0，不是检验）；check = 它用到的系数全部来自其他行（真正的检验）；unidentified = 缺少系数；excluded = 被过滤。判定只看 check 行；没有 check 行时为 insufficient，绝不算通过。",
+        "自洽检验：每行一个角色。identify = 这一行本身定义了某个系数（偏差按构造为0；重复实验时为各次相对其均值的离散，均值定义系数；都不是检验）；check = 它用到的系数全部来自其他行（真正的检验）；unidentified = 缺少系数；excluded = 被过滤。判定只看 check 行；没有 check 行时为 insufficient，绝不算通过。",
         "双向推导：正向预测给定配置的 TPS；反向求达到目标 TPS 的最小已测并发（可设 P95 延迟上限），以及对偶问题（可达最高 TPS）。两者都可输入提示长度 Token（留空 = 基准档位；两个已测档位之间按对数插值 K_in，范围之外无法预测）。",
         "重复实验：同一配置多次测量的中位数、变异系数（CV）和需要的重复次数。",
         "最小二乘：对全部纳入行做对数空间最小二乘，给出系数和留一法（LOO）预测误差；计算过程的矩阵列已折叠隐藏。",
@@ -180,7 +180,7 @@ README_TEXT = {
         "Summary: the page the workbook opens on. The verdict (green excellent, blue good, red fail, yellow insufficient), check rows, MAPE, max deviation, the hold-out error, physics warnings, the coefficients at a glance, the forward and inverse answers, and the charts.",
         "RawData: one experiment per row. Insert, delete or sort rows, or type a new row under the data, and every result follows. The TPS, role and status columns show what became of each row: the reason a row is excluded or unusable (a number typed as text, say) is written there.",
         "Calibration: the article's chain. The base point defaults to the first model, max_tokens 50 (else the smallest length) and the lowest concurrency; set them by hand in column B. Replicates are combined by their geometric mean. With prompt levels (the prompt_level column), BaseTPS, f, K_len and C_model are calibrated at the base prompt level and K_in(P) is each level's factor against it (a row with a blank prompt level counts as the base level).",
-        "Consistency: each row has a role. identify = the row defines a coefficient (deviation 0 by construction, not a test); check = every coefficient it needs came from other rows (the real test); unidentified = a coefficient is missing; excluded = filtered out. The verdict uses check rows only; with none it is 'insufficient', never a pass.",
+        "Consistency: each row has a role. identify = the row defines a coefficient (deviation 0 by construction; replicated, each replicate's spread around the mean that defines it; not a test either way); check = every coefficient it needs came from other rows (the real test); unidentified = a coefficient is missing; excluded = filtered out. The verdict uses check rows only; with none it is 'insufficient', never a pass.",
         "Derivation: forward prediction for a configuration; inverse: the smallest measured concurrency that meets a target TPS (optionally within a P95 latency limit), and the dual (best reachable TPS). Both take a prompt length in tokens (blank = the base prompt level; between two measured levels K_in is interpolated in log-log, outside them there is no answer).",
         "Replicates: the median, coefficient of variation and repeats needed of each configuration measured more than once.",
         "LeastSquares: a least-squares fit in log space over all included rows, with the coefficients and the leave-one-out (hold-out) error; the matrix workings are grouped and collapsed.",
