@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +192,11 @@ def _link_new(temp: Path, target: Path) -> bool:
     return True
 
 
+# The signals `staging` holds for the moment its temporary file is made (POSIX only).
+_CAN_HOLD = hasattr(signal, "pthread_sigmask")
+_HELD = {signal.SIGTERM, signal.SIGINT}
+
+
 @contextlib.contextmanager
 def staging(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Staged]:
     """Yield a `Staged` temporary file beside `path`; the caller writes it, then calls
@@ -199,14 +205,21 @@ def staging(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Staged]:
     by the extension (a recalculation engine wants .xlsx)."""
     shown = str(path)
     target = write_target(path)
+    # SIGTERM/SIGINT are held while the temporary file is made and not yet under the `finally`
+    # below: delivered there, they would leave it behind (a CLI turns SIGTERM into an exit).
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD) if _CAN_HOLD else None
     try:
         mode = target.stat().st_mode & 0o7777 if target.exists() else new_file_mode()
         fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
         os.close(fd)
     except OSError as exc:
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         raise InputError(f"cannot write file: {exc.strerror}", path=shown) from exc
     staged = Staged(shown, target, Path(temp_name), mode)
     try:
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held signal is delivered here, inside the try
         yield staged
     except OSError as exc:
         raise InputError(f"cannot write file: {exc.strerror}", path=shown) from exc

@@ -310,6 +310,29 @@ def render_physics(analysis: Analysis, limit: int = 3) -> str:
     return "\n".join(lines)
 
 
+def render_workbook_answers(layout: Any, inputs: Any, values: dict[tuple[str, str], Any]) -> list[str]:
+    """The forward and inverse answers as the workbook's engine computed them (its Derivation
+    sheet: the numbers a person sees on opening it), in words; [] where it gave none."""
+    def value(name: str) -> Any:
+        cell = layout.defined_names()[name]
+        found = values.get((layout.title(cell.sheet), cell.address))
+        return found if isinstance(found, (int, float)) and not isinstance(found, bool) else None
+
+    lines = []
+    target, length = inputs.inverse.get("target_tps"), inputs.inverse.get("max_tokens")
+    concurrency, tps = value("RecommendedConcurrency"), value("RecommendedTPS")
+    if target is not None and concurrency is not None and tps is not None:
+        at = f" at max_tokens {length:g}" if isinstance(length, (int, float)) else ""
+        lines.append(f"the workbook's inverse: {target:g} TPS{at} -> concurrency {concurrency:g} "
+                     f"(predicted {_fmt(tps)} TPS)")
+    forward_c, forward_l, forward = inputs.forward.get("concurrency"), inputs.forward.get("max_tokens"), \
+        value("ForwardTPS")
+    if isinstance(forward_c, (int, float)) and isinstance(forward_l, (int, float)) and forward is not None:
+        lines.append(f"the workbook's forward: concurrency {forward_c:g}, max_tokens {forward_l:g} -> "
+                     f"{_fmt(forward)} TPS")
+    return lines
+
+
 def render_verification(v: Verification, limit: int = 20) -> str:
     """The verification for people: the causes first (typed rows the formulas do not cover,
     formula cells typed over), then the cells that disagree because of them, each list cut at

@@ -293,3 +293,23 @@ def test_the_typed_over_cell_leads_the_mismatches_and_the_rest_are_counted(artic
     assert lines[2].startswith(f"  '{calibration}'!C13 (not a formula: the cell was typed over), reference ")
     assert lines[3] == f"  {total - 1} other cells disagree (they may follow from the cell above):"
     assert lines[24] == f"  ... and {total - 1 - 20} more (every cell: the JSON report, --json)"
+
+
+def test_a_workbook_with_broken_xml_is_a_clean_error(tmp_path: Path) -> None:
+    """Malformed (not hostile) XML in a part openpyxl parses is exit 2 naming the file, no traceback."""
+    import zipfile
+
+    from click.testing import CliRunner
+
+    from scm_xl.cli import main
+
+    source = tmp_path / "good.xlsx"
+    assert CliRunner().invoke(main, ["build", "template", "-o", str(source)]).exit_code == 0
+    broken = tmp_path / "broken.xlsx"
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(broken, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            zout.writestr(item, b"<workbook><sheets><sheet" if item.filename == "xl/workbook.xml" else data)
+    result = CliRunner().invoke(main, ["verify", str(broken)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "not a readable .xlsx workbook" in result.output and str(broken) in " ".join(result.output.split())

@@ -160,7 +160,7 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, f
     from scm_xl.errors import CheckFailed
     from scm_xl.report import (
         analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_latency, render_physics,
-        render_verification, write_json,
+        render_verification, render_workbook_answers, wrapped, write_json,
     )
 
     for warning in report.warnings:
@@ -180,6 +180,15 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, f
         click.echo(physics)
     click.echo()
     click.echo(render_verification(report.verification))
+    if report.verification.ok:
+        for line in render_workbook_answers(report.layout, report.inputs, report.verification.values):
+            click.echo(wrapped(line, indent="  "))
+        import os
+
+        shown = os.path.relpath(report.path)
+        shown = shown if not shown.startswith("..") else str(report.path)
+        click.echo(wrapped(f"next: open {shown} (it opens on its Summary sheet), or make the HTML page "
+                           "with scm-xl report", indent="  "))
     if json_path:
         data = analysis_to_dict(report.analysis, report.verification, holdout)
         data["latency"] = latency.report() if latency is not None else None

@@ -66,7 +66,7 @@ def load(path: str | Path, *, data_only: bool = False) -> Workbook:
     try:
         # A macro-enabled workbook keeps its macros (vbaProject.bin) through a fill.
         return openpyxl.load_workbook(path, data_only=data_only, keep_vba=path.suffix.lower() == ".xlsm")
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError, SyntaxError) as exc:  # SyntaxError: broken XML
         raise InputError(f"not a readable .xlsx workbook ({type(exc).__name__})", path=str(path)) from exc
 
 
