@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,9 +191,32 @@ def _link_new(temp: Path, target: Path) -> bool:
     return True
 
 
-# The signals `staging` holds for the moment its temporary file is made (POSIX only).
-_CAN_HOLD = hasattr(signal, "pthread_sigmask")
-_HELD = {signal.SIGTERM, signal.SIGINT}
+# While `staging` makes its temporary file and before it is under the `finally` that removes it,
+# a signal handler that ends the run (the CLI's SIGTERM handler) must not raise: it hands its
+# exception to `raise_or_hold`, which keeps it until the file is covered (a handler may run in
+# the main thread whatever the thread masks, so masking alone does not close the window).
+_holding = 0
+_held: list[BaseException] = []
+
+
+def raise_or_hold(exc: BaseException) -> None:
+    """Raise `exc` now, or, inside `staging`'s critical moment, as soon as it ends."""
+    if _holding:
+        _held.append(exc)
+        return
+    raise exc
+
+
+def _hold() -> None:
+    global _holding
+    _holding += 1
+
+
+def _release() -> None:
+    global _holding
+    _holding -= 1
+    if not _holding and _held:
+        raise _held.pop(0)
 
 
 @contextlib.contextmanager
@@ -205,21 +227,18 @@ def staging(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Staged]:
     by the extension (a recalculation engine wants .xlsx)."""
     shown = str(path)
     target = write_target(path)
-    # SIGTERM/SIGINT are held while the temporary file is made and not yet under the `finally`
-    # below: delivered there, they would leave it behind (a CLI turns SIGTERM into an exit).
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD) if _CAN_HOLD else None
+    _hold()  # a signal's exit waits until the temporary file is under the `finally` below
     try:
         mode = target.stat().st_mode & 0o7777 if target.exists() else new_file_mode()
         fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
         os.close(fd)
     except OSError as exc:
-        if held is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        _held.clear()
+        _release()
         raise InputError(f"cannot write file: {exc.strerror}", path=shown) from exc
     staged = Staged(shown, target, Path(temp_name), mode)
     try:
-        if held is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held signal is delivered here, inside the try
+        _release()  # a held signal's exit is raised here, inside the try
         yield staged
     except OSError as exc:
         raise InputError(f"cannot write file: {exc.strerror}", path=shown) from exc

@@ -228,3 +228,27 @@ def test_o_naming_the_workbook_is_an_in_place_update(tmp_path: Path) -> None:
 
 def test_fill_needs_a_csv_or_a_workbook(tmp_path: Path) -> None:
     refused(run("fill"), "give a results CSV (or several), or --workbook X")
+
+
+def test_an_exit_asked_for_while_the_staged_file_is_made_waits_until_it_is_covered(tmp_path, monkeypatch):
+    """The CLI's SIGTERM handler hands its exit to `raise_or_hold`: arriving right after the
+    temporary file exists (before the `finally` that removes it), it is raised once the file is
+    covered, so nothing is left behind."""
+    import tempfile
+
+    from scm_xl import outputs
+
+    real = tempfile.mkstemp
+
+    def made_then_signalled(*args, **kwargs):
+        made = real(*args, **kwargs)
+        outputs.raise_or_hold(KeyboardInterrupt())  # what the handler does at that moment
+        return made
+
+    monkeypatch.setattr(outputs.tempfile, "mkstemp", made_then_signalled)
+    with pytest.raises(KeyboardInterrupt):
+        with outputs.staging(tmp_path / "out.xlsx", suffix=".xlsx"):
+            pytest.fail("the exit must come before the body")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(KeyboardInterrupt):  # outside staging it is raised at once
+        outputs.raise_or_hold(KeyboardInterrupt())

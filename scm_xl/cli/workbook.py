@@ -89,9 +89,11 @@ def ends_cleanly_on_sigterm(func: Callable[..., Any]) -> Callable[..., Any]:
                 signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
             return func(*args, **kwargs)
 
+        from scm_xl.outputs import raise_or_hold  # imported here: a signal handler should not import
+
         def terminate(signum: int, frame: object) -> None:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            raise Terminated(128 + signum)
+            raise_or_hold(Terminated(128 + signum))  # held for a moment while a staged file is made
 
         signal.signal(signal.SIGTERM, terminate)
         try:
