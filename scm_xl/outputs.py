@@ -92,12 +92,15 @@ def check_writable(path: str | Path, *, force: bool = False) -> None:
     folder = target.parent
     if not folder.is_dir():
         raise InputError(f"folder does not exist: {folder}", path=shown)
+    _hold()  # a signal's exit waits until the probe is gone again
     try:  # a real probe: access() says yes to root on a read-only file system
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".scm-xl-probe-")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
         raise InputError(f"cannot write in folder {folder}: {exc.strerror}", path=shown) from None
+    finally:
+        _release()
     if target.exists() and not force:
         raise UsageError(already_exists(shown))
 
@@ -233,9 +236,11 @@ def staging(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Staged]:
         fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
         os.close(fd)
     except OSError as exc:
-        _held.clear()
-        _release()
+        _release()  # a held exit wins over this error: there is nothing to remove yet
         raise InputError(f"cannot write file: {exc.strerror}", path=shown) from exc
+    except BaseException:
+        _release()
+        raise
     staged = Staged(shown, target, Path(temp_name), mode)
     try:
         _release()  # a held signal's exit is raised here, inside the try

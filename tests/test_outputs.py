@@ -252,3 +252,22 @@ def test_an_exit_asked_for_while_the_staged_file_is_made_waits_until_it_is_cover
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(KeyboardInterrupt):  # outside staging it is raised at once
         outputs.raise_or_hold(KeyboardInterrupt())
+
+
+def test_an_exit_asked_for_during_the_write_probe_leaves_no_probe(tmp_path, monkeypatch):
+    import tempfile
+
+    from scm_xl import outputs
+
+    real = tempfile.mkstemp
+
+    def made_then_signalled(*args, **kwargs):
+        made = real(*args, **kwargs)
+        outputs.raise_or_hold(KeyboardInterrupt())
+        return made
+
+    monkeypatch.setattr(outputs.tempfile, "mkstemp", made_then_signalled)
+    with pytest.raises(KeyboardInterrupt):
+        outputs.check_writable(tmp_path / "out.xlsx")
+    assert list(tmp_path.iterdir()) == []
+    assert outputs._holding == 0  # nothing is left held for the next signal
