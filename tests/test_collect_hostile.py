@@ -278,3 +278,11 @@ def test_a_reasoning_models_csv_is_read_by_fill_though_its_output_passes_max_tok
     row = read_results(tmp_path / "results.csv").rows[0]  # read back as fill reads it: no refusal
     assert row.ok_requests == 2 and row.total_output_tokens == 40 > 4 * 2
     assert "reasoning: 2 request(s) streamed reasoning" in row.notes
+
+
+def test_a_prompts_file_that_is_a_device_is_refused_unread():
+    """--prompts /dev/zero would be read until memory runs out: refused like every other input."""
+    from scm_xl.collect.prompts import load_prompts
+
+    with pytest.raises(InputError, match="/dev/zero"):
+        load_prompts("/dev/zero")

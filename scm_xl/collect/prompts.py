@@ -30,6 +30,7 @@ from typing import Any
 
 from scm_xl.collect.matrix import MatrixPoint
 from scm_xl.errors import InputError
+from scm_xl.input_files import read_capped
 
 FILLER_WORDS: tuple[str, ...] = tuple("""
 the of and to in is it you that he was for on are with as his they be at one have this from or
@@ -41,6 +42,8 @@ call first who may down side been now find
 TOLERANCE = 0.05  # a level is hit when the server's count is within 5% of it
 MEASURE_ALL_UP_TO = 200  # distinct prompts of a --prompts file measured one by one; beyond: a sample
 DEFAULT_PROMPT_LEVELS = 3
+# The most of a --prompts file read (a device or an endless file is refused, not read until memory ends).
+MAX_PROMPTS_BYTES = 256 * 1024 * 1024
 _NONCE_DIGITS = 8
 _NONCE_STEP = 61_803_399  # coprime to 10**8: consecutive requests get unrelated, unique numbers
 
@@ -157,14 +160,7 @@ def load_prompts(path: str | Path) -> list[UserPrompt]:
     .ndjson, or when one of its lines is such an object; then every non-blank line must be one
     (InputError naming file:line). Blank lines are skipped."""
     where = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError("file not found", path=where) from None
-    except IsADirectoryError:
-        raise InputError("is a folder, not a prompts file", path=where) from None
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror}", path=where) from None
+    data = read_capped(path, MAX_PROMPTS_BYTES, "a prompts file")  # a device or FIFO is refused unread
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
