@@ -44,6 +44,7 @@ from typing import Any, Sequence
 from scm_xl.errors import UsageError
 from scm_xl import goodput
 from scm_xl.goodput import Slo, SloCell
+from scm_xl.rules import RATE_LIMIT_WINDOW_S
 
 # Plan to use at most this share of a provider's rate limit: its minute windows are not ours,
 # and a closed loop's requests come in bursts.
@@ -182,7 +183,7 @@ def traffic(cell: SloCell, replicas: int) -> tuple[float | None, float | None]:
     latency = cell.tally.mean_latency_s
     if latency is None or latency <= 0:
         return None, None
-    rpm = replicas * 60.0 * cell.concurrency / latency
+    rpm = replicas * RATE_LIMIT_WINDOW_S * cell.concurrency / latency
     prompt = cell.tally.mean_prompt_tokens
     return rpm, None if prompt is None else rpm * (prompt + cell.tally.mean_output_tokens)
 

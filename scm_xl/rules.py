@@ -70,6 +70,8 @@ DEFAULT_SHORT_OUTPUT_RATIO = 0.5
 SUPERLINEAR_TOLERANCE = 0.05
 DEFAULT_PHYSICS_PRECISION = "bf16"
 DEFAULT_MODEL = "Qwen/Qwen2.5-7B-Instruct"  # the model collect, plan and the simulator name by default
+# A provider's rate limits (x-ratelimit-limit-requests/-tokens, --rpm, --tpm) are per minute.
+RATE_LIMIT_WINDOW_S = 60.0
 METHODS = ("chain", "lsq")  # the method cell: which coefficients the forward and inverse answers use
 
 

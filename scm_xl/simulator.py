@@ -81,7 +81,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TypedDict
 
 from scm_xl.errors import UsageError
-from scm_xl.rules import DEFAULT_MODEL
+from scm_xl.rules import DEFAULT_MODEL, RATE_LIMIT_WINDOW_S
 
 LOOPBACK = "127.0.0.1"
 
@@ -229,7 +229,6 @@ class SimStats:
         return data
 
 
-RATE_WINDOW_S = 60.0  # the rate limits are per minute
 
 
 class RateLimiter:
@@ -238,7 +237,7 @@ class RateLimiter:
     tokens; a request over a limit gets HTTP 429 with Retry-After (whole seconds until the window
     admits it). Tokens are counted as prompt + max_tokens when the request is admitted."""
 
-    def __init__(self, rpm: int, tpm: int, window_s: float = RATE_WINDOW_S) -> None:
+    def __init__(self, rpm: int, tpm: int, window_s: float = RATE_LIMIT_WINDOW_S) -> None:
         self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
         self._admitted: collections.deque[tuple[float, int]] = collections.deque()  # (when, tokens)
         self._tokens = 0

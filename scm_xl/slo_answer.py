@@ -19,8 +19,8 @@ from typing import Any, Sequence
 
 from scm_xl import capacity, goodput
 from scm_xl.errors import UsageError
+from scm_xl.rules import RATE_LIMIT_WINDOW_S
 
-RATE_WINDOW_S = 60.0  # the limits are per minute (as OpenAI's x-ratelimit-limit-* are)
 
 
 @dataclass
@@ -59,9 +59,9 @@ class SloAnswer:
             output, prompt = cell.tally.mean_output_tokens, cell.tally.mean_prompt_tokens
             caps = []
             if self.limits.rpm is not None:
-                caps.append(self.limits.headroom * self.limits.rpm / RATE_WINDOW_S * output)
+                caps.append(self.limits.headroom * self.limits.rpm / RATE_LIMIT_WINDOW_S * output)
             if self.limits.tpm is not None and prompt is not None and prompt + output > 0:
-                caps.append(self.limits.headroom * self.limits.tpm / RATE_WINDOW_S * output / (prompt + output))
+                caps.append(self.limits.headroom * self.limits.tpm / RATE_LIMIT_WINDOW_S * output / (prompt + output))
             if caps and (best is None or min(caps) > best[0]):
                 best = (min(caps), cell)
         return best

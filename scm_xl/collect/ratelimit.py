@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 # results.csv column -> (header, kind); the one home of the spelling on both sides
@@ -79,10 +79,7 @@ class RateLimitSeen:
     """An experiment's rate-limit figures: limits as last sent, the least remaining, the longest
     reset and Retry-After."""
 
-    figures: dict[str, float]
-
-    def __init__(self) -> None:
-        self.figures = {}
+    figures: dict[str, float] = field(default_factory=dict)
 
     def add(self, seen: Mapping[str, float]) -> None:
         for column, value in seen.items():
