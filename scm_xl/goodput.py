@@ -607,8 +607,3 @@ def solve_slo(candidates: Sequence[SloCell], target_tps: float, slo: Slo) -> Slo
     return SloSolution(slo=slo, target_tps=target_tps, cheapest=cheapest, binding=binding, blocked=blocked,
                        best=best, best_binding=best_binding, best_blocked=best_blocked, notes=notes,
                        candidates=ordered)
-
-
-def describe_reasons(names: Iterable[str]) -> str:
-    """Machine names ("tpot") as words; "" for none."""
-    return "; ".join(REASON_WORDS.get(name, name) for name in names)
