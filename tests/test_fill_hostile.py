@@ -224,15 +224,24 @@ def test_sigterm_during_a_fill_leaves_no_temporary_file(tmp_path: Path) -> None:
     temp.mkdir()
     child = subprocess.Popen([SCM_XL, "fill", str(csv), "-o", str(folder / "out.xlsx")], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(temp)})
-    deadline = time.monotonic() + 60
-    while not leftovers(folder) and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.002)
-    assert leftovers(folder), "the fill never wrote its temporary workbook"
-    child.send_signal(signal.SIGTERM)
-    _, err = child.communicate(timeout=60)
+    try:
+        deadline, seen = time.monotonic() + 60, []
+        while not seen and child.poll() is None and time.monotonic() < deadline:
+            seen = leftovers(folder)  # the write probe, then the workbook being made: either will do
+            time.sleep(0.002)
+        if not seen:
+            child.kill()
+            out, err = child.communicate(timeout=60)
+            pytest.fail(f"the fill never wrote its temporary workbook (exit {child.returncode}):\n{err[-3000:]}")
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:  # never leave the child running into the next test
+            child.kill()
+            child.communicate()
     assert child.returncode == 128 + signal.SIGTERM, err
     assert err.rstrip().endswith("Terminated.") and "Traceback" not in err
-    assert list(folder.iterdir()) == [] and list(temp.iterdir()) == []
+    assert (list(folder.iterdir()), list(temp.iterdir())) == ([], [])
 
 
 # --- two fills to one new output ----------------------------------------------------------------

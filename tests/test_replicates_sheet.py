@@ -189,3 +189,18 @@ def test_filled_replicated_factorial_agrees_on_every_engine(engine: str, tmp_pat
     assert values[(ll.title, ll.summary_cell("status"))] == "ok"
     assert values[(ll.title, ll.summary_cell("dof"))] == 72 - 7
     assert values[(ll.title, ll.summary_cell("loo_rows"))] == 72
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_identical_replicates_have_a_spread_of_zero(engine: str, tmp_path: Path) -> None:
+    """40 runs that measured the same TPS: CV 0 on every engine. IronCalc's one-pass STDEV of 40 copies of
+    177.78 is 4.7e-6, or #NUM! (the root of a negative variance); the sheet takes the STDEV of the deviations."""
+    layout = _layout(100)
+    rows = [experiment(f"I{i:02d}", "m", c, 50, tps) for i, (c, tps) in
+            enumerate((c, tps) for _ in range(40) for c, tps in ((1, 36.36363636363637), (8, 177.77777777777777)))]
+    values = _check(engine, tmp_path / "i.xlsx", _build(tmp_path / "i.xlsx", layout, rows))
+    title = rs.SHEET_TITLES["zh"]
+    first = rs.TABLE_FIRST_ROW
+    cv_col = rs.TABLE_COLS["cv"]
+    assert [values[(title, f"F{first + k}")] for k in (0, 1)] == [40, 40]
+    assert [values[(title, f"{cv_col}{first + k}")] for k in (0, 1)] == [0.0, 0.0]

@@ -19,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -95,6 +97,12 @@ def ends_cleanly_on_sigterm(func: Callable[..., Any]) -> Callable[..., Any]:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             raise_or_hold(Terminated(128 + signum))  # held for a moment while a staged file is made
 
+        # Every temporary file of this run (ours, openpyxl's, Python's own probe of the folder) goes in
+        # one folder of its own, removed at the end: a signal that lands between a library's making a
+        # temporary file and its noting it for removal then leaves nothing behind either
+        before = tempfile.tempdir
+        own = tempfile.mkdtemp(prefix="scm-xl-run-")
+        tempfile.tempdir = own
         signal.signal(signal.SIGTERM, terminate)
         try:
             return func(*args, **kwargs)
@@ -103,6 +111,8 @@ def ends_cleanly_on_sigterm(func: Callable[..., Any]) -> Callable[..., Any]:
             raise
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            tempfile.tempdir = before
+            shutil.rmtree(own, ignore_errors=True)
 
     return wrapper
 

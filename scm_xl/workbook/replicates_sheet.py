@@ -205,6 +205,9 @@ def slot_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
     thr = _abs(rl.threshold_cell)
     slots = rl.helper("cell_slot")
     runs = f"IF({slots}={c['slot']},{lo.raw_range('tps')},\"\")"
+    # STDEV of the deviations from the mean, not of the TPS: the same number, but IronCalc's one-pass
+    # STDEV of 40 identical 177.78s is 4.7e-6 (or #NUM!, the root of a negative), of their deviations 0
+    deviations = f"IF({slots}={c['slot']},{lo.raw_range('tps')}-{mean},\"\")"
     ratio = f"({Z_90!r}*{cv}/{thr})"
     ceiling = f"-INT(-({ratio}*{ratio}-0.000000000001))"
     cells_first = _cells_cell(rl, "first_row", row)
@@ -217,7 +220,7 @@ def slot_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
         "n": f"=IF({has},COUNTIF({slots},{c['slot']}),\"\")",
         "median": f"=IF({has},MEDIAN({runs}),\"\")",
         "mean": f"=IF({has},AVERAGEIFS({lo.raw_range('tps')},{slots},{c['slot']}),\"\")",
-        "cv": f"=IF({has},IF(AND({n}>=2,{mean}<>0),STDEV({runs})/{mean},\"\"),\"\")",
+        "cv": f"=IF({has},IF(AND({n}>=2,{mean}<>0),STDEV({deviations})/{mean},\"\"),\"\")",
         "flagged": f"=IF({has},IF(ISNUMBER({cv}),IF({cv}>{thr},1,0),0),\"\")",
         "repeats_needed": f"=IF(ISNUMBER({cv}),IF({ceiling}<2,2,{ceiling}),\"\")",
         "more_repeats": f"=IF(ISNUMBER({needed}),IF({needed}-{n}>0,{needed}-{n},0),\"\")",
