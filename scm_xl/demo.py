@@ -114,7 +114,7 @@ def check_out_dir(out_dir: str | Path, *, force: bool) -> Path:
         raise InputError("exists and is not a folder", path=str(out))
     if out.is_dir() and any(out.iterdir()) and not force:
         raise UsageError(f"the output folder {out} already exists: pass --force to replace its "
-                         f"{', '.join(DEMO_FILES)}, or choose another with --out")
+                         f"{', '.join(DEMO_FILES)}, or choose another with --output")
     return out
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from scm_xl.cli._common import handle_errors, library_default
+from scm_xl.cli.options import Aliased
 from scm_xl.cli.plan import int_list
 from scm_xl.collect.config import (
     DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, CollectConfig,
@@ -78,7 +79,7 @@ _MATRIX_OPTIONS = {
 @click.option("--max-tokens", callback=int_list, default=",".join(map(str, DEFAULT_MAX_TOKENS)),
               show_default=True,
               help="Comma-separated max_tokens levels.")
-@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--repeats", "-r", type=click.IntRange(min=1), default=1, show_default=True,
               help="Repeats of each (model, concurrency, max_tokens).")
 @click.option("--requests-per-slot", "-n", type=click.IntRange(min=1), default=10, show_default=True,
               help="Requests each concurrency slot sends in sequence (total = n x concurrency).")
@@ -103,15 +104,16 @@ _MATRIX_OPTIONS = {
               help="Send ignore_eos=true so outputs run to max_tokens (vLLM/SGLang).")
 @click.option("--min-tokens", type=click.IntRange(min=0), default=None, help="Send min_tokens (vLLM/SGLang).")
 @click.option("--temperature", type=float, default=None, help="Send this temperature.")
-@click.option("--out", "-o", "results_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--output", "-o", "--out", "results_path", cls=Aliased, old=("--out",),
+              type=click.Path(dir_okay=False, path_type=Path),
               default=Path("results.csv"), show_default=True, help="Results CSV (one row per experiment).")
 @click.option("--requests-out", "requests_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Per-request CSV [default: requests.csv beside results.csv, NAME.requests.csv beside NAME.csv].")
 @click.option("--resume", is_flag=True,
-              help="Skip experiments already in --out and append the rest; experiments in which more than "
+              help="Skip experiments already in --output and append the rest; experiments in which more than "
                    f"{RERUN_FAILED_SHARE:.0%} of the requests failed are run again.")
-@click.option("--force", "--overwrite", "overwrite", is_flag=True,
-              help="Replace existing output files (otherwise refused; --overwrite is the old name).")
+@click.option("--force", "--overwrite", "overwrite", is_flag=True, cls=Aliased, old=("--overwrite",),
+              help="Replace existing output files (otherwise refused).")
 @click.option("--api-key-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File holding the API key [default: $SCM_XL_API_KEY, $SILICONFLOW_API_KEY, $OPENAI_API_KEY].")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True),

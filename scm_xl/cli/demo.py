@@ -7,13 +7,15 @@ import sys
 import click
 
 from scm_xl.cli._common import FiniteFloat, handle_errors, progress_display
+from scm_xl.cli.options import Aliased
 
 
 @click.command()
-@click.option("--out", "out_dir", default="scm-demo", show_default=True, type=click.Path(file_okay=False),
+@click.option("--output", "-o", "--out", "out_dir", cls=Aliased, old=("--out",), default="scm-demo",
+              show_default=True, type=click.Path(file_okay=False),
               help="Folder for results.csv, requests.csv and workbook.xlsx; an existing one is refused "
                    "unless --force.")
-@click.option("--force", is_flag=True, help="Replace the demo's files in an existing --out folder.")
+@click.option("--force", is_flag=True, help="Replace the demo's files in an existing --output folder.")
 @click.option("--lang", type=click.Choice(["zh", "en"]), default="en", show_default=True,
               help="Language of the workbook and of the summary printed.")
 @click.option("--target-tps", type=FiniteFloat(0), default=None,

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from scm_xl.cli._common import handle_errors
+from scm_xl.cli.options import Aliased
 from scm_xl.rules import DEFAULT_MODEL
 
 
@@ -31,7 +32,8 @@ def _models(ctx, param, value):
 
 
 @click.command()
-@click.option("--models", "-m", multiple=True, default=(DEFAULT_MODEL,), callback=_models,
+@click.option("--model", "-m", "--models", "models", cls=Aliased, old=("--models",), multiple=True,
+              default=(DEFAULT_MODEL,), callback=_models,
               show_default=True, help="Models, comma-separated or repeated; the first is the base model.")
 @click.option("--concurrency", "-c", default="1,2,4,8", callback=int_list, show_default=True,
               help="Comma-separated concurrency levels.")
@@ -51,10 +53,11 @@ def _models(ctx, param, value):
 @click.option("--seed", type=int, default=None, help="Seed of the run order [default: drawn and recorded].")
 @click.option("--tps", type=float, default=100.0, show_default=True,
               help="Assumed output tokens per second, for the time estimate.")
-@click.option("--out", "-o", "path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--output", "-o", "--out", "path", cls=Aliased, old=("--out",),
+              type=click.Path(dir_okay=False, path_type=Path),
               default=Path("matrix.toml"), show_default=True, help="Matrix file to write.")
-@click.option("--force", "--overwrite", "overwrite", is_flag=True,
-              help="Replace an existing matrix file (otherwise refused; --overwrite is the old name).")
+@click.option("--force", "--overwrite", "overwrite", is_flag=True, cls=Aliased, old=("--overwrite",),
+              help="Replace an existing matrix file (otherwise refused).")
 @handle_errors
 def plan(models, concurrency, max_tokens, prompt_tokens, design, repeats, requests_per_slot, seed, tps, path,
          overwrite):

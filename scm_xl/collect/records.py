@@ -213,7 +213,7 @@ def _older_version(action: str, kind: str, header: Iterable[str], columns: tuple
         return None
     return (f"{action}: this {kind} CSV was written by an older scm-xl (it has no {', '.join(missing)} "
             f"column{'s' if len(missing) > 1 else ''}): finish it with that version, or start a new file "
-            "(another --out, or --force to replace it)")
+            "(another --output, or --force to replace it)")
 
 
 def _prune_requests(path: Path, keep_exp_ids: set[str], renames: dict[str, str]) -> None:
@@ -318,7 +318,7 @@ def check_outputs(config: CollectConfig, points: list[MatrixPoint]) -> OutputPla
     """Check the output files before any traffic (folders, names, an earlier run's files) and
     decide which points run; writes nothing (see OutputPlan.apply)."""
     results, requests = config.results_path, config.requests_csv
-    for path, option in ((results, "--out"), (requests, "--requests-out")):
+    for path, option in ((results, "--output"), (requests, "--requests-out")):
         folder = path.parent
         if not folder.is_dir():
             raise UsageError(f"{option} {path}: the folder {folder} does not exist")
@@ -327,7 +327,7 @@ def check_outputs(config: CollectConfig, points: list[MatrixPoint]) -> OutputPla
         if path.is_dir():
             raise UsageError(f"{option} {path} is a folder, not a file")
     if results.resolve() == requests.resolve():
-        raise UsageError(f"--requests-out and --out are the same file ({results}): give them different names")
+        raise UsageError(f"--requests-out and --output are the same file ({results}): give them different names")
     if config.overwrite:
         return OutputPlan(todo=points)
     results_exist = results.exists() and results.stat().st_size > 0
