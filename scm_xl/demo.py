@@ -31,6 +31,7 @@ from typing import Any, Callable, cast
 
 from scm_xl.collector import CollectConfig, run_collection
 from scm_xl.latency import LatencyForecast, latency_model
+from scm_xl.methods import default_questions
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Solution, solve
 from scm_xl.results import ResultRow, read_results, write_results
@@ -121,9 +122,10 @@ def check_out_dir(out_dir: str | Path, *, force: bool) -> Path:
 def run_demo(out_dir: str | Path = "scm-demo", *, target_tps: float | None = None,
              target_max_tokens: int | None = None, engine: str = "auto", lang: str = "en",
              force: bool = False, show_unreachable: bool = False, quiet: bool = True,
-             say: Say | None = None) -> DemoReport:
+             say: Say | None = None, console: Any = None) -> DemoReport:
     """Run the demo into `out_dir`. `target_tps` None: `default_target_tps()`; `show_unreachable`
-    adds the inverse answer for a target above what the measured levels reach."""
+    adds the inverse answer for a target above what the measured levels reach. `console`: the rich
+    Console `say` draws its status line on, so the collection's progress bar draws under it."""
     if lang not in ("zh", "en"):
         raise UsageError(f"unknown language {lang!r}: zh or en")
     tell = say or _quiet
@@ -135,7 +137,7 @@ def run_demo(out_dir: str | Path = "scm-demo", *, target_tps: float | None = Non
     try:
         demo = _run_in(staging, start, target_tps=default_target_tps() if target_tps is None else target_tps,
                        target_max_tokens=target_max_tokens, engine=engine, lang=lang,
-                       show_unreachable=show_unreachable, quiet=quiet, tell=tell)
+                       show_unreachable=show_unreachable, quiet=quiet, tell=tell, console=console)
         _put_in_place(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -153,7 +155,7 @@ def _put_in_place(staging: Path, out: Path) -> None:
 
 
 def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens: int | None, engine: str,
-            lang: str, show_unreachable: bool, quiet: bool, tell: Say) -> DemoReport:
+            lang: str, show_unreachable: bool, quiet: bool, tell: Say, console: Any = None) -> DemoReport:
     results_csv, requests_csv, workbook = (folder / name for name in DEMO_FILES)
     rows: list[ResultRow] = []
     request_rows: list[dict[str, str]] = []
@@ -177,7 +179,7 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
                     requests_per_slot=DEMO_REQUESTS_PER_SLOT, results_path=part, overwrite=True, gpu=DEMO_GPU,
                     ignore_eos=True, prompt_tokens=(prompt_level,),
                 )
-                asyncio.run(run_collection(collect, progress=not quiet))
+                asyncio.run(run_collection(collect, progress=not quiet, progress_console=console))
             renamed: dict[str, str] = {}
             for row in read_results(part).rows:
                 new_id = f"E{len(rows) + 1:03d}"
@@ -193,13 +195,16 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
     write_results(results_csv, rows)
     _write_requests(requests_csv, request_fields, request_rows)
 
-    length = target_max_tokens or DEMO_MAX_TOKENS[-1]
+    # The question every surface asks by default (methods.default_questions), at the demo's target:
+    # the workbook, `scm-xl solve`, the report's calculator and this summary give one answer.
+    questions = default_questions(rows)
+    length = target_max_tokens or int(questions["inverse"]["max_tokens"])
     derivation: dict[str, dict[str, object]] = {
-        "forward": {"concurrency": DEMO_CONCURRENCY[1], "max_tokens": DEMO_MAX_TOKENS[1], "model": None},
+        "forward": {**questions["forward"], "model": None},
         "inverse": {"target_tps": target_tps, "max_tokens": length, "model": None},
     }
     report = fill(results_csv, output=workbook, engine=engine, lang=cast(Lang, lang),  # checked in run_demo
-                  derivation=derivation, progress=tell)
+                  method=questions["method"], derivation=derivation, progress=tell)
     cal = report.analysis.calibration
     solution = solve(cal, target_tps, length)
     unreachable = None
@@ -247,6 +252,8 @@ TEXTS: dict[str, dict[str, Any]] = {
         "reachable": "Inverse: {t:g} TPS at max_tokens {mt} needs concurrency {c} (predicted {p:.1f} TPS).",
         "unreachable": "Inverse: {t:g} TPS at max_tokens {mt} is unreachable with the measured levels{best}.",
         "best": "; best reachable {p:.1f} TPS at concurrency {c}",
+        "best_excluded": " (measured there at {m:.1f} TPS, row {row}, and excluded: that best is the model's, "
+                         "not the measurement)",
         "wrote": "Wrote {files} ({s:.1f} s in all).",
         "workload": "Workload: a {p}-token prompt at concurrency {c}, max_tokens {mt} (neither measured): "
                     "{tps:.1f} TPS, TTFT {ttft:.3f} s (latency model; prompts measured at {short} and {long} tokens).",
@@ -264,6 +271,7 @@ TEXTS: dict[str, dict[str, Any]] = {
         "reachable": "反推：max_tokens {mt} 下要达到 {t:g} TPS，需要并发 {c}（预测 {p:.1f} TPS）。",
         "unreachable": "反推：max_tokens {mt} 下 {t:g} TPS 在已测并发水平内无法达到{best}。",
         "best": "；可达最高 {p:.1f} TPS（并发 {c}）",
+        "best_excluded": "（该配置实测 {m:.1f} TPS，行 {row}，已剔除：这个最高值来自模型，不是实测）",
         "wrote": "已写入 {files}（共 {s:.1f} 秒）。",
         "workload": "工作负载：提示 {p} Token、并发 {c}、max_tokens {mt}（均未实测）：{tps:.1f} TPS，首字时间 {ttft:.3f} 秒"
                     "（延迟模型；实测提示为 {short} 与 {long} Token）。",
@@ -277,10 +285,16 @@ def _catalog_key(served: str) -> str:
     return dict(DEMO_MODELS).get(served, served)
 
 
-def _inverse_line(t: dict[str, Any], target: float, length: int, sol: Solution) -> str:
+def _inverse_line(t: dict[str, Any], target: float, length: int, sol: Solution, analysis: Any) -> str:
+    from scm_xl.report import measured_rows_at
+
     if sol.reachable:
         return t["reachable"].format(t=target, mt=length, c=sol.concurrency, p=sol.tps)
     best = t["best"].format(p=sol.best_tps, c=sol.best_concurrency) if sol.best_tps else ""
+    if sol.best_tps and sol.best_concurrency is not None:  # the best reachable was measured and excluded
+        best += "".join(t["best_excluded"].format(m=ch.status.tps, row=ch.status.exp_id)
+                        for ch in measured_rows_at(analysis, sol.best_concurrency, length, sol.model)
+                        if not ch.status.included)
     return t["unreachable"].format(t=target, mt=length, best=best)
 
 
@@ -306,16 +320,16 @@ def render(demo: DemoReport) -> str:
         best = max((s.tps / s.concurrency for s in statuses), default=None)
         calibrated = cal.c_model(served)
         physics_rows.append([_catalog_key(served), _fmt(ceiling, 1), _fmt(demo.expected_stream_tps.get(served), 1), _fmt(best, 1),
-                             f"{best / ceiling:.0%}" if best else "-",
+                             f"{best / ceiling:.0%}" if best else "n/a",
                              _fmt(demo.c_model_first_principles[served], 3), _fmt(calibrated, 3)])
     lines.append(table(t["headers"], physics_rows))
     lines.append(t["legend"].format(mt=max(DEMO_MAX_TOKENS)))
     warned = sum(1 for s in analysis.statuses if s.physics.count)
     lines.append(t["warnings"].format(w=warned, n=len(analysis.statuses)))
     lines.append("")
-    lines.append(_inverse_line(t, demo.target_tps, demo.target_max_tokens, demo.solution))
+    lines.append(_inverse_line(t, demo.target_tps, demo.target_max_tokens, demo.solution, analysis))
     if demo.unreachable is not None:
-        lines.append(_inverse_line(t, demo.unreachable[0], demo.target_max_tokens, demo.unreachable[1]))
+        lines.append(_inverse_line(t, demo.unreachable[0], demo.target_max_tokens, demo.unreachable[1], analysis))
     w = demo.workload
     if w is not None and w.tps is not None and w.ttft_s is not None:
         lines.append(wrapped(t["workload"].format(p=int(w.prompt_tokens), c=int(w.concurrency), mt=w.max_tokens,

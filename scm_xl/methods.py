@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from scm_xl.latency import PROMPT_LEVEL_RATIO
+from scm_xl.rules import DEFAULT_FORWARD, DEFAULT_METHOD, DEFAULT_TARGET
 
 if TYPE_CHECKING:
     from scm_xl.latency import LatencyModel
@@ -82,3 +83,30 @@ def choose_method(requested: str, analysis: Analysis, lsq_report: dict[str, Any]
     return MethodChoice(best, f"lowest leave-one-out error: {best} {best_value:.1f}%"
                               + (f" (against {others})" if others else ""), shown)
 
+
+
+def default_questions(rows: Sequence[Any]) -> dict[str, Any]:
+    """The forward and inverse questions every surface asks when the person asks none: a new
+    workbook's input cells, `solve` and `predict` without options, the report's calculator as it
+    opens, `demo` (its own target TPS aside). The rules' defaults (DEFAULT_FORWARD, DEFAULT_TARGET,
+    DEFAULT_METHOD) where the data measured them, else the nearest measured levels: the forward at
+    the second concurrency level and the longest max_tokens, the inverse at the base max_tokens
+    (PREFERRED_BASE_MAX_TOKENS when measured, else the shortest). {} for no rows."""
+    from scm_xl.model import PREFERRED_BASE_MAX_TOKENS
+
+    if not rows:
+        return {}
+    lengths = sorted({r.max_tokens for r in rows})
+    levels = sorted({r.concurrency for r in rows})
+    base_length = PREFERRED_BASE_MAX_TOKENS if PREFERRED_BASE_MAX_TOKENS in lengths else lengths[0]
+
+    def pick(value: int, measured: list[int], fallback: int) -> int:
+        return value if value in measured else fallback
+
+    return {
+        "forward": {"concurrency": pick(DEFAULT_FORWARD["concurrency"], levels, levels[min(1, len(levels) - 1)]),
+                    "max_tokens": pick(DEFAULT_FORWARD["max_tokens"], lengths, lengths[-1])},
+        "inverse": {"target_tps": DEFAULT_TARGET["tps"],
+                    "max_tokens": pick(DEFAULT_TARGET["max_tokens"], lengths, base_length)},
+        "method": DEFAULT_METHOD,
+    }

@@ -48,7 +48,7 @@ from scm_xl.results import has_fault
 from scm_xl.roofline import PRECISION_BYTES
 from scm_xl.physics import PhysicsCatalog, per_token_figures, physics_catalog
 from scm_xl.rules import (
-    DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, SUPERLINEAR_TOLERANCE, TEXTS, Lang, verdict_for,
+    DEFAULT_METHOD, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, SUPERLINEAR_TOLERANCE, TEXTS, Lang, verdict_for,
 )
 
 # Guard against text round trips of numbers inside spreadsheet criteria
@@ -104,7 +104,7 @@ class Settings:
     short_output_ratio: float = DEFAULT_SHORT_OUTPUT_RATIO
     physics_precision: str = DEFAULT_PHYSICS_PRECISION
     catalog: PhysicsCatalog | None = None
-    method: str = "chain"  # which coefficients the workbook's forward and inverse answers use
+    method: str = DEFAULT_METHOD  # which coefficients the workbook's forward and inverse answers use
     # Level slots in the workbook; levels beyond them are not calibrated. None = unbounded.
     concurrency_slots: int | None = None
     length_slots: int | None = None

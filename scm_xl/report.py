@@ -397,10 +397,31 @@ def constrained_to_dict(result: "ConstrainedSolution") -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 def measured_rows_at(analysis: Analysis, concurrency: float, max_tokens: int, model: str | None) -> list[RowCheck]:
-    """The measured rows at exactly this configuration (any role)."""
+    """The measured rows at exactly this configuration (any role), at the base prompt level (the
+    answers' own; a row with a blank prompt level is at it): a row at another prompt length is
+    not a measurement of this answer."""
     model = model or analysis.calibration.base_model or ""
+    level = analysis.base_prompt_level
     return [ch for ch in analysis.checks if ch.status.concurrency == concurrency
-            and ch.status.max_tokens == max_tokens and same_model(ch.status.model, model)]
+            and ch.status.max_tokens == max_tokens and same_model(ch.status.model, model)
+            and (level is None or ch.status.prompt_level in (None, level))]
+
+
+def excluded_here(analysis: Analysis, concurrency: float | None, max_tokens: int | None,
+                  model: str | None, what: str = "this") -> list[str]:
+    """Lines saying that a configuration an answer names (the best reachable, say) was measured
+    and excluded, at what TPS and why: its TPS is the model's, not the measurement's."""
+    if concurrency is None or max_tokens is None:
+        return []
+    return [f"{what} configuration was measured: row {ch.status.exp_id} at {_fmt(ch.status.tps)} TPS, and "
+            f"{_excluded_why(ch.status.reason('en'))}; the TPS above is the model's, not that measurement"
+            for ch in measured_rows_at(analysis, concurrency, max_tokens, model) if not ch.status.included]
+
+
+def _excluded_why(reason: str | None) -> str:
+    """"excluded: why" (the row's reason, which may already say "excluded")."""
+    reason = (reason or "").strip()
+    return reason if reason.startswith("excluded") else f"excluded: {reason or 'not used'}"
 
 
 def caveats_to_dict(analysis: Analysis, holdout: dict[str, Any] | None, *, concurrency: float | None,
@@ -412,12 +433,23 @@ def caveats_to_dict(analysis: Analysis, holdout: dict[str, Any] | None, *, concu
     chosen = (holdout or {}) if method == "lsq" else ((holdout or {}).get("chain_holdout") or {})
     return {
         "measured_rows": [{"exp_id": ch.status.exp_id, "measured_tps": ch.status.tps, "role": ch.role,
-                           "included": ch.status.included, "identifies": list(ch.identifies)} for ch in rows],
+                           "included": ch.status.included, "identifies": list(ch.identifies),
+                           "reason": ch.status.reason("en")} for ch in rows],
         "verdict": c.verdict, "check_rows": c.check_rows, "mape_pct": c.mape_pct,
         "holdout_method": method,
         "holdout_mape_pct": chosen.get("loo_mape_pct"), "holdout_max_pct": chosen.get("loo_max_pct"),
         "holdout_rows": chosen.get("loo_rows"), "holdout_verdict": chosen.get("verdict"),
     }
+
+
+def verdict_line(verdict: str, check_rows: int, mape_pct: float | None) -> str:
+    """The consistency verdict with the check rows it rests on (and the rule's minimum for excellent)."""
+    from scm_xl.rules import EXCELLENT_MIN_ROWS
+
+    rows = f"{check_rows} check row{'' if check_rows == 1 else 's'}"
+    short = (f"; excellent needs at least {EXCELLENT_MIN_ROWS}"
+             if 0 < check_rows < EXCELLENT_MIN_ROWS and verdict == "good" else "")
+    return f"consistency verdict: {verdict} ({rows}, MAPE {_pct(mape_pct)}{short})"
 
 
 # An answer within this share of an identify row's measurement repeats it (the chain's does, exactly).
@@ -451,11 +483,13 @@ def render_caveats(caveats: dict[str, Any], answer_tps: float | None = None) -> 
                    if answer_tps is not None and row["measured_tps"] else "")
             lines.append(f"measured here: row {row['exp_id']} at {_fmt(row['measured_tps'])} TPS "
                          f"(a check row{off})")
+        elif not row.get("included", True):
+            lines.append(f"measured here: row {row['exp_id']} at {_fmt(row['measured_tps'])} TPS, "
+                         f"{_excluded_why(row.get('reason'))}; the answer is the model's, not that measurement")
         else:
             lines.append(f"measured here: row {row['exp_id']} at {_fmt(row['measured_tps'])} TPS "
                          f"({row['role']}: not used)")
-    lines.append(f"consistency verdict: {caveats['verdict']} ({caveats['check_rows']} check rows, "
-                 f"MAPE {_pct(caveats['mape_pct'])})")
+    lines.append(verdict_line(caveats["verdict"], caveats["check_rows"], caveats["mape_pct"]))
     lines.append(f"hold-out error ({caveats['holdout_method']}, leave-one-out): MAPE "
                  f"{_pct(caveats['holdout_mape_pct'])}, max {_pct(caveats['holdout_max_pct'])} over "
                  f"{caveats['holdout_rows'] or 0} rows, verdict {caveats['holdout_verdict'] or 'insufficient'}")

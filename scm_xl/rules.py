@@ -60,6 +60,9 @@ OVERRIDE_VALUES = ("include", "exclude")
 # Verdict thresholds (percent): MAPE and max absolute deviation of check rows.
 EXCELLENT_MAPE, EXCELLENT_MAX = 5.0, 10.0
 GOOD_MAPE, GOOD_MAX = 10.0, 20.0
+# "excellent" needs at least this many rows behind it (check rows, or hold-out rows): one or two
+# lucky rows within 5% are "good" at best.
+EXCELLENT_MIN_ROWS = 3
 
 # Defaults of the hand-set cells.
 DEFAULT_FORWARD = {"concurrency": 2, "max_tokens": 100}
@@ -73,6 +76,10 @@ DEFAULT_MODEL = "Qwen/Qwen2.5-7B-Instruct"  # the model collect, plan and the si
 # A provider's rate limits (x-ratelimit-limit-requests/-tokens, --rpm, --tpm) are per minute.
 RATE_LIMIT_WINDOW_S = 60.0
 METHODS = ("chain", "lsq")  # the method cell: which coefficients the forward and inverse answers use
+# The method every surface answers with when none is asked (the workbook's method cell in a new
+# workbook, `predict`, `solve`, the report's calculator, `demo`).
+DEFAULT_METHOD = METHODS[0]
+LANGS: tuple[Lang, ...] = ("zh", "en")
 
 
 
@@ -81,7 +88,7 @@ def verdict_for(mape: float | None, max_deviation: float | None, rows: int) -> s
     """The verdict band of a set of deviations (percent); no rows is never a pass."""
     if rows == 0 or mape is None or max_deviation is None:
         return "insufficient"
-    if mape <= EXCELLENT_MAPE and max_deviation <= EXCELLENT_MAX:
+    if mape <= EXCELLENT_MAPE and max_deviation <= EXCELLENT_MAX and rows >= EXCELLENT_MIN_ROWS:
         return "excellent"
     if mape <= GOOD_MAPE and max_deviation <= GOOD_MAX:
         return "good"
@@ -91,7 +98,9 @@ def verdict_for(mape: float | None, max_deviation: float | None, rows: int) -> s
 def verdict_rule(lang: Lang, what: str) -> str:
     """The verdict bands in words, for sheets and messages (what: the rows it is over)."""
     if lang == "zh":
-        return (f"excellent: MAPE≤{EXCELLENT_MAPE:g}% 且 最大≤{EXCELLENT_MAX:g}%；good: MAPE≤{GOOD_MAPE:g}% 且 "
+        return (f"excellent: MAPE≤{EXCELLENT_MAPE:g}% 且 最大≤{EXCELLENT_MAX:g}% 且至少 {EXCELLENT_MIN_ROWS} 行；"
+                f"good: MAPE≤{GOOD_MAPE:g}% 且 "
                 f"最大≤{GOOD_MAX:g}%；fail: 更差；insufficient: 没有{what}（不算通过）")
-    return (f"excellent: MAPE≤{EXCELLENT_MAPE:g}% and max≤{EXCELLENT_MAX:g}%; good: MAPE≤{GOOD_MAPE:g}% and "
+    return (f"excellent: MAPE≤{EXCELLENT_MAPE:g}% and max≤{EXCELLENT_MAX:g}% on at least {EXCELLENT_MIN_ROWS} rows; "
+            f"good: MAPE≤{GOOD_MAPE:g}% and "
             f"max≤{GOOD_MAX:g}%; fail: worse; insufficient: no {what} (never a pass)")

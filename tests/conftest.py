@@ -15,6 +15,12 @@ import shutil
 
 import pytest
 
+# The language scm-xl writes and prints follows the locale where --lang is not given
+# (scm_xl.cli._common.resolve_lang). The suite pins an English locale, so a machine set to Chinese
+# runs it as CI does; the tests of the rule set their own.
+os.environ["LC_ALL"] = "C.UTF-8"
+os.environ.pop("LC_MESSAGES", None)
+
 
 def soffice_path() -> str | None:
     return shutil.which("soffice") or shutil.which("libreoffice")

@@ -38,13 +38,13 @@ def test_predict_says_the_answer_is_a_measured_identify_row() -> None:
         "  consistency verdict: insufficient (0 check rows, MAPE n/a)",
         "  hold-out error (chain, leave-one-out): MAPE n/a, max n/a over 0 rows, verdict",
         "    insufficient",
-        "  method: chain (no method has a hold-out error to compare (the article's chain",
-        "    answers))",
+        "  method: chain (the default: the workbook's method cell, chain for a CSV;",
+        "    --method to choose)",
     ]
     data = json.loads(run("predict", ARTICLE, "--concurrency", 2, "--max-tokens", 100, "--json").stdout)
     assert data["caveats"]["measured_rows"] == [{"exp_id": "E04", "measured_tps": pytest.approx(50 / 0.84),
                                                  "role": "identify", "included": True,
-                                                 "identifies": ["K_len(100)"]}]
+                                                 "identifies": ["K_len(100)"], "reason": ""}]
     assert data["caveats"]["verdict"] == "insufficient"
 
 

@@ -7,7 +7,6 @@ import dataclasses
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,10 @@ from click.testing import CliRunner
 from data.gen import replicated_factorial, write_csv
 from scm_xl.cli import main
 from scm_xl.results import read_results
+from support.cli import CLI, scm_xl
+from support.parallel import in_parallel
+from support.paths import ARTICLE
 
-ARTICLE = Path(__file__).resolve().parent.parent / "examples" / "article_qwen2.5-7b.csv"
 
 
 def run(*args: object) -> Any:
@@ -150,17 +151,17 @@ def test_bad_input_is_an_error(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 
 def simulate(out: Path, efficiency: float) -> Path:
-    """One short measurement of `serve-sim` (roofline timing of Qwen2.5-7B on an A100 at `efficiency`)."""
-    command = [sys.executable, "-c", "import sys; from scm_xl.cli import main; sys.exit(main())", "serve-sim",
-               "--host", "127.0.0.1", "--port", "0", "--model", "qwen2.5-7b", "--gpu", "a100-80gb",
+    """One short measurement of `serve-sim` (roofline timing of Qwen2.5-7B on an A100 at `efficiency`),
+    both commands run as a person runs them; several run at once (tests/support/parallel.py)."""
+    command = [*CLI, "serve-sim", "--host", "127.0.0.1", "--port", "0", "--model", "qwen2.5-7b", "--gpu", "a100-80gb",
                "--efficiency", str(efficiency), "--model-name", "sim"]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as server:
         try:
             line = server.stdout.readline() if server.stdout else ""
             assert "http://127.0.0.1:" in line, line
             base_url = line.strip().rsplit(" ", 1)[-1]
-            result = run("collect", "--base-url", base_url, "-m", "sim", "-c", "1,2,4", "--max-tokens", "8,16",
-                         "--repeats", "3", "-n", "2", "--ignore-eos", "-o", out, "-q")
+            result = scm_xl("collect", "--base-url", base_url, "-m", "sim", "-c", "1,2,4", "--max-tokens", "8,16",
+                            "--repeats", "3", "-n", "2", "--ignore-eos", "-o", out, "-q")
             assert result.exit_code == 0, result.output
         finally:
             server.terminate()
@@ -170,9 +171,9 @@ def simulate(out: Path, efficiency: float) -> Path:
 
 @pytest.mark.slow
 def test_simulator_runs_stable_then_drift(tmp_path: Path) -> None:
-    first = simulate(tmp_path / "first.csv", 0.3)
-    second = simulate(tmp_path / "second.csv", 0.3)
-    slower_run = simulate(tmp_path / "slower.csv", 0.27)  # the deployment lost 10% of its efficiency
+    first, second, slower_run = in_parallel(
+        lambda: simulate(tmp_path / "first.csv", 0.3), lambda: simulate(tmp_path / "second.csv", 0.3),
+        lambda: simulate(tmp_path / "slower.csv", 0.27))  # the deployment lost 10% of its efficiency
 
     stable = compare_json(first, second, "--fail-on-drift")
     assert stable["verdict"] == "stable", stable["reasons"]

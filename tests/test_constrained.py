@@ -10,17 +10,12 @@ from scm_xl import constrained, lsq
 from scm_xl.constrained import Constraints, chain_surface, lsq_surface, solve
 from scm_xl.model import calibrate, filter_rows
 from scm_xl.results import ResultRow
+from support.rows import make_row
 
 BASE_TPS = 50.0
 F = {1: 1.0, 2: 1.9, 4: 3.5, 8: 6.0, 16: 9.0}
 K = {50: 1.0, 100: 0.9, 200: 0.75}
 C = {"Alpha": 1.0, "Beta": 1.6, "Gamma": 2.5}
-
-
-def make_row(exp_id: str, model: str, c: int, length: int, tps: float, **extra) -> ResultRow:
-    tokens = c * 10 * length
-    return ResultRow(exp_id=exp_id, model=model, concurrency=c, requests_per_slot=10, total_requests=10 * c,
-                     max_tokens=length, total_time_s=tokens / tps, total_output_tokens=tokens, **extra)
 
 
 def latency(c: int, length: int) -> float:

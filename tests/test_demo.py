@@ -11,13 +11,14 @@ from click.testing import CliRunner
 
 from scm_xl.cli import main
 from scm_xl.demo import DEMO_EFFICIENCY, ceiling_tps, default_target_tps
+from scm_xl.methods import default_questions
 from scm_xl.results import read_results
 
 
 @pytest.mark.slow
 def test_demo_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--target-tps", "200"])
+    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--target-tps", "200", "--lang", "en"])
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
 
@@ -43,7 +44,10 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     flowing = " ".join(text.split())  # the two lines are wrapped to 80 columns
     assert "Workload: a 528-token prompt at concurrency 3, max_tokens 16 (neither measured)" in flowing
     assert "Leave-one-out error: chain" in flowing
-    assert "Inverse: 200 TPS at max_tokens 64 needs concurrency 4" in text
+    # the question every surface asks by default: the base max_tokens (16; 50 was not measured)
+    length = default_questions(table.rows)["inverse"]["max_tokens"]
+    assert length == 16
+    assert f"Inverse: 200 TPS at max_tokens {length} needs concurrency 4" in text
     assert "unreachable" not in text  # only when asked
 
 
@@ -79,7 +83,8 @@ def test_demo_in_chinese_with_force_and_the_unreachable_case(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     text = result.output
     # the default target is reachable: the headline is a recommendation
-    assert "反推：max_tokens 64 下要达到 250 TPS，需要并发" in text
+    length = default_questions(read_results(out / "results.csv").rows)["inverse"]["max_tokens"]
+    assert f"反推：max_tokens {length} 下要达到 250 TPS，需要并发" in text
     assert "无法达到" in text  # the unreachable case, asked for
     assert (out / "keep.txt").read_text(encoding="utf-8") == "not the demo's\n"
     wb = openpyxl.load_workbook(out / "workbook.xlsx")

@@ -25,10 +25,10 @@ from scm_xl.engines import (
     get_engine,
 )
 from scm_xl.errors import EngineError, UsageError
+from support.engines import ALL_ENGINES as ENGINES
+from support.paths import ARTICLE
 
-ENGINES = ["formulas", "ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]
 RAW = "原始数据"
-ARTICLE = Path(__file__).resolve().parents[1] / "examples" / "article_qwen2.5-7b.csv"
 KINDS = ["a", "b", "a", "a", "b", "a", "b", "a", "b", "a", "b"]  # rows 2..12
 NUMBERS = [1, 2, None, 4, 5, None, 7, 8, 9, None, 11]  # blank rows on purpose
 DOUBLED = [None if n is None else 2.0 * n for n in NUMBERS]

@@ -17,8 +17,8 @@ from scm_xl.cli import main
 from scm_xl.results import read_results
 from scm_xl.workbook.io import read_layout
 from scm_xl.workbook.layout import Layout
+from support.paths import ARTICLE
 
-ARTICLE = Path(__file__).parent.parent / "examples" / "article_qwen2.5-7b.csv"
 HEADER = ("exp_id,model,concurrency,requests_per_slot,total_requests,max_tokens,"
           "total_time_s,total_output_tokens")
 GOOD = "E01,Qwen2.5-7B,1,10,10,50,0.55,25"

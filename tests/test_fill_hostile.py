@@ -22,9 +22,9 @@ from scm_xl.results import read_results
 from scm_xl.verify import Mismatch
 from scm_xl.workbook import fill as filling
 from scm_xl.workbook.io import read_layout
+from support.paths import ARTICLE
 
 ROOT = Path(__file__).resolve().parent.parent
-ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
 SCM_XL = str(Path(sys.executable).with_name("scm-xl"))
 HEADER = ("exp_id,model,concurrency,requests_per_slot,total_requests,max_tokens,"
           "total_time_s,total_output_tokens")

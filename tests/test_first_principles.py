@@ -15,8 +15,8 @@ from scm_xl.engines import get_engine
 from scm_xl.verify import compare, same_value
 from scm_xl.workbook import first_principles as fp
 from scm_xl.workbook.catalog_tables import SHEET_TITLES, TABLES_FIRST_ROW, CatalogLayout, physics_catalog, write_tables
+from support.engines import ENGINES
 
-ENGINES = ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]  # formulas: tests/test_workbook.py, article
 NAMES_SHEET = "names"
 
 DEFAULTS: dict[str, object] = {}

@@ -10,8 +10,8 @@ import pytest
 from scm_xl.collect.records import requests_frame
 from scm_xl.model import analyze
 from scm_xl.results import read_results
+from support.paths import ARTICLE
 
-ARTICLE = Path(__file__).resolve().parent.parent / "examples" / "article_qwen2.5-7b.csv"
 
 
 def test_results_as_a_frame() -> None:

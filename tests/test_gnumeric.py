@@ -22,9 +22,9 @@ from scm_xl.errors import EngineError
 from scm_xl.report import render_verification
 from scm_xl.results import write_results
 from scm_xl.workbook.fill import WorkbookReport, fill
+from support.paths import ARTICLE
 
 ROOT = Path(__file__).resolve().parents[1]
-ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
 SIM = Path(__file__).parent / "data" / "sim_prompt_levels.csv"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_cli_rows import rows_of  # noqa: E402  (the benchmark's 1,000-row campaign)

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from latency_support import MEASURED_CONCURRENCY, SIM, SLOTS, collect
 from scm_xl.latency import latency_model
 from scm_xl.results import write_results
-from scm_xl.simulator import running_simulator
+from support.latency import MEASURED_CONCURRENCY, SLOTS, Sweep, measure
 
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, list]:
     folder = tmp_path_factory.mktemp("latency")
-    with running_simulator(SIM) as url:
-        train = [row for prompt in (32, 512) for row in collect(url, folder, "T", prompt, MEASURED_CONCURRENCY,
-                                                                (16, 48))]
-        unseen = collect(url, folder, "U", 256, (3, 12), (32,)) + collect(url, folder, "V", 32, (3, 12), (32,))
+    short, long, unseen_256, unseen_32 = measure(
+        folder, Sweep("T", 32, MEASURED_CONCURRENCY, (16, 48)), Sweep("T", 512, MEASURED_CONCURRENCY, (16, 48)),
+        Sweep("U", 256, (3, 12), (32,)), Sweep("V", 32, (3, 12), (32,)))
+    train = short + long
+    unseen = unseen_256 + unseen_32
     write_results(folder / "train.csv", train)
     return train, unseen
 

@@ -17,7 +17,7 @@ from scm_xl.latency import latency_model
 from scm_xl.results import read_results
 from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.latency_sheet import SETTING_ROWS, SHEET_TITLES, LatencyLayout
-from latency_support import SIM, collect
+from support.latency import Sweep, measure
 
 UNO_PYTHON = "/usr/bin/python3"
 TITLE = SHEET_TITLES["en"]
@@ -26,11 +26,10 @@ TITLE = SHEET_TITLES["en"]
 @pytest.fixture(scope="module")
 def measured_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from scm_xl.results import write_results
-    from scm_xl.simulator import running_simulator
 
     folder = tmp_path_factory.mktemp("latency_sheet")
-    with running_simulator(SIM) as url:
-        rows = [row for prompt in (32, 512) for row in collect(url, folder, "T", prompt, (1, 2, 4, 8, 16), (16,))]
+    rows = [row for sweep in measure(folder, *(Sweep("T", prompt, (1, 2, 4, 8, 16), (16,)) for prompt in (32, 512)))
+            for row in sweep]
     path = folder / "results.csv"
     write_results(path, rows)
     return path

@@ -11,6 +11,7 @@ import pytest
 from scm_xl import lsq
 from scm_xl.model import Settings, calibrate, filter_rows
 from scm_xl.results import ResultRow, read_results
+from support.rows import make_row
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "article_qwen2.5-7b.csv"
 
@@ -18,13 +19,6 @@ BASE_TPS = 50.0
 F = {1: 1.0, 2: 1.9, 4: 3.5, 8: 6.0, 16: 9.0}
 K = {50: 1.0, 100: 0.9, 200: 0.75}
 C = {"Alpha": 1.0, "Beta": 1.6, "Gamma": 2.5}
-
-
-def make_row(exp_id: str, model: str, concurrency: int, max_tokens: int, tps: float, **extra) -> ResultRow:
-    tokens = concurrency * 10 * max_tokens
-    return ResultRow(exp_id=exp_id, model=model, concurrency=concurrency, requests_per_slot=10,
-                     total_requests=10 * concurrency, max_tokens=max_tokens, total_time_s=tokens / tps,
-                     total_output_tokens=tokens, **extra)
 
 
 def true_tps(model: str, concurrency: int, max_tokens: int) -> float:

@@ -22,10 +22,10 @@ from scm_xl.workbook import lsq_sheet as ls
 from scm_xl.workbook.registry import build_workbook
 from scm_xl.workbook.io import write_rows
 from scm_xl.workbook.layout import Layout
+from support.engines import ENGINES
+from support.paths import ARTICLE
 
 ROOT = Path(__file__).parent.parent
-ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
-ENGINES = ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]  # formulas: tests/test_workbook.py, article
 NAMES_SHEET = "names"
 
 

@@ -14,8 +14,8 @@ from scm_xl.cli import main
 from scm_xl.engines import get_engine
 from scm_xl.workbook.fill import verify
 from scm_xl.workbook.layout import Layout
+from support.engines import ENGINES
 
-ENGINES = ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]  # formulas: tests/test_workbook.py, article
 
 
 @pytest.fixture(scope="module")

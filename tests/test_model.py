@@ -258,7 +258,7 @@ def test_model_cost_of_a_second_model() -> None:
     assert b1.role == "identify" and b1.identifies == ("C_model(slow)",)
     assert b2.role == "check"
     assert b2.predicted_tps == pytest.approx(40.0 * (70 / 40) * (20 / 40) / 2.5)  # 14.0: a perfect check
-    assert analysis.consistency.verdict == "excellent"
+    assert analysis.consistency.verdict == "good"  # one check row: excellent needs three
     assert predict(cal, 2, 100, "slow").tps == pytest.approx(14.0)
 
 
@@ -276,7 +276,9 @@ def test_model_names_compare_case_insensitively() -> None:
 # --- verdict ----------------------------------------------------------------------
 
 @pytest.mark.parametrize(("mape", "max_dev", "n", "verdict"), [
-    (0.0, 0.0, 1, "excellent"),
+    (0.0, 0.0, 1, "good"),  # excellent rests on EXCELLENT_MIN_ROWS (3) rows at least
+    (0.0, 0.0, 2, "good"),
+    (0.0, 0.0, 3, "excellent"),
     (5.0, 10.0, 3, "excellent"),
     (5.0 + 1e-9, 10.0, 3, "good"),
     (5.0, 10.0 + 1e-9, 3, "good"),
@@ -304,7 +306,7 @@ def test_verdict_from_check_rows_only() -> None:
     assert abs(row_of(analysis, "B1").deviation_pct) > 50
     assert analysis.consistency.check_rows == 1
     assert analysis.consistency.mape_pct == pytest.approx(100 / 41)
-    assert analysis.consistency.verdict == "excellent"
+    assert analysis.consistency.verdict == "good"  # one check row: excellent needs three
 
 
 # --- forward and inverse ----------------------------------------------------------

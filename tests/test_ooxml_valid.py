@@ -23,9 +23,9 @@ from openxml_audit import FileFormat, OpenXmlValidator, ValidationResult, Valida
 
 from scm_xl.cli import main
 from scm_xl.workbook.fill import fill
+from support.paths import ARTICLE
 
 ROOT = Path(__file__).resolve().parents[1]
-ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
 SIM = Path(__file__).parent / "data" / "sim_prompt_levels.csv"
 KINDS = ["template", "article", "prompt_levels"]
 LANGS = ["zh", "en"]

@@ -15,8 +15,8 @@ from scm_xl.errors import InputError, UsageError
 from scm_xl.outputs import (
     JSON_SUFFIXES, WORKBOOK_SUFFIXES, Output, atomic_write_text, check_outputs, replacing, staging,
 )
+from support.paths import ARTICLE
 
-ARTICLE = Path(__file__).parent.parent / "examples" / "article_qwen2.5-7b.csv"
 
 
 def run(*args: object) -> Result:

@@ -10,8 +10,8 @@ import pytest
 from scm_xl.model import Settings, analyze
 from scm_xl.results import ResultRow, read_results
 from scm_xl.workbook.fill import fill
+from support.paths import ARTICLE
 
-ARTICLE = Path(__file__).resolve().parent.parent / "examples" / "article_qwen2.5-7b.csv"
 
 
 def article_rows() -> list[ResultRow]:

@@ -15,14 +15,9 @@ from scm_xl.cli.plan import plan as plan_command
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import calibrate, filter_rows
 from scm_xl.results import ResultRow
+from support.rows import make_row
 
 MODELS = ("Alpha", "Beta", "Gamma")
-
-
-def make_row(exp_id: str, model: str, c: int, length: int, tps: float) -> ResultRow:
-    tokens = c * 10 * length
-    return ResultRow(exp_id=exp_id, model=model, concurrency=c, requests_per_slot=10, total_requests=10 * c,
-                     max_tokens=length, total_time_s=tokens / tps, total_output_tokens=tokens)
 
 
 def rows_of(p: plan.Plan) -> list[ResultRow]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from scm_xl.cli._common import progress_display
+from support.paths import ARTICLE
 
 
 class Terminal(io.StringIO):
@@ -49,7 +50,6 @@ def test_fill_and_verify_offer_no_progress() -> None:
         assert "--no-progress" in result.output
 
 
-ARTICLE = Path(__file__).parent.parent / "examples" / "article_qwen2.5-7b.csv"
 SCM_XL = str(Path(sys.executable).with_name("scm-xl"))
 
 

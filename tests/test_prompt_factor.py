@@ -36,9 +36,9 @@ from scm_xl.model import Settings, analyze, calibrate, check_rows, predict, solv
 from scm_xl.results import read_results, write_results
 from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import CONSISTENCY_COLUMNS, PROMPT_TABLE, Layout
+from support.paths import ARTICLE
 
 SIM_CSV = Path(__file__).with_name("data") / "sim_prompt_levels.csv"
-ARTICLE = Path(__file__).resolve().parents[1] / "examples" / "article_qwen2.5-7b.csv"
 UNO_PYTHON = "/usr/bin/python3"
 
 

@@ -9,14 +9,7 @@ import pytest
 
 from scm_xl import lsq, replicates
 from scm_xl.model import calibrate, filter_rows
-from scm_xl.results import ResultRow
-
-
-def make_row(exp_id: str, model: str, concurrency: int, max_tokens: int, tps: float) -> ResultRow:
-    tokens = concurrency * 10 * max_tokens
-    return ResultRow(exp_id=exp_id, model=model, concurrency=concurrency, requests_per_slot=10,
-                     total_requests=10 * concurrency, max_tokens=max_tokens, total_time_s=tokens / tps,
-                     total_output_tokens=tokens)
+from support.rows import make_row
 
 
 def test_groups_by_cell_case_insensitively_in_order_of_appearance():

@@ -307,6 +307,7 @@ def test_the_calculator_agrees_with_predict_and_solve(browser: Any, pages: dict[
             "inv-ttft": _blank(q["ttft"]), "inv-max-concurrency": _blank(q["max_concurrency"]),
             "inv-rate-limit": _blank(q["rate_limit"]), "inv-extrapolate": q["extrapolate"],
             "inv-conservative": q["conservative"],
+            "inv-search": True,  # every concurrency, as `solve --method` does (the page opens on the measured levels)
         }, {"inv-length": [str(v) for v in q["lengths"]], "inv-model": q["models"]}))
         cli = _cli_inverse(source, q)
         page.pop("notes")  # prose, in the page's own language
@@ -345,7 +346,7 @@ def test_the_calculator_at_a_prompt_length_without_prompt_levels_equals_the_cli(
         inverse = json.loads(browser.execute_script(SET_FIELDS, "inverse", {
             "inv-method": method, "inv-target": "50", "inv-prompt-tokens": "100", "inv-latency": "",
             "inv-ttft": "", "inv-max-concurrency": "", "inv-rate-limit": "", "inv-extrapolate": False,
-            "inv-conservative": False}, {"inv-length": ["50", "100", "200"], "inv-model": list(MODELS)}))
+            "inv-conservative": False, "inv-search": True}, {"inv-length": ["50", "100", "200"], "inv-model": list(MODELS)}))
         cli = cli_json("solve", source, "--target-tps", "50", "--method", method, "--prompt-tokens", "100", "--json")
         inverse.pop("notes")
         assert inverse["cheapest"] is None and cli["identified"] is False, method

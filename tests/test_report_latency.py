@@ -17,9 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from scm_xl.cli import main
+from scm_xl.rules import DEFAULT_METHOD
 from scm_xl.results import read_results, write_results
-from scm_xl.simulator import SimConfig, running_simulator
-from latency_support import collect
+from scm_xl.simulator import SimConfig
+from support.latency import Sweep, measure
+from support.parallel import in_parallel
 from test_report_html import browser, open_page, requests_made  # noqa: F401  (the browser fixture)
 
 REL = 1e-6
@@ -30,9 +32,9 @@ SIM = SimConfig(model_name="sim", step_base_s=0.002, step_per_seq_s=0.0003, step
 
 def _measure(config: SimConfig, folder: Path, tag: str, prompts: tuple[int, ...], max_tokens: tuple[int, ...],
              concurrency: tuple[int, ...] = (1, 2, 4, 8)) -> Path:
-    with running_simulator(config) as url:
-        rows = [row for prompt in prompts
-                for row in collect(url, folder, tag, prompt, concurrency, max_tokens, requests_per_slot=2)]
+    rows = [row for sweep in measure(folder, *(Sweep(tag, prompt, concurrency, max_tokens, config, requests_per_slot=2)
+                                               for prompt in prompts))
+            for row in sweep]
     path = folder / f"{tag}.csv"
     write_results(path, rows)
     return path
@@ -285,6 +287,8 @@ def test_the_calculator_blends_the_decode_step_as_terms_weights(browser: Any,  #
 
 INVERSE = """
 const [fields] = arguments;
+// every max_tokens and model allowed (the page opens on the default question's alone)
+document.querySelectorAll("input[name='inv-length'], input[name='inv-model']").forEach(b => { b.checked = true; });
 for (const [id, value] of Object.entries(fields)) {
     const el = document.getElementById(id);
     if (el.type === 'checkbox') el.checked = value; else el.value = value;
@@ -313,7 +317,8 @@ def _inverse_both(browser: Any, source: Path, method: str, target: float, prompt
         "inv-method": method, "inv-target": repr(target), "inv-prompt-tokens": "" if prompt is None else repr(prompt),
         "inv-latency": "" if latency is None else repr(latency), "inv-ttft": "",
         "inv-max-concurrency": "" if max_concurrency is None else str(max_concurrency), "inv-rate-limit": "",
-        "inv-extrapolate": extrapolate, "inv-conservative": False})
+        "inv-extrapolate": extrapolate, "inv-conservative": False,
+        "inv-search": True})  # every concurrency, as `solve --method` (the page opens on the measured levels)
     page = json.loads(raw)
     args: list[object] = ["solve", source, "--target-tps", repr(target), "--method", method, "--json"]
     for option, value in (("--prompt-tokens", prompt), ("--max-latency-p95", latency),
@@ -381,7 +386,7 @@ def test_the_calculator_chain_and_lsq_inverse_at_another_prompt_equal_solve(  # 
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_the_page_opens_on_the_auto_choice_offline(browser: Any, pages: dict[str, Path], source: Path,  # noqa: F811
+def test_the_page_opens_on_the_default_method_and_names_auto_offline(browser: Any, pages: dict[str, Path], source: Path,  # noqa: F811
                                                   lang: str) -> None:
     from scm_xl.latency import latency_model
     from scm_xl.lsq import least_squares_analysis
@@ -396,13 +401,19 @@ def test_the_page_opens_on_the_auto_choice_offline(browser: Any, pages: dict[str
     open_page(browser, page)
     assert requests_made(browser) == [page.resolve().as_uri()]
     assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
-    assert browser.find_element("id", "fwd-method").get_attribute("value") == "auto"
+    # The page opens on the default method every surface answers with, and says what auto would take.
+    assert browser.find_element("id", "fwd-method").get_attribute("value") == DEFAULT_METHOD
     opens = browser.find_element("id", "opens-on")
-    assert opens.get_attribute("data-method") == expected.method
+    assert opens.get_attribute("data-method") == DEFAULT_METHOD
+    assert opens.get_attribute("data-auto") == expected.method
+    if lang == "en":
+        assert expected.why in opens.text
     choice = browser.find_element("id", "forward-choice")
+    browser.execute_script("const m = document.getElementById('fwd-method'); m.value = 'auto';"
+                           "m.dispatchEvent(new Event('change'));")
     assert choice.get_attribute("data-method") == expected.method
     if lang == "en":
-        assert expected.why in opens.text and choice.get_attribute("data-why") == expected.why
+        assert choice.get_attribute("data-why") == expected.why
     # The latency charts drew their marks, in a page that still fits a phone.
     marks = browser.execute_script("""
         return ['chart-latency-tps-prompt', 'chart-latency-ttft-prompt'].map(id => {
@@ -426,15 +437,14 @@ def runs(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pa
     """The baseline (`source`), a second measurement of the same server, one whose slot limit
     fell to 2, and one at another pair of prompt levels (each a few seconds)."""
     folder = tmp_path_factory.mktemp("latency-compare")
-    same = _measure(dataclasses.replace(SIM, seed=2), folder, "S", (32, 256), (8, 24))
-    # The same server at 32 (those rows of `same`) and 512 prompt tokens.
-    longer = _measure(dataclasses.replace(SIM, seed=4), folder, "Q", (512,), (8, 24))
+    same, longer, fewer_slots = in_parallel(
+        lambda: _measure(dataclasses.replace(SIM, seed=2), folder, "S", (32, 256), (8, 24)),
+        # The same server at 32 (those rows of `same`) and 512 prompt tokens.
+        lambda: _measure(dataclasses.replace(SIM, seed=4), folder, "Q", (512,), (8, 24)),
+        lambda: _measure(dataclasses.replace(SIM, max_seqs=2, seed=3), folder, "K", (32, 256), (8, 24)))
     other = folder / "other_prompts.csv"
     write_results(other, [r for r in read_results(same).rows if r.prompt_level == 32] + read_results(longer).rows)
-    return {
-        "baseline": source, "same": same, "other_prompts": other,
-        "fewer_slots": _measure(dataclasses.replace(SIM, max_seqs=2, seed=3), folder, "K", (32, 256), (8, 24)),
-    }
+    return {"baseline": source, "same": same, "other_prompts": other, "fewer_slots": fewer_slots}
 
 
 def compare_json(*args: object, exit_code: int = 0) -> dict[str, Any]:

@@ -211,6 +211,8 @@ def test_the_charts_fill_the_width_and_nothing_collides(browser: Any, pages: dic
 
 INVERSE = """
 const [fields] = arguments;
+// every max_tokens and model allowed (the page opens on the default question's alone)
+document.querySelectorAll("input[name='inv-length'], input[name='inv-model']").forEach(b => { b.checked = true; });
 for (const [id, value] of Object.entries(fields)) {
     const el = document.getElementById(id);
     if (el.type === 'checkbox') el.checked = value; else el.value = value;
@@ -232,7 +234,8 @@ def test_bound_by_only_when_something_binds(browser: Any, pages: dict[str, Path]
     bound_by = PAGE[lang]["js"]["bound_by"]
     open_page(browser, pages[f"article_{lang}"])
     free = {"inv-method": "chain", "inv-target": "100000", "inv-prompt-tokens": "", "inv-latency": "", "inv-ttft": "",
-            "inv-max-concurrency": "", "inv-rate-limit": "", "inv-extrapolate": True, "inv-conservative": False}
+            "inv-max-concurrency": "", "inv-rate-limit": "", "inv-extrapolate": True, "inv-conservative": False,
+            "inv-search": True}  # every concurrency, as `solve --method` (the page opens on the measured levels)
     raw, text = browser.execute_script(INVERSE, free)
     result = json.loads(raw)
     assert result["best"] is not None and result["best_binding"] == []

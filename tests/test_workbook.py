@@ -297,7 +297,7 @@ def parts(path: Path) -> dict[str, bytes]:
 
 
 def test_committed_template_is_what_build_template_builds(tmp_path: Path) -> None:
-    built, committed = parts(build(tmp_path)), parts(TEMPLATE)
+    built, committed = parts(build(tmp_path, "--lang", "zh")), parts(TEMPLATE)
     assert sorted(built) == sorted(committed)
     assert [name for name in built if built[name] != committed[name]] == []
 
@@ -310,8 +310,12 @@ def test_template_english_sheet_names(tmp_path: Path) -> None:
     assert wb["RawData"]["A1"].value == "exp_id"
 
 
-def test_template_default_is_chinese(tmp_path: Path) -> None:
-    wb = openpyxl.load_workbook(build(tmp_path))
+def test_template_default_follows_a_chinese_locale(tmp_path: Path) -> None:
+    out = tmp_path / "built.xlsx"
+    result = CliRunner().invoke(main, ["build", "template", "-o", str(out)],
+                                env={"LC_ALL": "", "LC_MESSAGES": "", "LANG": "zh_CN.UTF-8"})
+    assert result.exit_code == 0, result.output
+    wb = openpyxl.load_workbook(out)
     assert wb.sheetnames[:5] == ["总览", "原始数据", "系数标定", "自洽检验", "双向推导"]
     assert wb[META_SHEET].sheet_state == "hidden"
 

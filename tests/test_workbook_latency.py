@@ -81,4 +81,4 @@ def test_the_raw_data_sheet_carries_the_percentiles(csv: Path, tmp_path: Path) -
     assert isinstance(raw[f"{LAYOUT.entry_col('latency_p95_s')}2"].value, float)
     assert isinstance(raw[f"{LAYOUT.entry_col('ttft_p95_s')}2"].value, float)
     summary = openpyxl.load_workbook(out)[LAYOUT.title("summary")]
-    assert len(summary._charts) == 3  # TPS, measured vs predicted, latency
+    assert len(summary._charts) == 4  # TPS, measured vs predicted, P95 latency, P95 TTFT

@@ -6,8 +6,8 @@ import zipfile
 from pathlib import Path
 
 from scm_xl.workbook.fill import fill
+from support.paths import ARTICLE
 
-ARTICLE = Path(__file__).resolve().parent.parent / "examples" / "article_qwen2.5-7b.csv"
 PAYLOAD = b"VBA-PROJECT-BYTES-0123456789"
 
 

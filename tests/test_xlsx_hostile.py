@@ -20,8 +20,8 @@ from openpyxl.comments import Comment
 from scm_xl.cli import main
 from scm_xl.errors import InputError
 from scm_xl.safety import DEFAULT_LIMITS, XlsxLimits, check_xlsx
+from support.paths import ARTICLE
 
-ARTICLE = Path(__file__).parent.parent / "examples" / "article_qwen2.5-7b.csv"
 SCM_XL = str(Path(sys.executable).with_name("scm-xl"))
 MAIN_NS = b"http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 USER_SHEET = "Notes"

@@ -12,11 +12,14 @@ import functools
 import inspect
 import math
 import sys
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import click
 
 from scm_xl.errors import ScmXlError
+
+if TYPE_CHECKING:
+    from scm_xl.rules import Lang
 
 Progress = Callable[[str], None]
 
@@ -73,7 +76,7 @@ def parse_text_list(text: str | None) -> tuple[str, ...] | None:
 
 
 @contextlib.contextmanager
-def progress_display(enabled: bool = True, first: str = "read the input") -> Iterator[Progress | None]:
+def progress_display(enabled: bool = True, first: str = "read the input") -> Iterator[StatusLine | None]:
     """A status line on stderr naming the running step, only when stderr is a terminal.
 
     Yields the callback to hand to the library (`progress=`), or None when silent.
@@ -85,13 +88,29 @@ def progress_display(enabled: bool = True, first: str = "read the input") -> Ite
     from rich.live import Live
     from rich.spinner import Spinner
 
-    spinner = Spinner("dots", text=first)
-    with Live(spinner, console=Console(stderr=True), transient=True, refresh_per_second=8) as live:
-        def show(step: str) -> None:
-            spinner.update(text=step)
-            live.refresh()  # each step is on screen at once, not at the next tick
+    console = Console(stderr=True)
+    spinner = Spinner("dots")
+    with Live(spinner, console=console, transient=True, refresh_per_second=8) as live:
+        status = StatusLine(spinner, live, console)
+        status(first)
+        yield status
 
-        yield show
+
+class StatusLine:
+    """progress_display's callback: shows a step on the status line. `console` is the rich Console
+    it is drawn on, for a progress bar that should draw under it (rich nests live displays on one
+    console; on two they overwrite each other and leave frozen lines)."""
+
+    def __init__(self, spinner: Any, live: Any, console: Any) -> None:
+        self.spinner, self.live, self.console = spinner, live, console
+
+    def __call__(self, step: str) -> None:
+        from rich.text import Text
+
+        text = Text(step)
+        text.truncate(max(self.console.width - 3, 10), overflow="ellipsis")  # one line beside the spinner
+        self.spinner.update(text=text)
+        self.live.refresh()  # each step is on screen at once, not at the next tick
 
 
 def call_supported(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -115,3 +134,22 @@ def library_default(cls: Any, name: str) -> Any:
     import dataclasses
 
     return next(f.default for f in dataclasses.fields(cls) if f.name == name)
+
+
+LANG_HELP = ("Language of what it writes and prints: zh or en (default: the locale, LC_ALL, LC_MESSAGES "
+             "or LANG: zh* is zh, anything else en).")
+
+
+def resolve_lang(lang: str | None) -> "Lang":
+    """The one language rule of fill, report, demo, compare and build template: `--lang` when
+    given, else the locale (the first of LC_ALL, LC_MESSAGES, LANG that is set: zh... is zh),
+    else en."""
+    import os
+
+    if lang is not None:
+        return "zh" if lang == "zh" else "en"
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = os.environ.get(name)
+        if value:
+            return "zh" if value.casefold().startswith("zh") else "en"
+    return "en"

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from scm_xl.cli._common import FiniteFloat, handle_errors, progress_display
+from scm_xl.cli._common import LANG_HELP, FiniteFloat, handle_errors, progress_display, resolve_lang
 from scm_xl.cli.options import Aliased
 
 
@@ -16,8 +16,8 @@ from scm_xl.cli.options import Aliased
               help="Folder for results.csv, requests.csv and workbook.xlsx; an existing one is refused "
                    "unless --force.")
 @click.option("--force", is_flag=True, help="Replace the demo's files in an existing --output folder.")
-@click.option("--lang", type=click.Choice(["zh", "en"]), default="en", show_default=True,
-              help="Language of the workbook and of the summary printed.")
+@click.option("--lang", type=click.Choice(["zh", "en"]), default=None,
+              help="Language of the workbook and of the summary printed. " + LANG_HELP)
 @click.option("--target-tps", type=FiniteFloat(0), default=None,
               help="Target TPS for the inverse answer [default: one the simulated deployment reaches, "
                    "about 250: three streams' worth of its ceiling at 60% efficiency].")
@@ -26,7 +26,7 @@ from scm_xl.cli.options import Aliased
 @click.option("--no-progress", is_flag=True,
               help="No progress on stderr (shown by default when stderr is a terminal).")
 @handle_errors
-def demo(out_dir: str, force: bool, lang: str, target_tps: float | None, show_unreachable: bool,
+def demo(out_dir: str, force: bool, lang: str | None, target_tps: float | None, show_unreachable: bool,
          no_progress: bool) -> None:
     """Run the whole pipeline on the built-in simulated endpoint (127.0.0.1, no API key):
     collect a small matrix, fill the workbook, recalculate it with the embedded engine,
@@ -37,8 +37,9 @@ def demo(out_dir: str, force: bool, lang: str, target_tps: float | None, show_un
     click.echo("Running the demo on the built-in simulator (127.0.0.1 only, no API key) ...", err=True)
     show = not no_progress and sys.stderr.isatty()
     with progress_display(show) as progress:
-        result = run_demo(out_dir, target_tps=target_tps, lang=lang, force=force,
-                          show_unreachable=show_unreachable, quiet=not show, say=progress)
+        result = run_demo(out_dir, target_tps=target_tps, lang=resolve_lang(lang), force=force,
+                          show_unreachable=show_unreachable, quiet=not show, say=progress,
+                          console=progress.console if progress is not None else None)
     click.echo(render(result))
     if not result.report.verification.ok:
         sys.exit(1)

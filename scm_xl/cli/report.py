@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from scm_xl.cli._common import handle_errors
+from scm_xl.cli._common import LANG_HELP, handle_errors, resolve_lang
 
 if TYPE_CHECKING:
     from scm_xl.rules import Lang
@@ -23,11 +23,11 @@ STRICT_OPTION = click.option(
 @click.command()
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="Where to write the HTML page.")
-@click.option("--lang", type=LANG_CHOICE, default="zh", show_default=True, help="Language of the page.")
+@click.option("--lang", type=LANG_CHOICE, default=None, help="Language of the page. " + LANG_HELP)
 @click.option("--force", is_flag=True, help="Replace an output file that already exists (otherwise refused).")
 @STRICT_OPTION
 @handle_errors
-def report(source: str, output: str, lang: Lang, force: bool, strict_physics: bool | None) -> None:
+def report(source: str, output: str, lang: Lang | None, force: bool, strict_physics: bool | None) -> None:
     """One self-contained HTML page of SOURCE (a results CSV or a filled workbook): the
     verdict first, coefficient tables with intervals, every row with its role and reasons,
     the latency model (when TTFT, latency and ITL were recorded: its coefficients, the knee,
@@ -40,7 +40,7 @@ def report(source: str, output: str, lang: Lang, force: bool, strict_physics: bo
 
     refuse_non_regular(source)  # /dev/urandom, a FIFO: refused before anything reads it
     check_outputs([Output("-o", output, HTML_SUFFIXES, "HTML report")], inputs=[source], force=force)
-    path = write_report(source, output, lang, strict_physics=strict_physics)
+    path = write_report(source, output, resolve_lang(lang), strict_physics=strict_physics)
     click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
@@ -49,7 +49,7 @@ def report(source: str, output: str, lang: Lang, force: bool, strict_physics: bo
 @click.argument("new", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the comparison as an HTML page.")
-@click.option("--lang", type=LANG_CHOICE, default="en", show_default=True, help="Language of the HTML page.")
+@click.option("--lang", type=LANG_CHOICE, default=None, help="Language of the HTML page. " + LANG_HELP)
 @click.option("--force", is_flag=True,
               help="Replace an output that already exists: the --html page, or BASELINE with --save-baseline "
                    "(otherwise refused).")
@@ -61,7 +61,7 @@ def report(source: str, output: str, lang: Lang, force: bool, strict_physics: bo
                    "could not be compared is kept.")
 @STRICT_OPTION
 @handle_errors
-def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang: Lang, force: bool,
+def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang: Lang | None, force: bool,
             fail_on_drift: bool, save_baseline: bool, strict_physics: bool | None) -> None:
     """Has the endpoint changed since the baseline? BASELINE and NEW are results CSVs or
     filled workbooks. Both are fitted by least squares on the baseline's base point; each
@@ -93,7 +93,7 @@ def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang:
     if html_path:
         from scm_xl.htmlreport.compare_page import write_comparison_html
 
-        write_comparison_html(comparison, html_path, lang)
+        write_comparison_html(comparison, html_path, resolve_lang(lang))
     if as_json:
         click.echo(json.dumps(comparison.as_dict()))
     else:

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from scm_xl.cli._common import (
-    FiniteFloat, Progress, accepts, call_supported, handle_errors, parse_text_list, progress_display,
+    LANG_HELP, FiniteFloat, Progress, accepts, call_supported, handle_errors, parse_text_list, progress_display,
+    resolve_lang,
 )
 from scm_xl.cli.plan import int_list
 from scm_xl.engines import ENGINE_NAMES
@@ -124,14 +125,14 @@ def build() -> None:
 
 @build.command()
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Where to write the workbook.")
-@click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True,
-              help="Sheet names and labels.")
+@click.option("--lang", type=click.Choice(["zh", "en"]), default=None, help="Sheet names and labels. " + LANG_HELP)
 @click.option("--rows", type=click.IntRange(1, 100_000), help="Raw-data rows the formulas cover (default 200).")
 @FORCE_OPTION
 @handle_errors
-def template(output: str | None, lang: Lang, rows: int | None, force: bool) -> None:
+def template(output: str | None, lang: Lang | None, rows: int | None, force: bool) -> None:
     """Build the empty calibration workbook: every coefficient, prediction,
     deviation and verdict a live formula over the raw-data sheet."""
+    lang = resolve_lang(lang)
     from scm_xl.outputs import WORKBOOK_SUFFIXES, Output, check_outputs, write_target
     from scm_xl.workbook.registry import build_template
 
@@ -220,8 +221,7 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, f
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report here.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False),
               help="Also write the HTML report here (as `scm-xl report` does).")
-@click.option("--lang", type=click.Choice(["zh", "en"]), default="zh", show_default=True,
-              help="Language of a new workbook.")
+@click.option("--lang", type=click.Choice(["zh", "en"]), default=None, help="Language of a new workbook. " + LANG_HELP)
 @FORCE_OPTION
 @click.option("--rename-duplicates", is_flag=True,
               help="Several RESULTS: keep an exp_id used in two files, renaming the later one "
@@ -231,12 +231,16 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, f
 @click.option("--method", type=click.Choice(["chain", "lsq"]), default=None,
               help="The workbook's method cell: which coefficients its forward and inverse answers use "
                    "(default: keep the workbook's; chain in a new one).")
+@click.option("--slo", help="The Summary's per-request SLO inputs, e.g. ttft=0.5,tpot=0.05,e2el=10 (seconds; "
+              "500ms for milliseconds; default: keep the workbook's, none in a new one).")
+@click.option("--attainment", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              help="The Summary's attainment target (default: keep the workbook's; 0.95 in a new one).")
 @PROGRESS_OPTION
 @handle_errors
 @ends_cleanly_on_sigterm
 def fill(results: tuple[str, ...], workbook: str | None, output: str | None, engine: str, json_path: str | None,
-         html_path: str | None, lang: str, force: bool, rename_duplicates: bool, strict_physics: bool | None,
-         method: str | None, no_progress: bool) -> None:
+         html_path: str | None, lang: str | None, force: bool, rename_duplicates: bool, strict_physics: bool | None,
+         method: str | None, slo: str | None, attainment: float | None, no_progress: bool) -> None:
     """Write RESULTS (one or more results CSVs, merged) into the workbook,
     recalculate it with a real engine, and compare every formula cell with the
     Python reference. Exits 1 if any cell disagrees; that workbook then replaces
@@ -250,6 +254,11 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
         from scm_xl.errors import UsageError
 
         raise UsageError("give a results CSV (or several), or --workbook X to rebuild X around the rows typed into it")
+    parsed_slo = None
+    if slo is not None:
+        from scm_xl.goodput import DEFAULT_ATTAINMENT, parse_slo
+
+        parsed_slo = parse_slo(slo, attainment if attainment is not None else DEFAULT_ATTAINMENT)
     for path in results:
         refuse_spreadsheet_file(path)
     workbook_suffixes = WORKBOOK_SUFFIXES
@@ -279,9 +288,10 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
     with step_lines(not no_progress, first) as progress:
         # The policy is applied above; without --force the output is also created exclusively at
         # the end (another run may write it meanwhile).
-        options: dict[str, Any] = dict(workbook=workbook, output=write_target(target), engine=engine, lang=lang,
+        options: dict[str, Any] = dict(workbook=workbook, output=write_target(target), engine=engine,
+                                       lang=resolve_lang(lang),
                                        strict_physics=strict_physics, method=method, progress=progress,
-                                       force=force)
+                                       force=force, slo=parsed_slo, attainment=attainment)
         if accepts(run_fill, "rename_duplicates"):
             source: Any = list(results) if len(results) != 1 else results[0]
             report = call_supported(run_fill, source, rename_duplicates=rename_duplicates, **options)
@@ -360,6 +370,8 @@ def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_pr
     _print_report(report, holdout, json_path)
 
 
+# Why the method that answers without --method does (the workbook's method cell; chain for a CSV).
+DEFAULT_METHOD_WHY = "the default: the workbook's method cell, chain for a CSV; --method to choose"
 METHOD_CHOICE = click.Choice(["chain", "lsq"])
 METHOD_ANY_CHOICE = click.Choice(["auto", "chain", "lsq", "latency"])
 STRICT_OPTION = click.option(
@@ -410,17 +422,18 @@ def _choose(analysis: Any, rows: Any, method: str, prompt_tokens: float | None) 
 @click.option("--prompt-tokens", type=FiniteFloat(0),
               help="The workload's prompt length in tokens (default: the base prompt level).")
 @click.option("--model", help="Model (default: the base model).")
-@click.option("--method", type=METHOD_ANY_CHOICE, default="auto", show_default=True,
+@click.option("--method", type=METHOD_ANY_CHOICE, default=None,
               help="chain: the article's one-row-per-coefficient chain; lsq: least squares on all rows, "
                    "with a 90% interval, interpolating between measured concurrency levels; latency: "
                    "TTFT + (L - 1) x ITL and Little's law, over prompt length too, up to the knee; "
-                   "auto: the one with the lowest leave-one-out error that can answer.")
+                   "auto: the one with the lowest leave-one-out error that can answer (default: the workbook's "
+                   "method cell, chain for a CSV, as every surface answers; auto with --prompt-tokens).")
 @click.option("--extrapolate", is_flag=True, help="lsq: allow concurrency outside the measured range.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @STRICT_OPTION
 @handle_errors
 def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: float | None, model: str | None,
-            method: str, extrapolate: bool, as_json: bool, strict_physics: bool | None) -> None:
+            method: str | None, extrapolate: bool, as_json: bool, strict_physics: bool | None) -> None:
     """Forward: the predicted TPS at a configuration, with what it rests on (a
     measured row there, the verdict, the hold-out error) and which method answered
     and why. SOURCE is a results CSV or a filled workbook. Exits 1 when the data
@@ -432,7 +445,13 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
     )
 
     analysis, rows = _analysis_of(source, strict_physics)
-    lsq_report, latency, choice = _choose(analysis, rows, method, prompt_tokens)
+    # unasked, the method every surface answers with (the workbook's method cell; chain for a CSV)
+    asked = method or ("auto" if prompt_tokens is not None else analysis.settings.method)
+    lsq_report, latency, choice = _choose(analysis, rows, asked, prompt_tokens)
+    if method is None and asked != "auto":
+        from dataclasses import replace
+
+        choice = replace(choice, why=DEFAULT_METHOD_WHY)
     method = choice.method
     model_name = model or analysis.calibration.base_model
     if method == "latency":
@@ -497,8 +516,11 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
 
 @click.command()
 @click.argument("source", type=click.Path(dir_okay=False))
-@click.option("--target-tps", type=FiniteFloat(0), required=True, help="The throughput to reach (tokens/s).")
-@click.option("--max-tokens", type=click.IntRange(min=1), help="Output length (default: the base max_tokens).")
+@click.option("--target-tps", type=FiniteFloat(0),
+              help="The throughput to reach (tokens/s) (default: a workbook's target cell, else the template's, "
+                   "as every surface asks).")
+@click.option("--max-tokens", type=click.IntRange(min=1),
+              help="Output length (default: a workbook's inverse max_tokens cell, else the base max_tokens).")
 @click.option("--prompt-tokens", type=FiniteFloat(0),
               help="The workload's prompt length in tokens (searches every knob; default method auto).")
 @click.option("--model", help="Model (default: the base model).")
@@ -536,7 +558,7 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @STRICT_OPTION
 @handle_errors
-def solve(source: str, target_tps: float, max_tokens: int | None, prompt_tokens: float | None, model: str | None,
+def solve(source: str, target_tps: float | None, max_tokens: int | None, prompt_tokens: float | None, model: str | None,
           method: str | None,
           max_latency_p95: float | None, max_ttft_p95: float | None, max_concurrency: int | None,
           allowed_max_tokens: tuple[int, ...] | None, allowed_models: str | None, rate_limit: int | None,
@@ -569,11 +591,20 @@ def solve(source: str, target_tps: float, max_tokens: int | None, prompt_tokens:
     if priced and slo is None:
         raise UsageError(f"{', '.join(priced)} need --slo: replicas, cost and rate limits are planned under a "
                          "per-request SLO (e.g. --slo e2el=10)")
+    from scm_xl.workbook.fill import questions_from_source
+
+    analysis, rows = _analysis_of(source, strict_physics)
+    # unasked, the question every surface asks: a workbook's own input cells, else the defaults
+    asked = questions_from_source(source, rows).get("inverse", {}) if target_tps is None or max_tokens is None \
+        else {}
+    if target_tps is None:
+        if not asked.get("target_tps"):
+            raise UsageError("no target TPS: pass --target-tps")
+        target_tps = float(asked["target_tps"])
     if slo is not None:
         from scm_xl.goodput import parse_slo
 
         parsed = parse_slo(slo, attainment)
-        analysis, rows = _analysis_of(source, strict_physics)
         if _solve_slo(source, rows, parsed, target_tps, model, prompt_tokens, price_in, price_out,
                       gpu_hour_price, gpus, rpm, tpm, minimise, as_json):
             return
@@ -595,8 +626,6 @@ def solve(source: str, target_tps: float, max_tokens: int | None, prompt_tokens:
         allowed_models=parse_text_list(allowed_models), max_latency_p95_s=max_latency_p95,
         max_ttft_p95_s=max_ttft_p95, max_concurrency=max_concurrency, rate_limit_concurrency=rate_limit,
         extrapolate=extrapolate, conservative=conservative)
-    if slo is None:
-        analysis, rows = _analysis_of(source, strict_physics)
     if request.searches_every_knob:
         # Searching without --method keeps the chain (the workbook's inverse), unless the question is
         # about a prompt length; then auto.
@@ -609,7 +638,8 @@ def solve(source: str, target_tps: float, max_tokens: int | None, prompt_tokens:
         _solve_across(analysis, rows, replace(request, method=choice.method), target_tps, as_json,
                       latency=latency, choice=choice, lsq_report=lsq_report)
     else:
-        _solve_plain(analysis, request, target_tps, as_json)
+        _solve_plain(analysis, replace(request, max_tokens=request.max_tokens or asked.get("max_tokens")),
+                     target_tps, as_json)
 
 
 def _solve_slo(source: str, rows: Any, slo: Any, target_tps: float, model: str | None, prompt_tokens: float | None,
@@ -655,7 +685,9 @@ def _solve_slo(source: str, rows: Any, slo: Any, target_tps: float, model: str |
 def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool) -> None:
     from scm_xl.errors import UsageError
     from scm_xl.model import solve as chain_solve
-    from scm_xl.report import caveats_to_dict, render_caveats, solution_to_dict, unidentified_hints, wrapped
+    from scm_xl.report import (
+        caveats_to_dict, excluded_here, render_caveats, solution_to_dict, unidentified_hints, wrapped,
+    )
 
     length = request.max_tokens or analysis.calibration.base_max_tokens
     if length is None:
@@ -685,6 +717,8 @@ def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool) 
         best = f"; best reachable {solution.best_tps:.2f} at concurrency {solution.best_concurrency}" \
             if solution.best_tps is not None else ""
         click.echo(f"unreachable with the measured levels (target {target_tps:g} at max_tokens {length}){best}")
+        for line in excluded_here(analysis, solution.best_concurrency, length, solution.model, "the best reachable"):
+            click.echo(wrapped(f"  {line}", indent="    "))
     for line in render_caveats(caveats, solution.tps):
         click.echo(wrapped(f"  {line}", indent="    "))
 
@@ -709,7 +743,9 @@ def _answered_as_json_or_refused(data: dict[str, Any], as_json: bool, identified
 def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_json: bool, *,
                   latency: Any, choice: Any, lsq_report: Any) -> None:
     from scm_xl.constrained import describe_reasons, solve_request
-    from scm_xl.report import caveats_to_dict, constrained_to_dict, render_caveats, unidentified_hints, wrapped
+    from scm_xl.report import (
+        caveats_to_dict, constrained_to_dict, excluded_here, render_caveats, unidentified_hints, wrapped,
+    )
 
     result = solve_request(request, target_tps, calibration=analysis.calibration, statuses=analysis.statuses,
                            settings=analysis.settings, rows=rows, latency=latency)
@@ -748,6 +784,9 @@ def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_
         click.echo(wrapped(f"best under the constraints: {result.best.tps:.2f} TPS at concurrency "
                            f"{result.best.concurrency}, max_tokens {result.best.max_tokens}, model {result.best.model}"
                            f" (what stops a higher TPS: {bound})"))
+        for line in excluded_here(analysis, result.best.concurrency, result.best.max_tokens, result.best.model,
+                                  "the best"):
+            click.echo(wrapped(f"  {line}", indent="    "))
     for note in result.notes:
         click.echo(wrapped(f"note: {note}"))
     click.echo(wrapped(f"method: {choice.method} ({choice.why})"))

@@ -35,7 +35,11 @@ class RunCounters:
 class ProgressBar:
     """One rich progress bar on stderr for the whole run, refreshed a few times a second."""
 
-    def __init__(self, points: Sequence[MatrixPoint], requests_per_slot: int, counters: RunCounters) -> None:
+    def __init__(self, points: Sequence[MatrixPoint], requests_per_slot: int, counters: RunCounters,
+                 console: Any = None) -> None:
+        """`console`: a rich Console a caller already shows a live status on; the bar then draws
+        under that status (rich nests live displays on one console) and goes when the run ends.
+        Without it the bar has a stderr console of its own and stays on screen."""
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -50,7 +54,7 @@ class ProgressBar:
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
             TextColumn("requests {task.fields[rate]}"), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=False,
+            console=console if console is not None else Console(stderr=True), transient=console is not None,
         )
         total = sum(point.concurrency * requests_per_slot for point in points)
         self.task = self.progress.add_task("starting", total=total, rate="")

@@ -551,7 +551,8 @@ def _prompt_seed(config: CollectConfig) -> int:
 
 
 async def run_collection(config: CollectConfig, *, console: Any = None, progress: bool | None = None,
-                         senders: SenderFactory = open_senders, check_first: bool = True) -> CollectionReport:
+                         senders: SenderFactory = open_senders, check_first: bool = True,
+                         progress_console: Any = None) -> CollectionReport:
     """Run the matrix and write both CSVs; returns what was run.
 
     Before any traffic, the outputs are checked (UsageError/InputError; nothing written);
@@ -559,7 +560,8 @@ async def run_collection(config: CollectConfig, *, console: Any = None, progress
     nothing written). `senders(config, max_concurrency)` opens the senders every request
     goes through (collect/send.py). With a rich `console`, a summary table is printed at the
     end; a progress bar goes to stderr when `progress` is True, or when it is None, a console
-    is given and stderr is a terminal. An interruption (CancelledError) propagates after the
+    is given and stderr is a terminal; with `progress_console` (a rich Console showing the caller's
+    own status line) the bar draws under that line and goes at the end. An interruption (CancelledError) propagates after the
     finished experiments were saved.
     """
     points = matrix_points(config)
@@ -607,7 +609,7 @@ async def run_collection(config: CollectConfig, *, console: Any = None, progress
             elif check_first:
                 await preflight(collector, todo)
             outputs.apply(config)  # only now: a failed pre-flight leaves every file as it was
-            bar = ProgressBar(todo, config.requests_per_slot, counter) if show else None
+            bar = ProgressBar(todo, config.requests_per_slot, counter, progress_console) if show else None
             if bar is not None:
                 bar.start()
             try:

@@ -20,6 +20,7 @@ from scm_xl.htmlreport.texts import LANGS, PAGE, Lang
 from scm_xl.lsq import LsqAnalysis, least_squares_analysis
 from scm_xl.model import Analysis, c_label, f_label, k_label
 from scm_xl.report import c_model_first_principles
+from scm_xl.rules import DEFAULT_METHOD, DEFAULT_TARGET
 
 VERDICT_CLASS = {"excellent": "ok", "good": "ok", "fail": "bad", "insufficient": "warn"}
 
@@ -141,12 +142,15 @@ def separable_summary(lsq: LsqAnalysis, texts: dict[str, Any]) -> str:
     return texts["separable_broken"] + "; ".join(parts)
 
 
-def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_name: str) -> dict[str, Any]:
-    """Everything the page shows, computed once (the template only lays it out)."""
+def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_name: str,
+                   questions: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything the page shows, computed once (the template only lays it out). The calculator
+    opens on `questions` (a workbook's own, `fill.questions_from_inputs`), else on the questions
+    every surface asks by default (`methods.default_questions`)."""
     if lang not in LANGS:
         raise UsageError(f"unknown language {lang!r}: use zh or en")
     from scm_xl.latency import latency_model
-    from scm_xl.methods import base_prompt, choose_method
+    from scm_xl.methods import base_prompt, choose_method, default_questions
 
     texts = PAGE[lang]
     lsq = least_squares_analysis(analysis.statuses, analysis.settings)
@@ -168,7 +172,9 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
                                      if not any(fit.model.casefold() == m.casefold() for m in models)]
     cal = analysis.calibration
     second = concurrency[1] if len(concurrency) > 1 else (concurrency[0] if concurrency else 1)
-    measured = sorted(s.tps for s in analysis.statuses if s.included)
+    asked = questions or default_questions(rows) or {}
+    forward_q, inverse_q = asked.get("forward", {}), asked.get("inverse", {})
+    method = asked.get("method") or DEFAULT_METHOD
     charts: list[Chart] = all_charts(analysis, lsq.fit, rows, texts)
     na = texts["missing"]
     holdouts = [
@@ -182,6 +188,21 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
     if latency_line is not None:
         holdouts.append(latency_line)
     method_names = texts["js"]["method_names"]
+    model = _one_of(forward_q.get("model") or cal.base_model, forward_models)
+    inv_model = _one_of(inverse_q.get("model") or cal.base_model, forward_models)
+    defaults = {
+        "method": method,
+        "concurrency": forward_q.get("concurrency", second),
+        "max_tokens": forward_q.get("max_tokens") if forward_q.get("max_tokens") in forward_lengths
+        else (forward_lengths[0] if forward_lengths else 1),
+        "model": model or (forward_models[0] if forward_models else ""),
+        "target": inverse_q.get("target_tps", DEFAULT_TARGET["tps"]),
+        "inv_length": inverse_q.get("max_tokens", cal.base_max_tokens),
+        # the inverse asks at the question's max_tokens and model (every one when the data lack it)
+        "inv_lengths": [inverse_q["max_tokens"]] if inverse_q.get("max_tokens") in forward_lengths
+        else list(forward_lengths),
+        "inv_models": [inv_model] if inv_model else list(forward_models),
+    }
     return {
         "t": texts,
         "lang": lang,
@@ -198,7 +219,7 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
         "coefficients": coefficient_rows(analysis, lsq, texts),
         "rows": row_lines(analysis, lang),
         "charts": charts,
-        "calibration_json": embed_json(calculator_payload(analysis, lsq.fit, rows, latency_data)),
+        "calibration_json": embed_json(calculator_payload(analysis, lsq.fit, rows, latency_data, lang)),
         "texts_json": embed_json(texts["js"]),
         "lengths": lengths,
         "models": models,
@@ -207,17 +228,19 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
         "latency": latency_context(latency, texts),
         "latency_charts": latency_charts(latency, texts),
         "auto": auto_data,
-        "opens_on": texts["opens_on"].format(method=method_names[auto.method], why=auto_data["why"]),
         "base_prompt": base,
-        "defaults": {
-            "concurrency": second,
-            "max_tokens": cal.base_max_tokens if cal.base_max_tokens in forward_lengths
-            else (forward_lengths[0] if forward_lengths else 1),
-            "model": cal.base_model if cal.base_model in forward_models else (forward_models[0] if forward_models else ""),
-            # a target in the measured range: the median included TPS, rounded
-            "target": round(measured[len(measured) // 2]) if measured else 100,
-        },
+        "defaults": defaults,
+        "opens_on": texts["opens_on"].format(method=method_names.get(method, method), target=f"{defaults['target']:g}",
+                                             length=defaults["inv_length"], auto=method_names[auto.method],
+                                             why=auto_data["why"]),
     }
+
+
+def _one_of(model: str | None, models: Sequence[str]) -> str | None:
+    """`model` as the page spells it among `models` (casefolded match), or None."""
+    if not model:
+        return None
+    return next((m for m in models if m.casefold() == model.casefold()), None)
 
 
 def _template() -> jinja2.Template:
@@ -228,9 +251,10 @@ def _template() -> jinja2.Template:
     return env.from_string((folder / "report.html.j2").read_text(encoding="utf-8"))
 
 
-def render_report(analysis: Analysis, rows: Sequence[Any], lang: Lang = "zh", source_name: str = "") -> str:
+def render_report(analysis: Analysis, rows: Sequence[Any], lang: Lang = "zh", source_name: str = "",
+                  questions: dict[str, Any] | None = None) -> str:
     """The report as one HTML string: styles, script, charts and data inline."""
-    return _template().render(**report_context(analysis, rows, lang, source_name))
+    return _template().render(**report_context(analysis, rows, lang, source_name, questions))
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -255,6 +279,7 @@ def write_report(source: Any, path: str | Path, lang: Lang | None = None, *,
     `lang` defaults to the workbook's language for a fill report, else "zh".
     """
     source_name = ""
+    questions = None
     if isinstance(source, Analysis):
         if rows is None:
             raise UsageError("write_report(analysis, ...) needs the rows the analysis was made from")
@@ -265,9 +290,13 @@ def write_report(source: Any, path: str | Path, lang: Lang | None = None, *,
         layout = getattr(source, "layout", None)
         lang = lang or getattr(layout, "lang", None)
         source_name = Path(getattr(source, "path", "") or "").name
+        from scm_xl.workbook.fill import questions_from_inputs
+
+        questions = questions_from_inputs(source.inputs, rows)
     else:
-        from scm_xl.workbook.fill import analysis_from_source
+        from scm_xl.workbook.fill import analysis_from_source, questions_from_source
 
         analysis, loaded = analysis_from_source(source, strict_physics=strict_physics)
         rows, source_name = loaded, Path(source).name
-    return write_text_atomic(path, render_report(analysis, rows, lang or "zh", source_name))
+        questions = questions_from_source(source, rows)
+    return write_text_atomic(path, render_report(analysis, rows, lang or "zh", source_name, questions))

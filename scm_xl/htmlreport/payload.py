@@ -77,8 +77,19 @@ def _cells(rows: Sequence[Any]) -> list[list[Any]]:
             for key, p in constrained.measured_percentiles(rows).items()]
 
 
+def _excluded(analysis: Analysis, lang: Any) -> list[list[Any]]:
+    """Measured rows that were excluded, at the base prompt level (report.measured_rows_at's rows):
+    [model casefolded, concurrency, max_tokens, measured TPS, exp_id, why in the page's language]:
+    an answer at one of them says it was measured there and excluded."""
+    level = analysis.base_prompt_level
+    return [[ch.status.model.casefold(), ch.status.concurrency, ch.status.max_tokens, _number(ch.status.tps),
+             ch.status.exp_id, ch.status.reason(lang)]
+            for ch in analysis.checks if not ch.status.included
+            and (level is None or ch.status.prompt_level in (None, level))]
+
+
 def calculator_payload(analysis: Analysis, fit: LsqFit, rows: Sequence[Any],
-                       latency: dict[str, Any] | None = None) -> dict[str, Any]:
+                       latency: dict[str, Any] | None = None, lang: Any = "en") -> dict[str, Any]:
     """Everything the calculator needs, for every method (`latency`: `latency_payload`'s)."""
     from scm_xl.model import at_base_prompt, base_prompt_level
 
@@ -102,6 +113,7 @@ def calculator_payload(analysis: Analysis, fit: LsqFit, rows: Sequence[Any],
         "prompt_cells": [[p, _cells(at_level[p]), constrained.rate_limit_onsets(at_level[p])] for p in levels],
         "onsets_all": constrained.rate_limit_onsets(rows),  # the same over every prompt level (latency)
         "search_factor": constrained.SEARCH_FACTOR,
+        "excluded": _excluded(analysis, lang),
         "identified_tol": _IDENTIFIED_TOL,
         "latency": latency if latency is not None else latency_payload(None, None, {"method": "chain", "why": ""}),
     }

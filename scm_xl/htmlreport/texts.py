@@ -6,7 +6,7 @@ from typing import Any
 
 from scm_xl.latency import TERM_WORDS
 from scm_xl.report import NA
-from scm_xl.rules import Lang
+from scm_xl.rules import EXCELLENT_MAPE, EXCELLENT_MAX, EXCELLENT_MIN_ROWS, GOOD_MAPE, GOOD_MAX, Lang
 
 LANGS: tuple[Lang, ...] = ("zh", "en")
 
@@ -23,8 +23,11 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "verdict": "Verdict (check rows)",
         "verdicts": {"excellent": "excellent", "good": "good", "fail": "fail", "insufficient": "insufficient"},
         "verdict_help": {
-            "excellent": "check rows: MAPE ≤ 5% and every deviation ≤ 10%",
-            "good": "check rows: MAPE ≤ 10% and every deviation ≤ 20%",
+            "excellent": f"check rows: MAPE ≤ {EXCELLENT_MAPE:g}% and every deviation ≤ {EXCELLENT_MAX:g}%, "
+                         f"on at least {EXCELLENT_MIN_ROWS} check rows",
+            "good": f"check rows: MAPE ≤ {GOOD_MAPE:g}% and every deviation ≤ {GOOD_MAX:g}% (excellent needs "
+                    f"MAPE ≤ {EXCELLENT_MAPE:g}%, every deviation ≤ {EXCELLENT_MAX:g}% and at least "
+                    f"{EXCELLENT_MIN_ROWS} check rows)",
             "fail": "the rows that test the model deviate beyond the bands",
             "insufficient": "no row tests the model: every row defines a coefficient, is unidentified or excluded",
         },
@@ -117,7 +120,12 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "method_auto": "auto (the lowest leave-one-out error)",
         "prompt_tokens": "prompt tokens",
         "prompt_placeholder": "the base level",
-        "opens_on": "The calculator opens on auto: {method} ({why}).",
+        "verdict_rows": "on {n} check rows",
+        "opens_on": "The calculator opens on the question every surface asks by default (the workbook, "
+                    "`scm-xl solve`, `scm-xl predict`, `scm-xl demo`): {method}, target {target} TPS at "
+                    "max_tokens {length}, at the measured concurrency levels. Auto would choose {auto} ({why}).",
+        "search_every": "search every concurrency, between the measured levels too (as `scm-xl solve --method` "
+                        "does; off: the measured levels, as the workbook and plain `scm-xl solve`)",
         "why_ranked": "lowest leave-one-out error: {best} {value}%", "why_against": " (against {others})",
         "why_none": "no method has a hold-out error to compare (the article's chain answers)",
         "js": {
@@ -141,6 +149,8 @@ PAGE: dict[Lang, dict[str, Any]] = {
             "unreachable": "No configuration reaches {t} TPS under these constraints.",
             "binding_label": "binding constraint", "best_label": "best reachable under the constraints",
             "bound_by": "bound by",
+            "excluded_here": "This configuration was measured: row {row} at {m} TPS, and excluded ({why}); the TPS "
+                             "here is the model's, not that measurement.",
             "binding": {
                 "target_tps": "the target (every cheaper configuration falls short)", "model": "allowed models",
                 "max_tokens": "allowed max_tokens", "max_concurrency": "max concurrency", "rate_limit": "rate limit",
@@ -172,8 +182,10 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "verdict": "判定（检验行）",
         "verdicts": {"excellent": "优秀", "good": "良好", "fail": "不通过", "insufficient": "数据不足"},
         "verdict_help": {
-            "excellent": "检验行：MAPE ≤ 5% 且每行偏差 ≤ 10%",
-            "good": "检验行：MAPE ≤ 10% 且每行偏差 ≤ 20%",
+            "excellent": f"检验行：MAPE ≤ {EXCELLENT_MAPE:g}% 且每行偏差 ≤ {EXCELLENT_MAX:g}%，且至少 "
+                         f"{EXCELLENT_MIN_ROWS} 个检验行",
+            "good": f"检验行：MAPE ≤ {GOOD_MAPE:g}% 且每行偏差 ≤ {GOOD_MAX:g}%（优秀需 MAPE ≤ {EXCELLENT_MAPE:g}%、"
+                    f"每行偏差 ≤ {EXCELLENT_MAX:g}% 且至少 {EXCELLENT_MIN_ROWS} 个检验行）",
             "fail": "检验模型的行偏差超出范围",
             "insufficient": "没有行在检验模型：每行要么用于标定系数，要么无法预测或被剔除",
         },
@@ -264,7 +276,10 @@ PAGE: dict[Lang, dict[str, Any]] = {
         "method_auto": "自动（留一误差最低者）",
         "prompt_tokens": "提示 token 数",
         "prompt_placeholder": "基准档位",
-        "opens_on": "计算器默认为自动：{method}（{why}）。",
+        "verdict_rows": "基于 {n} 个检验行",
+        "opens_on": "计算器打开时问的是各处默认的同一个问题（工作簿、`scm-xl solve`、`scm-xl predict`、`scm-xl demo`）："
+                    "{method}，max_tokens {length} 下目标 {target} TPS，只看已测并发档位。自动将选择 {auto}（{why}）。",
+        "search_every": "搜索所有并发，包括已测档位之间（同 `scm-xl solve --method`；不勾选：只看已测档位，同工作簿和不带选项的 `scm-xl solve`）",
         "why_ranked": "留一误差最低：{best} {value}%", "why_against": "（对比 {others}）",
         "why_none": "没有方法有留一误差可比（采用原文链式方法）",
         "js": {
@@ -288,6 +303,7 @@ PAGE: dict[Lang, dict[str, Any]] = {
             "unreachable": "在这些约束下没有配置能达到 {t} TPS。",
             "binding_label": "起约束作用的条件", "best_label": "约束下可达的最高 TPS",
             "bound_by": "受限于",
+            "excluded_here": "该配置已实测：行 {row}，{m} TPS，已剔除（{why}）；此处的 TPS 来自模型，不是那次实测。",
             "binding": {
                 "target_tps": "目标本身（更省的配置都达不到）", "model": "允许的模型",
                 "max_tokens": "允许的 max_tokens", "max_concurrency": "最大并发", "rate_limit": "限流",

@@ -8,13 +8,14 @@ are known.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from pathlib import Path
 from typing import Mapping, cast
 
 from openpyxl import Workbook
 from openpyxl.styles import Alignment
-from openpyxl.utils import get_column_letter
+from openpyxl.utils import get_column_letter, range_boundaries
 from openpyxl.worksheet.datavalidation import DataValidation
 from openpyxl.worksheet.properties import PageSetupProperties
 from openpyxl.worksheet.worksheet import Worksheet
@@ -27,14 +28,15 @@ from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW, write_calculator
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.stamp import save_workbook, write_filled
+from scm_xl.rules import DEFAULT_METHOD
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, METHODS,
-    MODEL_TABLE, PROMPT_TABLE, RAW_COLUMNS, SEEN_MODELS_TABLE, Layout, unusable_tests,
+    MODEL_TABLE, NUMERIC_INPUT_KEYS, PROMPT_TABLE, RAW_COLUMNS, SEEN_MODELS_TABLE, Layout, unusable_tests,
 )
 from scm_xl.workbook.styles import (
-    FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _formula, _header,
-    _label,
+    DEFAULT_FONT_SIZE, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _formula,
+    _header, _label, fit_row, wrapped_note,
 )
 
 BUILD_TIMESTAMP = datetime(2026, 1, 1, 0, 0, 0)
@@ -163,9 +165,11 @@ README_TEXT = {
         "最小二乘：对全部纳入行做对数空间最小二乘，给出系数和留一法（LOO）预测误差；计算过程的矩阵列已折叠隐藏。",
         "延迟模型：延迟 = 首字时间 + (L − 1) × 字间隔，TPS = n × L ÷ 延迟（利特尔定律），字间隔与首字时间各为一个按相对误差加权的最小二乘，"
         "覆盖提示长度与并发；拐点 K（吞吐不再增长的并发）由 scm-xl fill 拟合，可手工改写；下方可输入并发、max_tokens 和提示长度做正向预测。",
+        "SLO达成：逐请求 SLO（DistServe 定义：成功且满足每个已设阈值的请求为好请求）下每个实验和每个配置的达成率、Wilson 95% 区间和 goodput，"
+        "以及在目标 TPS 下满足 SLO 的最便宜实测配置；阈值与达成目标在总览表输入，逐请求记录在隐藏的计算_逐请求表。",
         "第一性原理：屋顶线计算器（每 Token 2N FLOPs、权重字节 ÷ 显存带宽、KV 缓存容量）和 GPU/模型目录，物理检查以此为上限。",
         "说明：本页。",
-        "计算_逐行、计算_单元、计算_图表：隐藏的中间计算表（右键“取消隐藏”可查看），请勿编辑。",
+        "计算_逐行、计算_单元、计算_图表、计算_逐请求：隐藏的中间计算表（右键“取消隐藏”可查看），请勿编辑。",
         "",
         "可覆盖的行数：公式覆盖原始数据表的前若干行（见隐藏的 _scm_meta 表 rows）；超出的行 scm-xl verify 会指出。",
         "校验：scm-xl verify 本文件 —— 用真实公式引擎重算每个公式单元格，并与 Python 参考实现逐一比较。",
@@ -185,9 +189,10 @@ README_TEXT = {
         "Replicates: the median, coefficient of variation and repeats needed of each configuration measured more than once.",
         "LeastSquares: a least-squares fit in log space over all included rows, with the coefficients and the leave-one-out (hold-out) error; the matrix workings are grouped and collapsed.",
         "LatencyModel: latency = TTFT + (L − 1) × ITL and TPS = n × L ÷ latency (Little's law), ITL and TTFT each a least-squares fit weighted to relative error, over prompt length and concurrency; the knee K (where throughput stops growing) is fitted by scm-xl fill and may be typed over; type a concurrency, max_tokens and prompt length below it for a forward prediction.",
+        "SLO: under a per-request SLO (the DistServe definition: a request is good when it succeeded and every threshold set holds), each experiment's and configuration's attainment, its Wilson 95% interval and goodput, and the cheapest measured configuration meeting the SLO at the target TPS; the thresholds and the attainment target are typed on the Summary, the records are on the hidden Work_Requests sheet.",
         "FirstPrinciples: the roofline calculator (2N FLOPs per token, weight bytes / memory bandwidth, KV cache capacity) and the GPU/model catalog the physics checks use.",
         "README: this page.",
-        "Work_Rows, Work_Cells, Work_Charts: hidden workings (right-click a tab, Unhide, to look); do not edit them.",
+        "Work_Rows, Work_Cells, Work_Charts, Work_Requests: hidden workings (right-click a tab, Unhide, to look); do not edit them.",
         "",
         "Rows covered: the formulas cover the first rows of RawData (see 'rows' on the hidden _scm_meta sheet); scm-xl verify names any row beyond them.",
         "Check it: scm-xl verify THIS_FILE recalculates every formula cell with a real engine and compares it with the Python reference.",
@@ -210,15 +215,36 @@ def write_first_principles(ws: Worksheet, layout: Layout, catalog_layout: Catalo
             _formula(ws, f"{col}{row}", text)
     # The printout holds the calculator; the catalog below it is reference data (with its sources).
     ws.print_area = f"A1:H{CALCULATOR_LAST_ROW}"
+    print_setup(ws, pages_tall=pages_for(CALCULATOR_LAST_ROW))
     return names
 
 
-def print_setup(ws: Worksheet, *, repeat_rows: str | None = None) -> None:
-    """Landscape, fitted to the page width, header rows repeated, an explicit print area."""
+# The printable width of a landscape A4 page between print_setup's margins (784 pt), in
+# column-width units as LibreOffice prints them (6.3 to 7 pt each): the README's one column
+# must fit in it, as fitting to the page width never shrinks a sheet that is one column wide.
+PAGE_WIDTH_CHARS = 110
+MIN_PRINT_SCALE = 0.7  # a sheet too wide to print this large goes over more pages side by side
+ROWS_PER_PAGE = 50  # rows of a landscape A4 page at about MIN_PRINT_SCALE
+
+
+def pages_for(rows: int) -> int:
+    """Pages down for a print area of `rows` rows, so the last page is not one of empty slots."""
+    return max(1, math.ceil(rows / ROWS_PER_PAGE))
+
+
+def print_setup(ws: Worksheet, *, repeat_rows: str | None = None, pages_wide: int | None = None,
+                pages_tall: int | None = None, repeat_cols: str | None = None) -> None:
+    """Landscape, fitted to the page width (or to `pages_wide` pages side by side, with the
+    `repeat_cols` columns on each) and, given `pages_tall`, to that many pages down (a sheet
+    whose empty slots would otherwise spill onto a page of their own), header rows repeated,
+    an explicit print area. Called again (registry does, for every visible sheet) it keeps
+    what the sheet's own call set."""
     ws.page_setup.orientation = "landscape"
     ws.page_setup.paperSize = ws.PAPERSIZE_A4
-    ws.page_setup.fitToWidth = 1
-    ws.page_setup.fitToHeight = 0
+    if pages_wide is not None or not ws.page_setup.fitToWidth:
+        ws.page_setup.fitToWidth = pages_wide or 1
+    if pages_tall is not None or ws.page_setup.fitToHeight is None:
+        ws.page_setup.fitToHeight = pages_tall or 0  # 0: as many as it takes
     # openpyxl always makes pageSetUpPr; its stubs allow None
     cast(PageSetupProperties, ws.sheet_properties.pageSetUpPr).fitToPage = True
     ws.print_options.gridLines = False
@@ -226,20 +252,57 @@ def print_setup(ws: Worksheet, *, repeat_rows: str | None = None) -> None:
     ws.page_margins.top = ws.page_margins.bottom = 0.5
     if repeat_rows:
         ws.print_title_rows = repeat_rows
+    if repeat_cols:
+        ws.print_title_cols = repeat_cols
+
+
+def trim_print_areas(wb: Workbook, layout: Layout, rows: int, cells: int) -> None:
+    """Print what is there: the per-row tables (raw data, consistency, least squares) stop at
+    the last of the `rows` filled rows and the replicates table at its last of `cells` cells,
+    instead of running on through the empty slots kept for rows typed later (a printed
+    block of blank yellow or grey rows, and pages with nothing on them). Called by `fill`,
+    which knows the rows; the template keeps every slot. A row typed after the fill prints
+    once `scm-xl fill --workbook` has run again (the README says so)."""
+    from scm_xl.workbook import lsq_sheet, replicates_sheet
+
+    raw = wb[layout.title("raw")]
+    raw.print_area = f"A1:{get_column_letter(len(ENTRY_COLUMNS))}{layout.raw_header_row + max(rows, 1)}"
+    # the last printed column (a file path, often long) shrinks into its cell, not past the margin
+    path_col = layout.entry_col(ENTRY_COLUMNS[-1].key)
+    for row in range(layout.raw_first, layout.raw_header_row + rows + 1):
+        if raw[f"{path_col}{row}"].value is not None:
+            raw[f"{path_col}{row}"].alignment = Alignment(shrink_to_fit=True)
+    for title, slots, used in ((layout.title("consistency"), layout.rows, rows),
+                               (lsq_sheet.SHEET_TITLES[layout.lang], layout.rows, rows),
+                               (replicates_sheet.SHEET_TITLES[layout.lang], layout.cell_slots, cells)):
+        if title not in wb.sheetnames or not wb[title].print_area:
+            continue
+        ws = wb[title]
+        area = str(ws.print_area).split(",")[0].rpartition("!")[2].replace("$", "")
+        min_col, min_row, max_col, max_row = (bound or 1 for bound in range_boundaries(area))
+        last = max(min_row, max_row - (slots - min(max(used, 1), slots)))
+        ws.print_area = f"{get_column_letter(min_col)}{min_row}:{get_column_letter(max_col)}{last}"
 
 
 def write_readme(ws: Worksheet, lang: str) -> None:
+    """One paragraph a row, wrapped within the printed page's width, each row as tall as its
+    lines (no program sizes a wrapped row of an .xlsx it opens: without a height the lines
+    print on top of each other)."""
+    width = PAGE_WIDTH_CHARS - 5
+    ws.column_dimensions["A"].width = width
     for i, line in enumerate(README_TEXT[lang], start=1):
         cell = ws.cell(row=i, column=1, value=line)
         cell.alignment = Alignment(wrap_text=True, vertical="top")
+        fit_row(ws, i, [(line, width, DEFAULT_FONT_SIZE)])
     ws["A1"].font = TITLE_FONT
-    ws.column_dimensions["A"].width = 120
+    fit_row(ws, 1, [(README_TEXT[lang][0], width, float(TITLE_FONT.sz or DEFAULT_FONT_SIZE))])
     ws.print_area = f"A1:A{len(README_TEXT[lang])}"
+    print_setup(ws, pages_tall=pages_for(len(README_TEXT[lang])))
 
 
 def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     """The sheet a person types into: inputs, and three display columns per covered row."""
-    _header(ws, layout.raw_header_row, 1, ENTRY_COLUMNS, layout.lang)
+    _header(ws, layout.raw_header_row, 1, ENTRY_COLUMNS, layout.lang, text_keys=RAW_TEXT_KEYS)
     ws.freeze_panes = f"B{layout.raw_first}"
     for column in ENTRY_COLUMNS:
         letter = layout.entry_col(column.key)
@@ -254,9 +317,12 @@ def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
         ws.column_dimensions[letter].fill = FORMULA_FILL
     last_col = get_column_letter(len(ENTRY_COLUMNS))
     ws.auto_filter.ref = f"A{layout.raw_header_row}:{last_col}{layout.raw_last}"
-    ws.row_dimensions[layout.raw_header_row].height = 30
     _validations(ws, layout)
-    print_setup(ws, repeat_rows=f"{layout.raw_header_row}:{layout.raw_header_row}")
+    # Pages side by side at a readable size (one page wide it printed at about 4 pt), each
+    # with the header row and the exp_id column that says which row is which.
+    width = sum(ws.column_dimensions[get_column_letter(i)].width for i in range(1, len(ENTRY_COLUMNS) + 1))
+    print_setup(ws, repeat_rows=f"{layout.raw_header_row}:{layout.raw_header_row}",
+                pages_wide=math.ceil(width * MIN_PRINT_SCALE / PAGE_WIDTH_CHARS), repeat_cols="A:A")
 
 
 def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
@@ -293,6 +359,11 @@ def write_cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
         ws[f"{layout.scale_col(key)}{layout.cells_header_row}"] = key
 
 
+CALIBRATION_LABEL_WIDTH = 50  # column A of the calibration sheet: the settings' labels wrap within it
+# The raw-data columns that hold text (their headers sit left, the numbers' right).
+RAW_TEXT_KEYS = tuple(c.key for c in ENTRY_COLUMNS if c.key not in NUMERIC_INPUT_KEYS and c.key != "show_tps")
+
+
 def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str]) -> None:
     _label(ws, "A1", labels["calibration_title"])
     ws["A1"].font = TITLE_FONT
@@ -302,6 +373,8 @@ def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     settings = fx.settings()
     for key, row in layout.settings_rows.items():
         _label(ws, f"A{row}", labels[key])
+        ws[f"A{row}"].alignment = Alignment(wrap_text=True, vertical="top")
+        fit_row(ws, row, [(labels[key], CALIBRATION_LABEL_WIDTH, DEFAULT_FONT_SIZE)])
         ws[f"B{row}"].fill = INPUT_FILL
         _formula(ws, f"C{row}", settings[key])
     srows = layout.settings_rows
@@ -313,7 +386,7 @@ def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     strict = DataValidation(type="list", formula1='"0,1"', allow_blank=True)
     ws.add_data_validation(strict)
     strict.add(f"B{srows['strict_physics']}")
-    ws[f"B{srows['method']}"] = METHODS[0]
+    ws[f"B{srows['method']}"] = DEFAULT_METHOD
     method = DataValidation(type="list", formula1=f'"{",".join(METHODS)}"', allow_blank=True)
     ws.add_data_validation(method)
     method.add(f"B{srows['method']}")
@@ -322,7 +395,7 @@ def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     ws[f"C{layout.base_tps_row}"].fill = KEY_FILL
     _label(ws, f"A{layout.base_rows_row}", labels["base_rows"])
     _formula(ws, f"C{layout.base_rows_row}", settings["base_rows"])
-    ws.column_dimensions["A"].width = 50
+    ws.column_dimensions["A"].width = CALIBRATION_LABEL_WIDTH
     ws.column_dimensions["B"].width = 14
     ws.column_dimensions["C"].width = 26
 
@@ -345,12 +418,16 @@ def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
             _formula(ws, f"{layout.table_col(PROMPT_TABLE, key)}{row}", text, "0.00" if key == "k" else None)
 
     _label(ws, f"A{layout.m_table_header - 1}", labels["m_table"], bold=True)
-    _header(ws, layout.m_table_header, 1, MODEL_TABLE, layout.lang)
+    _header(ws, layout.m_table_header, 1, MODEL_TABLE, layout.lang, text_keys=("name",))
     for row in range(layout.m_table_first, layout.m_table_first + layout.m_slots):
         for key, text in fx.model_row(row).items():
             _formula(ws, f"{layout.table_col(MODEL_TABLE, key)}{row}", text,
                      "0.00" if key in ("c", "tps") else None)
+    # the long title wraps within the printed columns A..E instead of running past the margin
+    wrapped_note(ws, "A1", "E", sum(ws.column_dimensions[col].width for col in "ABCDE"), TITLE_FONT)
     ws.print_area = f"A1:E{layout.m_table_first + layout.m_slots - 1}"
+    # the tables' empty slots print squeezed onto the pages with figures, not onto pages of their own
+    print_setup(ws, pages_tall=pages_for(layout.m_table_first + layout.m_slots - 1))
 
 
 def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str]) -> None:
@@ -365,7 +442,8 @@ def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
             ws[f"B{row}"].fill = KEY_FILL
     summary_sheet.colour_verdict(ws, f"B{layout.summary_rows['verdict']}")
     ws.column_dimensions["A"].width = 34
-    _header(ws, layout.cons_header_row, 1, CONSISTENCY_COLUMNS, layout.lang)
+    _header(ws, layout.cons_header_row, 1, CONSISTENCY_COLUMNS, layout.lang,
+            text_keys=("exp_id", "model", "role", "note", "physics_text"))
     ws.freeze_panes = f"B{layout.cons_first}"
     formats = {"measured": "0.00", "f": "0.000", "k": "0.000", "k_in": "0.000", "c": "0.000", "predicted": "0.00",
                "deviation": "0.00", "deviation_pct": "0.0", "check_abs_pct": "0.0"}
@@ -455,7 +533,6 @@ def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappin
     ws[f"B{inv['concurrency']}"].fill = KEY_FILL
     ws[f"B{inv['tps']}"].fill = KEY_FILL
     _label(ws, f"A{layout.inverse_table_header - 2}", labels["inverse_note"])
-    ws[f"A{layout.inverse_table_header - 2}"].font = NOTE_FONT
     _label(ws, f"A{layout.inverse_table_header - 1}", labels["inverse_table"], bold=True)
     _header(ws, layout.inverse_table_header, 1, INVERSE_TABLE, layout.lang)
     first = layout.inverse_table_first
@@ -470,7 +547,11 @@ def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappin
     ws.column_dimensions["E"].width = 12
     for col in "FGH":
         ws.column_dimensions[col].width = 12
+    # the note wraps within the printed columns A..H instead of running past the margin
+    wrapped_note(ws, f"A{layout.inverse_table_header - 2}", "H",
+                 sum(ws.column_dimensions[col].width for col in "ABCDEFGH"), NOTE_FONT)
     ws.print_area = f"A1:H{first + layout.c_slots - 1}"
+    print_setup(ws, pages_tall=pages_for(first + layout.c_slots - 1))  # not a page of empty slots
 
 
 def _write_prompt_lookup(ws: Worksheet, row: int, formulas: Mapping[str, str]) -> None:

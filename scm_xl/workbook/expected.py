@@ -19,7 +19,7 @@ from scm_xl.model import (
 from scm_xl.constrained import measured_percentiles
 from scm_xl.results import ResultRow
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_values
-from scm_xl.workbook import latency_sheet, lsq_sheet, summary_sheet
+from scm_xl.workbook import charts, latency_sheet, lsq_sheet, summary_sheet
 from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.formulas import MIRRORED_KEYS
 from scm_xl.workbook.io import Inputs
@@ -96,15 +96,13 @@ def chart_data(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
                  row.ttft_p95_s) for (_, row), s in zip(inputs.rows, analysis.statuses)
                 if s.included and at_base_prompt(s, base_level)]
     title = layout.title("consistency")
-    consistency: dict[int, tuple[CellValue, CellValue, CellValue]] = {}
-    for sheet_row, _ in inputs.rows:
-        position = sheet_row - layout.raw_first + 1
-        out_row = layout.cons_first + position - 1
-        exp_id, measured, predicted = (exp.get((title, f"{layout.cons_col(key)}{out_row}"))
-                                       for key in ("exp_id", "measured", "predicted"))
-        consistency[position] = (exp_id, measured, predicted)
-    exp.update(summary_sheet.expected_chart_data(layout, inputs.chart_keys, inputs.chart_fit, included,
-                                                 consistency))
+    consistency = [tuple(exp.get((title, f"{layout.cons_col(key)}{layout.cons_first + position}"))
+                         for key in ("role", "measured", "predicted")) for position in range(layout.rows)]
+    calibration = layout.title("calibration")
+    level = layout.table_col(CONCURRENCY_TABLE, "level")
+    levels = [exp.get((calibration, f"{level}{layout.c_table_first + slot}")) for slot in range(layout.c_slots)]
+    exp.update(charts.expected_chart_data(layout, inputs.chart_groups, included, levels,
+                                          consistency))  # type: ignore[arg-type]
 
 
 def display(exp: Expected, layout: Layout, inputs: Inputs) -> None:

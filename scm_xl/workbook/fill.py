@@ -28,7 +28,9 @@ from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Analysis, Settings, analyze
 from scm_xl.results import ResultRow, read_results, read_results_many
 from scm_xl.verify import Verification, compare
-from scm_xl.workbook import latency_sheet, summary_sheet
+from scm_xl import goodput
+from scm_xl.workbook import charts, latency_sheet, slo_sheet, summary_sheet
+from scm_xl.workbook.build import trim_print_areas
 from scm_xl.outputs import staging, write_target
 from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, remove_own_sheets
 from scm_xl.workbook.io import (
@@ -37,7 +39,7 @@ from scm_xl.workbook.io import (
 )
 from scm_xl.workbook.stamp import is_formula, save_workbook
 from scm_xl.workbook.layout import (
-    DEFAULT_FORWARD, DEFAULT_TARGET, MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
+    MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
 )
 
 Progress = Callable[[str], None]
@@ -61,6 +63,11 @@ def _quiet(_: str) -> None:
     return None
 
 
+def _distinct_cells(rows: Sequence[ResultRow]) -> int:
+    """How many (model, max_tokens, concurrency, prompt level) cells the rows measure."""
+    return len({(r.model.casefold(), r.max_tokens, r.concurrency, r.prompt_level) for r in rows})
+
+
 def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = None, *,
                 where: str | None = None) -> Layout:
     models = len({r.model.casefold() for r in rows})
@@ -72,7 +79,7 @@ def _layout_for(rows: list[ResultRow], lang: Lang, at_least: Layout | None = Non
         lang, len(rows),
         len({r.concurrency for r in rows}), len({r.max_tokens for r in rows}),
         len({r.model.casefold() for r in rows}),
-        len({(r.model.casefold(), r.max_tokens, r.concurrency, r.prompt_level) for r in rows}),
+        _distinct_cells(rows),
         n_prompts=len({r.prompt_level for r in rows} - {None}) + 1,  # and the base level of blank ones
     )
     if at_least is not None:
@@ -108,7 +115,8 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
          output: str | Path | None = None, engine: str = "auto", lang: Lang = "zh",
          strict_physics: bool | None = None, method: str | None = None,
          derivation: dict[str, dict[str, object]] | None = None, progress: Progress | None = None,
-         rename_duplicates: bool = False, force: bool = True) -> WorkbookReport:
+         rename_duplicates: bool = False, force: bool = True, slo: goodput.Slo | None = None,
+         attainment: float | None = None) -> WorkbookReport:
     """Write results CSVs into a fresh or existing workbook, recalculate and verify it, then
     put it in place. With no CSV (results_path None or empty) and a workbook, rebuild that
     workbook around the rows typed into it, every one of them, sized to cover them all.
@@ -119,6 +127,10 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
     output is replaced (atomically, after verification); force=False refuses (UsageError) an
     output that exists when the workbook is put in place (another run wrote it meanwhile). A
     workbook that fails verification replaces nothing: see `WorkbookReport.set_aside`.
+
+    The per-request CSV beside a (single) results CSV (goodput.requests_path_for) goes into the
+    workbook's per-request sheet; slo types the Summary's SLO inputs (its thresholds and target),
+    attainment only the target; None keeps what the workbook has (a new one: no threshold).
     """
     say = progress or _quiet
     if results_path is None:
@@ -132,6 +144,8 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
             raise UsageError("no results CSV given")
         return _regrow(Path(workbook), output=output, engine=engine, progress=say, force=force)
     rows, warnings = _read_all(paths, rename_duplicates)
+    # the per-request records, refused (too many for a workbook) before anything is built
+    slo_data, slo_notes = _requests_data(rows, goodput.read_samples(paths[0]) if len(paths) == 1 else None)
     chosen, note = choose_engine(engine, len(rows))
     chosen.require()  # refuse an engine that cannot run here before anything is written
     check_model_names(rows, where=str(paths[0]))
@@ -170,7 +184,33 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
         forward = derivation.get("forward", {})
         latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], layout,
                                   {key: forward.get(key) for key in ("concurrency", "max_tokens")})
-    return _finish(wb, layout, target, chosen, note, say, warnings, force=force, person=person)
+    if slo_data is not None:
+        slo_sheet.write_data(wb, layout, slo_data)
+    if slo is not None or attainment is not None:
+        slo_sheet.set_inputs(wb, layout, slo_sheet.slo_inputs(slo) if slo is not None else {"attainment": attainment})
+    return _finish(wb, layout, target, chosen, note, say, warnings, force=force, person=person, notes=slo_notes)
+
+
+def _requests_data(rows: list[ResultRow],
+                   samples: goodput.RequestSamples | None) -> tuple[slo_sheet.SloData | None, list[str]]:
+    """The per-request records of `rows` for the workbook's per-request sheet (None: none), and
+    what to tell; InputError when they are more than a workbook holds."""
+    if samples is None:
+        return None, ["per-request records are read beside one results CSV: with several, the workbook has "
+                      "none (its SLO attainment and goodput stay empty)"]
+    if not samples.by_exp:
+        return None, [f"{samples.reason}: the workbook has no per-request records (its SLO attainment and "
+                      "goodput stay empty)"]
+    bad = slo_sheet.wildcard_exp_id(rows)
+    if bad is not None:
+        return None, [f"exp_id {bad!r} holds *, ? or ~, which spreadsheet lookups read as a pattern: the "
+                      "per-request records are not put in the workbook"]
+    data = slo_sheet.from_samples(rows, samples)
+    notes = [f"per-request records: {len(data.records):,} measured requests from {samples.path} "
+             "(the workbook's SLO sheet judges them)"]
+    if samples.dropped_line is not None:
+        notes.append(f"{samples.path}:{samples.dropped_line}: a half-written last line is left out")
+    return data, notes
 
 
 def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress: Progress,
@@ -199,12 +239,15 @@ def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress:
     wb = build_workbook(layout, into=user_wb, deferred=True)
     write_hand_set(wb, layout, old)
     write_typed(wb, layout, typed)
+    if not old.slo_data.empty:  # the records the workbook held stay with it
+        slo_sheet.write_data(wb, layout, old.slo_data)
     return _finish(wb, layout, Path(output) if output else workbook, chosen, note, progress, [], force=force,
                    person=person)
 
 
 def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None, say: Progress,
-            warnings: list[str], *, force: bool = True, person: _PersonWork | None = None) -> WorkbookReport:
+            warnings: list[str], *, force: bool = True, person: _PersonWork | None = None,
+            notes: list[str] | None = None) -> WorkbookReport:
     """Charts from the reference, then save beside the target, recalculate, verify, store the
     values, and rename into place (exclusively without `force`); a workbook that fails
     verification is set aside instead and the target left alone."""
@@ -215,12 +258,12 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
     inputs.latency["fitted_knee"] = latency_sheet.fitted_knee(
         [row for _, row in inputs.rows], latency_sheet.sheet_model(inputs.latency, analysis))
     latency_sheet.write_cells(latency_ws, layout, inputs.latency, hand_set_only=False)
-    points = summary_sheet.chart_points([row for _, row in inputs.rows], analysis.checks,
-                                        analysis.calibration.base_prompt_level)
-    summary_sheet.add_charts(wb, layout, points)
-    inputs.chart_keys = [(m, float(length), float(c), (m, length, c) in points.latency)
-                         for m, length, c in points.cells]
-    inputs.chart_fit = [(role, float(position)) for role, position in points.fit]
+    points = charts.chart_points([row for _, row in inputs.rows], analysis.statuses,
+                                 analysis.calibration.base_prompt_level)
+    charts.add_line_charts(wb, layout, points, summary_sheet.CHART_ANCHOR_COL)
+    # the last raw-data position holding an experiment (a row left blank between them prints too)
+    trim_print_areas(wb, layout, max(inputs.entry, default=0), _distinct_cells([row for _, row in inputs.rows]))
+    inputs.chart_groups = [(model, float(length)) for model, length in points.groups]
 
     person_notes = person.restore(wb, layout) if person is not None else []
 
@@ -239,7 +282,7 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
             report.set_aside = staged.set_aside("failed")
     report.path = target
     report.warnings = warnings + report.warnings
-    report.notes = person_notes + report.notes
+    report.notes = person_notes + (notes or []) + report.notes
     return report
 
 
@@ -385,24 +428,14 @@ def _store_values(path: Path, verification: Verification, say: Progress) -> None
 
 
 def _measured_defaults(rows: list[ResultRow]) -> dict[str, dict[str, object]] | None:
-    """Forward and inverse inputs for a new workbook: the template's defaults (the article's
-    questions) where the data measured them, else the nearest measured levels."""
-    from scm_xl.model import PREFERRED_BASE_MAX_TOKENS
+    """Forward and inverse inputs for a new workbook: the questions every surface asks by default
+    (`methods.default_questions`; the target TPS is the template's)."""
+    from scm_xl.methods import default_questions
 
-    if not rows:
+    questions = default_questions(rows)
+    if not questions:
         return None
-    lengths = sorted({r.max_tokens for r in rows})
-    levels = sorted({r.concurrency for r in rows})
-    base_length = PREFERRED_BASE_MAX_TOKENS if PREFERRED_BASE_MAX_TOKENS in lengths else lengths[0]
-
-    def pick(value: int, measured: list[int], fallback: int) -> int:
-        return value if value in measured else fallback
-
-    return {
-        "forward": {"concurrency": pick(DEFAULT_FORWARD["concurrency"], levels, levels[min(1, len(levels) - 1)]),
-                    "max_tokens": pick(DEFAULT_FORWARD["max_tokens"], lengths, lengths[-1])},
-        "inverse": {"max_tokens": pick(DEFAULT_TARGET["max_tokens"], lengths, base_length)},
-    }
+    return {"forward": dict(questions["forward"]), "inverse": {"max_tokens": questions["inverse"]["max_tokens"]}}
 
 
 def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
@@ -480,4 +513,39 @@ def analysis_from_source(source: str | Path, *,
     return analyze(table.rows, Settings(strict_physics=bool(strict_physics))), table.rows
 
 
-__all__ = ["WorkbookReport", "analysis_from_source", "fill", "verify"]
+def questions_from_inputs(inputs: Inputs, rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """The forward and inverse questions a workbook asks (its input cells, and its method cell),
+    each blank or non-number cell taking the default question of `rows`."""
+    from scm_xl.methods import default_questions
+
+    questions = default_questions(rows)
+    if not questions:
+        return {}
+    for part, keys in (("forward", ("concurrency", "max_tokens", "model")),
+                       ("inverse", ("target_tps", "max_tokens", "model"))):
+        typed = getattr(inputs, part)
+        for key in keys:
+            value = typed.get(key)
+            if key == "model":
+                if isinstance(value, str) and value.strip():
+                    questions[part][key] = value.strip()
+            elif isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                questions[part][key] = int(value) if key != "target_tps" and float(value).is_integer() else value
+    questions["method"] = inputs.settings.method
+    return questions
+
+
+def questions_from_source(source: str | Path, rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """The questions `solve`, `predict` and the report's calculator ask of SOURCE by default: a
+    filled workbook's own input cells, else (a results CSV) `methods.default_questions`."""
+    source = Path(source)
+    if source.suffix.lower() in (".xlsx", ".xlsm"):
+        wb = load(source)
+        return questions_from_inputs(read_inputs(wb, read_layout(wb, source), source), rows)
+    from scm_xl.methods import default_questions
+
+    return default_questions(rows)
+
+
+__all__ = ["WorkbookReport", "analysis_from_source", "fill", "questions_from_inputs", "questions_from_source",
+           "verify"]

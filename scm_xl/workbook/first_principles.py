@@ -38,12 +38,14 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.base import CellValue
 from scm_xl.roofline import (
-    ADHOC_LINK_BANDWIDTH, DEFAULT_CONTEXT, GB, PEAK_PRECISIONS, PRECISION_BYTES, Deployment, Gpu, ModelSpec, analyze,
+    ADHOC_LINK_BANDWIDTH, DEFAULT_CONTEXT, GB, PEAK_PRECISIONS, PRECISION_BYTES, SI_PREFIXES, Deployment, Gpu,
+    ModelSpec, analyze,
     attention_flops_linear, attention_flops_quadratic, precision_bytes, training_flops_per_token,
 )
 from scm_xl.workbook.catalog_tables import TABLES_FIRST_ROW, CatalogLayout, precision_rows
 from scm_xl.workbook.styles import (
-    BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, write_value,
+    BOLD, DEFAULT_FONT_SIZE, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, fit_row,
+    wrapped_note, write_value,
 )
 from scm_xl.workbook.literals import q as _q
 
@@ -143,7 +145,8 @@ def defined_names() -> dict[str, str]:
 TEXTS = {
     "zh": {
         "title": "第一性原理：推理性能的理论上限（roofline）",
-        "note": "国际单位制：字节、字节/秒、FLOP、FLOP/s、毫秒；GB = 1e9 字节。黄色 = 输入（留空 = 用目录值或默认值），"
+        "note": "数值带十进制 SI 前缀，与 scm-xl roofline 的输出一致（GB = 1e9 字节，TFLOP/s = 1e12 FLOP/s；参数以十亿 B 计），"
+                "时间以毫秒计。黄色 = 输入（留空 = 用目录值或默认值），"
                 "灰色 = 公式。模型与 GPU 按名称（不区分大小写，需完全一致）在第 60 行起的目录表和别名表中查找。",
         "inputs": "输入", "hand_set": "手工输入", "effective": "生效值", "unit": "单位 / 说明",
         "resolved": "解析结果（来自目录表或手工数值；0 = 未知）",
@@ -161,7 +164,8 @@ TEXTS = {
     },
     "en": {
         "title": "First principles: the roofline bounds of inference",
-        "note": "SI units: bytes, bytes/s, FLOP, FLOP/s, milliseconds; GB = 1e9 bytes. Yellow = input (blank = "
+        "note": "Figures carry decimal SI prefixes as scm-xl roofline prints them (GB = 1e9 bytes, TFLOP/s = 1e12 "
+                "FLOP/s; parameters in billions, B); times in milliseconds. Yellow = input (blank = "
                 "catalog value or default), grey = formula. Model and GPU names are looked up (case-insensitive, "
                 "exact) in the catalog and alias tables from row 60.",
         "inputs": "inputs", "hand_set": "hand-set", "effective": "effective", "unit": "unit / note",
@@ -224,30 +228,30 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "qk_rope_head_dim": ("MLA qk_rope_head_dim", "MLA qk_rope_head_dim", ""),
     "active_params": ("激活参数 N", "active parameters N", "parameters"),
     "total_params": ("总参数", "total parameters", "parameters"),
-    "gpu_memory": ("每卡显存", "memory per GPU", "bytes"),
-    "gpu_bandwidth": ("每卡显存带宽", "memory bandwidth per GPU", "bytes/s"),
+    "gpu_memory": ("每卡显存", "memory per GPU", ""),
+    "gpu_bandwidth": ("每卡显存带宽", "memory bandwidth per GPU", ""),
     "compute_1": ("该精度首选的计算峰值", "the precision's first compute peak", "precision table"),
     "compute_2": ("该精度的备选计算峰值", "the precision's second compute peak", "precision table; blank = none"),
-    "peak_1": ("每卡首选峰值（目录）", "first peak per GPU (catalog)", "FLOP/s; 0 = the GPU has none"),
-    "peak_2": ("每卡备选峰值（目录）", "second peak per GPU (catalog)", "FLOP/s; 0 = the GPU has none"),
+    "peak_1": ("每卡首选峰值（目录）", "first peak per GPU (catalog)", "0 = the GPU has none"),
+    "peak_2": ("每卡备选峰值（目录）", "second peak per GPU (catalog)", "0 = the GPU has none"),
     "compute_precision": ("计算所用精度", "compute precision used", "the first of the two the GPU has"),
-    "gpu_peak": ("每卡峰值算力", "peak per GPU", "FLOP/s, dense"),
-    "link_bandwidth": ("卡间链路带宽（单向）", "link bandwidth per direction", "bytes/s"),
+    "gpu_peak": ("每卡峰值算力", "peak per GPU", "dense"),
+    "link_bandwidth": ("卡间链路带宽（单向）", "link bandwidth per direction", ""),
     # results
     "status": ("状态", "status", ""),
     "bytes_per_weight": ("每个权重的字节数", "bytes per weight", "bytes"),
-    "flops_per_token": ("每 token 计算量 2N", "FLOPs per token, 2N", "FLOP; N = parameters read per token"),
-    "training_flops_per_token": ("训练每 token 计算量 6N", "training FLOPs per token, 6N", "FLOP"),
-    "attention_linear_flops": ("注意力线性项 4·L·w·T", "attention, linear term 4·L·w·T", "FLOP"),
-    "attention_quadratic_flops": ("注意力二次项 2·L·w·T²", "attention, quadratic term 2·L·w·T²", "FLOP"),
-    "weight_bytes": ("权重字节（常驻，总参数）", "weight bytes (resident, total parameters)", "bytes"),
-    "weight_bytes_read": ("每步读取的权重字节", "weight bytes read per decode step", "bytes: parameters read × bytes"),
-    "kv_bytes_per_token": ("每 token 的 KV 缓存", "KV cache per token", "bytes; GQA 2·L·kv_heads·head_dim·B, "
+    "flops_per_token": ("每 token 计算量 2N", "FLOPs per token, 2N", "N = parameters read per token"),
+    "training_flops_per_token": ("训练每 token 计算量 6N", "training FLOPs per token, 6N", ""),
+    "attention_linear_flops": ("注意力线性项 4·L·w·T", "attention, linear term 4·L·w·T", ""),
+    "attention_quadratic_flops": ("注意力二次项 2·L·w·T²", "attention, quadratic term 2·L·w·T²", ""),
+    "weight_bytes": ("权重字节（常驻，总参数）", "weight bytes (resident, total parameters)", ""),
+    "weight_bytes_read": ("每步读取的权重字节", "weight bytes read per decode step", "parameters read × bytes per weight"),
+    "kv_bytes_per_token": ("每 token 的 KV 缓存", "KV cache per token", "GQA 2·L·kv_heads·head_dim·B, "
                            "MLA L·(kv_lora_rank+rope)·B"),
-    "kv_bytes_per_seq": ("每序列 KV 缓存（T 个 token，一份）", "KV cache per sequence (T tokens, one copy)", "bytes"),
-    "memory_bytes": ("总显存（× k）", "memory, all GPUs (× k)", "bytes"),
-    "bandwidth": ("总显存带宽（× k，未乘效率）", "memory bandwidth, all GPUs (× k, before efficiency)", "bytes/s"),
-    "peak_flops": ("总峰值算力（× k，未乘效率）", "peak FLOP/s, all GPUs (× k, before efficiency)", "FLOP/s"),
+    "kv_bytes_per_seq": ("每序列 KV 缓存（T 个 token，一份）", "KV cache per sequence (T tokens, one copy)", ""),
+    "memory_bytes": ("总显存（× k）", "memory, all GPUs (× k)", ""),
+    "bandwidth": ("总显存带宽（× k，未乘效率）", "memory bandwidth, all GPUs (× k, before efficiency)", ""),
+    "peak_flops": ("总峰值算力（× k，未乘效率）", "peak FLOP/s, all GPUs (× k, before efficiency)", ""),
     "max_batch_by_memory": ("显存容许的最大批", "max batch by memory",
                             "sequences: floor((memory − weights) / (KV × copies))"),
     "memory_ms_1": ("访存时间", "memory time", "ms"),
@@ -256,7 +260,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "decode_ms_per_token": ("每 token 解码时间", "decode time per token", "ms = max(memory, compute) + comm"),
     "ceiling_tps": ("单流上限 TPS", "single-stream ceiling", "tokens/s"),
     "bottleneck_1": ("瓶颈", "bottleneck", "compute / bandwidth / capacity"),
-    "kv_bytes_b": ("整批 KV 缓存", "KV cache, whole batch", "bytes"),
+    "kv_bytes_b": ("整批 KV 缓存", "KV cache, whole batch", ""),
     "memory_ms_b": ("访存时间", "memory time", "ms"),
     "compute_ms_b": ("计算时间", "compute time", "ms"),
     "comm_ms_b": ("张量并行通信", "tensor-parallel communication", "ms"),
@@ -269,20 +273,48 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "compute_ceiling_tps": ("算力上限 TPS（任意批）", "compute-bound ceiling (any batch)", "tokens/s = peak / 2N"),
 }
 
+def si_format(unit: str, largest: str) -> str:
+    """A number format that shows a quantity with a decimal SI prefix as `scm-xl roofline` prints
+    it (roofline.si: 14.14e9 FLOP is "14.14 GFLOP", 2.039e12 B/s "2.039 TB/s"), not 1.414E+10:
+    the three prefixes from `largest` down (a format holds two conditions and a default), each
+    "," after the digits dividing by 1000. Below the smallest the figure keeps that prefix
+    (0.06 MB); a text result shows as it is."""
+    start = [prefix for _, prefix in SI_PREFIXES].index(largest)
+    chosen = list(SI_PREFIXES[start:start + 3])
+    sections = []
+    for i, (factor, prefix) in enumerate(chosen):
+        commas = "," * round(math.log10(factor) / 3)
+        body = f'0.00{commas}" {prefix}{unit}"'
+        # 999.995 G rounds to 1000.00 G at two decimals: from there on it is 1.00 T
+        sections.append(body if i == len(chosen) - 1 else f"[>={factor * 0.999995:.0f}]{body}")
+    return ";".join(sections)
+
+
+PARAMS_FORMAT = '0.00,,,"B"'  # parameters in billions, as roofline prints them (7.62B)
+FLOP_FORMAT, BYTES_FORMAT = si_format("FLOP", "T"), si_format("B", "T")
+BANDWIDTH_FORMAT, FLOPS_FORMAT = si_format("B/s", "T"), si_format("FLOP/s", "P")
 NUMBER_FORMATS = {
-    **{key: "0.000E+00" for key in ("active_params", "total_params", "read_params", "flops_per_token",
-                                     "training_flops_per_token",
-                                     "attention_linear_flops", "attention_quadratic_flops", "weight_bytes",
-                                     "weight_bytes_read", "kv_bytes_per_seq", "memory_bytes", "bandwidth",
-                                     "peak_flops", "kv_bytes_b")},
+    **{key: PARAMS_FORMAT for key in ("active_params", "total_params", "read_params")},
+    **{key: FLOP_FORMAT for key in ("flops_per_token", "training_flops_per_token", "attention_linear_flops",
+                                    "attention_quadratic_flops")},
+    **{key: BYTES_FORMAT for key in ("weight_bytes", "weight_bytes_read", "kv_bytes_per_seq", "memory_bytes",
+                                     "kv_bytes_b")},
+    "bandwidth": BANDWIDTH_FORMAT,
+    "peak_flops": FLOPS_FORMAT,
     **{key: "0.000" for key in ("memory_ms_1", "compute_ms_1", "comm_ms_1", "decode_ms_per_token", "memory_ms_b",
                                 "compute_ms_b", "comm_ms_b", "step_ms_b", "prefill_ms")},
     **{key: "0.0" for key in ("ceiling_tps", "ceiling_tps_b", "per_stream_tps_b", "compute_ceiling_tps")},
-    "kv_bytes_per_token": "#,##0",
+    "kv_bytes_per_token": si_format("B", "M"),
 }
-RESOLVED_FORMATS = {key: "0.000E+00" for key in ("active_params", "total_params", "read_params", "gpu_memory",
-                                                 "gpu_bandwidth", "peak_1", "peak_2", "gpu_peak",
-                                                 "link_bandwidth")}
+RESOLVED_FORMATS = {
+    **{key: PARAMS_FORMAT for key in ("active_params", "total_params", "read_params")},
+    "gpu_memory": BYTES_FORMAT,
+    **{key: BANDWIDTH_FORMAT for key in ("gpu_bandwidth", "link_bandwidth")},
+    **{key: FLOPS_FORMAT for key in ("peak_1", "peak_2", "gpu_peak")},
+}
+# The effective values of the overrides, typed in GB/s, TFLOP/s, GB and billions.
+EFFECTIVE_FORMATS = {"params_b": PARAMS_FORMAT, "bandwidth_gbs": BANDWIDTH_FORMAT, "tflops": FLOPS_FORMAT,
+                     "memory_gb": BYTES_FORMAT}
 
 
 def _label_text(key: str, lang: str) -> str:
@@ -520,7 +552,8 @@ def write_calculator(ws: Worksheet, lang: str, cl: CatalogLayout) -> dict[str, s
         ws[f"{OUT_LABEL_COL}{row}"].font = BOLD
 
     formats = {**{resolved_cell(k): v for k, v in RESOLVED_FORMATS.items()},
-               **{output_cell(k): v for k, v in NUMBER_FORMATS.items()}}
+               **{output_cell(k): v for k, v in NUMBER_FORMATS.items()},
+               **{effective_cell(k): v for k, v in EFFECTIVE_FORMATS.items()}}
     for address, formula in calculator_formulas(lang, cl).items():
         ws[address] = formula
         ws[address].fill = FORMULA_FILL
@@ -531,10 +564,29 @@ def write_calculator(ws: Worksheet, lang: str, cl: CatalogLayout) -> dict[str, s
         ws[output_cell(key)].font = BOLD
     ws[output_cell("status")].alignment = Alignment(wrap_text=True, vertical="top")
     _validations(ws, cl)
-    for col, width in ((LABEL_COL, 40), (INPUT_COL, 16), (EFFECTIVE_COL, 16), (UNIT_COL, 30), ("E", 3),
-                       (OUT_LABEL_COL, 40), (OUT_COL, 16), (OUT_UNIT_COL, 44)):
+    for col, width in COLUMN_WIDTHS.items():
         ws.column_dimensions[col].width = width
+    _wrap_texts(ws)
     return defined_names()
+
+
+COLUMN_WIDTHS = {LABEL_COL: 40, INPUT_COL: 16, EFFECTIVE_COL: 16, UNIT_COL: 30, "E": 3, OUT_LABEL_COL: 40,
+                 OUT_COL: 16, OUT_UNIT_COL: 44}
+"""The calculator's columns A-H: what it prints."""
+
+
+def _wrap_texts(ws: Worksheet) -> None:
+    """The note and the labels and unit notes wrap within their columns (the note within A-H),
+    each row as tall as its longest: nothing runs into the next column or past the margin."""
+    wrapped_note(ws, f"A{NOTE_ROW}", OUT_UNIT_COL, sum(COLUMN_WIDTHS.values()))
+    for row in range(HEADER_ROW + 1, LAST_ROW + 1):
+        texts = []
+        for col in (LABEL_COL, UNIT_COL, OUT_LABEL_COL, OUT_UNIT_COL):
+            cell = ws[f"{col}{row}"]
+            if isinstance(cell.value, str) and cell.value and not cell.value.startswith("="):
+                cell.alignment = Alignment(wrap_text=True)  # at the bottom, beside its figure
+                texts.append((cell.value, float(COLUMN_WIDTHS[col]), DEFAULT_FONT_SIZE))
+        fit_row(ws, row, texts)
 
 
 def _validations(ws: Worksheet, cl: CatalogLayout) -> None:

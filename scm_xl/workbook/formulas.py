@@ -23,6 +23,7 @@ from scm_xl.model import MONOTONIC_EPSILON, PREFERRED_BASE_MAX_TOKENS
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.literals import q, text_with
 from scm_xl.workbook.lsq_sheet import COEF_COLS, LsqLayout
+from scm_xl.rules import EXCELLENT_MIN_ROWS
 from scm_xl.workbook.layout import (
     CELLS_TABLE as CELLS_TABLE_REF, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO,
     ENTRY_COLUMNS, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE,
@@ -613,7 +614,8 @@ class Formulas:
             "max_deviation": f"=IF({n('CheckRows')}>0,MAX({c('check_abs_pct')}),\"\")",
             "verdict": (
                 f"=IF({n('CheckRows')}=0,\"insufficient\","
-                f"IF(AND({n('MAPE')}<={EXCELLENT_MAPE:g},{n('MaxDeviation')}<={EXCELLENT_MAX:g}),\"excellent\","
+                f"IF(AND({n('MAPE')}<={EXCELLENT_MAPE:g},{n('MaxDeviation')}<={EXCELLENT_MAX:g},"
+                f"{n('CheckRows')}>={EXCELLENT_MIN_ROWS}),\"excellent\","
                 f"IF(AND({n('MAPE')}<={GOOD_MAPE:g},{n('MaxDeviation')}<={GOOD_MAX:g}),\"good\",\"fail\")))"
             ),
         }

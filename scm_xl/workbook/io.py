@@ -18,7 +18,7 @@ from scm_xl.results import FLOAT_COLUMNS, ResultRow, normalise_override
 from scm_xl.rules import Lang
 from scm_xl.workbook.stamp import deferred_rows, is_formula
 from scm_xl.workbook.styles import write_value
-from scm_xl.workbook import latency_sheet, replicates_sheet
+from scm_xl.workbook import charts, latency_sheet, replicates_sheet, slo_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
 from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshold
 from scm_xl.workbook.layout import (
@@ -47,6 +47,8 @@ class Inputs:
     first_principles: dict[str, Any] = field(default_factory=dict)  # the calculator's hand-set cells
     cv_threshold: Any = DEFAULT_CV_THRESHOLD  # the replicates sheet's hand-set CV threshold, as typed
     latency: dict[str, Any] = field(default_factory=dict)  # the latency sheet's hand-set cells and fitted knee
+    slo_typed: dict[str, Any] = field(default_factory=dict)  # the Summary's SLO inputs, as typed
+    slo_data: slo_sheet.SloData = field(default_factory=slo_sheet.SloData)  # the per-request records and keys
     # What the raw-data sheet holds, by position (1 = the first row under the header).
     entry: dict[int, dict[str, Any]] = field(default_factory=dict)
     unusable: list[tuple[int, str]] = field(default_factory=list)  # (sheet row, reason in words)
@@ -55,8 +57,7 @@ class Inputs:
     display_rows: list[int] = field(default_factory=list)  # sheet rows whose display cells hold formulas
     notes: list[str] = field(default_factory=list)  # things a person should know (not errors)
     covered: int = 0  # raw-data rows the formulas cover
-    chart_keys: list[tuple[Any, Any, Any, bool]] = field(default_factory=list)
-    chart_fit: list[tuple[Any, Any]] = field(default_factory=list)
+    chart_groups: list[tuple[Any, Any]] = field(default_factory=list)  # (model, max_tokens) of each chart line
 
 
 def load(path: str | Path, *, data_only: bool = False) -> Workbook:
@@ -269,28 +270,21 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
     )
     der = wb[layout.title("derivation")]
     fw, inv = layout.forward_rows, layout.inverse_rows
-    chart = wb[layout.title("chart_data")]
-    chart_keys, chart_fit = [], []
-    for r in range(2, chart.max_row + 1):
-        if chart[f"A{r}"].value is not None:
-            latency = chart[f"E{r}"].value
-            chart_keys.append((chart[f"A{r}"].value, _number_or_none(chart[f"B{r}"].value),
-                               _number_or_none(chart[f"C{r}"].value),
-                               is_formula(latency)))
-        if chart[f"H{r}"].value is not None:
-            chart_fit.append((chart[f"H{r}"].value, _number_or_none(chart[f"I{r}"].value)))
+    chart_groups = [(model, _number_or_none(length))
+                    for model, length in charts.read_groups(wb[layout.title("chart_data")], layout)]
     return Inputs(
         rows=rows, settings=settings, base_model_input=base_model,
         forward={k: der[f"B{fw[k]}"].value for k in ("concurrency", "max_tokens", "model", "prompt_tokens")},
         inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model", "max_latency",
                                                          "prompt_tokens")},
         entry=entry, unusable=unusable, uncovered=uncovered, beyond=beyond, display_rows=sorted(display_rows), notes=notes,
-        covered=covered, chart_keys=chart_keys, chart_fit=chart_fit,
+        covered=covered, chart_groups=chart_groups,
         first_principles=read_calculator_inputs(wb[layout.title("first_principles")]),
         cv_threshold=read_threshold(wb[replicates_sheet.SHEET_TITLES[layout.lang]])
         if replicates_sheet.SHEET_TITLES[layout.lang] in wb.sheetnames else DEFAULT_CV_THRESHOLD,
         latency=latency_sheet.read_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], layout)
         if latency_sheet.SHEET_TITLES[layout.lang] in wb.sheetnames else {},
+        slo_typed=slo_sheet.read_typed(wb, layout), slo_data=slo_sheet.read_data(wb, layout),
     )
 
 
@@ -390,6 +384,8 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bo
         wb[replicates_sheet.SHEET_TITLES[layout.lang]][f"B{replicates_sheet.THRESHOLD_ROW}"].value = inputs.cv_threshold
         if inputs.latency:
             latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], layout, inputs.latency)
+        if inputs.slo_typed:
+            slo_sheet.set_inputs(wb, layout, inputs.slo_typed)
     der = wb[layout.title("derivation")]
     for rows, values in ((layout.forward_rows, inputs.forward), (layout.inverse_rows, inputs.inverse)):
         for key, value in values.items():

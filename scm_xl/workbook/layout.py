@@ -195,26 +195,26 @@ CONSISTENCY_COLUMNS: tuple[Column, ...] = (
     Column("model", "模型", "model", "formula", 24),
     Column("concurrency", "并发数", "concurrency", "formula", 9),
     Column("max_tokens", "max_tokens", "max_tokens", "formula", 10),
-    Column("prompt_level", "提示长度档位", "prompt_level", "formula", 9),
+    Column("prompt_level", "提示长度档位", "prompt level", "formula", 9),
     Column("included", "纳入", "included", "formula", 7),
-    Column("measured", "实测TPS", "measured_tps", "formula", 11),
+    Column("measured", "实测TPS", "measured TPS", "formula", 11),
     Column("f", "f(c)", "f(c)", "formula", 9),
     Column("k", "K_len", "K_len", "formula", 9),
     Column("k_in", "K_in", "K_in", "formula", 9),
     Column("c", "C_model", "C_model", "formula", 9),
-    Column("predicted", "预测TPS", "predicted_tps", "formula", 11),
+    Column("predicted", "预测TPS", "predicted TPS", "formula", 11),
     Column("deviation", "绝对偏差", "deviation", "formula", 10),
-    Column("deviation_pct", "偏差率%", "deviation_pct", "formula", 10),
+    Column("deviation_pct", "偏差率%", "deviation %", "formula", 10),
     Column("role", "角色", "role", "formula", 12),
     Column("note", "说明", "note", "formula", 44),
-    Column("check_abs_pct", "检验行|偏差率|%", "check_abs_pct", "formula", 12),
-    Column("f_known", "f已知", "f_known", "formula", 6),
-    Column("k_known", "K已知", "k_known", "formula", 6),
-    Column("c_known", "C已知", "c_known", "formula", 6),
-    Column("p_known", "K_in已知", "k_in_known", "formula", 6),
-    Column("anchor", "K锚定并发", "k_anchor_concurrency", "formula", 9),
-    Column("p_anchor", "K_in锚定并发", "k_in_anchor_concurrency", "formula", 9),
-    Column("physics_text", "物理检查", "physics_checks", "formula", 50),
+    Column("check_abs_pct", "检验行|偏差率|%", "|deviation| % (check rows)", "formula", 12),
+    Column("f_known", "f已知", "f known", "formula", 6),
+    Column("k_known", "K已知", "K_len known", "formula", 6),
+    Column("c_known", "C已知", "C_model known", "formula", 6),
+    Column("p_known", "K_in已知", "K_in known", "formula", 6),
+    Column("anchor", "K锚定并发", "K_len anchor concurrency", "formula", 9),
+    Column("p_anchor", "K_in锚定并发", "K_in anchor concurrency", "formula", 9),
+    Column("physics_text", "物理检查", "physics checks", "formula", 50),
 )
 
 CONCURRENCY_TABLE = (
@@ -225,22 +225,22 @@ CONCURRENCY_TABLE = (
 )
 LENGTH_TABLE = (
     Column("level", "max_tokens档位", "max_tokens", "formula", 12),
-    Column("anchor", "锚定并发", "anchor_concurrency", "formula", 10),
+    Column("anchor", "锚定并发", "anchor concurrency", "formula", 10),
     Column("rows", "标定行数", "rows", "formula", 9),
     Column("k", "K_len", "K_len", "formula", 10),
     Column("known", "已标定", "known", "formula", 8),
 )
 PROMPT_TABLE = (
-    Column("level", "提示长度档位", "prompt_level", "formula", 12),
-    Column("anchor", "锚定并发", "anchor_concurrency", "formula", 10),
+    Column("level", "提示长度档位", "prompt level", "formula", 12),
+    Column("anchor", "锚定并发", "anchor concurrency", "formula", 10),
     Column("rows", "标定行数", "rows", "formula", 9),
     Column("k", "K_in", "K_in", "formula", 10),
     Column("known", "已标定", "known", "formula", 8),
 )
 MODEL_TABLE = (
     Column("name", "模型", "model", "formula", 24),
-    Column("rows", "基准点行数", "base_point_rows", "formula", 10),
-    Column("tps", "基准点TPS", "base_point_tps", "formula", 11),
+    Column("rows", "基准点行数", "rows at the base point", "formula", 10),
+    Column("tps", "基准点TPS", "TPS at the base point", "formula", 11),
     Column("c", "C_model", "C_model", "formula", 10),
     Column("known", "已标定", "known", "formula", 8),
 )
@@ -289,10 +289,10 @@ MAX_MODELS = 120
 
 INVERSE_TABLE = (
     Column("level", "并发档位", "concurrency", "formula", 10),
-    Column("predicted", "预测TPS", "predicted_tps", "formula", 12),
-    Column("latency", "实测P95延迟(s)", "measured_latency_p95_s", "formula", 12),
-    Column("allowed", "满足延迟上限", "within_latency_limit", "formula", 10),
-    Column("meets", "达标并发", "meets_target", "formula", 10),
+    Column("predicted", "预测TPS", "predicted TPS", "formula", 12),
+    Column("latency", "实测P95延迟(s)", "measured P95 latency (s)", "formula", 12),
+    Column("allowed", "满足延迟上限", "within the latency limit", "formula", 10),
+    Column("meets", "达标并发", "meets the target", "formula", 10),
 )
 
 # The rules (texts, roles, verdict bands, thresholds, defaults) live in scm_xl/rules.py; the

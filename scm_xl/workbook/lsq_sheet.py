@@ -71,6 +71,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 from scm_xl import lsq
 from scm_xl.engines.base import CellValue
 from scm_xl.model import Analysis, RowStatus, Settings, f_label, k_label, p_label, same_model, verdict_for
+from scm_xl.rules import EXCELLENT_MIN_ROWS, verdict_rule
 from scm_xl.workbook.layout import EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, Layout
 
 SHEET_TITLES: dict[str, str] = {"zh": "最小二乘", "en": "LeastSquares"}
@@ -115,8 +116,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "note": "基准水平（系数标定表的基准并发、基准 max_tokens、基准模型、基准提示长度档位）为参照，系数为 1；"
                 "没有拟合行的水平为 unidentified。留一法（LOO）用帽子矩阵：杠杆 h = 1 的行没有 LOO 预测。"
                 "状态 aliased：有水平相互混杂（设计矩阵列线性相关），本表不给出解。",
-        "verdict_rule": "判定只看 LOO 预测误差：excellent: MAPE≤5% 且 最大≤10%；good: MAPE≤10% 且 最大≤20%；fail: 更差；"
-                        "insufficient: 没有 LOO 行",
+        "verdict_rule": "判定只看 LOO 预测误差：" + verdict_rule("zh", " LOO 行"),
         "status": "状态（ok / aliased / no data）",
         "invertible": "法方程矩阵可逆（1 = 是）",
         "observations": "拟合行数",
@@ -149,8 +149,7 @@ TEXTS: dict[str, dict[str, str]] = {
                 "reference, factor 1; a level with no fitted rows is unidentified. Leave-one-out (LOO) uses the hat "
                 "matrix: a row with leverage h = 1 has no LOO prediction. Status aliased: some levels are confounded "
                 "(dependent design columns) and the sheet gives no solution.",
-        "verdict_rule": "The verdict uses LOO prediction errors only: excellent: MAPE≤5% and max≤10%; good: MAPE≤10% "
-                        "and max≤20%; fail: worse; insufficient: no LOO rows",
+        "verdict_rule": "The verdict uses LOO prediction errors only: " + verdict_rule("en", "LOO rows"),
         "status": "status (ok / aliased / no data)",
         "invertible": "normal matrix invertible (1 = yes)",
         "observations": "fitted rows",
@@ -452,7 +451,8 @@ def summary_formulas(ll: LsqLayout) -> dict[str, str]:
         "loo_max": f"=IF({s('loo_rows')}>0,MAX({ll.rows('loo_abs_pct')}),\"\")",
         "loo_verdict": (
             f"=IF({s('loo_rows')}=0,\"insufficient\","
-            f"IF(AND({s('loo_mape')}<={EXCELLENT_MAPE:g},{s('loo_max')}<={EXCELLENT_MAX:g}),\"excellent\","
+            f"IF(AND({s('loo_mape')}<={EXCELLENT_MAPE:g},{s('loo_max')}<={EXCELLENT_MAX:g},"
+            f"{s('loo_rows')}>={EXCELLENT_MIN_ROWS}),\"excellent\","
             f"IF(AND({s('loo_mape')}<={GOOD_MAPE:g},{s('loo_max')}<={GOOD_MAX:g}),\"good\",\"fail\")))"
         ),
     }

@@ -21,7 +21,9 @@ from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.model import Analysis, Calibration, analyze
-from scm_xl.workbook import build, expected, latency_sheet, lsq_sheet, replicates_sheet, summary_sheet
+from scm_xl.workbook import (
+    build, charts, expected, latency_sheet, lsq_sheet, replicates_sheet, slo_sheet, summary_sheet,
+)
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.io import Inputs
@@ -105,6 +107,18 @@ def _replicates_reference(c: Checking) -> None:
                                                  threshold=c.inputs.cv_threshold, sheet_rows=rows))
 
 
+def _slo_reference(c: Checking) -> None:
+    c.exp.update(slo_sheet.expected_sheets(c.layout, c.inputs.slo_typed, c.inputs.slo_data, c.inputs.rows,
+                                           c.inputs.inverse.get("target_tps")))
+
+
+def _summary_writer(ws: Worksheet, b: Building) -> dict[str, str]:
+    summary_sheet.write_sheet(ws, b.layout, b.fx)
+    slo_sheet.write_summary_block(ws, b.layout)
+    charts.add_fit_chart(ws, b.wb[b.layout.title("chart_data")], b.layout, summary_sheet.CHART_ANCHOR_COL)
+    return _names_on("summary")(b)
+
+
 def _raw_writer(ws: Worksheet, b: Building) -> dict[str, str]:
     """The raw-data sheet, and a defined name for each input column's range."""
     build.write_raw_entry(ws, b.layout, b.fx)
@@ -116,8 +130,7 @@ def _first_principles_writer(ws: Worksheet, b: Building) -> dict[str, str]:
 
 
 SHEETS: tuple[SheetSpec, ...] = (
-    SheetSpec("summary", _core("summary"),
-              _core_writer("summary", lambda ws, b: summary_sheet.write_sheet(ws, b.layout, b.fx)),
+    SheetSpec("summary", _core("summary"), _summary_writer,
               lambda c: expected.summary(c.exp, c.layout, c.inputs, c.analysis)),
     SheetSpec("raw", _core("raw"), _raw_writer,
               lambda c: expected.display(c.exp, c.layout, c.inputs)),
@@ -137,6 +150,7 @@ SHEETS: tuple[SheetSpec, ...] = (
     SheetSpec("lsq", lsq_sheet.SHEET_TITLES, lambda ws, b: lsq_sheet.write_sheet(ws, b.layout), _lsq_reference),
     SheetSpec("latency", latency_sheet.SHEET_TITLES, lambda ws, b: latency_sheet.write_sheet(ws, b.layout),
               _latency_reference),
+    SheetSpec("slo", slo_sheet.SHEET_TITLES, lambda ws, b: slo_sheet.write_sheet(ws, b.layout), _slo_reference),
     SheetSpec("first_principles", _core("first_principles"), _first_principles_writer,
               lambda c: expected.first_principles(c.exp, c.layout, c.inputs, c.analysis)),
     SheetSpec("readme", _core("readme"), _core_writer("readme", lambda ws, b: build.write_readme(ws, b.layout.lang)),
@@ -145,12 +159,15 @@ SHEETS: tuple[SheetSpec, ...] = (
               lambda c: expected.workings_rows(c.exp, c.layout, c.inputs, c.analysis), working=True),
     SheetSpec("cells", _core("cells"), _core_writer("cells", lambda ws, b: build.write_cells(ws, b.layout, b.fx)),
               lambda c: expected.cells(c.exp, c.layout, c.inputs, c.analysis), working=True),
-    SheetSpec("chart_data", _core("chart_data"), _core_writer("chart_data", lambda ws, b: None),
+    SheetSpec("chart_data", _core("chart_data"), _core_writer("chart_data", lambda ws, b: charts.write_sheet(ws, b.layout)),
               lambda c: expected.chart_data(c.exp, c.layout, c.inputs, c.analysis), working=True),
+    SheetSpec("requests", slo_sheet.REQUESTS_TITLES,
+              lambda ws, b: slo_sheet.write_requests_sheet(ws, b.layout),
+              lambda c: None, working=True),  # its formula cells' reference: the slo sheet's (one pass)
 )
 BY_KEY = {spec.key: spec for spec in SHEETS}
 EXPECTED_ORDER = ("calc", "cells", "calibration", "consistency", "lsq", "latency", "replicates", "derivation",
-                  "first_principles", "raw", "summary", "chart_data", "readme")
+                  "first_principles", "raw", "summary", "chart_data", "readme", "slo", "requests")
 assert sorted(EXPECTED_ORDER) == sorted(BY_KEY)
 
 

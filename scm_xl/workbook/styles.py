@@ -6,6 +6,8 @@ figures a person came for. Sheet modules import from here (never from build.py).
 
 from __future__ import annotations
 
+import math
+import unicodedata
 from typing import Any, cast
 
 from typing import TYPE_CHECKING, Iterable
@@ -33,6 +35,12 @@ BOLD = Font(bold=True)
 NOTE_FONT = Font(italic=True, color="595959")
 WORKINGS_TAB = "808080"  # tab colour of the workings sheets
 FORMULA_PREFIXES = ("=", "+", "-", "@")
+DEFAULT_FONT_SIZE = 11.0  # openpyxl's default font (Calibri 11)
+LINE_SPACING = 1.3  # a line's height over its font size (CJK fallback fonts are the tallest)
+# Width of a character of text against the column-width unit (the width of "0"), bold included:
+# Latin text averages narrower than "0"; a CJK character is a square about twice as wide.
+NARROW_WIDTH, WIDE_WIDTH = 0.9, 2.1
+BOLD_WIDTH = 1.15  # a bold header's word against the same word in the body font
 
 # Verdict colours (conditional formatting): background, font.
 VERDICT_COLOURS = {
@@ -89,15 +97,86 @@ def write_value(cell: XlCell, value: Any) -> None:
         cell.value = value
 
 
-def header(ws: Worksheet, row: int, col: int, columns: Iterable[Column], lang: Lang) -> None:
-    """A row of column headers (layout Columns), widening the columns to fit."""
+def display_width(text: str) -> int:
+    """Columns `text` takes in a cell: a wide (CJK, fullwidth) character counts two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def text_width(text: str) -> float:
+    """Column-width units `text` takes when printed (see NARROW_WIDTH, WIDE_WIDTH)."""
+    return sum(WIDE_WIDTH if unicodedata.east_asian_width(ch) in "WF" else NARROW_WIDTH for ch in text)
+
+
+def wrapped_lines(text: str, width: float) -> int:
+    """Lines `text` wraps to in a column `width` characters wide (words kept whole where they
+    fit, longer ones broken), a little pessimistic so the row height never clips it."""
+    room = max(1.0, width - 0.5)  # the cell's padding
+    lines = 0
+    for paragraph in text.split("\n"):
+        used = 0.0
+        lines += 1
+        for word in paragraph.split(" "):
+            size = text_width(word)
+            if used and used + 1 + size > room:
+                lines += 1
+                used = 0.0
+            while size > room:  # a word longer than the column breaks inside it
+                lines += 1
+                size -= room
+            used += (1 if used else 0) + size
+    return lines
+
+
+def row_height(lines: int, font_size: float = DEFAULT_FONT_SIZE) -> float:
+    """Points for `lines` lines of a font of `font_size` points."""
+    return round(lines * font_size * LINE_SPACING + 2, 1)
+
+
+def fit_row(ws: Worksheet, row: int, texts: Iterable[tuple[str, float, float]]) -> None:
+    """Give `row` the height its tallest text needs: texts are (text, column width, font size)."""
+    needed = max((row_height(wrapped_lines(text, width), size) for text, width, size in texts), default=0.0)
+    current = ws.row_dimensions[row].height or 0
+    if needed > max(current, row_height(1)):
+        ws.row_dimensions[row].height = needed
+
+
+def wrapped_note(ws: Worksheet, address: str, last_col: str, width: float, font: Font | None = None) -> None:
+    """A long note wrapped within columns from its own to `last_col` (merged), `width`
+    characters in all, its row as tall as the wrapped text: on screen and on paper it stays
+    inside the page instead of running past the margin."""
+    cell = ws[address]
+    if font is not None:
+        cell.font = font
+    cell.alignment = Alignment(wrap_text=True, vertical="top")
+    if cell.column_letter != last_col:
+        ws.merge_cells(f"{address}:{last_col}{cell.row}")
+    size = (cell.font.sz if cell.font is not None and cell.font.sz else None) or DEFAULT_FONT_SIZE
+    fit_row(ws, cell.row, [(str(cell.value or ""), width, float(size))])
+
+
+def header(ws: Worksheet, row: int, col: int, columns: Iterable[Column], lang: Lang,
+           text_keys: Iterable[str] = ()) -> None:
+    """A row of column headers (layout Columns), widening the columns to fit, the row as tall
+    as the longest wrapped header. A header sits where its figures do: right over numbers,
+    left over the columns in `text_keys` (names, roles, notes)."""
+    text = set(text_keys)
+    fitted = []
     for i, column in enumerate(columns):
         cell = ws.cell(row=row, column=col + i, value=column.header(lang))
         cell.font = HEADER_FONT
         cell.fill = HEADER_FILL
-        cell.alignment = Alignment(wrap_text=True, vertical="center")
+        cell.alignment = Alignment(wrap_text=True, vertical="center",
+                                   horizontal="left" if column.key in text else "right")
         letter = get_column_letter(col + i)
-        ws.column_dimensions[letter].width = max(ws.column_dimensions[letter].width or 0, column.width)
+        # a column openpyxl has not seen yet is 0 wide here, not its default 13 (which would
+        # widen every narrower column to 13)
+        existing = ws.column_dimensions[letter].width if letter in ws.column_dimensions else 0
+        # wide enough for the header's longest word: a word broken over two lines reads as two
+        longest = max((text_width(word) for word in column.header(lang).split()), default=0.0)
+        ws.column_dimensions[letter].width = max(existing or 0, column.width, math.ceil(longest * BOLD_WIDTH + 1.5))
+        if not ws.column_dimensions[letter].hidden:
+            fitted.append((column.header(lang), float(ws.column_dimensions[letter].width), DEFAULT_FONT_SIZE))
+    fit_row(ws, row, fitted)
 
 
 def array(ws: Worksheet, col: str, first: int, last: int, formula: str, fill: PatternFill = FORMULA_FILL,

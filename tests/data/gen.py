@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from scm_xl.results import ResultRow, write_results
+from support.rows import make_row
 
 BASE_TPS = 40.0
 TRUE_F = {1: 1.0, 2: 1.85, 4: 3.1, 8: 4.6}
@@ -31,13 +32,8 @@ def true_tps(concurrency: int, max_tokens: int, model: str) -> float:
 def experiment(exp_id: str, model: str, concurrency: int, max_tokens: int, tps: float,
                **extra: object) -> ResultRow:
     """One row whose measured TPS is `tps` (to the 6 decimals total_time_s keeps)."""
-    total_requests = concurrency * REQUESTS_PER_SLOT
-    tokens = total_requests * max_tokens
-    return ResultRow(
-        exp_id=exp_id, model=model, concurrency=concurrency, requests_per_slot=REQUESTS_PER_SLOT,
-        total_requests=total_requests, max_tokens=max_tokens,
-        total_time_s=round(tokens / tps, 6), total_output_tokens=tokens, **extra,  # type: ignore[arg-type]
-    )
+    return make_row(exp_id, model, concurrency, max_tokens, tps, requests_per_slot=REQUESTS_PER_SLOT,
+                    time_digits=6, **extra)
 
 
 def _noisy(rng: random.Random, sigma: float, concurrency: int, max_tokens: int, model: str) -> float:

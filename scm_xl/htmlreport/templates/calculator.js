@@ -484,8 +484,11 @@
              latency_p95_s: c.latency_p95_s, ttft_p95_s: c.ttft_p95_s, rejected_by: c.rejected_by };
   }
 
-  // scm_xl.constrained.solve, answered as `scm-xl solve --method M --json` prints it.
-  function solve(method, target, cons, extrapolate, conservative, promptTokens) {
+  // scm_xl.constrained.solve, answered as `scm-xl solve --method M --json` prints it. measuredOnly:
+  // only the measured concurrency levels are candidates, as the workbook's inverse and plain
+  // `scm-xl solve` (scm_xl.model.solve) take them: with the chain, one max_tokens and one model,
+  // the smallest measured level that meets the target, and the best of them.
+  function solve(method, target, cons, extrapolate, conservative, promptTokens, measuredOnly) {
     if (promptTokens === undefined) promptTokens = null;
     if (method === "auto") method = autoChoice(promptTokens).method;
     // without prompt levels every row has the one prompt (constrained.solve_request)
@@ -495,9 +498,17 @@
     var cap = Math.max(DATA.search_factor * top, cons.max_concurrency || 0);
     var notes = [];
     var candidates = [];
+    var levels = [];
+    if (measuredOnly) {
+      s.concurrency_levels.forEach(function (c) { if (levels.indexOf(c) < 0) levels.push(c); });
+      levels.sort(function (a, b) { return a - b; });
+    } else {
+      for (var k = 1; k <= cap; k++) levels.push(k);
+    }
     s.models.forEach(function (m) {
       s.max_tokens_levels.forEach(function (l) {
-        for (var c = 1; c <= cap; c++) {
+        for (var ci = 0; ci < levels.length; ci++) {
+          var c = levels[ci];
           var f = s.forecast(c, l, m[0]);
           if (f.tps === null) continue;
           var cell = s.predicts_percentiles ? { latency: f.latency_p95_s, ttft: f.ttft_p95_s } : cellOf(s.cells, m[1], c, l);
@@ -575,6 +586,19 @@
   function bindingText(codes) {
     return codes.length ? codes.map(function (c) { return TEXT.binding[c] || c; }).join(", ") : TEXT.missing;
   }
+  // A configuration that was measured and excluded: the answer there is the model's, not the
+  // measurement (report.excluded_here); only at the base prompt level, where the rows are.
+  function excludedHtml(model, c, l, prompt) {
+    if (prompt !== null && prompt !== undefined) return "";
+    var key = keyOf(model), html = "";
+    DATA.excluded.forEach(function (e) {
+      if (e[0] === key && e[1] === c && e[2] === l) {
+        html += "<p class='warn excluded-here' data-exp-id='" + esc(e[4]) + "'>" + esc(TEXT.excluded_here
+          .replace("{row}", e[4]).replace("{m}", fmt(e[3])).replace("{why}", e[5])) + "</p>";
+      }
+    });
+    return html;
+  }
   function config(c) {
     return esc(TEXT.config.replace("{c}", c.concurrency).replace("{l}", c.max_tokens).replace("{m}", c.model));
   }
@@ -642,6 +666,7 @@
     if (r.method === "chain") html += "<p class='muted'>" + esc(TEXT.chain_no_interval) + "</p>";
     if (r.interpolated) html += "<p class='muted'>" + esc(TEXT.note_interpolated) + "</p>";
     if (r.extrapolated) html += "<p class='warn'>" + esc(TEXT.note_extrapolated) + "</p>";
+    html += excludedHtml(model || DATA.chain.base_model || "", c, l, prompt);
     setResult(out, r, html);
   }
 
@@ -669,13 +694,15 @@
     }
     var choice = choiceFor(method, prompt);
     showChoice($("inverse-choice"), choice);
-    var r = solve(method, target, cons, $("inv-extrapolate").checked, $("inv-conservative").checked, prompt);
+    var r = solve(method, target, cons, $("inv-extrapolate").checked, $("inv-conservative").checked, prompt,
+                  !$("inv-search").checked);
     var html;
     if (r.cheapest) {
       var iv = r.cheapest.tps_interval, pv = r.cheapest.tps_prediction_interval;
       html = "<p class='answer'>" + config(r.cheapest) + ": <span class='big'>" + fmt(r.cheapest.tps) + "</span> TPS</p>"
         + (iv ? "<p>" + esc(TEXT.interval90) + ": " + fmt(iv[0]) + " – " + fmt(iv[1]) + "</p>"
            : (pv ? "<p>" + esc(TEXT.prediction90) + ": " + fmt(pv[0]) + " – " + fmt(pv[1]) + "</p>" : ""));
+      html += excludedHtml(r.cheapest.model, r.cheapest.concurrency, r.cheapest.max_tokens, prompt);
       if (r.method === "latency" && (r.cheapest.latency_p95_s !== null || r.cheapest.ttft_p95_s !== null)) {
         html += "<p class='muted'>" + esc(TEXT.p95_label) + ": " + esc(TEXT.ttft_label) + " " + seconds(r.cheapest.ttft_p95_s)
           + " · " + esc(TEXT.latency_label) + " " + seconds(r.cheapest.latency_p95_s) + "</p>";
@@ -688,6 +715,7 @@
       // "(bound by …)" only when something stops a higher TPS: the best may be the highest there is
       html += "<p>" + esc(TEXT.best_label) + ": " + fmt(r.best.tps) + " TPS — " + config(r.best)
         + (r.best_binding.length ? " (" + esc(TEXT.bound_by) + " " + esc(bindingText(r.best_binding)) + ")" : "") + "</p>";
+      html += excludedHtml(r.best.model, r.best.concurrency, r.best.max_tokens, prompt);
     }
     r.notes.forEach(function (n) {
       html += "<p class='muted'>" + esc((TEXT.notes[n] || n).replace("{k}", r.knee === null ? "" : pyG(r.knee))) + "</p>";

@@ -1,5 +1,6 @@
 """The simulator design the latency tests share: a slot limit of 6 and step costs that grow with
-the batch and the context (tests/test_latency_model.py, tests/test_latency_sheet.py)."""
+the batch and the context (tests/test_latency_model.py, tests/test_latency_sheet.py), and the
+measurements on it, each prompt length's on a simulator of its own, side by side."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 from scm_xl.collector import CollectConfig, run_collection
 from scm_xl.results import ResultRow, read_results
-from scm_xl.simulator import SimConfig
+from scm_xl.simulator import SimConfig, running_simulator
+from support.parallel import in_parallel
 
 SLOTS = 6
 MEASURED_CONCURRENCY = (1, 2, 4, 8, 16)
@@ -28,3 +30,25 @@ def collect(url: str, folder: Path, tag: str, prompt: int, concurrency: tuple[in
     asyncio.run(run_collection(config, progress=False))
     return [dataclasses.replace(r, exp_id=f"{tag}{r.exp_id}-P{prompt}", prompt_level=prompt)
             for r in read_results(path).rows]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """One prompt length's experiments, measured on a simulator of its own (`config`)."""
+
+    tag: str
+    prompt: int
+    concurrency: tuple[int, ...]
+    max_tokens: tuple[int, ...]
+    config: SimConfig = SIM
+    requests_per_slot: int = 3
+
+    def measure(self, folder: Path) -> list[ResultRow]:
+        with running_simulator(self.config) as url:
+            return collect(url, folder, self.tag, self.prompt, self.concurrency, self.max_tokens,
+                           self.requests_per_slot)
+
+
+def measure(folder: Path, *sweeps: Sweep) -> list[list[ResultRow]]:
+    """Every sweep's rows, in order; the sweeps run at once, each on its own simulator."""
+    return in_parallel(*(lambda sweep=sweep: sweep.measure(folder) for sweep in sweeps))

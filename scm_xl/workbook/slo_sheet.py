@@ -1,0 +1,779 @@
+"""Goodput under a per-request SLO, live in the workbook: the per-request records on a workings
+sheet of their own, the SLO's attainment, Wilson interval and goodput per experiment and per
+configuration as formulas over them, and the cheapest configuration that meets the SLO.
+
+The definitions are scm_xl.goodput's (DistServe's): a request is good when it succeeded and
+every threshold set holds (`<=`; TPOT with one output token holds vacuously; an unmeasured value
+misses); attainment = good / measured requests, with the Wilson score interval at
+goodput.WILSON_CONFIDENCE; goodput = output tokens of good requests / the results row's
+total_time_s. A results row is judged only when the records of its experiment are the requests
+its totals count (as goodput.evaluate). Configurations (model x concurrency x max_tokens x prompt
+level) pool their judged experiments; the answer is the first, in goodput's cost order (fewest
+slots, then the shorter max_tokens, then the model name), whose attainment's lower bound reaches
+the target and whose TPS reaches the derivation sheet's target TPS: what goodput.solve_slo and
+`scm-xl solve --slo` pick (with one replica; replicas, cost and rate limits stay in the CLI).
+
+The SLO's inputs (ttft, tpot, e2el thresholds in seconds, blank = not used; the attainment
+target) are typed on the Summary (summary_sheet.SLO_INPUT_ROWS); this sheet holds their
+effective values. The records are written by `fill` from the per-request CSV beside the results
+CSV (goodput.requests_path_for), in the experiments' order; their keys (experiment number, exp_id,
+configuration number) are data, as the raw rows are, and every other cell a formula. Each
+formula is an ordinary per-cell formula (COUNTIF(S)/SUMIF(S) with numeric criteria, INDEX/MATCH):
+no array idiom, so IronCalc, LibreOffice and Gnumeric compute them alike.
+
+`expected_sheets` is the reference: it reads only the inputs (the records, the keys, the typed
+SLO and the raw rows) and counts with goodput.tally / goodput.wilson_interval.
+
+Long because it holds two sheets and the Summary's SLO block, each in two languages, with their
+formulas, writer, reader and reference, all over the same addresses (one home for them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from openpyxl.utils import get_column_letter
+from openpyxl.worksheet.worksheet import Worksheet
+
+from scm_xl import goodput
+from scm_xl.engines.base import CellValue
+from scm_xl.errors import InputError
+from scm_xl.goodput import DEFAULT_ATTAINMENT, RequestSample, RequestSamples, Slo, Tally
+from scm_xl.safety import DEFAULT_LIMITS
+from scm_xl.workbook import summary_sheet
+from scm_xl.workbook.layout import Layout
+from scm_xl.workbook.literals import q as _q
+
+SHEET_TITLES: dict[str, str] = {"zh": "SLO达成", "en": "SLO"}
+REQUESTS_TITLES: dict[str, str] = {"zh": "计算_逐请求", "en": "Work_Requests"}
+
+# The most per-request records a workbook holds: a sheet of that many rows stays inside
+# safety.XlsxLimits (rows, cells per sheet) next to the largest raw-data workbook, so every
+# reader of the workbook accepts it, and the per-experiment counts (one pass over the records
+# each) stay seconds in an engine.
+MAX_REQUEST_ROWS = 200_000
+assert MAX_REQUEST_ROWS + 1 < DEFAULT_LIMITS.max_rows
+WILDCARDS = ("*", "?", "~")  # what spreadsheet lookups (MATCH) read as a pattern in an exp_id
+
+# ---- the requests sheet: one header row, then one row per measured request -------------------
+REQ_HEADER_ROW, REQ_FIRST = 1, 2
+REQ_INPUT_KEYS = ("exp_no", "exp_id", "ok", "ttft_s", "latency_s", "output_tokens", "prompt_tokens", "line")
+REQ_FORMULA_KEYS = ("tpot_s", "good")
+REQ_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(REQ_INPUT_KEYS + REQ_FORMULA_KEYS)}
+
+# ---- the SLO sheet ------------------------------------------------------------------------------
+TITLE_ROW, NOTE_ROW, SOURCE_ROW = 1, 2, 3
+SETTING_KEYS = ("ttft", "tpot", "e2el", "attainment", "thresholds", "target_tps", "levels", "requests")
+SETTING_ROWS = {key: 5 + i for i, key in enumerate(SETTING_KEYS)}
+ANSWER_KEYS = ("slot", "model", "concurrency", "max_tokens", "attainment", "low", "high", "tps", "goodput", "status")
+ANSWER_ROWS = {key: SETTING_ROWS["requests"] + 2 + i for i, key in enumerate(ANSWER_KEYS)}
+HEADER_ROW = ANSWER_ROWS["status"] + 2
+FIRST = HEADER_ROW + 1
+EXP_INPUT_KEYS = ("no", "exp_id", "cell_no")
+EXP_KEYS = EXP_INPUT_KEYS + ("position", "model", "concurrency", "max_tokens", "prompt_level", "requests",
+                             "output_tokens", "results_requests", "results_tokens", "wall_s", "judged", "good",
+                             "good_tokens", "attainment", "low", "high", "tps", "goodput")
+EXP_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(EXP_KEYS)}
+CELL_INPUT_KEYS = ("no", "model", "concurrency", "max_tokens", "prompt_level")
+CELL_KEYS = CELL_INPUT_KEYS + ("level_code", "new_level", "experiments", "requests", "good", "output_tokens",
+                               "good_tokens", "wall_s", "attainment", "low", "high", "tps", "goodput", "meets",
+                               "qualifies")
+CELL_COLS = {key: get_column_letter(len(EXP_KEYS) + 2 + i) for i, key in enumerate(CELL_KEYS)}
+
+# The raw row's figures an experiment looks up on the per-row workings (by its exp_id).
+LOOKUPS = {"model": "model", "concurrency": "concurrency", "max_tokens": "max_tokens",
+           "prompt_level": "prompt_level", "results_requests": "total_requests",
+           "results_tokens": "total_output_tokens", "wall_s": "total_time_s"}
+SLO_INPUTS = tuple(summary_sheet.SLO_INPUT_ROWS)  # ttft, tpot, e2el, attainment
+SUMMARY_OUTPUTS = tuple(summary_sheet.SLO_OUTPUT_ROWS)  # each one of ANSWER_KEYS
+
+TEXTS: dict[str, dict[str, str]] = {
+    "zh": {
+        "title": "逐请求 SLO：达成率（Wilson 95% 区间）与 goodput（DistServe 定义）",
+        "note": "一个请求在成功且满足每个已设阈值（≤）时为好请求；失败请求算未达成。达成率 = 好请求数 / 请求数；"
+                "goodput = 好请求的输出 token / 该实验的总时长。阈值与达成目标在总览表输入。",
+        "source_none": "没有逐请求记录（scm-xl collect 在结果 CSV 旁写的 requests CSV）：达成率与 goodput 无法计算。",
+        "source": "逐请求记录：{requests} 个请求，来自 {path}（不含预热请求）",
+        "ttft": "TTFT 阈值 (s)（生效值）", "tpot": "TPOT 阈值 (s)（生效值）", "e2el": "端到端延迟阈值 (s)（生效值）",
+        "attainment": "达成率目标（生效值）", "thresholds": "已设阈值个数", "target_tps": "目标 TPS（双向推导表）",
+        "levels": "提示长度档位数", "requests": "逐请求记录数",
+        "slot": "答案：配置表中的序号", "model": "模型", "concurrency": "并发数", "max_tokens": "max_tokens",
+        "attainment_a": "达成率", "low": "达成率下限 (Wilson 95%)", "high": "达成率上限 (Wilson 95%)",
+        "tps": "TPS", "goodput": "goodput (tok/s)", "status": "结论",
+        "no_slo": "未设 SLO 阈值：在总览表输入 ttft、tpot 或 e2el",
+        "no_requests": "没有逐请求记录：用 scm-xl fill 填入带 requests CSV 的结果",
+        "no_target": "双向推导表没有目标 TPS",
+        "levels_many": "实验跨多个提示长度档位：用 scm-xl solve --slo --prompt-tokens 选择一个",
+        "found": "满足 SLO 且达到目标 TPS 的最便宜实测配置",
+        "none": "没有实测配置在目标 TPS 下满足 SLO",
+        "exp_table": "每个实验", "cell_table": "每个配置（重复实验合并，按成本排序）",
+        "no": "#", "exp_id": "exp_id", "cell_no": "配置序号", "position": "原始数据位置",
+        "prompt_level": "提示长度档位", "requests_c": "请求数", "output_tokens": "输出 token",
+        "results_requests": "结果行请求数", "results_tokens": "结果行输出 token", "wall_s": "总时长 (s)",
+        "judged": "可判定", "good": "好请求数", "good_tokens": "好请求输出 token", "experiments": "实验数",
+        "level_code": "档位代码", "new_level": "新档位", "meets": "满足 SLO", "qualifies": "满足且达到目标",
+        "r_exp_no": "实验序号", "r_ok": "成功 (1/0)", "r_ttft_s": "ttft_s", "r_latency_s": "latency_s",
+        "r_output_tokens": "输出 token", "r_prompt_tokens": "提示 token", "r_line": "CSV 行号",
+        "r_tpot_s": "tpot_s", "r_good": "好请求 (1/0)",
+        "s_heading": "逐请求 SLO（DistServe goodput；阈值空 = 不用）",
+        "s_ttft": "TTFT 阈值 (s)", "s_tpot": "TPOT 阈值 (s)", "s_e2el": "端到端延迟阈值 (s)",
+        "s_attainment": "达成率目标", "s_status": "SLO 结论", "s_concurrency": "该配置并发数",
+        "s_max_tokens": "该配置 max_tokens", "s_model": "该配置模型", "s_attainment_o": "该配置达成率",
+        "s_low": "达成率下限 (Wilson 95%)", "s_tps": "该配置 TPS", "s_goodput": "该配置 goodput (tok/s)",
+    },
+    "en": {
+        "title": "Per-request SLO: attainment (Wilson 95% interval) and goodput (the DistServe definition)",
+        "note": "A request is good when it succeeded and every threshold set holds (<=); a failed request is a "
+                "miss. Attainment = good / requests; goodput = good requests' output tokens / the experiment's "
+                "total time. The thresholds and the attainment target are typed on the Summary.",
+        "source_none": "No per-request records (the requests CSV scm-xl collect writes beside the results CSV): "
+                       "attainment and goodput cannot be computed.",
+        "source": "Per-request records: {requests} requests from {path} (warm-up requests left out)",
+        "ttft": "TTFT threshold (s) (effective)", "tpot": "TPOT threshold (s) (effective)",
+        "e2el": "end-to-end latency threshold (s) (effective)", "attainment": "attainment target (effective)",
+        "thresholds": "thresholds set", "target_tps": "target TPS (Derivation sheet)",
+        "levels": "prompt levels", "requests": "per-request records",
+        "slot": "answer: # in the configurations table", "model": "model", "concurrency": "concurrency",
+        "max_tokens": "max_tokens", "attainment_a": "attainment", "low": "attainment lower bound (Wilson 95%)",
+        "high": "attainment upper bound (Wilson 95%)", "tps": "TPS", "goodput": "goodput (tok/s)",
+        "status": "answer",
+        "no_slo": "no SLO threshold set: type ttft, tpot or e2el on the Summary",
+        "no_requests": "no per-request records: fill results that have their requests CSV beside them",
+        "no_target": "no target TPS on the Derivation sheet",
+        "levels_many": "the experiments span several prompt levels: choose one with scm-xl solve --slo --prompt-tokens",
+        "found": "the cheapest measured configuration that meets the SLO at the target TPS",
+        "none": "no measured configuration meets the SLO at the target TPS",
+        "exp_table": "Per experiment", "cell_table": "Per configuration (repeats pooled, in cost order)",
+        "no": "#", "exp_id": "exp_id", "cell_no": "configuration #", "position": "raw-data position",
+        "prompt_level": "prompt level", "requests_c": "requests", "output_tokens": "output tokens",
+        "results_requests": "results row's requests", "results_tokens": "results row's output tokens",
+        "wall_s": "total time (s)", "judged": "judged", "good": "good requests", "good_tokens": "good output tokens",
+        "experiments": "experiments", "level_code": "level code", "new_level": "new level",
+        "meets": "meets the SLO", "qualifies": "meets it at the target",
+        "r_exp_no": "experiment #", "r_ok": "succeeded (1/0)", "r_ttft_s": "ttft_s", "r_latency_s": "latency_s",
+        "r_output_tokens": "output tokens", "r_prompt_tokens": "prompt tokens", "r_line": "CSV line",
+        "r_tpot_s": "tpot_s", "r_good": "good (1/0)",
+        "s_heading": "Under a per-request SLO (DistServe goodput; a blank threshold is not used)",
+        "s_ttft": "TTFT threshold (s)", "s_tpot": "TPOT threshold (s)", "s_e2el": "end-to-end latency threshold (s)",
+        "s_attainment": "attainment target", "s_status": "SLO answer", "s_concurrency": "its concurrency",
+        "s_max_tokens": "its max_tokens", "s_model": "its model", "s_attainment_o": "its attainment",
+        "s_low": "its attainment lower bound (Wilson 95%)", "s_tps": "its TPS", "s_goodput": "its goodput (tok/s)",
+    },
+}
+
+_Z = goodput._z(goodput.WILSON_CONFIDENCE)
+_Z2 = _Z ** 2
+
+
+# ---------------------------------------------------------------------------
+# The data fill writes (and the reference reads back)
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Record:
+    """One measured request as the requests sheet holds it."""
+
+    exp_no: int
+    exp_id: str
+    ok: int  # 1: succeeded (goodput.RequestSample.succeeded)
+    ttft_s: float | None
+    latency_s: float | None
+    output_tokens: int
+    prompt_tokens: int | None
+    line: int
+
+    def sample(self) -> RequestSample:
+        return RequestSample(exp_id=self.exp_id, succeeded=self.ok == 1, ttft_s=self.ttft_s,
+                             latency_s=self.latency_s, output_tokens=self.output_tokens,
+                             prompt_tokens=self.prompt_tokens, line=self.line)
+
+
+CellKey = tuple[str, int, int, "int | None"]
+
+
+@dataclass(frozen=True)
+class SloData:
+    """The keys and records of the two sheets: experiments (exp_id, configuration number) in table
+    order, configurations (model, concurrency, max_tokens, prompt level) in cost order, and the
+    records (experiment number = place in `experiments`, from 1)."""
+
+    experiments: tuple[tuple[str, int], ...] = ()
+    cells: tuple[CellKey, ...] = ()
+    records: tuple[Record, ...] = ()
+    source: str = ""  # the per-request CSV the records came from, as fill named it
+
+    @property
+    def empty(self) -> bool:
+        return not self.records
+
+
+def cost_key(cell: CellKey) -> tuple[int, int, str, int]:
+    """goodput.SloCell.cost, with the prompt level last (one level per search)."""
+    model, concurrency, max_tokens, level = cell
+    return (concurrency, max_tokens, model.casefold(), -1 if level is None else level)
+
+
+def from_samples(rows: Sequence[Any], samples: RequestSamples) -> SloData:
+    """The sheets' data for the results rows and the requests CSV read for them: every results row
+    an experiment (in the rows' order), its configuration, and its measured requests. InputError
+    (exit 2) when the records are more than a workbook holds."""
+    experiments_of: dict[str, int] = {}
+    keys: dict[tuple[str, int, int, int | None], CellKey] = {}
+    for row in rows:
+        experiments_of.setdefault(row.exp_id, len(experiments_of) + 1)
+        key = (row.model.casefold(), row.concurrency, row.max_tokens, row.prompt_level)
+        keys.setdefault(key, (row.model, row.concurrency, row.max_tokens, row.prompt_level))
+    cells = sorted(keys.values(), key=cost_key)
+    number = {(m.casefold(), c, t, p): i for i, (m, c, t, p) in enumerate(cells, start=1)}
+    experiments = tuple((row.exp_id, number[(row.model.casefold(), row.concurrency, row.max_tokens,
+                                             row.prompt_level)]) for row in rows)
+    count = sum(len(samples.by_exp.get(exp_id, ())) for exp_id in experiments_of)
+    if count > MAX_REQUEST_ROWS:
+        raise InputError(f"{count:,} measured requests: a workbook holds at most {MAX_REQUEST_ROWS:,} per-request "
+                         "records; split the results, or move the requests CSV away to fill without per-request "
+                         "SLOs", path=str(samples.path))
+    records = []
+    for exp_id, exp_no in experiments_of.items():
+        for s in samples.by_exp.get(exp_id, ()):
+            records.append(Record(exp_no, exp_id, 1 if s.succeeded else 0, s.ttft_s, s.latency_s, s.output_tokens,
+                                  s.prompt_tokens, s.line))
+    return SloData(experiments, tuple(cells), tuple(records), source=str(samples.path) if records else "")
+
+
+def wildcard_exp_id(rows: Sequence[Any]) -> str | None:
+    """The first exp_id a spreadsheet lookup would read as a pattern, if any."""
+    return next((row.exp_id for row in rows if any(ch in row.exp_id for ch in WILDCARDS)), None)
+
+
+# ---------------------------------------------------------------------------
+# Where things are
+# ---------------------------------------------------------------------------
+
+def _last(count: int) -> int:
+    """The last row of a table of `count` rows from FIRST (a one-row range when empty)."""
+    return FIRST + max(count, 1) - 1
+
+
+def _range(col: str, first: int, last: int, sheet: str = "") -> str:
+    return f"{sheet}${col}${first}:${col}${last}"
+
+
+def req_range(layout: Layout, key: str, count: int) -> str:
+    title = f"'{REQUESTS_TITLES[layout.lang]}'!"
+    return _range(REQ_COLS[key], REQ_FIRST, REQ_FIRST + max(count, 1) - 1, title)
+
+
+def setting(key: str) -> str:
+    return f"$B${SETTING_ROWS[key]}"
+
+
+def answer_cell(key: str) -> str:
+    return f"B{ANSWER_ROWS[key]}"
+
+
+def summary_input(key: str) -> str:
+    """The Summary's input cell of an SLO input (ttft, tpot, e2el, attainment)."""
+    return f"B{summary_sheet.SLO_INPUT_ROWS[key]}"
+
+
+def summary_output(key: str) -> str:
+    return f"B{summary_sheet.SLO_OUTPUT_ROWS[key]}"
+
+
+# ---------------------------------------------------------------------------
+# Formulas
+# ---------------------------------------------------------------------------
+
+def _wilson(p: str, n: str, sign: str) -> str:
+    """The Wilson bound of share `p` over `n` requests (goodput.wilson_interval)."""
+    centre = f"({p}+{_Z2!r}/(2*{n}))/(1+{_Z2!r}/{n})"
+    half = f"SQRT({p}*(1-{p})/{n}+{_Z2!r}/(4*{n}*{n}))*{_Z!r}/(1+{_Z2!r}/{n})"
+    return f"MAX(0,{centre}-{half})" if sign == "-" else f"MIN(1,{centre}+{half})"
+
+
+def request_formulas(layout: Layout, row: int) -> dict[str, str]:
+    c = {key: f"${col}{row}" for key, col in REQ_COLS.items()}
+    slo = f"'{SHEET_TITLES[layout.lang]}'!"
+    ttft, tpot, e2el, count = (slo + setting(key) for key in ("ttft", "tpot", "e2el", "thresholds"))
+    ok_ttft = f"IF(ISNUMBER({ttft}),IF(ISNUMBER({c['ttft_s']}),{c['ttft_s']}<={ttft},FALSE),TRUE)"
+    ok_tpot = (f"IF(ISNUMBER({tpot}),IF({c['output_tokens']}<=1,TRUE,IF(ISNUMBER({c['tpot_s']}),"
+               f"{c['tpot_s']}<={tpot},FALSE)),TRUE)")
+    ok_e2el = f"IF(ISNUMBER({e2el}),IF(ISNUMBER({c['latency_s']}),{c['latency_s']}<={e2el},FALSE),TRUE)"
+    return {
+        "tpot_s": (f"=IF(AND({c['output_tokens']}>1,ISNUMBER({c['ttft_s']}),ISNUMBER({c['latency_s']})),"
+                   f"({c['latency_s']}-{c['ttft_s']})/({c['output_tokens']}-1),\"\")"),
+        "good": f"=IF({count}>0,IF(AND({c['ok']}=1,{ok_ttft},{ok_tpot},{ok_e2el}),1,0),\"\")",
+    }
+
+
+def experiment_formulas(layout: Layout, row: int, data_sizes: tuple[int, int, int]) -> dict[str, str]:
+    _, _, n_req = data_sizes
+    c = {key: f"${col}{row}" for key, col in EXP_COLS.items()}
+    req = {key: req_range(layout, key, n_req) for key in ("exp_no", "output_tokens", "good")}
+    count = setting("thresholds")
+    match = f"MATCH({c['exp_id']},{layout.raw_range('exp_id')},0)"
+    pos = c["position"]
+    out = {"position": f"=IFERROR(IF(INDEX({layout.raw_range('present')},{match})=1,{match},\"\"),\"\")"}
+    for key, source in LOOKUPS.items():
+        value = f"INDEX({layout.raw_range(source)},{pos})"
+        out[key] = (f"=IF(ISNUMBER({pos}),IF({value}&\"\"=\"\",\"\",{value}),\"\")" if key == "prompt_level"
+                    else f"=IF(ISNUMBER({pos}),{value},\"\")")
+    n, att, judged = c["requests"], c["attainment"], c["judged"]
+    out.update({
+        "requests": f"=COUNTIF({req['exp_no']},{c['no']})",
+        "output_tokens": f"=SUMIF({req['exp_no']},{c['no']},{req['output_tokens']})",
+        "judged": (f"=IF(ISNUMBER({pos}),IF(AND({n}>0,{n}={c['results_requests']},"
+                   f"{c['output_tokens']}={c['results_tokens']}),1,0),0)"),
+        "good": f"=IF(AND({judged}=1,{count}>0),COUNTIFS({req['exp_no']},{c['no']},{req['good']},1),\"\")",
+        "good_tokens": (f"=IF(AND({judged}=1,{count}>0),SUMIFS({req['output_tokens']},{req['exp_no']},{c['no']},"
+                        f"{req['good']},1),\"\")"),
+        "attainment": f"=IF(ISNUMBER({c['good']}),{c['good']}/{n},\"\")",
+        "low": f"=IF(ISNUMBER({att}),{_wilson(att, n, '-')},\"\")",
+        "high": f"=IF(ISNUMBER({att}),{_wilson(att, n, '+')},\"\")",
+        "tps": f"=IF(AND({judged}=1,{c['wall_s']}>0),{c['output_tokens']}/{c['wall_s']},\"\")",
+        "goodput": f"=IF(AND(ISNUMBER({c['good_tokens']}),{c['wall_s']}>0),{c['good_tokens']}/{c['wall_s']},\"\")",
+    })
+    return out
+
+
+def cell_formulas(layout: Layout, row: int, data_sizes: tuple[int, int, int]) -> dict[str, str]:
+    n_exp, _, _ = data_sizes
+    c = {key: f"${col}{row}" for key, col in CELL_COLS.items()}
+    last = _last(n_exp)
+    exp = {key: _range(EXP_COLS[key], FIRST, last) for key in EXP_KEYS}
+    count = setting("thresholds")
+    pooled = f"{exp['cell_no']},{c['no']},{exp['judged']},1"
+    n, att, low, tps = c["requests"], c["attainment"], c["low"], c["tps"]
+    code_col = CELL_COLS["level_code"]
+    target, target_tps = setting("attainment"), setting("target_tps")
+    return {
+        "level_code": f"=IF(ISNUMBER({c['prompt_level']}),{c['prompt_level']},-1)",
+        "new_level": f"=IF(COUNTIF(${code_col}${FIRST}:{c['level_code']},{c['level_code']})=1,1,0)",
+        "experiments": f"=COUNTIFS({pooled})",
+        "requests": f"=SUMIFS({exp['requests']},{pooled})",
+        "good": f"=IF({count}>0,SUMIFS({exp['good']},{pooled}),\"\")",
+        "output_tokens": f"=SUMIFS({exp['output_tokens']},{pooled})",
+        "good_tokens": f"=IF({count}>0,SUMIFS({exp['good_tokens']},{pooled}),\"\")",
+        "wall_s": f"=SUMIFS({exp['wall_s']},{pooled})",
+        "attainment": f"=IF(AND({count}>0,{n}>0),{c['good']}/{n},\"\")",
+        "low": f"=IF(ISNUMBER({att}),{_wilson(att, n, '-')},\"\")",
+        "high": f"=IF(ISNUMBER({att}),{_wilson(att, n, '+')},\"\")",
+        "tps": f"=IF(AND({c['experiments']}>0,{c['wall_s']}>0),{c['output_tokens']}/{c['wall_s']},\"\")",
+        "goodput": f"=IF(AND(ISNUMBER({att}),{c['wall_s']}>0),{c['good_tokens']}/{c['wall_s']},\"\")",
+        "meets": f"=IF(ISNUMBER({low}),IF({low}>={target},1,0),\"\")",
+        "qualifies": (f"=IF(AND({c['meets']}=1,ISNUMBER({tps}),ISNUMBER({target_tps})),"
+                      f"IF({tps}>={target_tps},1,0),0)"),
+    }
+
+
+def top_formulas(layout: Layout, data_sizes: tuple[int, int, int]) -> dict[str, str]:
+    """address -> formula of the settings and the answer."""
+    _, n_cells, n_req = data_sizes
+    t = TEXTS[layout.lang]
+    summary = f"{layout.qtitle('summary')}!"
+    out: dict[str, str] = {}
+    for key in ("ttft", "tpot", "e2el"):
+        typed = f"{summary}$B${summary_sheet.SLO_INPUT_ROWS[key]}"
+        out[f"B{SETTING_ROWS[key]}"] = f"=IF(AND(ISNUMBER({typed}),{typed}>0),{typed},\"\")"
+    typed = f"{summary}$B${summary_sheet.SLO_INPUT_ROWS['attainment']}"
+    out[f"B{SETTING_ROWS['attainment']}"] = (f"=IF(AND(ISNUMBER({typed}),{typed}>0,{typed}<1),{typed},"
+                                             f"{DEFAULT_ATTAINMENT!r})")
+    out[f"B{SETTING_ROWS['thresholds']}"] = f"=COUNT({setting('ttft')}:{setting('e2el')})"
+    target = layout.name_ref("TargetTPS")
+    out[f"B{SETTING_ROWS['target_tps']}"] = f"=IF(AND(ISNUMBER({target}),{target}>0),{target},\"\")"
+    last = _last(n_cells)
+    cells = {key: _range(CELL_COLS[key], FIRST, last) for key in CELL_KEYS}
+    out[f"B{SETTING_ROWS['levels']}"] = f"=SUM({cells['new_level']})"
+    out[f"B{SETTING_ROWS['requests']}"] = f"=COUNT({req_range(layout, 'exp_no', n_req)})"
+    slot = f"$B${ANSWER_ROWS['slot']}"
+    out[answer_cell("slot")] = (f"=IF(AND({setting('thresholds')}>0,{setting('levels')}<=1),"
+                                f"IFERROR(MATCH(1,{cells['qualifies']},0),\"\"),\"\")")
+    for key in ANSWER_KEYS[1:-1]:
+        value = f"INDEX({cells[key]},{slot})" + ('&""' if key == "model" else "")
+        out[answer_cell(key)] = f"=IF(ISNUMBER({slot}),{value},\"\")"
+    out[answer_cell("status")] = (
+        f"=IF({setting('thresholds')}=0,{_q(t['no_slo'])},IF({setting('requests')}=0,{_q(t['no_requests'])},"
+        f"IF(NOT(ISNUMBER({setting('target_tps')})),{_q(t['no_target'])},IF({setting('levels')}>1,"
+        f"{_q(t['levels_many'])},IF(ISNUMBER({slot}),{_q(t['found'])},{_q(t['none'])})))))")
+    return out
+
+
+def summary_formulas(layout: Layout) -> dict[str, str]:
+    """The Summary's SLO answer cells: each a reference to the SLO sheet's answer."""
+    sheet = f"'{SHEET_TITLES[layout.lang]}'!"
+    out = {}
+    for key in SUMMARY_OUTPUTS:
+        ref = sheet + "$B$" + str(ANSWER_ROWS[key])
+        out[summary_output(key)] = f"=IF({ref}&\"\"=\"\",\"\",{ref})"
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------
+
+def _sizes(data: SloData) -> tuple[int, int, int]:
+    return (len(data.experiments), len(data.cells), len(data.records))
+
+
+def write_requests_sheet(ws: Worksheet, layout: Layout, data: SloData | None = None) -> dict[str, str]:
+    """The per-request workings: the records and two formulas a row (TPOT, good)."""
+    from scm_xl.workbook.stamp import write_filled
+    from scm_xl.workbook.styles import HEADER_FILL, HEADER_FONT
+
+    data = data or SloData()
+    t = TEXTS[layout.lang]
+    for key, col in REQ_COLS.items():
+        cell = ws[f"{col}{REQ_HEADER_ROW}"]
+        cell.value = t.get(f"r_{key}", key)
+        cell.font = HEADER_FONT
+        cell.fill = HEADER_FILL
+        ws.column_dimensions[col].width = 12
+    for i, record in enumerate(data.records):
+        row = REQ_FIRST + i
+        for j, key in enumerate(REQ_INPUT_KEYS, start=1):
+            value = getattr(record, key)
+            if value is not None:
+                cell = ws.cell(row=row, column=j, value=value)
+                if key == "exp_id":
+                    cell.data_type = "s"
+    if data.records:
+        rows = range(REQ_FIRST, REQ_FIRST + len(data.records))
+        write_filled(ws, {key: REQ_COLS[key] for key in REQ_FORMULA_KEYS}, lambda r: request_formulas(layout, r),
+                     rows, number_formats={"tpot_s": "0.0000"})
+    ws.freeze_panes = f"A{REQ_FIRST}"
+    return {}
+
+
+def write_sheet(ws: Worksheet, layout: Layout, data: SloData | None = None) -> dict[str, str]:
+    """The SLO sheet: effective SLO, the answer, the per-experiment and per-configuration tables."""
+    from scm_xl.workbook.styles import BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, NOTE_FONT, TITLE_FONT
+    from scm_xl.workbook.styles import _formula
+
+    data = data or SloData()
+    sizes = _sizes(data)
+    t = TEXTS[layout.lang]
+    ws[f"A{TITLE_ROW}"] = t["title"]
+    ws[f"A{TITLE_ROW}"].font = TITLE_FONT
+    ws[f"A{NOTE_ROW}"] = t["note"]
+    ws[f"A{NOTE_ROW}"].font = NOTE_FONT
+    ws[f"A{SOURCE_ROW}"] = (t["source"].replace("{requests}", f"{len(data.records):,}").replace("{path}", data.source)
+                            if data.records else t["source_none"])
+    ws[f"A{SOURCE_ROW}"].font = NOTE_FONT
+    for key, row in SETTING_ROWS.items():
+        ws[f"A{row}"] = t[key]
+    for key, row in ANSWER_ROWS.items():
+        ws[f"A{row}"] = t["attainment_a"] if key == "attainment" else t[key]
+    ws[f"A{ANSWER_ROWS['status']}"].font = BOLD
+    formats = {"attainment": "0.0%", "low": "0.0%", "high": "0.0%", "tps": "0.00", "goodput": "0.00",
+               "wall_s": "0.000"}
+    for address, text in top_formulas(layout, sizes).items():
+        key = next((k for k, r in ANSWER_ROWS.items() if address == f"B{r}"), "")
+        _formula(ws, address, text, formats.get(key) if key != "attainment" else "0.0%")
+    ws[f"B{SETTING_ROWS['attainment']}"].number_format = "0.0%"
+    for key in ("status", "concurrency", "max_tokens"):
+        ws[answer_cell(key)].fill = KEY_FILL
+
+    headers = {**{key: t.get(key, key) for key in EXP_KEYS}, "requests": t["requests_c"],
+               "attainment": t["attainment_a"]}
+    for key, col in EXP_COLS.items():
+        _header_cell(ws, f"{col}{HEADER_ROW}", headers[key], HEADER_FONT, HEADER_FILL)
+    cell_headers = {**{key: t.get(key, key) for key in CELL_KEYS}, "requests": t["requests_c"],
+                    "attainment": t["attainment_a"]}
+    for key, col in CELL_COLS.items():
+        _header_cell(ws, f"{col}{HEADER_ROW}", cell_headers[key], HEADER_FONT, HEADER_FILL)
+    ws[f"A{HEADER_ROW - 1}"] = t["exp_table"]
+    ws[f"A{HEADER_ROW - 1}"].font = BOLD
+    ws[f"{CELL_COLS['no']}{HEADER_ROW - 1}"] = t["cell_table"]
+    ws[f"{CELL_COLS['no']}{HEADER_ROW - 1}"].font = BOLD
+
+    for i, (exp_id, cell_no) in enumerate(data.experiments):
+        row = FIRST + i
+        ws[f"{EXP_COLS['no']}{row}"] = i + 1
+        ws[f"{EXP_COLS['exp_id']}{row}"] = exp_id
+        ws[f"{EXP_COLS['exp_id']}{row}"].data_type = "s"
+        ws[f"{EXP_COLS['cell_no']}{row}"] = cell_no
+        for key, text in experiment_formulas(layout, row, sizes).items():
+            _formula(ws, f"{EXP_COLS[key]}{row}", text, formats.get(key), fill=FORMULA_FILL)
+    for i, (model, concurrency, max_tokens, level) in enumerate(data.cells):
+        row = FIRST + i
+        ws[f"{CELL_COLS['no']}{row}"] = i + 1
+        ws[f"{CELL_COLS['model']}{row}"] = model
+        ws[f"{CELL_COLS['model']}{row}"].data_type = "s"
+        ws[f"{CELL_COLS['concurrency']}{row}"] = concurrency
+        ws[f"{CELL_COLS['max_tokens']}{row}"] = max_tokens
+        ws[f"{CELL_COLS['prompt_level']}{row}"] = level
+        for key, text in cell_formulas(layout, row, sizes).items():
+            _formula(ws, f"{CELL_COLS[key]}{row}", text, formats.get(key), fill=FORMULA_FILL)
+    ws.column_dimensions["A"].width = 44
+    ws.column_dimensions["B"].width = 16
+    ws.freeze_panes = f"A{FIRST}"
+    return {}
+
+
+def _header_cell(ws: Worksheet, address: str, text: str, font: Any, fill: Any) -> None:
+    ws[address] = text
+    ws[address].font = font
+    ws[address].fill = fill
+
+
+def write_summary_block(ws: Worksheet, layout: Layout, typed: Mapping[str, Any] | None = None) -> None:
+    """The Summary's SLO block: the inputs (styled as inputs) and the answer's references."""
+    from scm_xl.workbook.styles import BOLD, FORMULA_FILL, INPUT_FILL, KEY_FILL, write_value
+
+    t = TEXTS[layout.lang]
+    ws[f"A{summary_sheet.SLO_FIRST}"] = t["s_heading"]
+    ws[f"A{summary_sheet.SLO_FIRST}"].font = BOLD
+    values = {"attainment": DEFAULT_ATTAINMENT, **(typed or {})}
+    for key in SLO_INPUTS:
+        ws[f"A{summary_sheet.SLO_INPUT_ROWS[key]}"] = t[f"s_{key}"]
+        cell = ws[summary_input(key)]
+        write_value(cell, values.get(key))
+        cell.fill = INPUT_FILL
+    ws[summary_input("attainment")].number_format = "0.0%"
+    formats = {"attainment": "0.0%", "low": "0.0%", "tps": "0.00", "goodput": "0.00"}
+    for key in SUMMARY_OUTPUTS:
+        ws[f"A{summary_sheet.SLO_OUTPUT_ROWS[key]}"] = t["s_attainment_o"] if key == "attainment" else t[f"s_{key}"]
+    for key, (address, text) in zip(SUMMARY_OUTPUTS, summary_formulas(layout).items()):
+        ws[address] = text
+        ws[address].fill = KEY_FILL if key in ("status", "concurrency") else FORMULA_FILL
+        if key in formats:
+            ws[address].number_format = formats[key]
+
+
+def set_inputs(wb: Any, layout: Layout, typed: Mapping[str, Any]) -> None:
+    """Type the SLO inputs on the Summary (keys of SLO_INPUTS; a None threshold leaves it blank)."""
+    from scm_xl.workbook.styles import write_value
+
+    ws = wb[layout.title("summary")]
+    for key in SLO_INPUTS:
+        if key in typed:
+            write_value(ws[summary_input(key)], typed[key])
+
+
+def slo_inputs(slo: Slo) -> dict[str, Any]:
+    """What `fill --slo ... --attainment ...` types on the Summary."""
+    return {"ttft": slo.ttft_s, "tpot": slo.tpot_s, "e2el": slo.e2el_s, "attainment": slo.attainment}
+
+
+def write_data(wb: Any, layout: Layout, data: SloData) -> None:
+    """Write the records and the keys into a freshly built workbook's two SLO sheets."""
+    write_requests_sheet(wb[REQUESTS_TITLES[layout.lang]], layout, data)
+    write_sheet(wb[SHEET_TITLES[layout.lang]], layout, data)
+
+
+# ---------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------
+
+def present(wb: Any, layout: Layout) -> bool:
+    return SHEET_TITLES[layout.lang] in wb.sheetnames and REQUESTS_TITLES[layout.lang] in wb.sheetnames
+
+
+def read_typed(wb: Any, layout: Layout) -> dict[str, Any]:
+    """The Summary's SLO inputs as typed (a workbook without the SLO sheets: the defaults)."""
+    if not present(wb, layout):
+        return {"ttft": None, "tpot": None, "e2el": None, "attainment": DEFAULT_ATTAINMENT}
+    ws = wb[layout.title("summary")]
+    return {key: _blank_none(ws[summary_input(key)].value) for key in SLO_INPUTS}
+
+
+def _blank_none(value: Any) -> Any:
+    return None if isinstance(value, str) and value == "" else value
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value) if float(value).is_integer() else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def read_data(wb: Any, layout: Layout) -> SloData:
+    """The keys and records the two sheets hold (an empty SloData where they are absent)."""
+    if not present(wb, layout):
+        return SloData()
+    req = wb[REQUESTS_TITLES[layout.lang]]
+    records = []
+    width = len(REQ_INPUT_KEYS)
+    for cells in req.iter_rows(min_row=REQ_FIRST, max_col=width, values_only=True):
+        values = dict(zip(REQ_INPUT_KEYS, cells))
+        exp_no = _int(values["exp_no"])
+        if exp_no is None:
+            continue
+        records.append(Record(exp_no, str(values["exp_id"] or ""), 1 if values["ok"] == 1 else 0,
+                              _float(values["ttft_s"]), _float(values["latency_s"]),
+                              _int(values["output_tokens"]) or 0, _int(values["prompt_tokens"]),
+                              _int(values["line"]) or 0))
+    ws = wb[SHEET_TITLES[layout.lang]]
+    experiments, cells = [], []
+    for r in range(FIRST, ws.max_row + 1):
+        no = _int(ws[f"{EXP_COLS['no']}{r}"].value)
+        if no is not None:
+            experiments.append((str(ws[f"{EXP_COLS['exp_id']}{r}"].value or ""),
+                                _int(ws[f"{EXP_COLS['cell_no']}{r}"].value) or 0))
+        cell_no = _int(ws[f"{CELL_COLS['no']}{r}"].value)
+        if cell_no is not None:
+            cells.append((str(ws[f"{CELL_COLS['model']}{r}"].value or ""),
+                          _int(ws[f"{CELL_COLS['concurrency']}{r}"].value) or 0,
+                          _int(ws[f"{CELL_COLS['max_tokens']}{r}"].value) or 0,
+                          _int(ws[f"{CELL_COLS['prompt_level']}{r}"].value)))
+    text = ws[f"A{SOURCE_ROW}"].value
+    source = _source_of(text, layout) if records and isinstance(text, str) else ""
+    return SloData(tuple(experiments), tuple(cells), tuple(records), source=source)
+
+
+def _source_of(text: str, layout: Layout) -> str:
+    """The path in the source note (so a rebuilt workbook says the same)."""
+    before, _, after = TEXTS[layout.lang]["source"].partition("{path}")
+    start = text.find(before.split("{requests}")[-1])
+    if start < 0:
+        return ""
+    rest = text[start + len(before.split("{requests}")[-1]):]
+    return rest[:len(rest) - len(after)] if after and rest.endswith(after) else rest
+
+
+# ---------------------------------------------------------------------------
+# The reference
+# ---------------------------------------------------------------------------
+
+def effective(typed: Mapping[str, Any]) -> tuple[dict[str, float | None], float]:
+    """The effective thresholds (a positive number, else not used) and attainment target."""
+    thresholds = {}
+    for key in ("ttft", "tpot", "e2el"):
+        value = _float(typed.get(key))
+        thresholds[key] = value if value is not None and value > 0 else None
+    attainment = _float(typed.get("attainment"))
+    return thresholds, attainment if attainment is not None and 0 < attainment < 1 else DEFAULT_ATTAINMENT
+
+
+def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
+                    rows: Sequence[tuple[int, Any]], target_tps: Any) -> dict[tuple[str, str], CellValue]:
+    """Every formula cell of the SLO sheet, the requests sheet and the Summary's SLO block, from
+    goodput's counts over the records, the raw rows ((sheet row, ResultRow)) and the typed inputs."""
+    out: dict[tuple[str, str], CellValue] = {}
+    title, req_title = SHEET_TITLES[layout.lang], REQUESTS_TITLES[layout.lang]
+    t = TEXTS[layout.lang]
+    thresholds, attainment = effective(typed)
+    count = sum(1 for v in thresholds.values() if v is not None)
+    slo = Slo(ttft_s=thresholds["ttft"], tpot_s=thresholds["tpot"], e2el_s=thresholds["e2el"],
+              attainment=attainment) if count else None
+    target = _float(target_tps)
+    target = target if target is not None and target > 0 else None
+
+    # the requests sheet
+    by_exp: dict[int, list[RequestSample]] = {}
+    for i, record in enumerate(data.records):
+        row = REQ_FIRST + i
+        sample = record.sample()
+        by_exp.setdefault(record.exp_no, []).append(sample)
+        out[(req_title, f"{REQ_COLS['tpot_s']}{row}")] = sample.tpot_s
+        out[(req_title, f"{REQ_COLS['good']}{row}")] = (
+            None if slo is None else (0.0 if goodput.misses(sample, slo) else 1.0))
+
+    # per experiment
+    found: dict[str, tuple[int, Any]] = {}
+    for sheet_row, result in rows:
+        found.setdefault(result.exp_id.casefold(), (sheet_row - layout.raw_first + 1, result))
+    pooled: dict[int, Tally] = {}
+    counted: dict[int, tuple[int, int, int, float]] = {}  # cell -> experiments, requests, output tokens, wall
+    for i, (exp_id, cell_no) in enumerate(data.experiments):
+        row, no = FIRST + i, i + 1
+        mine = by_exp.get(no, [])
+        values: dict[str, CellValue] = {key: None for key in EXP_KEYS if key not in EXP_INPUT_KEYS}
+        tokens = sum(s.output_tokens for s in mine)
+        values.update(requests=float(len(mine)), output_tokens=float(tokens), judged=0.0)
+        hit = found.get(exp_id.casefold())
+        if hit is not None:
+            position, result = hit
+            values.update(position=float(position), model=result.model, concurrency=float(result.concurrency),
+                          max_tokens=float(result.max_tokens),
+                          prompt_level=None if result.prompt_level is None else float(result.prompt_level),
+                          results_requests=float(result.total_requests),
+                          results_tokens=float(result.total_output_tokens), wall_s=float(result.total_time_s))
+            judged = bool(mine) and len(mine) == result.total_requests and tokens == result.total_output_tokens
+            if judged:
+                wall = float(result.total_time_s)
+                values["judged"] = 1.0
+                values["tps"] = tokens / wall if wall > 0 else None
+                experiments, requests, out_tokens, walls = counted.get(cell_no, (0, 0, 0, 0.0))
+                counted[cell_no] = (experiments + 1, requests + len(mine), out_tokens + tokens, walls + wall)
+                if slo is not None:
+                    tally = goodput.tally(mine, slo, wall)
+                    pooled[cell_no] = pooled[cell_no] + tally if cell_no in pooled else tally
+                    low, high = tally.interval
+                    values.update(good=float(tally.good), good_tokens=float(tally.good_output_tokens),
+                                  attainment=tally.attainment, low=low, high=high,
+                                  goodput=tally.goodput_tps if wall > 0 else None)
+        for key, value in values.items():
+            out[(title, f"{EXP_COLS[key]}{row}")] = value
+
+    # per configuration
+    codes: list[int] = []
+    qualifying: list[int] = []
+    for i, cell in enumerate(data.cells):
+        row, no = FIRST + i, i + 1
+        code = cell[3] if cell[3] is not None else -1
+        experiments, requests, out_tokens, walls = counted.get(no, (0, 0, 0, 0.0))
+        pooled_tally = pooled.get(no)
+        values = {key: None for key in CELL_KEYS if key not in CELL_INPUT_KEYS}
+        values.update(level_code=float(code), new_level=0.0 if code in codes else 1.0,
+                      experiments=float(experiments), requests=float(requests),
+                      output_tokens=float(out_tokens), wall_s=walls, qualifies=0.0)
+        codes.append(code)
+        if experiments and walls > 0:
+            values["tps"] = out_tokens / walls
+        if slo is not None:
+            values.update(good=float(pooled_tally.good if pooled_tally else 0),
+                          good_tokens=float(pooled_tally.good_output_tokens if pooled_tally else 0))
+            if pooled_tally is not None and pooled_tally.requests > 0:
+                low, high = pooled_tally.interval
+                meets = low >= slo.attainment
+                values.update(attainment=pooled_tally.attainment, low=low, high=high, meets=1.0 if meets else 0.0,
+                              goodput=pooled_tally.goodput_tps if walls > 0 else None)
+                tps = values["tps"]
+                if meets and isinstance(tps, float) and target is not None and tps >= target:
+                    values["qualifies"] = 1.0
+                    qualifying.append(no)
+        for key, value in values.items():
+            out[(title, f"{CELL_COLS[key]}{row}")] = value
+
+    # settings and the answer
+    levels = len(set(codes))
+    for key in ("ttft", "tpot", "e2el"):
+        out[(title, f"B{SETTING_ROWS[key]}")] = thresholds[key]
+    out[(title, f"B{SETTING_ROWS['attainment']}")] = attainment
+    out[(title, f"B{SETTING_ROWS['thresholds']}")] = float(count)
+    out[(title, f"B{SETTING_ROWS['target_tps']}")] = target
+    out[(title, f"B{SETTING_ROWS['levels']}")] = float(levels)
+    out[(title, f"B{SETTING_ROWS['requests']}")] = float(len(data.records))
+    slot = qualifying[0] if qualifying and count and levels <= 1 else None
+    answer: dict[str, CellValue] = dict.fromkeys(ANSWER_KEYS)
+    if slot is not None:
+        row = FIRST + slot - 1
+        answer.update({key: out[(title, f"{CELL_COLS[key]}{row}")] for key in ANSWER_KEYS[4:-1]})
+        model, concurrency, max_tokens, _ = data.cells[slot - 1]
+        answer.update(slot=float(slot), model=model, concurrency=float(concurrency), max_tokens=float(max_tokens))
+    answer["status"] = t["no_slo"] if not count else t["no_requests"] if not data.records else t["no_target"] \
+        if target is None else t["levels_many"] if levels > 1 else t["found"] if slot is not None else t["none"]
+    for key in ANSWER_KEYS:
+        out[(title, answer_cell(key))] = answer[key]
+    summary = layout.title("summary")
+    for key in SUMMARY_OUTPUTS:
+        value = answer[key]
+        out[(summary, summary_output(key))] = None if value is None or value == "" else value
+    return out
+
+
+__all__ = [
+    "MAX_REQUEST_ROWS", "REQUESTS_TITLES", "SHEET_TITLES", "SLO_INPUTS", "SloData", "expected_sheets",
+    "from_samples", "read_data", "read_typed", "set_inputs", "slo_inputs", "write_data", "write_requests_sheet",
+    "write_sheet", "write_summary_block",
+]

@@ -1,0 +1,11 @@
+"""Where the tests' example data lie."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent
+ROOT = TESTS.parent
+EXAMPLES = ROOT / "examples"
+ARTICLE = EXAMPLES / "article_qwen2.5-7b.csv"  # the article's seven experiments (Qwen2.5-7B)
+TEST_DATA = TESTS / "data"
