@@ -42,7 +42,7 @@ from typing import Sequence
 import numpy as np
 
 from scm_xl import lsq, model, plan, replicates
-from scm_xl.collector import CollectConfig, run_collection
+from scm_xl.collect import CollectConfig, run_collection
 from scm_xl.results import ResultRow, read_results
 from scm_xl.simulator import new_event_loop
 from simulator_process import Simulator

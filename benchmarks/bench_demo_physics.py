@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scm_xl.collector import DEFAULT_PROMPT, CollectConfig, run_collection
+from scm_xl.collect import DEFAULT_PROMPT, CollectConfig, run_collection
 from scm_xl.demo import DEMO_EFFICIENCY, DEMO_GPU, DEMO_MODELS, ceiling_tps, run_demo, sim_config_for
 from scm_xl.results import read_results
 from scm_xl.roofline import c_model_from_first_principles

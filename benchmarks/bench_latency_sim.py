@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scm_xl.collector import CollectConfig, run_collection
+from scm_xl.collect import CollectConfig, run_collection
 from scm_xl.latency import latency_model
 from scm_xl.results import read_results
 from scm_xl.simulator import SimConfig, running_simulator

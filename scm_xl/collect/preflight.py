@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from scm_xl.collect.config import API_KEY_ENV_VARS
 from scm_xl.collect.matrix import MatrixPoint
@@ -27,7 +27,25 @@ from scm_xl.collect.records import RequestRecord
 from scm_xl.errors import UsageError
 
 if TYPE_CHECKING:
-    from scm_xl.collect.run import _Collector
+    import httpx
+
+    from scm_xl.collect.config import CollectConfig
+    from scm_xl.collect.send import Sender
+
+
+class Collector(Protocol):
+    """What the pre-flight and the prompt measurements need of the collector that runs the matrix
+    (scm_xl.collect.run's): its senders, a request for a point, and sending one. A protocol, so
+    this module needs nothing of run.py, which imports it."""
+
+    config: CollectConfig
+    senders: list[Sender]
+    url: str
+
+    def request(self, point: MatrixPoint, max_tokens: int | None = None,
+                messages: Any = None) -> httpx.Request: ...
+
+    async def send(self, sender: Sender, prepared: Any, record: RequestRecord) -> None: ...
 
 PREFLIGHT_MAX_TOKENS = 4
 PROBE_WORDS = (16, 160)  # the two calibration probes' filler words
@@ -38,7 +56,7 @@ class PreflightFailed(UsageError):
     """The pre-flight request showed that the matrix cannot run (exit 2, nothing written)."""
 
 
-async def preflight(collector: _Collector, points: Sequence[MatrixPoint]) -> list[RequestRecord]:
+async def preflight(collector: Collector, points: Sequence[MatrixPoint]) -> list[RequestRecord]:
     """Send one short request per model of `points`; raise PreflightFailed on a problem the
     matrix would only repeat. Returns the pre-flight records (not written anywhere)."""
     first: dict[str, MatrixPoint] = {}
@@ -50,7 +68,7 @@ async def preflight(collector: _Collector, points: Sequence[MatrixPoint]) -> lis
         request = collector.request(point, max_tokens=min(point.max_tokens, PREFLIGHT_MAX_TOKENS))
         prepared = await sender.prepare(request)
         record = RequestRecord(point=point, slot=0, seq=0, warmup=True, scheduled_at=time.perf_counter())
-        await collector._request(sender, prepared, record)
+        await collector.send(sender, prepared, record)
         records.append(record)
         problem = diagnose(record, url=collector.url, model=model, key_source=collector.config.api_key_source,
                            key_sent=collector.config.api_key is not None)
@@ -98,7 +116,7 @@ def _source(key_source: str | None) -> str:
 # -- prompt levels --------------------------------------------------------------------------
 
 
-async def calibrate_levels(collector: _Collector, points: Sequence[MatrixPoint], nonces: Nonces,
+async def calibrate_levels(collector: Collector, points: Sequence[MatrixPoint], nonces: Nonces,
                            shared_prefix: int = 0) -> tuple[dict[str, Calibration], list[str]]:
     """Per model: the filler words that make each of its points' prompt levels, as the server counts
     them; and warnings for levels still more than 5% off after the one adjustment."""
@@ -149,7 +167,7 @@ async def calibrate_levels(collector: _Collector, points: Sequence[MatrixPoint],
     return calibrations, warnings
 
 
-async def measure_prompts(collector: _Collector, point: MatrixPoint, prompts: Sequence[UserPrompt], levels: int,
+async def measure_prompts(collector: Collector, point: MatrixPoint, prompts: Sequence[UserPrompt], levels: int,
                           seed: int, nonces: Nonces, where: str) -> list[PromptGroup]:
     """Measure the file's distinct prompts (or a seeded sample) on `point`'s model and group them
     into at most `levels` levels (see prompts.make_groups)."""
@@ -181,7 +199,7 @@ async def measure_prompts(collector: _Collector, point: MatrixPoint, prompts: Se
     return make_groups(prompts, measured, levels)
 
 
-async def _count_tokens(collector: _Collector, point: MatrixPoint, messages: Messages, what: str, *,
+async def _count_tokens(collector: Collector, point: MatrixPoint, messages: Messages, what: str, *,
                         check: bool = False) -> int:
     """The server's usage.prompt_tokens for `messages`. With `check`, the request is also the
     pre-flight check of endpoint, key and model (`diagnose`); else the model is known good, and a
@@ -190,7 +208,7 @@ async def _count_tokens(collector: _Collector, point: MatrixPoint, messages: Mes
     sender = collector.senders[0]
     prepared = await sender.prepare(request)
     record = RequestRecord(point=point, slot=0, seq=0, warmup=True, scheduled_at=time.perf_counter())
-    await collector._request(sender, prepared, record)
+    await collector.send(sender, prepared, record)
     config = collector.config
     named = f"{what}: " if what else ""
     problem = diagnose(record, url=collector.url, model=point.model, key_source=config.api_key_source,

@@ -223,7 +223,7 @@ class _Collector:
             due = start  # read when the task first runs, after `start` was set
             for record, request in zip(slot_records, slot_ready):
                 record.scheduled_at = due
-                await self._request(sender, request, record)
+                await self.send(sender, request, record)
                 records.append(record)
                 if not warmup:
                     progress.requests += 1
@@ -251,7 +251,8 @@ class _Collector:
             ready.append(slot_ready)
         return ready
 
-    async def _request(self, sender: Sender, prepared: Any, record: RequestRecord) -> None:
+    async def send(self, sender: Sender, prepared: Any, record: RequestRecord) -> None:
+        """Send one prepared request through `sender`, retrying as the config says, into `record`."""
         config = self.config
         try:
             while True:

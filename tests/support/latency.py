@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
-from scm_xl.collector import CollectConfig, run_collection
+from scm_xl.collect import CollectConfig, run_collection
 from scm_xl.results import ResultRow, read_results
 from scm_xl.simulator import SimConfig, running_simulator
 from support.parallel import in_parallel

@@ -1,0 +1,98 @@
+"""`scm-xl fill` as a command, end to end, against an older commit and against the LibreOffice engine,
+in one run, alternating (the house issue's speed figures: two machines of the same kind differ 2x
+here, so only ratios measured side by side mean anything).
+
+Each measurement is a fresh `python -m scm_xl fill ROWS.csv -o out.xlsx` process (imports, analysis,
+printing included) under /usr/bin/time: wall seconds, CPU seconds of the process and its children
+(soffice), peak resident memory. The older commit runs from a `git worktree` of it, with this
+checkout's virtual environment (PYTHONPATH puts its scm_xl first). Writes
+benchmarks/results/fill_speed.md.
+
+    python benchmarks/bench_fill_speed.py --base 1030633 --rows 10000 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from bench_workbook import make_csv  # noqa: E402  (the benchmark's one data generator)
+
+
+def measure(label: str, source: Path, csv: Path, engine: str | None, folder: Path) -> dict[str, object]:
+    out = folder / f"{label}.xlsx"
+    out.unlink(missing_ok=True)
+    command = ["/usr/bin/time", "-f", "%e %U %S %M", sys.executable, "-m", "scm_xl", "fill", str(csv),
+               "-o", str(out)] + (["--engine", engine] if engine else [])
+    env = {**os.environ, "PYTHONPATH": str(source)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600, cwd=folder)
+    wall, user, system, peak_kb = done.stderr.strip().splitlines()[-1].split()
+    return {"label": label, "exit": done.returncode, "wall": float(wall), "cpu": float(user) + float(system),
+            "peak_mb": int(peak_kb) / 1024,  # the largest of the process and its children
+            "verified": "verified:" in done.stdout}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", default="1030633", help="the older commit to compare with")
+    parser.add_argument("--rows", type=int, default=10000)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=ROOT, check=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="scm-bench-") as tmp:
+        folder = Path(tmp)
+        base = folder / "base"
+        subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            csv = folder / "rows.csv"
+            make_csv(csv, args.rows)
+            runs: list[dict[str, object]] = []
+            for round_no in range(args.rounds):
+                for label, source, engine in (("head", ROOT, None), ("base", base, None),
+                                              ("head-libreoffice", ROOT, "libreoffice")):
+                    result = measure(label, source, csv, engine, folder)
+                    runs.append(result)
+                    print(round_no, result, flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, capture_output=True)
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+
+    def median(label: str, key: str) -> float:
+        return statistics.median(float(r[key]) for r in runs if r["label"] == label)  # type: ignore[arg-type]
+
+    lines = [f"# `scm-xl fill` at {args.rows:,} rows: {head} against {args.base} and against LibreOffice", "",
+             f"`python benchmarks/bench_fill_speed.py --base {args.base} --rows {args.rows} --rounds {args.rounds}`"
+             f" (load average {load} at the end; 2-core machine shared with other jobs)", "",
+             "| run | commit | engine | wall s | CPU s | peak MB | exit | verified |", "|---|---|---|---:|---:|---:|---:|---|"]
+    for i, r in enumerate(runs):
+        commit = args.base if r["label"] == "base" else head
+        engine = "libreoffice" if r["label"] == "head-libreoffice" else "default (auto)"
+        lines.append(f"| {i // 3 + 1} | {commit} | {engine} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['peak_mb']:.0f} "
+                     f"| {r['exit']} | {'yes' if r['verified'] else 'no'} |")
+    lines += ["", "Medians: "
+              f"{head} default {median('head', 'wall'):.1f} s wall / {median('head', 'cpu'):.1f} CPU-s / "
+              f"{median('head', 'peak_mb'):.0f} MB; {args.base} default {median('base', 'wall'):.1f} s / "
+              f"{median('base', 'cpu'):.1f} CPU-s / {median('base', 'peak_mb'):.0f} MB; {head} LibreOffice "
+              f"{median('head-libreoffice', 'wall'):.1f} s / {median('head-libreoffice', 'cpu'):.1f} CPU-s.", "",
+              f"Ratios (wall): {args.base} / {head} = {median('base', 'wall') / median('head', 'wall'):.2f}x "
+              "(target 3x); LibreOffice / default = "
+              f"{median('head-libreoffice', 'wall') / median('head', 'wall'):.2f}x (target 4x); peak memory "
+              f"{head} / {args.base} = {median('head', 'peak_mb') / median('base', 'peak_mb'):.0%} (target at most 60%)."]
+    (HERE / "results" / "fill_speed.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
