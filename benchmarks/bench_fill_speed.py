@@ -5,7 +5,8 @@ here, so only ratios measured side by side mean anything).
 Each measurement is a fresh `python -m scm_xl fill ROWS.csv -o out.xlsx` process (imports, analysis,
 printing included) under /usr/bin/time: wall seconds, CPU seconds of the process and its children
 (soffice), peak resident memory. The older commit runs from a `git worktree` of it, with this
-checkout's virtual environment (PYTHONPATH puts its scm_xl first). Writes
+checkout's virtual environment (PYTHONPATH puts its scm_xl first), and so does this checkout's
+HEAD (a worktree too: uncommitted edits are not measured). Writes
 benchmarks/results/fill_speed.md.
 
     python benchmarks/bench_fill_speed.py --base 1030633 --rows 10000 --rounds 2
@@ -51,21 +52,23 @@ def main() -> None:
                           cwd=ROOT, check=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="scm-bench-") as tmp:
         folder = Path(tmp)
-        base = folder / "base"
-        subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=ROOT, check=True,
-                       capture_output=True)
+        base, current = folder / "base", folder / "head"
+        for tree, commit in ((base, args.base), (current, "HEAD")):
+            subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=ROOT, check=True,
+                           capture_output=True)
         try:
             csv = folder / "rows.csv"
             make_csv(csv, args.rows)
             runs: list[dict[str, object]] = []
             for round_no in range(args.rounds):
-                for label, source, engine in (("head", ROOT, None), ("base", base, None),
-                                              ("head-libreoffice", ROOT, "libreoffice")):
+                for label, source, engine in (("head", current, None), ("base", base, None),
+                                              ("head-libreoffice", current, "libreoffice")):
                     result = measure(label, source, csv, engine, folder)
                     runs.append(result)
                     print(round_no, result, flush=True)
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, capture_output=True)
+            for tree in (base, current):
+                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
 
