@@ -2,7 +2,8 @@
 
 1. Two simulated deployments on 127.0.0.1 (Qwen2.5-7B and Llama-3.1-8B on an A100 80GB),
    their step times taken from the first-principles roofline at 60% efficiency.
-2. A small full-factorial matrix collected from each over real loopback HTTP.
+2. A small full-factorial matrix collected from each over real loopback HTTP, the
+   collections at once, each against a simulator of its own.
 3. The results filled into the calibration workbook, recalculated by the embedded
    engine and verified cell by cell against the Python reference.
 4. The coefficients, the consistency verdict, the inverse answer for a target TPS the
@@ -18,6 +19,7 @@ it as it was.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import dataclasses
 import math
@@ -29,11 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, cast
 
-from scm_xl.collector import CollectConfig, run_collection
+from scm_xl.collect import CollectConfig, run_collection
+from scm_xl.collect.progress import SharedBars
 from scm_xl.latency import LatencyForecast, latency_model
 from scm_xl.methods import default_questions
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Solution, solve
+from scm_xl.outputs import aside_path
 from scm_xl.results import ResultRow, read_results, write_results
 from scm_xl.roofline import Deployment, analyze, c_model_from_first_principles, load_catalog
 from scm_xl.rules import Lang
@@ -141,17 +145,26 @@ def run_demo(out_dir: str | Path = "scm-demo", *, target_tps: float | None = Non
         _put_in_place(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    # a workbook that failed verification was set aside as workbook.failed.xlsx: say that one
+    workbook = DEMO_FILES[2] if demo.report.verification.ok else aside_path(Path(DEMO_FILES[2]), "failed").name
     return dataclasses.replace(demo, out_dir=out, results_csv=out / DEMO_FILES[0], requests_csv=out / DEMO_FILES[1],
-                               workbook=out / DEMO_FILES[2], total_seconds=time.perf_counter() - start)
+                               workbook=out / workbook, total_seconds=time.perf_counter() - start)
 
 
 def _put_in_place(staging: Path, out: Path) -> None:
+    """Move this run's files into `out`. With --force into an existing folder the demo's own files
+    are replaced and anything else is left alone; a demo file this run did not make (the workbook of
+    a run whose verification failed: it is workbook.failed.xlsx instead) is removed, so the folder
+    never pairs new results with an old workbook."""
     if not out.exists():
         os.replace(staging, out)
         staging.mkdir()  # for the caller's cleanup
         return
-    for name in DEMO_FILES:  # --force: replace the demo's own files, leave anything else alone
-        os.replace(staging / name, out / name)
+    for name in (*DEMO_FILES, aside_path(Path(DEMO_FILES[2]), "failed").name):
+        if (staging / name).exists():
+            os.replace(staging / name, out / name)
+        else:
+            (out / name).unlink(missing_ok=True)
 
 
 def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens: int | None, engine: str,
@@ -165,23 +178,29 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
     runs: list[tuple[int, str, str, tuple[int, ...], int]] = [
         (i, served, key, DEMO_MAX_TOKENS, DEMO_SHORT_PROMPT) for i, (served, key) in enumerate(DEMO_MODELS)]
     runs.append((0, DEMO_MODELS[0][0], DEMO_MODELS[0][1], DEMO_MAX_TOKENS[:1], DEMO_LONG_PROMPT))
-    with tempfile.TemporaryDirectory(prefix="scm-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="scm-demo-") as tmp, contextlib.ExitStack() as simulators:
+        # Each collection against a simulator of its own, all at once: a simulator keeps its own step
+        # clock (absolute deadlines) and the client waits on it, not on a core, so each measures what
+        # it would alone. The rows are then taken in the runs' order, as one after another gave them.
+        collects: list[CollectConfig] = []
         for part_no, (i, served, key, lengths, prompt_level) in enumerate(runs):
-            tell(f"collect from the simulated {served} ({len(DEMO_CONCURRENCY) * len(lengths)} experiments, "
-                 f"{prompt_level}-token prompts)")
             config = sim_config_for(key, DEMO_GPU, efficiency=DEMO_EFFICIENCY, served_name=served, seed=i)
             if prompt_level == DEMO_SHORT_PROMPT:
                 expected[served] = config.expected_stream(DEMO_SHORT_PROMPT, max(DEMO_MAX_TOKENS))["tps"]
-            part = Path(tmp) / f"results-{part_no}.csv"
-            with running_simulator(config) as base_url:
-                collect = CollectConfig(
-                    base_url=base_url, models=(served,), concurrency=DEMO_CONCURRENCY, max_tokens=lengths,
-                    requests_per_slot=DEMO_REQUESTS_PER_SLOT, results_path=part, overwrite=True, gpu=DEMO_GPU,
-                    ignore_eos=True, prompt_tokens=(prompt_level,),
-                )
-                asyncio.run(run_collection(collect, progress=not quiet, progress_console=console))
+            base_url = simulators.enter_context(running_simulator(config))
+            collects.append(CollectConfig(
+                base_url=base_url, models=(served,), concurrency=DEMO_CONCURRENCY, max_tokens=lengths,
+                requests_per_slot=DEMO_REQUESTS_PER_SLOT, results_path=Path(tmp) / f"results-{part_no}.csv",
+                overwrite=True, gpu=DEMO_GPU, ignore_eos=True, prompt_tokens=(prompt_level,),
+            ))
+        experiments = sum(len(DEMO_CONCURRENCY) * len(lengths) for _, _, _, lengths, _ in runs)
+        tell(f"collect from {len(runs)} simulated deployments at once ({experiments} experiments)")
+        names = [f"{key} p{prompt_level}" for _, _, key, _, prompt_level in runs]
+        asyncio.run(_collect_at_once(collects, names, progress=not quiet, console=console))
+        simulators.close()  # all three stop here, or on the way out of an error or an interruption
+        for collect in collects:
             renamed: dict[str, str] = {}
-            for row in read_results(part).rows:
+            for row in read_results(collect.results_path).rows:
                 new_id = f"E{len(rows) + 1:03d}"
                 renamed[row.exp_id] = new_id
                 rows.append(dataclasses.replace(row, exp_id=new_id, line=0))
@@ -228,6 +247,22 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
         collect_seconds=collect_seconds, total_seconds=time.perf_counter() - start, unreachable=unreachable,
         workload=workload, knee=latency.knee_text(), holdout_mape=holdout_mape,
     )
+
+
+async def _collect_at_once(collects: list[CollectConfig], names: list[str], *, progress: bool,
+                           console: Any) -> None:
+    """Run the collections side by side; with `progress`, a bar each (named by `names`) on one display
+    under the caller's status line on `console`. The first failure, or an interruption, stops them all."""
+    with SharedBars(console) if progress else contextlib.nullcontext() as bars:
+        tasks = [asyncio.ensure_future(run_collection(collect, progress=progress,
+                                                      progress_slot=bars.slot(name) if bars else None))
+                 for collect, name in zip(collects, names)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:  # gather leaves the others running when one fails: stop them before the display goes
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _write_requests(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> None:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shutil
 import textwrap
+import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 NA = "n/a"
 WIDTH = 80  # terminal tables and lines fit this
 MIN_TEXT_WIDTH = 24  # a wrapped text column narrower than this goes under its row instead
+MIN_SHRUNK = 12  # a column a table may shorten to fit (a model name) keeps at least this many columns
 # The physics checks' codes (JSON) and their names for people.
 PHYSICS_WORDS = {"short_output": "short output", "superlinear": "superlinear gain",
                  "over_ceiling": "above the roofline ceiling", "kv_over": "KV cache over GPU memory"}
@@ -185,43 +189,130 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def table(headers: list[str], rows: list[list[str]], *, width: int | None = None) -> str:
-    """Columns padded to their widest cell; values are never cut.
+def display_width(text: str) -> int:
+    """Columns `text` takes on a terminal: East Asian wide and fullwidth characters two, combining
+    marks and zero-width characters none, the rest one."""
+    width = 0
+    for ch in text:
+        if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+            continue
+        width += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return width
 
-    A header may hold a line break (a unit under its name). With `width`, the last column
-    (free text) wraps to what the others leave of it, or goes under its row, indented,
-    when less than `MIN_TEXT_WIDTH` is left.
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(width - display_width(text), 0)
+
+
+def _take(text: str, width: int, *, from_end: bool = False) -> str:
+    """The longest start (or end) of `text` at most `width` columns wide."""
+    out, used = [], 0
+    for ch in (reversed(text) if from_end else text):
+        w = display_width(ch)
+        if used + w > width:
+            break
+        out.append(ch)
+        used += w
+    return "".join(reversed(out) if from_end else out)
+
+
+def shorten(text: str, width: int) -> str:
+    """`text` in at most `width` columns, marked with an ellipsis where shortened: a model's
+    organisation goes first ("Qwen/Qwen2.5-7B-Instruct" -> "…/Qwen2.5-7B-Instruct"), then its
+    end ("Qwen2.5-7B-Ins…"): the family and the size lead a model's name."""
+    if display_width(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    short = re.sub(r"[^/\s(]+/", "…/", text, count=1)
+    if display_width(short) <= width:
+        return short
+    short = short.replace("…/", "", 1)
+    return _take(short, width - 1) + "…"
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` columns: broken at spaces, and between two CJK characters
+    (which need no space); a word is cut only when it is wider than a whole line."""
+    tokens = re.findall(r"\s+|[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+",
+                        text.strip())
+    lines: list[str] = []
+    line = ""
+    for token in tokens:
+        if token.isspace():
+            if line:
+                line += token
+            continue
+        while display_width(token) > width:  # wider than a line: cut it
+            if line.strip():
+                lines.append(line.rstrip())
+            piece = _take(token, width)
+            lines.append(piece)
+            token, line = token[len(piece):], ""
+        if display_width(line + token) > width and line.strip():
+            lines.append(line.rstrip())
+            line = ""
+        line += token
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines or [""]
+
+
+def terminal_width() -> int:
+    """The width tables are fitted to: the terminal's (COLUMNS, else the terminal itself), at most
+    WIDTH so what a test or a log records does not depend on the window it ran in."""
+    return max(min(shutil.get_terminal_size((WIDTH, 24)).columns, WIDTH), 40)
+
+
+def table(headers: list[str], rows: list[list[str]], *, width: int | None = None, shrink: int | None = None) -> str:
+    """Columns padded to their widest cell, in terminal columns (a CJK character is two); values
+    are never cut except the `shrink` column's.
+
+    A header may hold a line break (a unit under its name). With `width`, no line is wider: the
+    `shrink` column (a model name) is shortened with an ellipsis as far as needed, not below
+    MIN_SHRUNK columns or its header; then the last column (free text) wraps to what the others
+    leave of it, or goes under its row, indented, when less than `MIN_TEXT_WIDTH` is left.
     """
     head = [h.split("\n") for h in headers]
     depth = max(len(h) for h in head)
     head = [h + [""] * (depth - len(h)) for h in head]
     wrap = width is not None
-    sized = headers[:-1] if wrap else headers
-    widths = [max(max(len(x) for x in head[i]), *(len(r[i]) for r in rows)) if rows else max(len(x) for x in head[i])
-              for i in range(len(sized))]
+    sized = len(headers) - 1 if wrap else len(headers)
+    widths = [max([display_width(x) for x in head[i]] + [display_width(r[i]) for r in rows]) for i in range(sized)]
+    if width is not None and shrink is not None and shrink < sized:
+        over = sum(widths) + 2 * (sized - 1) - width  # the columns before the text must fit on one line
+        floor = max(MIN_SHRUNK, *(display_width(x) for x in head[shrink]))
+        if over > 0 and widths[shrink] > floor:
+            widths[shrink] = max(widths[shrink] - over, floor)
+            rows = [[shorten(cell, widths[shrink]) if i == shrink else cell for i, cell in enumerate(r)] for r in rows]
     indent = sum(widths) + 2 * len(widths)
     room = (width - indent) if width is not None else 0
     beside = wrap and room >= MIN_TEXT_WIDTH
     if wrap:
-        last = max([len(x) for x in head[-1]] + [min(room, max((len(r[-1]) for r in rows), default=0))]) \
-            if beside else max(len(x) for x in head[-1])
-        widths.append(last)
-    lines = ["  ".join(h[k].ljust(w) for h, w in zip(head, widths)).rstrip() for k in range(depth)]
-    lines.append("  ".join("-" * w for w in widths))
+        longest = max((display_width(r[-1]) for r in rows), default=0)
+        widths.append(max([display_width(x) for x in head[-1]] + [min(room, longest)]) if beside
+                      else max(display_width(x) for x in head[-1]))
+    if wrap and not beside:  # the text goes under each row, and its header under the others
+        lines = ["  ".join(_pad(h[k], w) for h, w in zip(head[:-1], widths)).rstrip() for k in range(depth)]
+        lines += ["    " + x for x in head[-1] if x]
+        lines.append("  ".join("-" * w for w in widths[:-1]))
+    else:
+        lines = ["  ".join(_pad(h[k], w) for h, w in zip(head, widths)).rstrip() for k in range(depth)]
+        lines.append("  ".join("-" * w for w in widths))
     for r in rows:
         if not wrap:
-            lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+            lines.append("  ".join(_pad(cell, w) for cell, w in zip(r, widths)).rstrip())
             continue
-        first = "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths))
+        first = "  ".join(_pad(cell, w) for cell, w in zip(r[:-1], widths))
         if beside:
-            chunks = textwrap.wrap(r[-1], room, break_long_words=False, break_on_hyphens=False) or [""]
+            chunks = _wrap(r[-1], room)
             lines.append(f"{first}  {chunks[0]}".rstrip())
             lines += [" " * indent + chunk for chunk in chunks[1:]]
         else:
             lines.append(first.rstrip())
             assert width is not None
-            lines += textwrap.wrap(r[-1], width, initial_indent="    ", subsequent_indent="    ",
-                                   break_long_words=False, break_on_hyphens=False)
+            if r[-1].strip():
+                lines += ["    " + chunk for chunk in _wrap(r[-1], width - 4)]
     return "\n".join(lines)
 
 
@@ -250,7 +341,7 @@ def render_coefficients(analysis: Analysis) -> str:
               (f"{m.rows} row(s)" if m.c_model is not None else "not identified")
               + (f"; first principles {first_principles[m.model]:.3f}" if m.model in first_principles else "")]
              for m in cal.models]
-    return table(["coefficient", "value", "from"], rows, width=WIDTH)
+    return table(["coefficient", "value", "from"], rows, width=terminal_width(), shrink=0)
 
 
 def render_consistency(analysis: Analysis) -> str:
@@ -265,7 +356,8 @@ def render_consistency(analysis: Analysis) -> str:
                f"MAPE (check rows): {_pct(c.mape_pct)}   max: {_pct(c.max_deviation_pct)}   "
                f"verdict: {c.verdict}")
     return table(["exp_id", "c", "max\ntokens", *(["prompt"] if prompts else []), "model", "measured\ntok/s",
-                  "predicted\ntok/s", "dev\n%", "role", "note"], rows, width=WIDTH) + "\n\n" + summary
+                  "predicted\ntok/s", "dev\n%", "role", "note"], rows, width=terminal_width(),
+                 shrink=4 if prompts else 3) + "\n\n" + summary
 
 
 def _note(check: RowCheck) -> str:

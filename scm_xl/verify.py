@@ -28,10 +28,12 @@ class Mismatch:
     # A formula cell someone typed a value over (`actual` is then NOT_A_FORMULA): a root cause, whose
     # value every formula reading the cell carries on, so it is reported before them.
     typed_over: bool = False
+    hint: str = ""  # where to type instead (the input the cell reads), given by the workbook layer
 
     def __str__(self) -> str:
         if self.typed_over:
-            return f"'{self.sheet}'!{self.cell} {NOT_A_FORMULA}, reference {self.expected!r}"
+            hint = f"; {self.hint}" if self.hint else ""
+            return f"'{self.sheet}'!{self.cell} {NOT_A_FORMULA}, reference {self.expected!r}{hint}"
         return f"'{self.sheet}'!{self.cell}: workbook {self.actual!r}, reference {self.expected!r}"
 
 
@@ -63,7 +65,8 @@ class Verification:
             "engine": self.engine,
             "cells_compared": self.cells_compared,
             "mismatches": [
-                {"sheet": m.sheet, "cell": m.cell, "expected": _jsonable(m.expected), "actual": _jsonable(m.actual)}
+                {"sheet": m.sheet, "cell": m.cell, "expected": _jsonable(m.expected), "actual": _jsonable(m.actual),
+                 **({"hint": m.hint} if m.hint else {})}
                 for m in self.mismatches
             ] + [{"sheet": ref.split("!")[0], "cell": ref.split("!")[-1], "expected": "no reference value",
                   "actual": None} for ref in self.unexpected],

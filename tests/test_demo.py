@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import openpyxl
 import pytest
 from click.testing import CliRunner
 
+import scm_xl.demo as demo_module
 from scm_xl.cli import main
-from scm_xl.demo import DEMO_EFFICIENCY, ceiling_tps, default_target_tps
+from scm_xl.demo import (DEMO_CONCURRENCY, DEMO_EFFICIENCY, DEMO_LONG_PROMPT, DEMO_MAX_TOKENS, DEMO_MODELS,
+                         DEMO_SHORT_PROMPT, ceiling_tps, default_target_tps, run_demo)
+from scm_xl.errors import InputError
 from scm_xl.methods import default_questions
 from scm_xl.results import read_results
 
@@ -26,10 +37,18 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert len(table.rows) == 28  # 2 models x 4 concurrency x 3 max_tokens, and the base model's long prompt at 4
     assert sorted({r.prompt_level for r in table.rows}) == [32, 1024]
     assert {r.model for r in table.rows} == {"Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"}
+    # collected at once, numbered as one collection after another: each model at the short prompt, then
+    # the base model at the long one, each in its matrix's order; requests.csv in the same order
+    assert [r.exp_id for r in table.rows] == [f"E{n:03d}" for n in range(1, 29)]
+    assert [(r.model, r.prompt_level, r.concurrency, r.max_tokens) for r in table.rows] == [
+        (served, DEMO_SHORT_PROMPT, c, mt) for served, _ in DEMO_MODELS for c in DEMO_CONCURRENCY
+        for mt in DEMO_MAX_TOKENS] + [(DEMO_MODELS[0][0], DEMO_LONG_PROMPT, c, DEMO_MAX_TOKENS[0])
+                                      for c in DEMO_CONCURRENCY]
     assert all(r.failed_requests == 0 and r.rate_limited_requests == 0 for r in table.rows)
     with open(out / "requests.csv", newline="", encoding="utf-8") as fh:
         requests = list(csv.DictReader(fh))
     assert {r["exp_id"] for r in requests} == {r.exp_id for r in table.rows}
+    assert list(dict.fromkeys(r["exp_id"] for r in requests)) == [r.exp_id for r in table.rows]
     assert sum(int(r["completion_tokens"]) for r in requests if r["warmup"] != "true") == \
         sum(r.total_output_tokens for r in table.rows)
 
@@ -90,3 +109,117 @@ def test_demo_in_chinese_with_force_and_the_unreachable_case(tmp_path: Path) -> 
     wb = openpyxl.load_workbook(out / "workbook.xlsx")
     assert "第一性原理" in wb.sheetnames
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
+
+
+def _simulators() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name == "scm-xl-sim"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("failure", [InputError("the deployment went away"), KeyboardInterrupt()],
+                         ids=["error", "ctrl-c"])
+def test_one_collection_failing_stops_the_others_and_every_simulator(tmp_path: Path, failure: BaseException,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The three collections run at once; when one fails (or Ctrl-C lands in it) the other two are
+    cancelled, all three simulators stop, and nothing is left: no output folder, no staging folder."""
+    real = demo_module.run_collection
+    cancelled: list[str] = []
+
+    async def collect(config: Any, **kwargs: Any) -> Any:
+        if config.prompt_tokens == (DEMO_LONG_PROMPT,):
+            await asyncio.sleep(0.5)  # the other two are under way
+            raise failure
+        try:
+            return await real(config, **kwargs)
+        except asyncio.CancelledError:
+            cancelled.append(config.models[0])
+            raise
+
+    monkeypatch.setattr(demo_module, "run_collection", collect)
+    before = _simulators()
+    with pytest.raises(type(failure)):
+        run_demo(tmp_path / "demo")
+    assert sorted(cancelled) == sorted(served for served, _ in DEMO_MODELS)  # one after another: neither was
+    assert _simulators() == before
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_three_collect_leaves_nothing_behind(tmp_path: Path, signum: signal.Signals) -> None:
+    """Ctrl-C or SIGTERM to `scm-xl demo` while all three collections run: it ends with 130 or 143,
+    and leaves no output folder, no staging folder beside it and no temporary file."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    out = tmp_path / "demo"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["TMPDIR"] = str(temp)
+    process = subprocess.Popen([sys.executable, "-c", "import sys; from scm_xl.cli import main; sys.exit(main())",
+                                "demo", "--output", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # each of the three collections has a finished experiment
+            parts = [path for path in temp.rglob("results-*.csv") if not path.name.endswith(".requests.csv")]
+            if len(parts) == 3 and all(path.read_text(encoding="utf-8").count("\n") >= 2 for path in parts):
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum], err
+    assert "Traceback" not in err
+    assert ("Interrupted." if signum == signal.SIGINT else "Terminated.") in err
+    assert sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")) == ["tmp"], err
+
+
+def test_a_forced_demo_whose_workbook_failed_never_pairs_new_results_with_an_old_workbook(tmp_path: Path) -> None:
+    """--force into a folder of an earlier run, this run's verification failed (its workbook is
+    workbook.failed.xlsx): the results and requests are replaced, the old workbook goes, the
+    person's own file stays. It used to crash half-way (FileNotFoundError on workbook.xlsx)."""
+    from scm_xl.demo import _put_in_place
+
+    out, staging = tmp_path / "scm-demo", tmp_path / ".staging"
+    out.mkdir()
+    staging.mkdir()
+    for name in ("results.csv", "requests.csv", "workbook.xlsx", "notes.txt"):
+        (out / name).write_text(f"old {name}")
+    for name in ("results.csv", "requests.csv", "workbook.failed.xlsx"):
+        (staging / name).write_text(f"new {name}")
+    _put_in_place(staging, out)
+    assert {p.name: p.read_text() for p in out.iterdir()} == {
+        "results.csv": "new results.csv", "requests.csv": "new requests.csv",
+        "workbook.failed.xlsx": "new workbook.failed.xlsx", "notes.txt": "old notes.txt"}
+    # and the next run that verifies takes the failed workbook away again
+    for name in ("results.csv", "requests.csv", "workbook.xlsx"):
+        (staging / name).write_text(f"newer {name}")
+    _put_in_place(staging, out)
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "requests.csv", "results.csv", "workbook.xlsx"]
+
+
+def test_a_demo_whose_workbook_fails_verification_names_the_file_it_left(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Verification finds one wrong cell: exit 1, and the last line names workbook.failed.xlsx, the file
+    that is there, never a workbook.xlsx that is not."""
+    from scm_xl.verify import Mismatch
+    from scm_xl.workbook import fill as filling
+
+    compare = filling.compare
+
+    def one_wrong(*args: object, **kwargs: object) -> object:
+        verification = compare(*args, **kwargs)  # type: ignore[arg-type]
+        verification.mismatches.append(Mismatch("Summary", "B2", 1.0, 2.0))
+        return verification
+
+    monkeypatch.setattr(filling, "compare", one_wrong)
+    out = tmp_path / "demo"
+    result = CliRunner().invoke(main, ["demo", "--output", str(out), "--lang", "en"])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["requests.csv", "results.csv", "workbook.failed.xlsx"]
+    last = result.output.strip().splitlines()[-1]
+    assert str(out / "workbook.failed.xlsx") in last and str(out / "workbook.xlsx") not in last, last

@@ -15,6 +15,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.cli import main
 from scm_xl.results import read_results
+from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.io import read_layout
 from scm_xl.workbook.layout import Layout
 from support.paths import ARTICLE
@@ -245,9 +246,9 @@ def users_workbook(tmp_path: Path, *, with_sheet: bool) -> tuple[Path, Layout, d
     hand_set = {
         (lo.title("calibration"), f"B{lo.settings_rows['base_concurrency']}"): 2,
         (lo.title("calibration"), f"B{lo.settings_rows['monotonic_tolerance_pct']}"): 5,
-        (lo.title("derivation"), f"B{lo.forward_rows['concurrency']}"): 4,
-        (lo.title("derivation"), f"B{lo.forward_rows['max_tokens']}"): 200,
-        (lo.title("derivation"), f"B{lo.inverse_rows['target_tps']}"): 120,
+        (lo.title("summary"), summary_sheet.INPUTS["forward.concurrency"]): 4,  # the inputs are typed there
+        (lo.title("summary"), summary_sheet.INPUTS["forward.max_tokens"]): 200,
+        (lo.title("summary"), summary_sheet.INPUTS["inverse.target_tps"]): 120,
     }
     for (title, address), value in hand_set.items():
         wb[title][address] = value

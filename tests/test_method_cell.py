@@ -13,6 +13,7 @@ from data.gen import full_factorial, write_csv
 from scm_xl.cli import main
 from scm_xl.engines import get_engine
 from scm_xl.workbook.fill import verify
+from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.layout import Layout
 from support.engines import ENGINES
 
@@ -27,10 +28,10 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     assert result.exit_code == 0, result.output
     wb = openpyxl.load_workbook(out)
     lo = Layout(lang="en")
-    der = wb[lo.title("derivation")]
-    der[f"B{lo.forward_rows['concurrency']}"] = 4
-    der[f"B{lo.forward_rows['max_tokens']}"] = 100
-    der[f"B{lo.forward_rows['model']}"] = "model-b"
+    summary = wb[lo.title("summary")]  # the inputs are typed on the Summary
+    summary[summary_sheet.INPUTS["forward.concurrency"]] = 4
+    summary[summary_sheet.INPUTS["forward.max_tokens"]] = 100
+    summary[summary_sheet.INPUTS["forward.model"]] = "model-b"
     wb.save(out)
     return csv_path, out
 

@@ -23,6 +23,7 @@ from scm_xl.cli import main
 from scm_xl.engines import get_engine
 from scm_xl.report import render_verification
 from scm_xl.verify import Verification
+from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.fill import WorkbookReport, fill, verify
 from scm_xl.workbook.io import read_layout
 from scm_xl.workbook.layout import (
@@ -40,9 +41,12 @@ ENGINES = ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice
 SLOW_ENGINE = "formulas"
 DATASETS = ["article", "factorial", "sparse", "exclusions"]
 KEY_NAMES = ("BaseTPS", "MAPE", "Verdict", "CheckRows", "ForwardTPS", "RecommendedConcurrency", "RecommendedTPS")
-# Defined names of cells a person types into; every other defined name is a formula.
-INPUT_NAMES = {"ForwardConcurrency", "ForwardMaxTokens", "ForwardModel", "TargetTPS", "TargetMaxTokens",
-               "TargetModel", "MaxLatencyP95", "ForwardPromptTokens", "TargetPromptTokens"}
+# Defined names of the inputs (name -> its key in summary_sheet.INPUTS): typed on the Summary, the
+# named derivation cells are formulas that read the Summary's input cell. Every defined name is a formula.
+INPUT_NAMES = {"ForwardConcurrency": "forward.concurrency", "ForwardMaxTokens": "forward.max_tokens",
+               "ForwardModel": "forward.model", "ForwardPromptTokens": "forward.prompt_tokens",
+               "TargetTPS": "inverse.target_tps", "TargetMaxTokens": "inverse.max_tokens", "TargetModel": "inverse.model",
+               "MaxLatencyP95": "inverse.max_latency", "TargetPromptTokens": "inverse.prompt_tokens"}
 
 Filled = Callable[[str, str], WorkbookReport]
 
@@ -136,10 +140,9 @@ def test_key_cells_are_defined_names_holding_formulas(dataset: str, filled: Fill
         assert name in wb.defined_names, name
         sheet, address = sheet_and_cell(layout, name)
         value = wb[sheet][address].value
+        assert is_formula(value), f"{name} ({sheet}!{address}) holds {value!r}, not a formula"
         if name in INPUT_NAMES:
-            assert not is_formula(value), name
-        else:
-            assert is_formula(value), f"{name} ({sheet}!{address}) holds {value!r}, not a formula"
+            assert summary_sheet.input_ref(layout, INPUT_NAMES[name]) in value, name
 
 
 @pytest.mark.parametrize("dataset", ["article", "exclusions"])

@@ -15,6 +15,7 @@ from data.gen import full_factorial
 from scm_xl.cli import main
 from scm_xl.engines import get_engine
 from scm_xl.results import write_results
+from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import Layout
 
@@ -53,12 +54,12 @@ def test_the_inverse_with_a_latency_limit_matches_solve(csv: Path, limit: float 
     out = tmp_path / "latency.xlsx"
     fill(csv, output=out, engine="ironcalc", lang="en")
     wb = openpyxl.load_workbook(out)
-    derivation = wb[LAYOUT.title("derivation")]
+    summary = wb[LAYOUT.title("summary")]  # the inputs are typed on the Summary
     inv = LAYOUT.inverse_rows
-    derivation[f"B{inv['target_tps']}"] = target
-    derivation[f"B{inv['max_tokens']}"] = 50
-    derivation[f"B{inv['model']}"] = "model-a"
-    derivation[f"B{inv['max_latency']}"] = limit
+    summary[summary_sheet.INPUTS["inverse.target_tps"]] = target
+    summary[summary_sheet.INPUTS["inverse.max_tokens"]] = 50
+    summary[summary_sheet.INPUTS["inverse.model"]] = "model-a"
+    summary[summary_sheet.INPUTS["inverse.max_latency"]] = limit
     wb.save(out)
     report = verify(out, engine="ironcalc")
     assert report.verification.ok

@@ -24,7 +24,6 @@ from scm_xl.results import ResultRow, read_results, write_results
 from scm_xl.simulator import SimConfig, running_simulator
 from scm_xl.workbook import slo_sheet, summary_sheet
 from scm_xl.workbook.fill import fill, verify
-from scm_xl.workbook.layout import Layout
 
 NO_KEYS = {"SCM_XL_API_KEY": None, "SILICONFLOW_API_KEY": None, "OPENAI_API_KEY": None}
 UNO_PYTHON = "/usr/bin/python3"
@@ -122,7 +121,7 @@ def test_the_summary_answers_what_solve_slo_answers(collected: Path, filled_libr
     summary = wb["Summary"]
     typed = {key: summary[f"B{row}"].value for key, row in summary_sheet.SLO_INPUT_ROWS.items()}
     assert typed == {"ttft": 0.5, "tpot": None, "e2el": 0.03, "attainment": ATTAINMENT}
-    target = float(wb["Derivation"][f"B{Layout(lang='en').inverse_rows['target_tps']}"].value)
+    target = float(summary[summary_sheet.INPUTS["inverse.target_tps"]].value)  # typed on the Summary
     rows = read_results(collected).rows
     table = goodput.evaluate(rows, goodput.read_samples(collected), SLO)
     solution = goodput.solve_slo(goodput.select_cells(table.experiments, SLO), float(target), SLO)

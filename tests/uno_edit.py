@@ -9,6 +9,11 @@ JOBS.json is a list of {"in": path, "out": path, "sheet": title, "edits": [...]}
   {"insert_row": N}                      insert an empty row before sheet row N
   {"set": "B7", "value": 3}              type a number (or {"text": "8"} for text) into a cell
   {"sort": "A2:AA40", "column": 2, "ascending": false}   Data > Sort on a range by its k-th column (0-based)
+  {"type": "B27", "value": 130}          type as a person does: refused (left as it is) when the sheet is
+                                         protected and the cell locked, as LibreOffice's own protection
+                                         says (XProtectable.isProtected, CellProtection.IsLocked); else set.
+                                         What happened goes to the job's "report" file (a JSON list of
+                                         {"cell", "protected", "locked", "refused", "before", "after"})
 Each file is opened, edited, recalculated (calculateAll, as on load) and saved as xlsx, in
 one LibreOffice process with a private profile.
 """
@@ -63,8 +68,24 @@ def _sort(sheet, address: str, column: int, ascending: bool) -> None:  # type: i
     cells.sort(descriptor)
 
 
+def _type(sheet, edit: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Type into a cell unless LibreOffice's sheet protection locks it; what happened."""
+    cell = sheet.getCellRangeByName(edit["type"])
+    protected, locked = bool(sheet.isProtected()), bool(cell.CellProtection.IsLocked)
+    before = cell.getFormula()
+    refused = protected and locked
+    if not refused:
+        if "text" in edit:
+            cell.setString(edit["text"])
+        else:
+            cell.setValue(edit["value"])
+    return {"cell": edit["type"], "protected": protected, "locked": locked, "refused": refused,
+            "before": before, "after": cell.getFormula()}
+
+
 def _edit(doc, job: dict) -> None:  # type: ignore[no-untyped-def]
     sheet = doc.Sheets.getByName(job["sheet"])
+    report = []
     for edit in job["edits"]:
         if "delete_row" in edit:
             sheet.Rows.removeByIndex(edit["delete_row"] - 1, 1)
@@ -78,9 +99,13 @@ def _edit(doc, job: dict) -> None:  # type: ignore[no-untyped-def]
                 cell.setValue(edit["value"])
         elif "sort" in edit:
             _sort(sheet, edit["sort"], edit["column"], edit.get("ascending", True))
+        elif "type" in edit:
+            report.append(_type(sheet, edit))
         else:
             raise ValueError(f"unknown edit {edit!r}")
     doc.calculateAll()
+    if "report" in job:
+        Path(job["report"]).write_text(json.dumps(report))
 
 
 def main(jobs_path: str) -> int:

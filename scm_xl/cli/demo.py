@@ -8,6 +8,7 @@ import click
 
 from scm_xl.cli._common import LANG_HELP, FiniteFloat, handle_errors, progress_display, resolve_lang
 from scm_xl.cli.options import Aliased
+from scm_xl.cli.workbook import ends_cleanly_on_sigterm
 
 
 @click.command()
@@ -26,6 +27,7 @@ from scm_xl.cli.options import Aliased
 @click.option("--no-progress", is_flag=True,
               help="No progress on stderr (shown by default when stderr is a terminal).")
 @handle_errors
+@ends_cleanly_on_sigterm  # SIGTERM unwinds as Ctrl-C does: no staging folder left, the simulators stopped
 def demo(out_dir: str, force: bool, lang: str | None, target_tps: float | None, show_unreachable: bool,
          no_progress: bool) -> None:
     """Run the whole pipeline on the built-in simulated endpoint (127.0.0.1, no API key):

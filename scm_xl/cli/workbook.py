@@ -49,6 +49,49 @@ FORCE_OPTION = click.option("--force", is_flag=True,
 PROGRESS_OPTION = click.option("--no-progress", "-q", "no_progress", is_flag=True,
                                help="Name no steps on stderr (by default a status line on a terminal, "
                                     "one plain line per step elsewhere, e.g. in a CI log).")
+
+
+def capacity_options(lead: str, default: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--rpm, --tpm, --price-in, --price-out, --gpu-hour-price and --gpus, one definition for
+    solve and fill: `lead` says what they set, `default` where a limit not given comes from
+    ({header}: the provider's header)."""
+    options = [
+        click.option("--rpm", type=FiniteFloat(0), help=f"{lead}the provider's requests-per-minute limit "
+                     f"(default: {default.format(header='x-ratelimit-limit-requests')})."),
+        click.option("--tpm", type=FiniteFloat(0), help=f"{lead}the provider's tokens-per-minute limit "
+                     f"(default: {default.format(header='x-ratelimit-limit-tokens')})."),
+        click.option("--price-in", type=FiniteFloat(0, open=False), help=f"{lead}price per million input tokens."),
+        click.option("--price-out", type=FiniteFloat(0, open=False), help=f"{lead}price per million output tokens."),
+        click.option("--gpu-hour-price", type=FiniteFloat(0, open=False),
+                     help=f"{lead}price of one GPU per hour (with --gpus)."),
+        click.option("--gpus", type=click.IntRange(min=1), help=f"{lead}GPUs per replica (with --gpu-hour-price)."),
+    ]
+
+    def apply(func: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return apply
+
+
+def pricing_of(price_in: float | None, price_out: float | None, gpu_hour_price: float | None,
+               gpus: int | None) -> Any:
+    """The capacity.Pricing the price options give (None: none given); UsageError, in the options'
+    spelling, for a partial or double pricing."""
+    from scm_xl.capacity import Pricing
+    from scm_xl.errors import UsageError
+
+    if all(v is None for v in (price_in, price_out, gpu_hour_price, gpus)):
+        return None
+    try:
+        return Pricing(price_in=price_in, price_out=price_out, gpu_hour_price=gpu_hour_price, gpus=gpus)
+    except UsageError as exc:  # the library's field names, as the options spell them
+        text = str(exc)
+        for field_name in ("gpu_hour_price", "price_in", "price_out", "gpus"):
+            text = re.sub(rf"\b{field_name}\b", "--" + field_name.replace("_", "-"), text)
+        raise UsageError(text) from None
+
+
 ENGINE_HELP = ("Recalculation engine. auto: IronCalc (embedded, at every size); without the ironcalc "
                "package LibreOffice, else the slow pure-Python formulas engine (it says which and why).")
 
@@ -235,12 +278,15 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, f
               "500ms for milliseconds; default: keep the workbook's, none in a new one).")
 @click.option("--attainment", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="The Summary's attainment target (default: keep the workbook's; 0.95 in a new one).")
+@capacity_options("The Summary's ", "keep the workbook's; in a new one the {header} the provider sent")
 @PROGRESS_OPTION
 @handle_errors
 @ends_cleanly_on_sigterm
 def fill(results: tuple[str, ...], workbook: str | None, output: str | None, engine: str, json_path: str | None,
          html_path: str | None, lang: str | None, force: bool, rename_duplicates: bool, strict_physics: bool | None,
-         method: str | None, slo: str | None, attainment: float | None, no_progress: bool) -> None:
+         method: str | None, slo: str | None, attainment: float | None, rpm: float | None, tpm: float | None,
+         price_in: float | None, price_out: float | None, gpu_hour_price: float | None, gpus: int | None,
+         no_progress: bool) -> None:
     """Write RESULTS (one or more results CSVs, merged) into the workbook,
     recalculate it with a real engine, and compare every formula cell with the
     Python reference. Exits 1 if any cell disagrees; that workbook then replaces
@@ -259,6 +305,9 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
         from scm_xl.goodput import DEFAULT_ATTAINMENT, parse_slo
 
         parsed_slo = parse_slo(slo, attainment if attainment is not None else DEFAULT_ATTAINMENT)
+    from scm_xl.workbook.slo_sheet import capacity_inputs
+
+    typed_capacity = capacity_inputs(rpm=rpm, tpm=tpm, pricing=pricing_of(price_in, price_out, gpu_hour_price, gpus))
     for path in results:
         refuse_spreadsheet_file(path)
     workbook_suffixes = WORKBOOK_SUFFIXES
@@ -292,6 +341,8 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
                                        lang=resolve_lang(lang),
                                        strict_physics=strict_physics, method=method, progress=progress,
                                        force=force, slo=parsed_slo, attainment=attainment)
+        if typed_capacity:
+            options["capacity"] = typed_capacity
         if accepts(run_fill, "rename_duplicates"):
             source: Any = list(results) if len(results) != 1 else results[0]
             report = call_supported(run_fill, source, rename_duplicates=rename_duplicates, **options)
@@ -543,16 +594,7 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
 @click.option("--attainment", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
               show_default=True, help="With --slo: the share of good requests the lower end of the 95% Wilson "
               "interval must reach.")
-@click.option("--rpm", type=FiniteFloat(0), help="With --slo: the provider's requests-per-minute limit "
-              "(default: the x-ratelimit-limit-requests the provider sent).")
-@click.option("--tpm", type=FiniteFloat(0), help="With --slo: the provider's tokens-per-minute limit "
-              "(default: the x-ratelimit-limit-tokens the provider sent).")
-@click.option("--price-in", type=FiniteFloat(0, open=False), help="With --slo: price per million input tokens.")
-@click.option("--price-out", type=FiniteFloat(0, open=False),
-              help="With --slo: price per million output tokens.")
-@click.option("--gpu-hour-price", type=FiniteFloat(0, open=False),
-              help="With --slo: price of one GPU per hour (with --gpus).")
-@click.option("--gpus", type=click.IntRange(min=1), help="With --slo: GPUs per replica (with --gpu-hour-price).")
+@capacity_options("With --slo: ", "the {header} the provider sent")
 @click.option("--minimise", type=click.Choice(["concurrency", "cost"]), default="concurrency", show_default=True,
               help="With --slo: choose the fewest replicas and slots, or the lowest cost (needs a price).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -649,21 +691,12 @@ def _solve_slo(source: str, rows: Any, slo: Any, target_tps: float, model: str |
     per-experiment percentiles answer instead."""
     import json
 
-    from scm_xl.capacity import Pricing
     from scm_xl.report import wrapped
     from scm_xl.slo_answer import slo_answer
 
     from scm_xl.errors import UsageError
 
-    pricing = None
-    if any(v is not None for v in (price_in, price_out, gpu_hour_price, gpus)):
-        try:
-            pricing = Pricing(price_in=price_in, price_out=price_out, gpu_hour_price=gpu_hour_price, gpus=gpus)
-        except UsageError as exc:  # the library's field names, as the options spell them
-            text = str(exc)
-            for field_name in ("gpu_hour_price", "price_in", "price_out", "gpus"):
-                text = re.sub(rf"\b{field_name}\b", "--" + field_name.replace("_", "-"), text)
-            raise UsageError(text) from None
+    pricing = pricing_of(price_in, price_out, gpu_hour_price, gpus)
     if minimise == "cost" and pricing is None:
         raise UsageError("--minimise cost needs a price: --price-in and --price-out, or --gpu-hour-price and --gpus")
     level = None if prompt_tokens is None else int(round(prompt_tokens))

@@ -2,7 +2,11 @@
 
 The bar (rich, on stderr) counts the run's measured requests; its label names the experiment
 running and its rate is that experiment's tokens so far over its time so far, which settles
-instead of flickering to 0 between request ends. The summary table fits 80 columns: units
+instead of flickering to 0 between request ends. Several runs at once (the demo's collections)
+share one display, `SharedBars`, a bar each: rich nests live displays on one console only one
+inside another, and several side by side would take each other's place and leave frozen lines.
+
+The summary table fits 80 columns: units
 sit in the headers, values are never cut (they wrap if a terminal is narrower still), and
 several models are named m1, m2... with a legend. With prompt levels it gains a column of
 the requested level; that still fits 80 columns for one model at the widest figures, and for
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from scm_xl.collect.matrix import MatrixPoint
@@ -32,44 +37,98 @@ class RunCounters:
         self.tokens = 0
 
 
+class SharedBars:
+    """One display for several runs at once, a bar each (`slot(name)`, handed to run_collection as
+    `progress_slot`), shown while the block runs. `console`: the rich Console a caller shows its
+    status line on; the bars then draw under it and go at the end. Without it they have a stderr
+    console of their own and stay on screen."""
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        # no time column, a shorter bar: room in 80 columns for a label that names the run
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(bar_width=12), MofNCompleteColumn(),
+            TextColumn("requests {task.fields[rate]}"),
+            console=console if console is not None else Console(stderr=True), transient=console is not None,
+        )
+
+    def slot(self, name: str) -> BarSlot:
+        """A run's bar, placed now: the bars stand in the order their slots were taken."""
+        return BarSlot(self, name, self.progress.add_task(f"{name}: starting", total=None, rate=""))
+
+    def __enter__(self) -> SharedBars:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+@dataclass(frozen=True)
+class BarSlot:
+    """A run's place on a SharedBars display (its rich task); its bar's label names it by `name`."""
+
+    bars: SharedBars
+    name: str
+    task: Any
+
+
 class ProgressBar:
     """One rich progress bar on stderr for the whole run, refreshed a few times a second."""
 
     def __init__(self, points: Sequence[MatrixPoint], requests_per_slot: int, counters: RunCounters,
-                 console: Any = None) -> None:
+                 console: Any = None, slot: BarSlot | None = None) -> None:
         """`console`: a rich Console a caller already shows a live status on; the bar then draws
         under that status (rich nests live displays on one console) and goes when the run ends.
-        Without it the bar has a stderr console of its own and stays on screen."""
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+        Without it the bar has a stderr console of its own and stays on screen. `slot`: the bar is
+        one of several on a display the caller shows (SharedBars), and `console` is not used."""
         self.counters = counters
         self.experiments = len(points)
         self.several_models = len({point.model for point in points}) > 1
         self.done = 0
-        self.label = ""
+        self.name = slot.name if slot is not None else None
+        self.label = "starting" if self.name is None else f"{self.name}: starting"
         self.started_at = time.perf_counter()
         self.requests_at_start = 0
         self.tokens_at_start = 0
-        self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
-            TextColumn("requests {task.fields[rate]}"), TimeElapsedColumn(),
-            console=console if console is not None else Console(stderr=True), transient=console is not None,
-        )
+        if slot is not None:
+            self.progress = slot.bars.progress
+            self.owned = False  # SharedBars starts and stops the display
+        else:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(
+                TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+                TextColumn("requests {task.fields[rate]}"), TimeElapsedColumn(),
+                console=console if console is not None else Console(stderr=True), transient=console is not None,
+            )
+            self.owned = True
         total = sum(point.concurrency * requests_per_slot for point in points)
-        self.task = self.progress.add_task("starting", total=total, rate="")
+        if slot is not None:
+            self.task = slot.task
+            self.progress.update(self.task, total=total, description=self.label, rate="")
+        else:
+            self.task = self.progress.add_task(self.label, total=total, rate="")
         self.ticker: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self.progress.start()
+        if self.owned:
+            self.progress.start()
         self.ticker = asyncio.create_task(self._tick())
 
     def begin(self, point: MatrixPoint) -> None:
         """An experiment starts: its label, and the counters its rate is taken from."""
         model = f" {point.model}" if self.several_models else ""
         prompt = "" if point.prompt_level is None else f" prompt={point.prompt_level}"
-        self.label = f"[{self.done + 1}/{self.experiments}] {point.exp_id}{model} c={point.concurrency} " \
-                     f"max_tokens={point.max_tokens}{prompt}"
+        if self.name is not None:  # one of several bars: the run's name, and what sets the experiment apart
+            self.label = f"[{self.done + 1}/{self.experiments}] {self.name} c={point.concurrency} " \
+                         f"max_tokens={point.max_tokens}"
+        else:
+            self.label = f"[{self.done + 1}/{self.experiments}] {point.exp_id}{model} c={point.concurrency} " \
+                         f"max_tokens={point.max_tokens}{prompt}"
         self.started_at = time.perf_counter()
         self.requests_at_start = self.counters.requests
         self.tokens_at_start = self.counters.tokens
@@ -98,9 +157,11 @@ class ProgressBar:
         if self.ticker is not None:
             self.ticker.cancel()
             await asyncio.gather(self.ticker, return_exceptions=True)
-        self.progress.update(self.task, completed=self.counters.requests,
-                             description=f"done: {self.done}/{self.experiments} experiments", rate="")
-        self.progress.stop()
+        done = f"done: {self.done}/{self.experiments} experiments"
+        self.progress.update(self.task, completed=self.counters.requests, rate="",
+                             description=done if self.name is None else f"{self.name} {done}")
+        if self.owned:
+            self.progress.stop()
 
 
 # Header (units on the second line), and how a row fills it.

@@ -56,7 +56,7 @@ from scm_xl import stats
 from scm_xl.collect.config import API_KEY_ENV_VARS, CollectConfig, is_loopback_url, matrix_points, whole_matrix
 from scm_xl.collect.matrix import MatrixPoint, empty_shard, matrix_id
 from scm_xl.collect.preflight import calibrate_levels, measure_prompts, preflight
-from scm_xl.collect.progress import ProgressBar, RunCounters, summary_table
+from scm_xl.collect.progress import BarSlot, ProgressBar, RunCounters, summary_table
 from scm_xl.collect.ratelimit import RateLimitSeen, read_headers as read_ratelimit_headers
 from scm_xl.collect.prompts import FilePrompts, Messages, Nonces, SyntheticPrompts, load_prompts
 from scm_xl.collect.records import (
@@ -553,7 +553,7 @@ def _prompt_seed(config: CollectConfig) -> int:
 
 async def run_collection(config: CollectConfig, *, console: Any = None, progress: bool | None = None,
                          senders: SenderFactory = open_senders, check_first: bool = True,
-                         progress_console: Any = None) -> CollectionReport:
+                         progress_console: Any = None, progress_slot: BarSlot | None = None) -> CollectionReport:
     """Run the matrix and write both CSVs; returns what was run.
 
     Before any traffic, the outputs are checked (UsageError/InputError; nothing written);
@@ -562,8 +562,9 @@ async def run_collection(config: CollectConfig, *, console: Any = None, progress
     goes through (collect/send.py). With a rich `console`, a summary table is printed at the
     end; a progress bar goes to stderr when `progress` is True, or when it is None, a console
     is given and stderr is a terminal; with `progress_console` (a rich Console showing the caller's
-    own status line) the bar draws under that line and goes at the end. An interruption (CancelledError) propagates after the
-    finished experiments were saved.
+    own status line) the bar draws under that line and goes at the end; with `progress_slot` (several
+    runs at once) the bar is the run's own on the caller's SharedBars display, shown unless `progress`
+    is False. An interruption (CancelledError) propagates after the finished experiments were saved.
     """
     points = matrix_points(config)
     if config.shard is not None and not points:
@@ -580,7 +581,8 @@ async def run_collection(config: CollectConfig, *, console: Any = None, progress
     started = time.perf_counter()
     if todo:
         counter = RunCounters()
-        show = progress if progress is not None else (console is not None and sys.stderr.isatty())
+        show = progress if progress is not None else \
+            (progress_slot is not None or (console is not None and sys.stderr.isatty()))
         opened = senders(config, max(point.concurrency for point in todo))
         try:
             collector = _Collector(config, opened, counter)
@@ -610,7 +612,8 @@ async def run_collection(config: CollectConfig, *, console: Any = None, progress
             elif check_first:
                 await preflight(collector, todo)
             outputs.apply(config)  # only now: a failed pre-flight leaves every file as it was
-            bar = ProgressBar(todo, config.requests_per_slot, counter, progress_console) if show else None
+            bar = ProgressBar(todo, config.requests_per_slot, counter, progress_console, progress_slot) \
+                if show else None
             if bar is not None:
                 bar.start()
             try:

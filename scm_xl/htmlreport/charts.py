@@ -69,6 +69,22 @@ def _models_in_order(names: Iterable[str]) -> list[str]:
     return list(seen.values())
 
 
+def _prompt_order(levels: Iterable[int | None], base: int | None) -> list[int | None]:
+    """The prompt levels of a chart's data, the base level first, then the others smallest first."""
+    present = set(levels)
+    return sorted(present, key=lambda level: (level != base, -1 if level is None else level))
+
+
+def _at_prompt(texts: dict[str, Any], title: str | None, level: int | None, several: bool) -> str | None:
+    """A panel's title with its prompt level, where the chart has several: a run at another prompt
+    length is another series, drawn in a panel of its own (never merged with the base level's)."""
+    if not several or level is None:
+        return title
+    words = texts["js"]["at_prompt"].format(p=level)
+    comma = ", " if texts["html_lang"] == "en" else "，"
+    return f"{title}{comma}{words}" if title else words
+
+
 class Encoding:
     """max_tokens -> colour, model -> marker and dash: the same on every chart of the page."""
 
@@ -146,39 +162,52 @@ def _concurrency_axis(texts: dict[str, Any], levels: Iterable[float]) -> Axis:
 
 def tps_against_concurrency(analysis: Analysis, fit: LsqFit,
                             texts: dict[str, Any]) -> tuple[str | None, str | None, int]:
-    """One panel per model: measured TPS (hollow: excluded) and the least-squares curve per max_tokens."""
-    measured = [{"model": s.model, "c": s.concurrency, "L": s.max_tokens, "tps": s.tps,
+    """One panel per model (and per prompt level, where there are several): measured TPS (hollow:
+    excluded) and the least-squares curve per max_tokens."""
+    measured = [{"model": s.model, "c": s.concurrency, "L": s.max_tokens, "tps": s.tps, "P": s.prompt_level,
                  "role": "included" if s.included else "excluded"} for s in analysis.statuses if s.tps > 0]
     if not measured:
         return None, None, 0
-    records = summarise(measured, ("model", "c", "L", "role"), ("tps",))
+    records = summarise(measured, ("model", "c", "L", "P", "role"), ("tps",))
     note = _note(texts, len(measured), records)
+    base = analysis.base_prompt_level
+    prompts = _prompt_order([r["P"] for r in records], base)
+    several = len(prompts) > 1
     curves: list[dict[str, Any]] = []
     levels = fit.measured_concurrency_levels()
     if levels:
         grid = _curve_grid(levels)
         for level in fit.calibration.models:
-            for length_level in fit.calibration.length_levels:
-                points = [(c, fit.forecast(c, length_level.max_tokens, level.model).tps) for c in grid]
-                curve = [(c, tps) for c, tps in points if tps is not None]
-                if curve:
-                    curves.append({"model": level.model, "L": length_level.max_tokens, "points": curve})
+            for prompt in prompts:
+                at_base = prompt is None or prompt == base
+                # at the base level every max_tokens the fit knows; at another, those measured there
+                lengths = [length.max_tokens for length in fit.calibration.length_levels] if at_base else sorted(
+                    {r["L"] for r in records if r["P"] == prompt and r["model"].casefold() == level.model.casefold()})
+                for length in lengths:
+                    points = [(c, fit.forecast(c, length, level.model,
+                                               prompt_tokens=None if at_base else prompt).tps) for c in grid]
+                    curve = [(c, tps) for c, tps in points if tps is not None]
+                    if curve:
+                        curves.append({"model": level.model, "L": length, "P": prompt, "points": curve})
     models = _models_in_order([r["model"] for r in records] + [c["model"] for c in curves])
     code = Encoding([r["L"] for r in records] + [c["L"] for c in curves], models)
     panels = []
-    for model in models:
-        mine = [r for r in records if r["model"].casefold() == model.casefold()]
-        series = [Series(Style(code.colour(c["L"]), dash=""), c["points"], kind="line")
-                  for c in curves if c["model"].casefold() == model.casefold()]
-        for length in code.lengths:
-            for role in ("included", "excluded"):
-                cell = [r for r in mine if r["L"] == length and r["role"] == role]
-                if cell:
-                    series.append(Series(code.style(model, length, filled=role == "included"),
-                                         [(r["c"], r["tps"]) for r in cell],
-                                         tips=[_tip(texts, model, r["c"], length, f"{_g(r['tps'])} tok/s")
-                                               for r in cell]))
-        panels.append(Panel(model, series))
+    for prompt in prompts:
+        for model in models:
+            mine = [r for r in records if r["model"].casefold() == model.casefold() and r["P"] == prompt]
+            if not mine:
+                continue
+            series = [Series(Style(code.colour(c["L"]), dash=""), c["points"], kind="line")
+                      for c in curves if c["model"].casefold() == model.casefold() and c["P"] == prompt]
+            for length in code.lengths:
+                for role in ("included", "excluded"):
+                    cell = [r for r in mine if r["L"] == length and r["role"] == role]
+                    if cell:
+                        series.append(Series(code.style(model, length, filled=role == "included"),
+                                             [(r["c"], r["tps"]) for r in cell],
+                                             tips=[_tip(texts, model, r["c"], length, f"{_g(r['tps'])} tok/s")
+                                                   for r in cell]))
+            panels.append(Panel(_at_prompt(texts, model, prompt, several), series))
     one = models[0] if len(models) == 1 else None
     shape: Marker = code.marker(one) if one else "circle"
     kinds = [LegendEntry(texts["series_measured"], Style(NEUTRAL, shape))]
@@ -194,62 +223,76 @@ def tps_against_concurrency(analysis: Analysis, fit: LsqFit,
     return markup, note, len(panels)
 
 
-def latency_against_concurrency(rows: Sequence[Any], texts: dict[str, Any]) -> tuple[str | None, int]:
+def latency_against_concurrency(rows: Sequence[Any], texts: dict[str, Any],
+                                base_prompt: int | None = None) -> tuple[str | None, int]:
     """P95 latency and P95 TTFT (a panel each, each its own seconds scale) against concurrency:
-    a line per model and max_tokens, coloured by max_tokens, marked and dashed by model."""
+    a line per model and max_tokens, coloured by max_tokens, marked and dashed by model. Runs at
+    another prompt level than the base (`base_prompt`; a blank level is the base) are panels of
+    their own, on the same metric's scale: a cell's median never mixes two prompt lengths."""
+    levels = [getattr(row, "prompt_level", None) for row in rows]
+    known = [level for level in levels if level is not None]
+    base = base_prompt if base_prompt is not None else (min(known) if known else None)
     records = []
-    for row in rows:
+    for row, level in zip(rows, levels):
         for field, metric in (("latency_p95_s", "latency"), ("ttft_p95_s", "ttft")):
             value = getattr(row, field, None)
             if value is not None and row.total_output_tokens > 0:
                 records.append({"model": row.model, "c": row.concurrency, "L": row.max_tokens,
-                                "seconds": value, "metric": metric})
+                                "P": base if level is None else level, "seconds": value, "metric": metric})
     if not records:
         return None, 0
     # The median of each cell's runs: the figure the inverse's latency limit is judged on.
-    records = summarise(records, ("model", "c", "L", "metric"), ("seconds",), always=True)
+    records = summarise(records, ("model", "c", "L", "P", "metric"), ("seconds",), always=True)
     code = Encoding([r["L"] for r in records], [r["model"] for r in records])
+    prompts = _prompt_order([r["P"] for r in records], base)
     panels = []
-    for metric, title in (("latency", texts["metric_latency"]), ("ttft", texts["metric_ttft"])):
-        series = []
-        for model in code.models:
-            for length in code.lengths:
-                cell = sorted(((r["c"], r["seconds"]) for r in records if r["metric"] == metric and r["L"] == length
-                               and r["model"].casefold() == model.casefold()))
-                if cell:
-                    style = code.style(model, length)
-                    series.append(Series(style, cell, kind="line"))
-                    series.append(Series(style, cell, tips=[_tip(texts, model, c, length, f"{_g(s)} s")
-                                                            for c, s in cell]))
-        if series:
-            panels.append(Panel(title, series))
+    for prompt in prompts:
+        for metric, title in (("latency", texts["metric_latency"]), ("ttft", texts["metric_ttft"])):
+            series = []
+            for model in code.models:
+                for length in code.lengths:
+                    cell = sorted(((r["c"], r["seconds"]) for r in records
+                                   if r["metric"] == metric and r["L"] == length and r["P"] == prompt
+                                   and r["model"].casefold() == model.casefold()))
+                    if cell:
+                        style = code.style(model, length)
+                        series.append(Series(style, cell, kind="line"))
+                        series.append(Series(style, cell, tips=[_tip(texts, model, c, length, f"{_g(s)} s")
+                                                                for c, s in cell]))
+            if series:
+                panels.append(Panel(_at_prompt(texts, title, prompt, len(prompts) > 1), series, y_group=metric))
     legend = [code.length_group(texts), code.model_group(texts, line=True)]
     return figure(panels, _concurrency_axis(texts, [r["c"] for r in records]), Axis(texts["axis_seconds"]), legend,
                   share_y=False), len(panels)
 
 
-def roofline(analysis: Analysis, texts: dict[str, Any]) -> tuple[str | None, bool]:
-    """Per-stream TPS against concurrency, with each model's ceiling where the catalog knows it.
+def roofline(analysis: Analysis, texts: dict[str, Any]) -> tuple[str | None, bool, int]:
+    """Per-stream TPS against concurrency, with each model's ceiling where the catalog knows it
+    (a panel per prompt level, where there are several).
 
-    Returns the markup and whether any ceiling was drawn."""
-    rows = [{"model": s.model, "c": s.concurrency, "per_stream": s.tps / s.concurrency, "L": s.max_tokens}
-            for s in analysis.statuses if s.tps > 0]
+    Returns the markup, whether any ceiling was drawn and the number of panels."""
+    rows = [{"model": s.model, "c": s.concurrency, "per_stream": s.tps / s.concurrency, "L": s.max_tokens,
+             "P": s.prompt_level} for s in analysis.statuses if s.tps > 0]
     if not rows:
-        return None, False
-    points = summarise(rows, ("model", "c", "L"), ("per_stream",))
+        return None, False, 0
+    points = summarise(rows, ("model", "c", "L", "P"), ("per_stream",))
+    prompts = _prompt_order([p["P"] for p in points], analysis.base_prompt_level)
     ceilings: dict[str, float] = {}
     for s in analysis.statuses:
         if s.physics.ceiling_tps is not None and not any(m.casefold() == s.model.casefold() for m in ceilings):
             ceilings[s.model] = s.physics.ceiling_tps
     code = Encoding([p["L"] for p in points], [p["model"] for p in points] + list(ceilings))
-    series = []
-    for model in code.models:
-        for length in code.lengths:
-            cell = [p for p in points if p["L"] == length and p["model"].casefold() == model.casefold()]
-            if cell:
-                series.append(Series(code.style(model, length), [(p["c"], p["per_stream"]) for p in cell],
-                                     tips=[_tip(texts, model, p["c"], length, f"{_g(p['per_stream'])} tok/s")
-                                           for p in cell]))
+    by_prompt: dict[int | None, list[Series]] = {}
+    for prompt in prompts:
+        series = by_prompt.setdefault(prompt, [])
+        for model in code.models:
+            for length in code.lengths:
+                cell = [p for p in points if p["L"] == length and p["P"] == prompt
+                        and p["model"].casefold() == model.casefold()]
+                if cell:
+                    series.append(Series(code.style(model, length), [(p["c"], p["per_stream"]) for p in cell],
+                                         tips=[_tip(texts, model, p["c"], length, f"{_g(p['per_stream'])} tok/s")
+                                               for p in cell]))
     several = len(code.models) > 1
 
     def ceiling(model: str, value: float) -> tuple[str, Style]:
@@ -265,9 +308,10 @@ def roofline(analysis: Analysis, texts: dict[str, Any]) -> tuple[str | None, boo
     if rules:
         legend.append(LegendGroup(None, [LegendEntry(*ceiling(model, value), line=True)
                                          for model, value in ceilings.items()]))
-    markup = figure([Panel(None, series, rules)], _concurrency_axis(texts, [p["c"] for p in points]),
-                    Axis(texts["axis_per_stream"]), legend)
-    return markup, bool(ceilings)
+    panels = [Panel(_at_prompt(texts, None, prompt, len(prompts) > 1), series, rules)
+              for prompt, series in by_prompt.items()]
+    markup = figure(panels, _concurrency_axis(texts, [p["c"] for p in points]), Axis(texts["axis_per_stream"]), legend)
+    return markup, bool(ceilings), len(panels)
 
 
 def all_charts(analysis: Analysis, fit: LsqFit, rows: Sequence[Any], texts: dict[str, Any]) -> list[Chart]:
@@ -278,13 +322,13 @@ def all_charts(analysis: Analysis, fit: LsqFit, rows: Sequence[Any], texts: dict
     markup, note, panels = tps_against_concurrency(analysis, fit, texts)
     charts.append(Chart("tps-concurrency", texts["chart_tps_concurrency"], markup,
                         note if markup else texts["no_output"], panels))
-    latency, panels = latency_against_concurrency(rows, texts)
+    latency, panels = latency_against_concurrency(rows, texts, analysis.base_prompt_level)
     charts.append(Chart("latency", texts["chart_latency"], latency,
                         texts["latency_medians"] if latency else texts["no_latency"], panels))
-    markup, has_ceiling = roofline(analysis, texts)
+    markup, has_ceiling, panels = roofline(analysis, texts)
     notes = [text for text in (None if has_ceiling else texts["no_ceiling"],
                                texts["aggregated_short"] if aggregated else None) if text]
-    charts.append(Chart("roofline", texts["chart_roofline"], markup, " ".join(notes) or None))
+    charts.append(Chart("roofline", texts["chart_roofline"], markup, " ".join(notes) or None, max(panels, 1)))
     return charts
 
 

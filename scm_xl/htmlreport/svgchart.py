@@ -100,6 +100,9 @@ class Panel:
     series: Sequence[Series]
     rules: Sequence[Rule] = ()
     diagonal: bool = False  # the y = x line
+    # Panels of one figure drawn with `share_y` off share a y scale when they name the same group
+    # (the same metric at two prompt levels); "" is a scale of its own.
+    y_group: str = ""
 
 
 @dataclass(frozen=True)
@@ -239,13 +242,53 @@ def _text_width(text: str, size: float) -> float:
     return sum(size if ord(ch) > 0x2e80 else size * CHAR_WIDTH for ch in text)
 
 
-def panel_svg(panel: Panel, x_axis: Axis, y_axis: Axis, xs: Scale, ys: Scale) -> str:
-    """One panel as an <svg> element."""
-    top = 30 if panel.title else 12
+BOLD = 1.12  # a bold title's width against the regular estimate
+
+
+def title_lines(title: str | None, width: float = WIDTH - 36) -> list[str]:
+    """A panel title as the lines it is drawn on: broken after ", " (else at a space, else
+    anywhere) so no line is wider than `width` units at TITLE_FONT, bold."""
+    if not title:
+        return []
+
+    def fits(text: str) -> bool:
+        return _text_width(text, TITLE_FONT) * BOLD <= width
+
+    lines: list[str] = []
+    rest = title
+    while not fits(rest):
+        cut = 0
+        for mark, keep in ((", ", 1), ("，", 1), (" ", 0)):
+            at = [i for i in range(len(rest)) if rest.startswith(mark, i) and fits(rest[:i + keep])]
+            if at:
+                cut = at[-1] + keep
+                break
+        if not cut:  # no break inside the width: as many characters as fit
+            cut = 1
+            while cut < len(rest) and fits(rest[:cut + 1]):
+                cut += 1
+        lines.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if rest:
+        lines.append(rest)
+    return lines
+
+
+TITLE_LINE = TITLE_FONT + 4  # a title line's height
+
+
+def panel_svg(panel: Panel, x_axis: Axis, y_axis: Axis, xs: Scale, ys: Scale, *, title_rows: int = 0) -> str:
+    """One panel as an <svg> element; `title_rows` lines kept for the title (at least its own), so
+    the panels of one figure put their plots at the same height."""
+    titled = title_lines(panel.title)
+    rows = max(title_rows, len(titled))
+    extra = max(rows - 1, 0) * TITLE_LINE  # the drawing grows by the title's extra lines
+    height = HEIGHT + extra
+    top = (30 if rows else 12) + extra
     y_labels = [ys.label(t) for t in ys.ticks]
     left = 24 + max(_text_width(t, TICK_FONT) for t in y_labels) + 8
     right, bottom = 14, 46
-    w, h = WIDTH - left - right, HEIGHT - top - bottom
+    w, h = WIDTH - left - right, height - top - bottom
 
     def px(v: float) -> float:
         return left + xs.unit(v) * w
@@ -254,12 +297,17 @@ def panel_svg(panel: Panel, x_axis: Axis, y_axis: Axis, xs: Scale, ys: Scale) ->
         return top + (1 - ys.unit(v)) * h
 
     label = panel.title or y_axis.title
-    out = [f'<svg class="panel" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
-           f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(label)}" '
+    out = [f'<svg class="panel" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
+           f'width="{WIDTH}" height="{height}" role="img" aria-label="{escape(label)}" '
            f'font-family="{escape(FONT)}" font-size="{TICK_FONT}" fill="#1a202c">']
-    if panel.title:
-        out.append(f'<text class="panel-title" x="{_n(left + w / 2)}" y="18" text-anchor="middle" '
-                   f'font-size="{TITLE_FONT}" font-weight="600">{escape(panel.title)}</text>')
+    if titled:
+        # centred on the plot where it fits there, else on the drawing
+        centre = left + w / 2 if all(_text_width(t, TITLE_FONT) * BOLD / 2 <= min(left + w / 2, WIDTH - left - w / 2)
+                                     - 4 for t in titled) else WIDTH / 2
+        spans = "".join(f'<tspan x="{_n(centre)}" dy="{0 if i == 0 else TITLE_LINE}">{escape(t)}</tspan>'
+                        for i, t in enumerate(titled))
+        out.append(f'<text class="panel-title" x="{_n(centre)}" y="18" text-anchor="middle" '
+                   f'font-size="{TITLE_FONT}" font-weight="600">{spans}</text>')
     # grid, frame and tick labels
     out.append('<g class="grid" stroke="#e3e7ec" stroke-width="1">')
     for t in ys.ticks:
@@ -281,7 +329,7 @@ def panel_svg(panel: Panel, x_axis: Axis, y_axis: Axis, xs: Scale, ys: Scale) ->
         last_end = px(t) + half
         out.append(f'<text x="{_n(px(t))}" y="{_n(top + h + TICK_FONT + 4)}">{escape(text)}</text>')
     out.append("</g>")
-    out.append(f'<text class="axis-title x" x="{_n(left + w / 2)}" y="{HEIGHT - 8}" text-anchor="middle" '
+    out.append(f'<text class="axis-title x" x="{_n(left + w / 2)}" y="{height - 8}" text-anchor="middle" '
                f'font-size="{TITLE_FONT}">{escape(x_axis.title)}</text>')
     out.append(f'<text class="axis-title y" transform="translate(15,{_n(top + h / 2)}) rotate(-90)" '
                f'text-anchor="middle" font-size="{TITLE_FONT}">{escape(y_axis.title)}</text>')
@@ -380,6 +428,15 @@ def figure(panels: Sequence[Panel], x_axis: Axis, y_axis: Axis, legend: Sequence
     shared = scale_for(y_axis, [v for p in panels for v in values(p, "y")])
     if any(p.diagonal for p in panels):  # y = x: one scale for both axes
         xs = shared = linear_scale([v for p in panels for v in values(p, "x") + values(p, "y")])
-    drawn = [panel_svg(p, x_axis, y_axis, xs, shared if share_y else scale_for(y_axis, values(p, "y")))
-             for p in panels]
+    grouped: dict[str, Scale] = {}
+    for group in {p.y_group for p in panels if p.y_group}:
+        grouped[group] = scale_for(y_axis, [v for p in panels if p.y_group == group for v in values(p, "y")])
+
+    def y_scale(panel: Panel) -> Scale:
+        if share_y:
+            return shared
+        return grouped[panel.y_group] if panel.y_group else scale_for(y_axis, values(panel, "y"))
+
+    rows = max((len(title_lines(p.title)) for p in panels), default=0)
+    drawn = [panel_svg(p, x_axis, y_axis, xs, y_scale(p), title_rows=rows) for p in panels]
     return f'<div class="panels">{"".join(drawn)}</div>{legend_html(legend)}'

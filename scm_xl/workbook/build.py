@@ -28,10 +28,9 @@ from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW, write_calculator
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.stamp import save_workbook, write_filled
-from scm_xl.rules import DEFAULT_METHOD
 from scm_xl.workbook.layout import (
-    CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_FORWARD, DEFAULT_PHYSICS_PRECISION,
-    DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_TARGET, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, METHODS,
+    CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_PHYSICS_PRECISION,
+    DEFAULT_SHORT_OUTPUT_RATIO, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE,
     MODEL_TABLE, NUMERIC_INPUT_KEYS, PROMPT_TABLE, RAW_COLUMNS, SEEN_MODELS_TABLE, Layout, unusable_tests,
 )
 from scm_xl.workbook.styles import (
@@ -74,6 +73,7 @@ LABELS = {
         "verdict": "判定",
         "verdict_rule": verdict_rule("zh", "检验行"),
         "derivation_title": "双向推导",
+        "inputs_note": "B列的输入取自总览表：请在总览表的黄色单元格输入。",
         "forward": "正向预测：给定配置 → TPS",
         "inverse": "反向求解：目标 TPS → 最小已测并发",
         "concurrency": "并发数",
@@ -126,6 +126,7 @@ LABELS = {
         "verdict": "verdict",
         "verdict_rule": verdict_rule("en", "check rows"),
         "derivation_title": "Forward and inverse",
+        "inputs_note": "The inputs in column B are read from the Summary: type them in its yellow cells.",
         "forward": "Forward: configuration → TPS",
         "inverse": "Inverse: target TPS → smallest measured concurrency",
         "concurrency": "concurrency",
@@ -152,7 +153,7 @@ README_TEXT = {
         "SCM 系数标定工作簿（scm-xl 生成）",
         "",
         "模型：TPS = BaseTPS × f(并发) × K_len(max_tokens) × K_in(提示长度) ÷ C_model(模型)",
-        "黄色单元格是输入，灰色单元格是公式（请勿覆盖），浅蓝色是结论。",
+        "黄色单元格是输入，灰色单元格是公式，浅蓝色是结论。正向、反向的问题和方法只在总览表输入。除原始数据表外，各表均有工作表保护（无密码）：公式已锁定，无法覆盖。",
         "",
         "各工作表：",
         "总览：打开时看到的第一页。判定（颜色：绿 excellent、蓝 good、红 fail、黄 insufficient）、检验行数、MAPE、最大偏差、留一法误差、物理警告数、系数一览、正反向答案和图表。",
@@ -178,7 +179,7 @@ README_TEXT = {
         "SCM calibration workbook (built by scm-xl)",
         "",
         "Model: TPS = BaseTPS × f(concurrency) × K_len(max_tokens) × K_in(prompt length) ÷ C_model(model)",
-        "Yellow cells are inputs, grey cells are formulas (do not type over them), pale blue cells are the answers.",
+        "Yellow cells are inputs, grey cells are formulas, pale blue cells are the answers. The forward and inverse questions and the method are typed on the Summary only. Every sheet but RawData is protected without a password: the formulas are locked and cannot be typed over.",
         "",
         "The sheets:",
         "Summary: the page the workbook opens on. The verdict (green excellent, blue good, red fail, yellow insufficient), check rows, MAPE, max deviation, the hold-out error, physics warnings, the coefficients at a glance, the forward and inverse answers, and the charts.",
@@ -386,10 +387,7 @@ def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     strict = DataValidation(type="list", formula1='"0,1"', allow_blank=True)
     ws.add_data_validation(strict)
     strict.add(f"B{srows['strict_physics']}")
-    ws[f"B{srows['method']}"] = DEFAULT_METHOD
-    method = DataValidation(type="list", formula1=f'"{",".join(METHODS)}"', allow_blank=True)
-    ws.add_data_validation(method)
-    method.add(f"B{srows['method']}")
+    _formula(ws, f"B{srows['method']}", summary_sheet.mirror(layout, "method"))  # typed on the Summary
     _label(ws, f"A{layout.base_tps_row}", labels["base_tps"], bold=True)
     _formula(ws, f"C{layout.base_tps_row}", settings["base_tps"], "0.00")
     ws[f"C{layout.base_tps_row}"].fill = KEY_FILL
@@ -487,6 +485,8 @@ def _validations(ws: Worksheet, layout: Layout) -> None:
 def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str]) -> None:
     _label(ws, "A1", labels["derivation_title"])
     ws["A1"].font = TITLE_FONT
+    _label(ws, "A2", labels["inputs_note"])
+    ws["A2"].font = NOTE_FONT
     fw = layout.forward_rows
     _label(ws, f"A{fw['concurrency'] - 1}", labels["forward"], bold=True)
     _label(ws, f"C{fw['concurrency'] - 1}", labels["coefficient"], bold=True)
@@ -494,13 +494,11 @@ def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappin
     for key, text in (("concurrency", labels["concurrency"]), ("max_tokens", labels["max_tokens"]),
                       ("model", labels["model"]), ("prompt_tokens", labels["prompt_tokens"])):
         _label(ws, f"A{fw[key]}", text)
-        ws[f"B{fw[key]}"].fill = INPUT_FILL
+        _formula(ws, f"B{fw[key]}", summary_sheet.mirror(layout, f"forward.{key}"))  # typed on the Summary
     for col, text in zip("EFGH", (labels[key] for key in ("prompt_low", "prompt_high", "prompt_k_low",
                                                            "prompt_k_high"))):
         _label(ws, f"{col}{fw['concurrency'] - 1}", text, bold=True)
     _write_prompt_lookup(ws, fw["prompt_tokens"], forward)
-    ws[f"B{fw['concurrency']}"] = DEFAULT_FORWARD["concurrency"]
-    ws[f"B{fw['max_tokens']}"] = DEFAULT_FORWARD["max_tokens"]
     _formula(ws, f"C{fw['concurrency']}", forward["f"], "0.000")
     _formula(ws, f"C{fw['max_tokens']}", forward["k"], "0.000")
     _formula(ws, f"D{fw['model']}", forward["model"])
@@ -518,11 +516,9 @@ def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappin
                       ("model", labels["model"]), ("max_latency", labels["max_latency"]),
                       ("prompt_tokens", labels["prompt_tokens"])):
         _label(ws, f"A{inv[key]}", text)
-        ws[f"B{inv[key]}"].fill = INPUT_FILL
+        _formula(ws, f"B{inv[key]}", summary_sheet.mirror(layout, f"inverse.{key}"))  # typed on the Summary
     _write_prompt_lookup(ws, inv["prompt_tokens"], inverse)
     _formula(ws, f"D{inv['prompt_tokens']}", inverse["prompt_level"])
-    ws[f"B{inv['target_tps']}"] = DEFAULT_TARGET["tps"]
-    ws[f"B{inv['max_tokens']}"] = DEFAULT_TARGET["max_tokens"]
     _formula(ws, f"C{inv['max_tokens']}", inverse["k"], "0.000")
     _formula(ws, f"D{inv['model']}", inverse["model"])
     _formula(ws, f"C{inv['model']}", inverse["c"], "0.000")

@@ -177,7 +177,17 @@ def write_sheet(data: Worksheet, layout: Layout) -> None:
 
 # Where each chart's top-left corner sits on the summary sheet (at the anchor column); one below the other
 ANCHOR_ROWS = {"tps": 4, "fit": 24, "latency": 44, "ttft": 64}
-LAST_ROW = ANCHOR_ROWS["ttft"] + 23  # the last chart ends about here, rows of wrapped labels included
+CHART_ROWS = 23  # the rows a chart covers, rows of wrapped labels included
+
+
+def cover(summary: Worksheet, key: str) -> None:
+    """Extend the summary's print area down to the end of chart `key`, so a chart prints whole and
+    no page is printed for a chart that is not there."""
+    area = str(summary.print_area or "A1:V1").split(",")[0].rpartition("!")[2].replace("$", "")
+    first, _, last = area.partition(":")
+    column = last.rstrip("0123456789")
+    end = max(int(last[len(column):]), ANCHOR_ROWS[key] + CHART_ROWS)
+    summary.print_area = f"{first}:{column}{end}"
 
 
 def add_fit_chart(summary: Worksheet, data: Worksheet, layout: Layout, anchor_col: str) -> None:
@@ -189,6 +199,7 @@ def add_fit_chart(summary: Worksheet, data: Worksheet, layout: Layout, anchor_co
     summary[f"{anchor_col}3"] = t["note"]
     summary[f"{anchor_col}3"].font = NOTE_FONT
     summary.add_chart(_fit_chart(data, layout, t), f"{anchor_col}{ANCHOR_ROWS['fit']}")
+    cover(summary, "fit")
 
 
 def add_line_charts(wb: Workbook, layout: Layout, points: ChartPoints, anchor_col: str) -> None:
@@ -209,10 +220,12 @@ def add_line_charts(wb: Workbook, layout: Layout, points: ChartPoints, anchor_co
     if lines:
         summary.add_chart(_line_chart(data, layout, lines, "tps", t["tps"], t["tps_axis"], t),
                           f"{anchor_col}{ANCHOR_ROWS['tps']}")
+        cover(summary, "tps")
     measured = [(g, group) for g, group in lines if group in points.latency]
     for key in ("latency", "ttft") if measured else ():
         summary.add_chart(_line_chart(data, layout, measured, key, t[key], t["seconds"], t),
                           f"{anchor_col}{ANCHOR_ROWS[key]}")
+        cover(summary, key)
 
 
 def _scatter(title: str, x_title: str, y_title: str) -> ScatterChart:

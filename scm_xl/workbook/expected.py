@@ -79,14 +79,6 @@ def summary(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -
         "unusable_rows": float(len(inputs.unusable)),
         "physics_rows": float(sum(1 for s in analysis.statuses if s.physics.count > 0)),
     }
-    for name, typed in (("ForwardConcurrency", inputs.forward.get("concurrency")),
-                        ("ForwardMaxTokens", inputs.forward.get("max_tokens")),
-                        ("ForwardPromptTokens", inputs.forward.get("prompt_tokens")),
-                        ("TargetTPS", inputs.inverse.get("target_tps")),
-                        ("TargetMaxTokens", inputs.inverse.get("max_tokens")),
-                        ("TargetPromptTokens", inputs.inverse.get("prompt_tokens")),
-                        ("MaxLatencyP95", inputs.inverse.get("max_latency"))):
-        extra[name] = _typed(typed)
     exp.update(summary_sheet.expected_sheet(layout, exp, defined, extra))
 
 
@@ -331,10 +323,11 @@ def _model_text(value: Any) -> str | None:
     return _fmt_key(value)
 
 
-def calibration(exp: Expected, layout: Layout, analysis: Analysis) -> None:
+def calibration(exp: Expected, layout: Layout, analysis: Analysis, inputs: Inputs) -> None:
     title = layout.title("calibration")
     cal = analysis.calibration
     s = layout.settings_rows
+    exp[(title, f"B{s['method']}")] = _typed(inputs.method_typed)  # read from the Summary
     exp[(title, f"C{s['base_model']}")] = _text(cal.base_model)
     exp[(title, f"C{s['base_max_tokens']}")] = _num(cal.base_max_tokens)
     exp[(title, f"C{s['base_concurrency']}")] = _num(cal.base_concurrency)
@@ -470,6 +463,12 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
     title = layout.title("derivation")
     t = layout.text
     fw, inv = layout.forward_rows, layout.inverse_rows
+
+    # the input cells read from the Summary (where they are typed)
+    for block, rows, typed in (("forward", fw, inputs.forward), ("inverse", inv, inputs.inverse)):
+        for key in rows.keys() & typed.keys():
+            value = _typed(typed[key])
+            exp[(title, f"B{rows[key]}")] = summary_sheet.BLANK_AS.get(f"{block}.{key}") if value is None else value
 
     fwd = inputs.forward
     model_in = fwd.get("model")

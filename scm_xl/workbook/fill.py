@@ -29,6 +29,7 @@ from scm_xl.model import Analysis, Settings, analyze
 from scm_xl.results import ResultRow, read_results, read_results_many
 from scm_xl.verify import Verification, compare
 from scm_xl import goodput
+from scm_xl.slo_answer import provider_limits
 from scm_xl.workbook import charts, latency_sheet, slo_sheet, summary_sheet
 from scm_xl.workbook.build import trim_print_areas
 from scm_xl.outputs import staging, write_target
@@ -116,7 +117,7 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
          strict_physics: bool | None = None, method: str | None = None,
          derivation: dict[str, dict[str, object]] | None = None, progress: Progress | None = None,
          rename_duplicates: bool = False, force: bool = True, slo: goodput.Slo | None = None,
-         attainment: float | None = None) -> WorkbookReport:
+         attainment: float | None = None, capacity: dict[str, Any] | None = None) -> WorkbookReport:
     """Write results CSVs into a fresh or existing workbook, recalculate and verify it, then
     put it in place. With no CSV (results_path None or empty) and a workbook, rebuild that
     workbook around the rows typed into it, every one of them, sized to cover them all.
@@ -131,6 +132,9 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
     The per-request CSV beside a (single) results CSV (goodput.requests_path_for) goes into the
     workbook's per-request sheet; slo types the Summary's SLO inputs (its thresholds and target),
     attainment only the target; None keeps what the workbook has (a new one: no threshold).
+    capacity types the Summary's replicas, cost and rate-limit inputs (slo_sheet.capacity_inputs:
+    rpm, tpm, target_tps, the prices, gpus); a limit not given keeps the workbook's, and a new
+    workbook takes the limits the provider's headers announced (the results CSV's ratelimit_limit_*).
     """
     say = progress or _quiet
     if results_path is None:
@@ -188,6 +192,13 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
         slo_sheet.write_data(wb, layout, slo_data)
     if slo is not None or attainment is not None:
         slo_sheet.set_inputs(wb, layout, slo_sheet.slo_inputs(slo) if slo is not None else {"attainment": attainment})
+    typed_capacity = dict(capacity or {})
+    if workbook is None:  # a new workbook: the limits the provider sent, unless given
+        for key, sent in zip(("rpm", "tpm"), provider_limits(rows)):
+            if typed_capacity.get(key) is None and sent is not None:
+                typed_capacity[key] = int(sent) if float(sent).is_integer() else sent
+    if typed_capacity:
+        slo_sheet.set_capacity_inputs(wb, layout, typed_capacity)
     return _finish(wb, layout, target, chosen, note, say, warnings, force=force, person=person, notes=slo_notes)
 
 
@@ -467,6 +478,9 @@ def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: A
     analysis, expected = expected_cells(layout, inputs, analysis=analysis)
     say(f"compare {len(recalculated.values):,} formula cells with the reference")
     verification = compare(expected, recalculated, set(own_sheet_titles(layout)) - {META_SHEET})
+    # a formula typed over that reads (or answers for) an input: where to type instead
+    verification.mismatches = [replace(m, hint=summary_sheet.typed_over_hint(layout, m.sheet, m.cell))
+                               if m.typed_over else m for m in verification.mismatches]
     verification.note = note
     verification.uncovered = [f"row {row} ({exp_id or 'no exp_id'})" for row, exp_id in inputs.uncovered]
     verification.rows_covered = inputs.covered

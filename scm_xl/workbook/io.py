@@ -18,7 +18,7 @@ from scm_xl.results import FLOAT_COLUMNS, ResultRow, normalise_override
 from scm_xl.rules import Lang
 from scm_xl.workbook.stamp import deferred_rows, is_formula
 from scm_xl.workbook.styles import write_value
-from scm_xl.workbook import charts, latency_sheet, replicates_sheet, slo_sheet
+from scm_xl.workbook import charts, latency_sheet, replicates_sheet, slo_sheet, summary_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
 from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshold
 from scm_xl.workbook.layout import (
@@ -49,6 +49,8 @@ class Inputs:
     latency: dict[str, Any] = field(default_factory=dict)  # the latency sheet's hand-set cells and fitted knee
     slo_typed: dict[str, Any] = field(default_factory=dict)  # the Summary's SLO inputs, as typed
     slo_data: slo_sheet.SloData = field(default_factory=slo_sheet.SloData)  # the per-request records and keys
+    slo_capacity: dict[str, Any] = field(default_factory=dict)  # the Summary's rate limits and prices, as typed
+    method_typed: Any = None  # the Summary's method cell, as typed (settings.method is what it takes effect as)
     # What the raw-data sheet holds, by position (1 = the first row under the header).
     entry: dict[int, dict[str, Any]] = field(default_factory=dict)
     unusable: list[tuple[int, str]] = field(default_factory=list)  # (sheet row, reason in words)
@@ -252,6 +254,8 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
 
     cal = wb[layout.title("calibration")]
     s = layout.settings_rows
+    # the forward and inverse questions and the method are typed on the Summary
+    typed_inputs = summary_sheet.read_inputs(wb[layout.title("summary")])
     base_model = cal[f"B{s['base_model']}"].value
     short_output_ratio = _number_or_none(cal[f"B{s['short_output_ratio']}"].value)
     settings = Settings(
@@ -263,20 +267,18 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         strict_physics=bool(_number_or_none(cal[f"B{s['strict_physics']}"].value)),
         short_output_ratio=short_output_ratio if short_output_ratio is not None else DEFAULT_SHORT_OUTPUT_RATIO,
         physics_precision=_text_or_default(cal[f"B{s['physics_precision']}"].value, DEFAULT_PHYSICS_PRECISION),
-        method="lsq" if str(cal[f"B{s['method']}"].value or "").casefold() == "lsq" else "chain",
+        method="lsq" if str(typed_inputs["method"] or "").casefold() == "lsq" else "chain",
         base_prompt_level=_number_or_none(cal[f"B{s['base_prompt_level']}"].value),  # type: ignore[arg-type]
         concurrency_slots=layout.c_slots, length_slots=layout.l_slots, model_slots=layout.m_slots,
         cell_slots=layout.cell_slots, prompt_slots=layout.p_slots,
     )
-    der = wb[layout.title("derivation")]
-    fw, inv = layout.forward_rows, layout.inverse_rows
     chart_groups = [(model, _number_or_none(length))
                     for model, length in charts.read_groups(wb[layout.title("chart_data")], layout)]
     return Inputs(
         rows=rows, settings=settings, base_model_input=base_model,
-        forward={k: der[f"B{fw[k]}"].value for k in ("concurrency", "max_tokens", "model", "prompt_tokens")},
-        inverse={k: der[f"B{inv[k]}"].value for k in ("target_tps", "max_tokens", "model", "max_latency",
-                                                         "prompt_tokens")},
+        forward={k: typed_inputs[f"forward.{k}"] for k in summary_sheet.FORWARD_INPUTS},
+        inverse={k: typed_inputs[f"inverse.{k}"] for k in summary_sheet.INVERSE_INPUTS},
+        method_typed=typed_inputs["method"],
         entry=entry, unusable=unusable, uncovered=uncovered, beyond=beyond, display_rows=sorted(display_rows), notes=notes,
         covered=covered, chart_groups=chart_groups,
         first_principles=read_calculator_inputs(wb[layout.title("first_principles")]),
@@ -285,6 +287,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         latency=latency_sheet.read_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], layout)
         if latency_sheet.SHEET_TITLES[layout.lang] in wb.sheetnames else {},
         slo_typed=slo_sheet.read_typed(wb, layout), slo_data=slo_sheet.read_data(wb, layout),
+        slo_capacity=slo_sheet.read_capacity(wb, layout),
     )
 
 
@@ -386,11 +389,11 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bo
             latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], layout, inputs.latency)
         if inputs.slo_typed:
             slo_sheet.set_inputs(wb, layout, inputs.slo_typed)
-    der = wb[layout.title("derivation")]
-    for rows, values in ((layout.forward_rows, inputs.forward), (layout.inverse_rows, inputs.inverse)):
-        for key, value in values.items():
-            cell = der[f"B{rows[key]}"]
-            write_value(cell, value)
+        if inputs.slo_capacity:
+            slo_sheet.set_capacity_inputs(wb, layout, inputs.slo_capacity)
+    summary_sheet.set_inputs(wb[layout.title("summary")], {
+        **{f"forward.{key}": value for key, value in inputs.forward.items()},
+        **{f"inverse.{key}": value for key, value in inputs.inverse.items()}})
 
 
 def _write_settings(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
@@ -403,14 +406,15 @@ def _write_settings(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
                        ("strict_physics", int(settings.strict_physics)),
                        ("short_output_ratio", settings.short_output_ratio),
                        ("physics_precision", settings.physics_precision),
-                       ("method", settings.method), ("base_prompt_level", settings.base_prompt_level)):
+                       ("base_prompt_level", settings.base_prompt_level)):
         cell = cal[f"B{s[key]}"]
         write_value(cell, value)
+    set_method(wb, layout, inputs.method_typed)  # as typed (a blank stays blank), on the Summary
 
 
 def set_strict_physics(wb: Workbook, layout: Layout, strict: bool) -> None:
     wb[layout.title("calibration")][f"B{layout.settings_rows['strict_physics']}"].value = 1 if strict else 0
 
 
-def set_method(wb: Workbook, layout: Layout, method: str) -> None:
-    wb[layout.title("calibration")][f"B{layout.settings_rows['method']}"].value = method
+def set_method(wb: Workbook, layout: Layout, method: Any) -> None:
+    summary_sheet.set_inputs(wb[layout.title("summary")], {"method": method})

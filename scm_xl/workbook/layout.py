@@ -19,7 +19,7 @@ from openpyxl.utils import get_column_letter
 from scm_xl.results import NUMERIC_INPUT_COLUMNS, REQUIRED_COLUMNS
 from scm_xl.rules import Lang
 
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4  # 4: the forward/inverse questions and the method are typed on the Summary
 DEFAULT_ROWS = 200  # capacity of a template; a filled workbook is sized to its data
 ROW_HEADROOM = 50  # rows a person can type under the data of a filled workbook
 MIN_FILLED_ROWS = 30

@@ -22,7 +22,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.model import Analysis, Calibration, analyze
 from scm_xl.workbook import (
-    build, charts, expected, latency_sheet, lsq_sheet, replicates_sheet, slo_sheet, summary_sheet,
+    build, charts, expected, latency_sheet, lsq_sheet, protection, replicates_sheet, slo_sheet, summary_sheet,
 )
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.formulas import Formulas
@@ -109,7 +109,7 @@ def _replicates_reference(c: Checking) -> None:
 
 def _slo_reference(c: Checking) -> None:
     c.exp.update(slo_sheet.expected_sheets(c.layout, c.inputs.slo_typed, c.inputs.slo_data, c.inputs.rows,
-                                           c.inputs.inverse.get("target_tps")))
+                                           c.inputs.inverse.get("target_tps"), c.inputs.slo_capacity))
 
 
 def _summary_writer(ws: Worksheet, b: Building) -> dict[str, str]:
@@ -136,7 +136,7 @@ SHEETS: tuple[SheetSpec, ...] = (
               lambda c: expected.display(c.exp, c.layout, c.inputs)),
     SheetSpec("calibration", _core("calibration"),
               _core_writer("calibration", lambda ws, b: build.write_calibration(ws, b.layout, b.fx, b.labels)),
-              lambda c: expected.calibration(c.exp, c.layout, c.analysis)),
+              lambda c: expected.calibration(c.exp, c.layout, c.analysis, c.inputs)),
     SheetSpec("consistency", _core("consistency"),
               _core_writer("consistency", lambda ws, b: build.write_consistency(ws, b.layout, b.fx, b.labels)),
               lambda c: expected.consistency(c.exp, c.layout, c.inputs, c.analysis)),
@@ -215,6 +215,7 @@ def build_workbook(layout: Layout, into: Workbook | None = None, *, deferred: bo
             ws.sheet_properties.tabColor = WORKINGS_TAB
         else:
             build.print_setup(ws)
+    protection.protect(wb, [sheets[spec.key].title for spec in SHEETS if spec.key not in protection.UNPROTECTED])
     meta = wb.create_sheet(META_SHEET)
     for i, (key, value) in enumerate(layout.meta().items(), start=1):
         meta.cell(row=i, column=1, value=key)

@@ -11,7 +11,16 @@ its totals count (as goodput.evaluate). Configurations (model x concurrency x ma
 level) pool their judged experiments; the answer is the first, in goodput's cost order (fewest
 slots, then the shorter max_tokens, then the model name), whose attainment's lower bound reaches
 the target and whose TPS reaches the derivation sheet's target TPS: what goodput.solve_slo and
-`scm-xl solve --slo` pick (with one replica; replicas, cost and rate limits stay in the CLI).
+`scm-xl solve --slo` pick with one replica.
+
+Replicas, cost and rate limits (scm_xl.capacity) follow on the same sheet: the Summary's inputs
+(RPM and TPM limits, a deployment target TPS, blank = the Derivation's, token prices or a GPU-hour
+price and GPUs per replica) as effective values; per configuration, its mean latency, prompt and
+output tokens per request, replicas = ceil(target / TPS per replica), requests and tokens per
+minute of the deployment at full load, each against RATE_LIMIT_HEADROOM of its limit, and the cost
+per million output tokens and per hour (capacity.option); and the plan's answer (capacity.plan with
+its default order: the fewest replicas, then the configurations table's order), limit-bound when
+the rate limits rule out the configuration chosen without them, else server-bound.
 
 The SLO's inputs (ttft, tpot, e2el thresholds in seconds, blank = not used; the attainment
 target) are typed on the Summary (summary_sheet.SLO_INPUT_ROWS); this sheet holds their
@@ -22,7 +31,8 @@ formula is an ordinary per-cell formula (COUNTIF(S)/SUMIF(S) with numeric criter
 no array idiom, so IronCalc, LibreOffice and Gnumeric compute them alike.
 
 `expected_sheets` is the reference: it reads only the inputs (the records, the keys, the typed
-SLO and the raw rows) and counts with goodput.tally / goodput.wilson_interval.
+SLO and capacity inputs and the raw rows) and counts with goodput.tally / goodput.wilson_interval,
+then plans with capacity.option / capacity.plan on the pooled tallies.
 
 Long because it holds two sheets and the Summary's SLO block, each in two languages, with their
 formulas, writer, reader and reference, all over the same addresses (one home for them).
@@ -34,13 +44,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from openpyxl.styles import Alignment, Protection
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
-from scm_xl import goodput
+from scm_xl import capacity, goodput
+from scm_xl.capacity import RATE_LIMIT_HEADROOM, REASON_WORDS, RPM_LIMIT, TPM_LIMIT, TPM_UNMEASURED
 from scm_xl.engines.base import CellValue
 from scm_xl.errors import InputError
 from scm_xl.goodput import DEFAULT_ATTAINMENT, RequestSample, RequestSamples, Slo, Tally
+from scm_xl.rules import RATE_LIMIT_WINDOW_S
 from scm_xl.safety import DEFAULT_LIMITS
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.layout import Layout
@@ -69,17 +82,29 @@ SETTING_KEYS = ("ttft", "tpot", "e2el", "attainment", "thresholds", "target_tps"
 SETTING_ROWS = {key: 5 + i for i, key in enumerate(SETTING_KEYS)}
 ANSWER_KEYS = ("slot", "model", "concurrency", "max_tokens", "attainment", "low", "high", "tps", "goodput", "status")
 ANSWER_ROWS = {key: SETTING_ROWS["requests"] + 2 + i for i, key in enumerate(ANSWER_KEYS)}
-HEADER_ROW = ANSWER_ROWS["status"] + 2
+# Replicas, cost and rate limits (scm_xl.capacity): the effective inputs, then the plan's answer.
+CAP_SETTING_KEYS = ("rpm", "tpm", "rpm_allowed", "tpm_allowed", "target_tps", "price_in", "price_out",
+                    "gpu_hour_price", "gpus", "pricing")
+CAP_SETTING_ROWS = {key: ANSWER_ROWS["status"] + 2 + i for i, key in enumerate(CAP_SETTING_KEYS)}
+CAP_ANSWER_KEYS = ("slot_free", "slot", "replicas", "model", "concurrency", "max_tokens", "tps", "capacity_tps",
+                   "rpm", "tpm", "cost_million", "cost_hour", "bound", "binding")
+CAP_ANSWER_ROWS = {key: CAP_SETTING_ROWS["pricing"] + 2 + i for i, key in enumerate(CAP_ANSWER_KEYS)}
+HEADER_ROW = CAP_ANSWER_ROWS["binding"] + 2
 FIRST = HEADER_ROW + 1
 EXP_INPUT_KEYS = ("no", "exp_id", "cell_no")
 EXP_KEYS = EXP_INPUT_KEYS + ("position", "model", "concurrency", "max_tokens", "prompt_level", "requests",
                              "output_tokens", "results_requests", "results_tokens", "wall_s", "judged", "good",
-                             "good_tokens", "attainment", "low", "high", "tps", "goodput")
+                             "good_tokens", "attainment", "low", "high", "tps", "goodput",
+                             "lat_sum", "lat_n", "prompt_sum", "prompt_n")
 EXP_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(EXP_KEYS)}
 CELL_INPUT_KEYS = ("no", "model", "concurrency", "max_tokens", "prompt_level")
 CELL_KEYS = CELL_INPUT_KEYS + ("level_code", "new_level", "experiments", "requests", "good", "output_tokens",
                                "good_tokens", "wall_s", "attainment", "low", "high", "tps", "goodput", "meets",
-                               "qualifies")
+                               "qualifies",
+                               # capacity: one replica's traffic and cost, scaled to the deployment's target
+                               "lat_sum", "lat_n", "prompt_sum", "prompt_n", "mean_latency", "mean_prompt",
+                               "mean_output", "replicas", "rpm", "tpm", "rpm_ok", "tpm_ok", "input_per_output",
+                               "cost_million", "cost_hour", "free", "fits")
 CELL_COLS = {key: get_column_letter(len(EXP_KEYS) + 2 + i) for i, key in enumerate(CELL_KEYS)}
 
 # The raw row's figures an experiment looks up on the per-row workings (by its exp_id).
@@ -88,6 +113,11 @@ LOOKUPS = {"model": "model", "concurrency": "concurrency", "max_tokens": "max_to
            "results_tokens": "total_output_tokens", "wall_s": "total_time_s"}
 SLO_INPUTS = tuple(summary_sheet.SLO_INPUT_ROWS)  # ttft, tpot, e2el, attainment
 SUMMARY_OUTPUTS = tuple(summary_sheet.SLO_OUTPUT_ROWS)  # each one of ANSWER_KEYS
+CAPACITY_INPUTS = tuple(summary_sheet.SLO_CAPACITY_INPUT_ROWS)  # rpm, tpm, target_tps, prices, gpus
+CAPACITY_OUTPUTS = tuple(summary_sheet.SLO_CAPACITY_OUTPUT_ROWS)  # each one of CAP_ANSWER_KEYS
+assert set(CAPACITY_OUTPUTS) <= set(CAP_ANSWER_KEYS) and set(SUMMARY_OUTPUTS) <= set(ANSWER_KEYS)
+# tpm_ok's values: within the limit, over it, not measured (no prompt tokens: cannot be proven under it)
+TPM_WITHIN, TPM_OVER, TPM_NOT_MEASURED = 1, 0, -1
 
 TEXTS: dict[str, dict[str, str]] = {
     "zh": {
@@ -162,6 +192,81 @@ TEXTS: dict[str, dict[str, str]] = {
         "s_low": "its attainment lower bound (Wilson 95%)", "s_tps": "its TPS", "s_goodput": "its goodput (tok/s)",
     },
 }
+
+_HEADROOM = f"{RATE_LIMIT_HEADROOM:.0%}"
+# Replicas, cost and rate limits: the SLO sheet's capacity rows, its column headers and the Summary's block.
+CAPACITY_TEXTS: dict[str, dict[str, str]] = {
+    "zh": {
+        "cap_heading": "副本、成本与限流（scm_xl.capacity；输入在总览表）",
+        "c_rpm": "每分钟请求数限额 RPM（生效值）", "c_tpm": "每分钟 token 限额 TPM（生效值）",
+        "c_rpm_allowed": f"可用 RPM（限额 × {_HEADROOM}）", "c_tpm_allowed": f"可用 TPM（限额 × {_HEADROOM}）",
+        "c_target_tps": "部署目标 TPS（空 = 双向推导表的目标 TPS）", "c_price_in": "输入价格 / 百万 token（生效值）",
+        "c_price_out": "输出价格 / 百万 token（生效值）", "c_gpu_hour_price": "GPU 每小时价格（生效值）",
+        "c_gpus": "每副本 GPU 数（生效值）", "c_pricing": "计价方式",
+        "p_tokens": "按 token 计价", "p_gpu": "按 GPU 小时计价", "p_none": "未给价格",
+        "p_both": "两种价格都给了：不计成本（只留一种）",
+        "a_slot_free": "不计限流时的答案：配置表序号", "a_slot": "答案：配置表序号（满足 SLO 与限流）",
+        "a_replicas": "副本数", "a_model": "每副本：模型", "a_concurrency": "每副本：并发数",
+        "a_max_tokens": "每副本：max_tokens", "a_tps": "每副本 TPS", "a_capacity_tps": "部署总 TPS",
+        "a_rpm": "满载 RPM（整个部署）", "a_tpm": "满载 TPM（整个部署）", "a_cost_million": "每百万输出 token 成本",
+        "a_cost_hour": "部署每小时成本", "a_bound": "受限于", "a_binding": "起约束的限流",
+        "why_rpm_limit": "每分钟请求数超过限额（含余量）", "why_tpm_limit": "每分钟 token 数超过限额（含余量）",
+        "why_tpm_unmeasured": "没有实测提示 token，无法证明每分钟 token 数在限额内",
+        "lat_sum": "延迟合计 (s)", "lat_n": "有延迟的请求", "prompt_sum": "提示 token 合计",
+        "prompt_n": "有提示 token 的成功请求", "mean_latency": "平均延迟 (s)", "mean_prompt": "平均提示 token",
+        "mean_output": "平均输出 token", "replicas": "副本数", "rpm": "满载 RPM", "tpm": "满载 TPM",
+        "rpm_ok": "RPM 在限额内", "tpm_ok": "TPM 在限额内（-1 = 未测）", "input_per_output": "每输出 token 的输入 token",
+        "cost_million": "每百万输出 token 成本", "cost_hour": "每小时成本", "free": "候选（不计限流）",
+        "fits": "候选（限流内）",
+        "sc_heading": f"副本、成本与限流（空 = 不用；限额用 {_HEADROOM}）",
+        "sc_rpm": "RPM 限额（每分钟请求）", "sc_tpm": "TPM 限额（每分钟 token）",
+        "sc_target_tps": "部署目标 TPS（空 = 反向推导的目标）", "sc_price_in": "输入价格 / 百万 token",
+        "sc_price_out": "输出价格 / 百万 token", "sc_gpu_hour_price": "GPU 每小时价格", "sc_gpus": "每副本 GPU 数",
+        "sc_bound": "受限于（limit-bound / server-bound）", "sc_binding": "起约束的限流", "sc_replicas": "副本数",
+        "sc_concurrency": "每副本并发数", "sc_max_tokens": "每副本 max_tokens", "sc_model": "每副本模型",
+        "sc_cost_million": "每百万输出 token 成本", "sc_cost_hour": "部署每小时成本",
+    },
+    "en": {
+        "cap_heading": "Replicas, cost and rate limits (scm_xl.capacity; typed on the Summary)",
+        "c_rpm": "requests-per-minute limit (effective)", "c_tpm": "tokens-per-minute limit (effective)",
+        "c_rpm_allowed": f"RPM allowed (limit x {_HEADROOM})", "c_tpm_allowed": f"TPM allowed (limit x {_HEADROOM})",
+        "c_target_tps": "deployment target TPS (blank on the Summary: the Derivation's)",
+        "c_price_in": "price per million input tokens (effective)",
+        "c_price_out": "price per million output tokens (effective)",
+        "c_gpu_hour_price": "price per GPU-hour (effective)", "c_gpus": "GPUs per replica (effective)",
+        "c_pricing": "pricing",
+        "p_tokens": "per token", "p_gpu": "per GPU-hour", "p_none": "no price",
+        "p_both": "both prices given: no cost (keep one)",
+        "a_slot_free": "answer without the rate limits: # in the configurations table",
+        "a_slot": "answer: # in the configurations table (SLO and rate limits)", "a_replicas": "replicas",
+        "a_model": "per replica: model", "a_concurrency": "per replica: concurrency",
+        "a_max_tokens": "per replica: max_tokens", "a_tps": "TPS per replica", "a_capacity_tps": "TPS of the deployment",
+        "a_rpm": "requests per minute at full load (deployment)", "a_tpm": "tokens per minute at full load (deployment)",
+        "a_cost_million": "cost per million output tokens", "a_cost_hour": "cost per hour of the deployment",
+        "a_bound": "bound", "a_binding": "binding rate limit",
+        "why_rpm_limit": REASON_WORDS[RPM_LIMIT], "why_tpm_limit": REASON_WORDS[TPM_LIMIT],
+        "why_tpm_unmeasured": REASON_WORDS[TPM_UNMEASURED],
+        "lat_sum": "latency sum (s)", "lat_n": "requests with a latency", "prompt_sum": "prompt tokens",
+        "prompt_n": "succeeded requests with prompt tokens", "mean_latency": "mean latency (s)",
+        "mean_prompt": "mean prompt tokens", "mean_output": "mean output tokens", "replicas": "replicas",
+        "rpm": "RPM at full load", "tpm": "TPM at full load", "rpm_ok": "RPM within the limit",
+        "tpm_ok": "TPM within the limit (-1 = unmeasured)", "input_per_output": "input per output token",
+        "cost_million": "cost per 1M output tokens", "cost_hour": "cost per hour",
+        "free": "candidate (no limits)", "fits": "candidate (within the limits)",
+        "sc_heading": f"Replicas, cost and rate limits (blank = not used; {_HEADROOM} of a limit is used)",
+        "sc_rpm": "RPM limit (requests per minute)", "sc_tpm": "TPM limit (tokens per minute)",
+        "sc_target_tps": "deployment target TPS (blank = the inverse's)",
+        "sc_price_in": "price per million input tokens", "sc_price_out": "price per million output tokens",
+        "sc_gpu_hour_price": "price per GPU-hour", "sc_gpus": "GPUs per replica",
+        "sc_bound": "limit-bound or server-bound", "sc_binding": "its binding rate limit", "sc_replicas": "replicas",
+        "sc_concurrency": "concurrency per replica", "sc_max_tokens": "max_tokens per replica",
+        "sc_model": "model per replica", "sc_cost_million": "cost per million output tokens",
+        "sc_cost_hour": "cost per hour of the deployment",
+    },
+}
+for _lang, _texts in CAPACITY_TEXTS.items():
+    assert not set(_texts) & set(TEXTS[_lang]), set(_texts) & set(TEXTS[_lang])
+    TEXTS[_lang].update(_texts)
 
 _Z = goodput._z(goodput.WILSON_CONFIDENCE)
 _Z2 = _Z ** 2
@@ -273,6 +378,23 @@ def answer_cell(key: str) -> str:
     return f"B{ANSWER_ROWS[key]}"
 
 
+def cap_setting(key: str) -> str:
+    return f"$B${CAP_SETTING_ROWS[key]}"
+
+
+def cap_answer_cell(key: str) -> str:
+    return f"B{CAP_ANSWER_ROWS[key]}"
+
+
+def capacity_input(key: str) -> str:
+    """The Summary's input cell of a capacity input (rpm, tpm, target_tps, prices, gpus)."""
+    return f"B{summary_sheet.SLO_CAPACITY_INPUT_ROWS[key]}"
+
+
+def capacity_output(key: str) -> str:
+    return f"B{summary_sheet.SLO_CAPACITY_OUTPUT_ROWS[key]}"
+
+
 def summary_input(key: str) -> str:
     """The Summary's input cell of an SLO input (ttft, tpot, e2el, attainment)."""
     return f"B{summary_sheet.SLO_INPUT_ROWS[key]}"
@@ -311,7 +433,8 @@ def request_formulas(layout: Layout, row: int) -> dict[str, str]:
 def experiment_formulas(layout: Layout, row: int, data_sizes: tuple[int, int, int]) -> dict[str, str]:
     _, _, n_req = data_sizes
     c = {key: f"${col}{row}" for key, col in EXP_COLS.items()}
-    req = {key: req_range(layout, key, n_req) for key in ("exp_no", "output_tokens", "good")}
+    req = {key: req_range(layout, key, n_req) for key in ("exp_no", "output_tokens", "good", "ok", "latency_s",
+                                                          "prompt_tokens")}
     count = setting("thresholds")
     match = f"MATCH({c['exp_id']},{layout.raw_range('exp_id')},0)"
     pos = c["position"]
@@ -334,6 +457,12 @@ def experiment_formulas(layout: Layout, row: int, data_sizes: tuple[int, int, in
         "high": f"=IF(ISNUMBER({att}),{_wilson(att, n, '+')},\"\")",
         "tps": f"=IF(AND({judged}=1,{c['wall_s']}>0),{c['output_tokens']}/{c['wall_s']},\"\")",
         "goodput": f"=IF(AND(ISNUMBER({c['good_tokens']}),{c['wall_s']}>0),{c['good_tokens']}/{c['wall_s']},\"\")",
+        # what capacity's traffic needs: every latency measured, the succeeded requests' prompts
+        "lat_sum": f"=SUMIFS({req['latency_s']},{req['exp_no']},{c['no']},{req['latency_s']},\">=0\")",
+        "lat_n": f"=COUNTIFS({req['exp_no']},{c['no']},{req['latency_s']},\">=0\")",
+        "prompt_sum": (f"=SUMIFS({req['prompt_tokens']},{req['exp_no']},{c['no']},{req['ok']},1,"
+                       f"{req['prompt_tokens']},\">=0\")"),
+        "prompt_n": f"=COUNTIFS({req['exp_no']},{c['no']},{req['ok']},1,{req['prompt_tokens']},\">=0\")",
     })
     return out
 
@@ -365,6 +494,47 @@ def cell_formulas(layout: Layout, row: int, data_sizes: tuple[int, int, int]) ->
         "meets": f"=IF(ISNUMBER({low}),IF({low}>={target},1,0),\"\")",
         "qualifies": (f"=IF(AND({c['meets']}=1,ISNUMBER({tps}),ISNUMBER({target_tps})),"
                       f"IF({tps}>={target_tps},1,0),0)"),
+        **_capacity_cell_formulas(c, exp, pooled),
+    }
+
+
+def _capacity_cell_formulas(c: Mapping[str, str], exp: Mapping[str, str], pooled: str) -> dict[str, str]:
+    """One configuration scaled to the deployment's target (capacity.option): replicas, traffic at
+    full load against the limits, cost; and whether it is a candidate without and within the limits."""
+    target = cap_setting("target_tps")
+    allowed_rpm, allowed_tpm = cap_setting("rpm_allowed"), cap_setting("tpm_allowed")
+    price_in, price_out = cap_setting("price_in"), cap_setting("price_out")
+    gpu_price, gpus = cap_setting("gpu_hour_price"), cap_setting("gpus")
+    att, tps, rep, lat = c["attainment"], c["tps"], c["replicas"], c["mean_latency"]
+    rpm, tpm, ipo, cost = c["rpm"], c["tpm"], c["input_per_output"], c["cost_million"]
+    ceil = f"-INT(-{target}/{tps})"  # capacity.replicas_for, float noise included
+    replicas = f"{ceil}-IF(AND({ceil}>1,({ceil}-1)*{tps}>={target}*(1-1E-12)),1,0)"
+    hour, million = repr(capacity._SECONDS_PER_HOUR), repr(capacity._PER_MILLION)
+    return {
+        **{key: f"=SUMIFS({exp[key]},{pooled})" for key in ("lat_sum", "lat_n", "prompt_sum", "prompt_n")},
+        "mean_latency": f"=IF({c['lat_n']}>0,{c['lat_sum']}/{c['lat_n']},\"\")",
+        "mean_prompt": f"=IF({c['prompt_n']}>0,{c['prompt_sum']}/{c['prompt_n']},\"\")",
+        "mean_output": f"=IF({c['requests']}>0,{c['output_tokens']}/{c['requests']},\"\")",
+        "replicas": (f"=IF(AND(ISNUMBER({att}),ISNUMBER({tps}),ISNUMBER({target})),"
+                     f"IF({tps}>0,{replicas},\"\"),\"\")"),
+        "rpm": (f"=IF(AND(ISNUMBER({rep}),ISNUMBER({lat})),IF({lat}>0,"
+                f"{rep}*{RATE_LIMIT_WINDOW_S!r}*{c['concurrency']}/{lat},\"\"),\"\")"),
+        "tpm": f"=IF(AND(ISNUMBER({rpm}),ISNUMBER({c['mean_prompt']})),{rpm}*({c['mean_prompt']}+{c['mean_output']}),\"\")",
+        "rpm_ok": (f"=IF(ISNUMBER({rep}),IF(ISNUMBER({allowed_rpm}),IF(ISNUMBER({rpm}),"
+                   f"IF({rpm}<={allowed_rpm},1,0),0),1),\"\")"),
+        "tpm_ok": (f"=IF(ISNUMBER({rep}),IF(ISNUMBER({allowed_tpm}),IF(ISNUMBER({tpm}),"
+                   f"IF({tpm}<={allowed_tpm},{TPM_WITHIN},{TPM_OVER}),{TPM_NOT_MEASURED}),{TPM_WITHIN}),\"\")"),
+        "input_per_output": (f"=IF(AND(ISNUMBER({c['mean_prompt']}),ISNUMBER({c['mean_output']})),"
+                             f"IF({c['mean_output']}>0,{c['mean_prompt']}/{c['mean_output']},\"\"),\"\")"),
+        "cost_million": (f"=IF(ISNUMBER({rep}),IF(ISNUMBER({price_out}),IF(ISNUMBER({ipo}),"
+                         f"{price_in}*{ipo}+{price_out},\"\"),IF(ISNUMBER({gpus}),"
+                         f"{gpus}*{gpu_price}/({tps}*{hour})*{million},\"\")),\"\")"),
+        "cost_hour": (f"=IF(ISNUMBER({rep}),IF(ISNUMBER({gpus}),{rep}*{gpus}*{gpu_price},"
+                      f"IF(ISNUMBER({cost}),{target}*{hour}/{million}*{cost},\"\")),\"\")"),
+        # a candidate meets the SLO and can be costed (token pricing needs the prompt tokens)
+        "free": (f"=IF(AND(ISNUMBER({rep}),{c['meets']}=1),IF(OR(NOT(ISNUMBER({price_out})),ISNUMBER({cost})),"
+                 f"{rep},\"\"),\"\")"),
+        "fits": f"=IF(ISNUMBER({c['free']}),IF(AND({c['rpm_ok']}=1,{c['tpm_ok']}={TPM_WITHIN}),{c['free']},\"\"),\"\")",
     }
 
 
@@ -397,6 +567,54 @@ def top_formulas(layout: Layout, data_sizes: tuple[int, int, int]) -> dict[str, 
         f"=IF({setting('thresholds')}=0,{_q(t['no_slo'])},IF({setting('requests')}=0,{_q(t['no_requests'])},"
         f"IF(NOT(ISNUMBER({setting('target_tps')})),{_q(t['no_target'])},IF({setting('levels')}>1,"
         f"{_q(t['levels_many'])},IF(ISNUMBER({slot}),{_q(t['found'])},{_q(t['none'])})))))")
+    out.update(_capacity_top_formulas(layout, cells))
+    return out
+
+
+def _nonnegative(ref: str) -> str:
+    return f"IF(ISNUMBER({ref}),{ref}>=0,FALSE)"
+
+
+def _capacity_top_formulas(layout: Layout, cells: Mapping[str, str]) -> dict[str, str]:
+    """The effective capacity inputs and the plan's answer (capacity.plan, minimise concurrency:
+    the fewest replicas, then the configurations table's order)."""
+    t = TEXTS[layout.lang]
+    summary = f"{layout.qtitle('summary')}!"
+    typed = {key: f"{summary}$B${row}" for key, row in summary_sheet.SLO_CAPACITY_INPUT_ROWS.items()}
+    out: dict[str, str] = {}
+    for key in ("rpm", "tpm"):
+        out[f"B{CAP_SETTING_ROWS[key]}"] = f"=IF(AND(ISNUMBER({typed[key]}),{typed[key]}>0),{typed[key]},\"\")"
+        out[f"B{CAP_SETTING_ROWS[key + '_allowed']}"] = (
+            f"=IF(ISNUMBER({cap_setting(key)}),{RATE_LIMIT_HEADROOM!r}*{cap_setting(key)},\"\")")
+    deploy = typed["target_tps"]
+    out[f"B{CAP_SETTING_ROWS['target_tps']}"] = (f"=IF(AND(ISNUMBER({deploy}),{deploy}>0),{deploy},"
+                                                 f"{setting('target_tps')})")
+    gpus = typed["gpus"]
+    tokens = f"AND({_nonnegative(typed['price_in'])},{_nonnegative(typed['price_out'])})"
+    gpu = f"AND({_nonnegative(typed['gpu_hour_price'])},IF(ISNUMBER({gpus}),AND({gpus}>=1,{gpus}=INT({gpus})),FALSE))"
+    for key, mine, other in (("price_in", tokens, gpu), ("price_out", tokens, gpu),
+                             ("gpu_hour_price", gpu, tokens), ("gpus", gpu, tokens)):
+        out[f"B{CAP_SETTING_ROWS[key]}"] = f"=IF(AND({mine},NOT({other})),{typed[key]},\"\")"
+    out[f"B{CAP_SETTING_ROWS['pricing']}"] = (f"=IF(AND({tokens},{gpu}),{_q(t['p_both'])},IF({tokens},"
+                                              f"{_q(t['p_tokens'])},IF({gpu},{_q(t['p_gpu'])},{_q(t['p_none'])})))")
+    ready = (f"AND({setting('thresholds')}>0,{setting('requests')}>0,ISNUMBER({cap_setting('target_tps')}),"
+             f"{setting('levels')}<=1)")
+    for key, column in (("slot_free", cells["free"]), ("slot", cells["fits"])):
+        out[cap_answer_cell(key)] = f"=IF(AND({ready},COUNT({column})>0),MATCH(MIN({column}),{column},0),\"\")"
+    slot, free = f"$B${CAP_ANSWER_ROWS['slot']}", f"$B${CAP_ANSWER_ROWS['slot_free']}"
+    for key in ("replicas", "model", "concurrency", "max_tokens", "tps", "rpm", "tpm", "cost_million", "cost_hour"):
+        value = f"INDEX({cells[key]},{slot})" + ('&""' if key == "model" else "")
+        out[cap_answer_cell(key)] = f"=IF(ISNUMBER({slot}),{value},\"\")"
+    out[cap_answer_cell("capacity_tps")] = (f"=IF(ISNUMBER({slot}),INDEX({cells['replicas']},{slot})*"
+                                            f"INDEX({cells['tps']},{slot}),\"\")")
+    limit, server = _q(capacity.LIMIT_BOUND), _q(capacity.SERVER_BOUND)
+    out[cap_answer_cell("bound")] = (f"=IF({ready},IF(ISNUMBER({free}),IF(ISNUMBER({slot}),IF({slot}={free},"
+                                     f"{server},{limit}),{limit}),{server}),\"\")")
+    rpm_ok, tpm_ok = f"INDEX({cells['rpm_ok']},{free})", f"INDEX({cells['tpm_ok']},{free})"
+    words = (f"IF({rpm_ok}=0,{_q(t['why_rpm_limit'])},\"\")&IF(AND({rpm_ok}=0,{tpm_ok}<>{TPM_WITHIN}),\"; \",\"\")"
+             f"&IF({tpm_ok}={TPM_OVER},{_q(t['why_tpm_limit'])},IF({tpm_ok}={TPM_NOT_MEASURED},"
+             f"{_q(t['why_tpm_unmeasured'])},\"\"))")
+    out[cap_answer_cell("binding")] = f"=IF($B${CAP_ANSWER_ROWS['bound']}={limit},{words},\"\")"
     return out
 
 
@@ -407,6 +625,16 @@ def summary_formulas(layout: Layout) -> dict[str, str]:
     for key in SUMMARY_OUTPUTS:
         ref = sheet + "$B$" + str(ANSWER_ROWS[key])
         out[summary_output(key)] = f"=IF({ref}&\"\"=\"\",\"\",{ref})"
+    return out
+
+
+def capacity_summary_formulas(layout: Layout) -> dict[str, str]:
+    """The Summary's capacity answer cells: each a reference to the SLO sheet's capacity answer."""
+    sheet = f"'{SHEET_TITLES[layout.lang]}'!"
+    out = {}
+    for key in CAPACITY_OUTPUTS:
+        ref = sheet + "$B$" + str(CAP_ANSWER_ROWS[key])
+        out[capacity_output(key)] = f"=IF({ref}&\"\"=\"\",\"\",{ref})"
     return out
 
 
@@ -468,13 +696,28 @@ def write_sheet(ws: Worksheet, layout: Layout, data: SloData | None = None) -> d
         ws[f"A{row}"] = t["attainment_a"] if key == "attainment" else t[key]
     ws[f"A{ANSWER_ROWS['status']}"].font = BOLD
     formats = {"attainment": "0.0%", "low": "0.0%", "high": "0.0%", "tps": "0.00", "goodput": "0.00",
-               "wall_s": "0.000"}
+               "wall_s": "0.000", "lat_sum": "0.000", "mean_latency": "0.000", "mean_prompt": "0.0",
+               "mean_output": "0.0", "rpm": "0", "tpm": "0", "input_per_output": "0.000", "cost_million": "0.00",
+               "cost_hour": "0.00"}
     for address, text in top_formulas(layout, sizes).items():
         key = next((k for k, r in ANSWER_ROWS.items() if address == f"B{r}"), "")
         _formula(ws, address, text, formats.get(key) if key != "attainment" else "0.0%")
     ws[f"B{SETTING_ROWS['attainment']}"].number_format = "0.0%"
     for key in ("status", "concurrency", "max_tokens"):
         ws[answer_cell(key)].fill = KEY_FILL
+    ws[f"A{CAP_SETTING_ROWS['rpm'] - 1}"] = t["cap_heading"]
+    ws[f"A{CAP_SETTING_ROWS['rpm'] - 1}"].font = BOLD
+    for key, row in CAP_SETTING_ROWS.items():
+        ws[f"A{row}"] = t[f"c_{key}"]
+    for key, row in CAP_ANSWER_ROWS.items():
+        ws[f"A{row}"] = t[f"a_{key}"]
+    ws[f"A{CAP_ANSWER_ROWS['bound']}"].font = BOLD
+    for key in ("tps", "capacity_tps", "cost_million", "cost_hour"):
+        ws[cap_answer_cell(key)].number_format = "0.00"
+    for key in ("rpm", "tpm"):
+        ws[cap_answer_cell(key)].number_format = "0"
+    for key in ("bound", "replicas"):
+        ws[cap_answer_cell(key)].fill = KEY_FILL
 
     headers = {**{key: t.get(key, key) for key in EXP_KEYS}, "requests": t["requests_c"],
                "attainment": t["attainment_a"]}
@@ -519,9 +762,13 @@ def _header_cell(ws: Worksheet, address: str, text: str, font: Any, fill: Any) -
     ws[address].fill = fill
 
 
-def write_summary_block(ws: Worksheet, layout: Layout, typed: Mapping[str, Any] | None = None) -> None:
-    """The Summary's SLO block: the inputs (styled as inputs) and the answer's references."""
-    from scm_xl.workbook.styles import BOLD, FORMULA_FILL, INPUT_FILL, KEY_FILL, write_value
+def write_summary_block(ws: Worksheet, layout: Layout, typed: Mapping[str, Any] | None = None,
+                        capacity_typed: Mapping[str, Any] | None = None) -> None:
+    """The Summary's SLO block: the inputs (styled as inputs, unlocked) and the answer's
+    references; under it the same for replicas, cost and rate limits."""
+    from scm_xl.workbook.styles import (
+        BOLD, DEFAULT_FONT_SIZE, FORMULA_FILL, INPUT_FILL, KEY_FILL, fit_row, wrapped_lines, write_value,
+    )
 
     t = TEXTS[layout.lang]
     ws[f"A{summary_sheet.SLO_FIRST}"] = t["s_heading"]
@@ -541,6 +788,32 @@ def write_summary_block(ws: Worksheet, layout: Layout, typed: Mapping[str, Any] 
         ws[address].fill = KEY_FILL if key in ("status", "concurrency") else FORMULA_FILL
         if key in formats:
             ws[address].number_format = formats[key]
+    # replicas, cost and rate limits
+    ws[f"A{summary_sheet.SLO_CAPACITY_FIRST}"] = t["sc_heading"]
+    ws[f"A{summary_sheet.SLO_CAPACITY_FIRST}"].font = BOLD
+    for key in CAPACITY_INPUTS:
+        ws[f"A{summary_sheet.SLO_CAPACITY_INPUT_ROWS[key]}"] = t[f"sc_{key}"]
+        cell = ws[capacity_input(key)]
+        write_value(cell, (capacity_typed or {}).get(key))
+        cell.fill = INPUT_FILL
+    cap_formats = {"cost_million": "0.00", "cost_hour": "0.00"}
+    for key, (address, text) in zip(CAPACITY_OUTPUTS, capacity_summary_formulas(layout).items()):
+        ws[f"A{summary_sheet.SLO_CAPACITY_OUTPUT_ROWS[key]}"] = t[f"sc_{key}"]
+        ws[address] = text
+        ws[address].fill = KEY_FILL if key in ("bound", "replicas") else FORMULA_FILL
+        if key in cap_formats:
+            ws[address].number_format = cap_formats[key]
+    # a label longer than column A (as summary_sheet.write_sheet made it) wraps within it, not cut off
+    width = float(ws.column_dimensions["A"].width)
+    for row in (*summary_sheet.SLO_INPUT_ROWS.values(), *summary_sheet.SLO_OUTPUT_ROWS.values(),
+                *summary_sheet.SLO_CAPACITY_INPUT_ROWS.values(), *summary_sheet.SLO_CAPACITY_OUTPUT_ROWS.values()):
+        label = str(ws[f"A{row}"].value or "")
+        if wrapped_lines(label, width) > 1:
+            ws[f"A{row}"].alignment = Alignment(wrap_text=True)
+            fit_row(ws, row, [(label, width, DEFAULT_FONT_SIZE)])
+    # typeable when the sheet is protected
+    for address in [summary_input(key) for key in SLO_INPUTS] + [capacity_input(key) for key in CAPACITY_INPUTS]:
+        ws[address].protection = Protection(locked=False)
 
 
 def set_inputs(wb: Any, layout: Layout, typed: Mapping[str, Any]) -> None:
@@ -551,6 +824,33 @@ def set_inputs(wb: Any, layout: Layout, typed: Mapping[str, Any]) -> None:
     for key in SLO_INPUTS:
         if key in typed:
             write_value(ws[summary_input(key)], typed[key])
+
+
+def set_capacity_inputs(wb: Any, layout: Layout, typed: Mapping[str, Any]) -> None:
+    """Type the capacity inputs on the Summary (keys of CAPACITY_INPUTS; None leaves a cell blank)."""
+    from scm_xl.workbook.styles import write_value
+
+    ws = wb[layout.title("summary")]
+    for key in CAPACITY_INPUTS:
+        if key in typed:
+            write_value(ws[capacity_input(key)], typed[key])
+
+
+def capacity_inputs(*, rpm: float | None = None, tpm: float | None = None,
+                    pricing: capacity.Pricing | None = None, target_tps: float | None = None) -> dict[str, Any]:
+    """What `fill --rpm --tpm --price-in --price-out --gpu-hour-price --gpus` types on the Summary:
+    each limit given; a pricing replaces both modes' cells (the other mode's left blank)."""
+    out: dict[str, Any] = {}
+    if rpm is not None:
+        out["rpm"] = rpm
+    if tpm is not None:
+        out["tpm"] = tpm
+    if target_tps is not None:
+        out["target_tps"] = target_tps
+    if pricing is not None:
+        out.update(price_in=pricing.price_in, price_out=pricing.price_out, gpu_hour_price=pricing.gpu_hour_price,
+                   gpus=pricing.gpus)
+    return out
 
 
 def slo_inputs(slo: Slo) -> dict[str, Any]:
@@ -578,6 +878,14 @@ def read_typed(wb: Any, layout: Layout) -> dict[str, Any]:
         return {"ttft": None, "tpot": None, "e2el": None, "attainment": DEFAULT_ATTAINMENT}
     ws = wb[layout.title("summary")]
     return {key: _blank_none(ws[summary_input(key)].value) for key in SLO_INPUTS}
+
+
+def read_capacity(wb: Any, layout: Layout) -> dict[str, Any]:
+    """The Summary's capacity inputs as typed (a workbook without the SLO sheets: none)."""
+    if not present(wb, layout):
+        return {}
+    ws = wb[layout.title("summary")]
+    return {key: _blank_none(ws[capacity_input(key)].value) for key in CAPACITY_INPUTS}
 
 
 def _blank_none(value: Any) -> Any:
@@ -655,9 +963,11 @@ def effective(typed: Mapping[str, Any]) -> tuple[dict[str, float | None], float]
 
 
 def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
-                    rows: Sequence[tuple[int, Any]], target_tps: Any) -> dict[tuple[str, str], CellValue]:
+                    rows: Sequence[tuple[int, Any]], target_tps: Any,
+                    capacity_typed: Mapping[str, Any] | None = None) -> dict[tuple[str, str], CellValue]:
     """Every formula cell of the SLO sheet, the requests sheet and the Summary's SLO block, from
-    goodput's counts over the records, the raw rows ((sheet row, ResultRow)) and the typed inputs."""
+    goodput's counts over the records, the raw rows ((sheet row, ResultRow)) and the typed inputs;
+    replicas, cost and rate limits from scm_xl.capacity (option and plan) on the pooled tallies."""
     out: dict[tuple[str, str], CellValue] = {}
     title, req_title = SHEET_TITLES[layout.lang], REQUESTS_TITLES[layout.lang]
     t = TEXTS[layout.lang]
@@ -684,12 +994,15 @@ def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
         found.setdefault(result.exp_id.casefold(), (sheet_row - layout.raw_first + 1, result))
     pooled: dict[int, Tally] = {}
     counted: dict[int, tuple[int, int, int, float]] = {}  # cell -> experiments, requests, output tokens, wall
+    traffic: dict[int, tuple[float, float, float, float]] = {}  # cell -> latency sum and count, prompt sum, count
     for i, (exp_id, cell_no) in enumerate(data.experiments):
         row, no = FIRST + i, i + 1
         mine = by_exp.get(no, [])
         values: dict[str, CellValue] = {key: None for key in EXP_KEYS if key not in EXP_INPUT_KEYS}
         tokens = sum(s.output_tokens for s in mine)
         values.update(requests=float(len(mine)), output_tokens=float(tokens), judged=0.0)
+        sums = _traffic_sums(mine)
+        values.update(zip(("lat_sum", "lat_n", "prompt_sum", "prompt_n"), sums))
         hit = found.get(exp_id.casefold())
         if hit is not None:
             position, result = hit
@@ -705,6 +1018,8 @@ def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
                 values["tps"] = tokens / wall if wall > 0 else None
                 experiments, requests, out_tokens, walls = counted.get(cell_no, (0, 0, 0, 0.0))
                 counted[cell_no] = (experiments + 1, requests + len(mine), out_tokens + tokens, walls + wall)
+                before = traffic.get(cell_no, (0.0, 0.0, 0.0, 0.0))
+                traffic[cell_no] = tuple(a + b for a, b in zip(before, sums))  # type: ignore[assignment]
                 if slo is not None:
                     tally = goodput.tally(mine, slo, wall)
                     pooled[cell_no] = pooled[cell_no] + tally if cell_no in pooled else tally
@@ -718,6 +1033,7 @@ def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
     # per configuration
     codes: list[int] = []
     qualifying: list[int] = []
+    slo_cells: dict[int, goodput.SloCell] = {}  # configuration -> its pooled tally, for capacity
     for i, cell in enumerate(data.cells):
         row, no = FIRST + i, i + 1
         code = cell[3] if cell[3] is not None else -1
@@ -730,12 +1046,22 @@ def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
         codes.append(code)
         if experiments and walls > 0:
             values["tps"] = out_tokens / walls
+        lat_sum, lat_n, prompt_sum, prompt_n = traffic.get(no, (0.0, 0.0, 0.0, 0.0))
+        values.update(lat_sum=lat_sum, lat_n=lat_n, prompt_sum=prompt_sum, prompt_n=prompt_n,
+                      mean_latency=lat_sum / lat_n if lat_n > 0 else None,
+                      mean_prompt=prompt_sum / prompt_n if prompt_n > 0 else None,
+                      mean_output=out_tokens / requests if requests > 0 else None)
         if slo is not None:
             values.update(good=float(pooled_tally.good if pooled_tally else 0),
                           good_tokens=float(pooled_tally.good_output_tokens if pooled_tally else 0))
             if pooled_tally is not None and pooled_tally.requests > 0:
                 low, high = pooled_tally.interval
                 meets = low >= slo.attainment
+                if walls > 0:
+                    slo_cells[no] = goodput.SloCell(
+                        model=cell[0], concurrency=cell[1], max_tokens=cell[2], prompt_level=cell[3], exp_ids=(),
+                        tally=pooled_tally, meets=meets, rejected_by=() if meets else (
+                            (pooled_tally.binding,) if pooled_tally.binding else (goodput.SAMPLE_SIZE,)))
                 values.update(attainment=pooled_tally.attainment, low=low, high=high, meets=1.0 if meets else 0.0,
                               goodput=pooled_tally.goodput_tps if walls > 0 else None)
                 tps = values["tps"]
@@ -745,8 +1071,37 @@ def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
         for key, value in values.items():
             out[(title, f"{CELL_COLS[key]}{row}")] = value
 
-    # settings and the answer
+    # replicas, cost and rate limits, per configuration
     levels = len(set(codes))
+    plan_in = capacity_settings(capacity_typed or {}, target)
+    cap_target, pricing, limits = plan_in.target_tps, plan_in.pricing, plan_in.limits
+    candidates: dict[int, goodput.SloCell] = {}
+    for i in range(len(data.cells)):
+        no, row = i + 1, FIRST + i
+        cap: dict[str, CellValue] = dict.fromkeys(CAP_CELL_KEYS)
+        slo_cell = slo_cells.get(no)
+        if slo_cell is not None and cap_target is not None and slo_cell.tally.tps > 0:
+            candidates[no] = slo_cell
+            free = capacity.option(slo_cell, cap_target, pricing)
+            limited = capacity.option(slo_cell, cap_target, pricing, limits)
+            why = limited.rejected_by
+            cap.update(replicas=float(limited.replicas), rpm=limited.rpm, tpm=limited.tpm,
+                       input_per_output=limited.input_per_output, cost_million=limited.cost_per_million_output,
+                       cost_hour=limited.cost_per_hour, rpm_ok=0.0 if RPM_LIMIT in why else 1.0,
+                       tpm_ok=float(TPM_OVER if TPM_LIMIT in why else TPM_NOT_MEASURED if TPM_UNMEASURED in why
+                                    else TPM_WITHIN),
+                       free=None if free.rejected_by else float(free.replicas),
+                       fits=None if why else float(limited.replicas))
+        else:
+            # input tokens per output token are the traffic's, SLO or not (the sheet shows them for every
+            # configuration with requests)
+            prompt, output = (out.get((title, f"{CELL_COLS[key]}{row}")) for key in ("mean_prompt", "mean_output"))
+            if isinstance(prompt, float) and isinstance(output, float) and output > 0:
+                cap["input_per_output"] = prompt / output
+        for key, value in cap.items():
+            out[(title, f"{CELL_COLS[key]}{row}")] = value
+
+    # settings and the answer
     for key in ("ttft", "tpot", "e2el"):
         out[(title, f"B{SETTING_ROWS[key]}")] = thresholds[key]
     out[(title, f"B{SETTING_ROWS['attainment']}")] = attainment
@@ -769,7 +1124,105 @@ def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
     for key in SUMMARY_OUTPUTS:
         value = answer[key]
         out[(summary, summary_output(key))] = None if value is None or value == "" else value
+
+    # the capacity settings and the plan's answer
+    for key, value in plan_in.cells(t).items():
+        out[(title, f"B{CAP_SETTING_ROWS[key]}")] = value
+    plan_answer: dict[str, CellValue] = dict.fromkeys(CAP_ANSWER_KEYS)
+    if count and data.records and cap_target is not None and levels <= 1:
+        assert slo is not None
+        plan = capacity.plan(list(candidates.values()), cap_target, slo, pricing=pricing, limits=limits)
+        slot_of = {id(cell): no for no, cell in candidates.items()}
+        plan_answer["bound"] = plan.bound
+        if plan.unlimited is not None:
+            plan_answer["slot_free"] = float(slot_of[id(plan.unlimited.cell)])
+        if plan.chosen is not None:
+            chosen, row = plan.chosen, FIRST + slot_of[id(plan.chosen.cell)] - 1
+            c = chosen.cell
+            plan_answer.update(slot=float(slot_of[id(c)]), replicas=float(chosen.replicas), model=c.model,
+                               concurrency=float(c.concurrency), max_tokens=float(c.max_tokens),
+                               tps=out[(title, f"{CELL_COLS['tps']}{row}")], capacity_tps=chosen.capacity_tps,
+                               rpm=chosen.rpm, tpm=chosen.tpm, cost_million=chosen.cost_per_million_output,
+                               cost_hour=chosen.cost_per_hour)
+        if plan.bound == capacity.LIMIT_BOUND:
+            plan_answer["binding"] = "; ".join(t[f"why_{reason}"] for reason in plan.binding)
+    for key in CAP_ANSWER_KEYS:
+        out[(title, cap_answer_cell(key))] = plan_answer[key]
+    for key in CAPACITY_OUTPUTS:
+        value = plan_answer[key]
+        out[(summary, capacity_output(key))] = None if value is None or value == "" else value
     return out
+
+
+CAP_CELL_KEYS = ("replicas", "rpm", "tpm", "rpm_ok", "tpm_ok", "input_per_output", "cost_million", "cost_hour",
+                 "free", "fits")
+
+
+def _traffic_sums(samples: Sequence[RequestSample]) -> tuple[float, float, float, float]:
+    """(latency sum, requests with a latency, prompt tokens, succeeded requests with prompt tokens)."""
+    latencies = [s.latency_s for s in samples if s.latency_s is not None and s.latency_s >= 0]
+    prompts = [s.prompt_tokens for s in samples if s.succeeded and s.prompt_tokens is not None and s.prompt_tokens >= 0]
+    return float(sum(latencies)), float(len(latencies)), float(sum(prompts)), float(len(prompts))
+
+
+@dataclass(frozen=True)
+class CapacitySettings:
+    """The capacity inputs as the SLO sheet takes them (its effective-value cells)."""
+
+    rpm: float | None
+    tpm: float | None
+    target_tps: float | None
+    tokens: bool  # both token prices are numbers >= 0
+    gpu: bool  # a GPU-hour price >= 0 and a whole number of GPUs >= 1
+    typed: Mapping[str, Any]
+
+    @property
+    def pricing(self) -> capacity.Pricing | None:
+        """The one pricing given (both given: none, as the sheet says)."""
+        if self.tokens and not self.gpu:
+            return capacity.Pricing(price_in=_float(self.typed["price_in"]), price_out=_float(self.typed["price_out"]))
+        if self.gpu and not self.tokens:
+            gpus = _float(self.typed["gpus"])
+            assert gpus is not None
+            return capacity.Pricing(gpu_hour_price=_float(self.typed["gpu_hour_price"]), gpus=int(gpus))
+        return None
+
+    @property
+    def limits(self) -> capacity.RateLimits | None:
+        return capacity.RateLimits(rpm=self.rpm, tpm=self.tpm) if self.rpm or self.tpm else None
+
+    def cells(self, t: Mapping[str, str]) -> dict[str, CellValue]:
+        """The effective-value cells (CAP_SETTING_KEYS)."""
+        limits = self.limits
+        pricing = self.pricing
+        label = t["p_both"] if self.tokens and self.gpu else t["p_tokens"] if self.tokens else \
+            t["p_gpu"] if self.gpu else t["p_none"]
+        return {"rpm": self.rpm, "tpm": self.tpm,
+                "rpm_allowed": None if limits is None or limits.rpm is None else limits.headroom * limits.rpm,
+                "tpm_allowed": None if limits is None or limits.tpm is None else limits.headroom * limits.tpm,
+                "target_tps": self.target_tps,
+                "price_in": pricing.price_in if pricing else None, "price_out": pricing.price_out if pricing else None,
+                "gpu_hour_price": pricing.gpu_hour_price if pricing else None,
+                "gpus": float(pricing.gpus) if pricing and pricing.gpus is not None else None, "pricing": label}
+
+
+def capacity_settings(typed: Mapping[str, Any], derivation_target: float | None) -> CapacitySettings:
+    """The effective capacity inputs: a limit is a positive number (else none), the deployment's
+    target a positive number (else the Derivation's target TPS), a price a number >= 0."""
+    def positive(key: str) -> float | None:
+        value = _float(typed.get(key))
+        return value if value is not None and value > 0 else None
+
+    def nonnegative(key: str) -> bool:
+        value = _float(typed.get(key))
+        return value is not None and value >= 0
+
+    gpus = _float(typed.get("gpus"))
+    full = {key: typed.get(key) for key in CAPACITY_INPUTS}
+    return CapacitySettings(
+        rpm=positive("rpm"), tpm=positive("tpm"), target_tps=positive("target_tps") or derivation_target,
+        tokens=nonnegative("price_in") and nonnegative("price_out"),
+        gpu=nonnegative("gpu_hour_price") and gpus is not None and gpus >= 1 and gpus.is_integer(), typed=full)
 
 
 __all__ = [

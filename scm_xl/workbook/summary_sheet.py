@@ -4,6 +4,11 @@ Every figure here is a reference to the cell that computes it elsewhere (a defin
 name or a calibration-table cell), so the summary holds no arithmetic of its own; its
 expected values are those of the cells it points at. The charts beside the figures, and
 the chart-data sheet behind them, are scm_xl.workbook.charts'.
+
+The inputs a person changes (the forward and inverse questions and the method) are typed
+here and nowhere else (`INPUTS`): yellow, unlocked cells with data validation, which the
+derivation and calibration sheets read. Every other cell is locked and the sheet protected
+(`scm_xl.workbook.protection`), so typing over a formula is refused by the program itself.
 """
 
 from __future__ import annotations
@@ -16,15 +21,17 @@ from typing import TYPE_CHECKING, cast
 from openpyxl import Workbook
 from openpyxl.formatting.rule import CellIsRule
 from openpyxl.styles import Alignment, Font, PatternFill
+from openpyxl.worksheet.datavalidation import DataValidation
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.base import CellError, CellValue
 from scm_xl.model import RowCheck, RowLike
 from scm_xl.workbook import charts
+from scm_xl.rules import DEFAULT_FORWARD, DEFAULT_METHOD, DEFAULT_TARGET, METHODS
 from scm_xl.workbook.layout import CONCURRENCY_TABLE, LENGTH_TABLE, MODEL_TABLE, Column, Layout
 from scm_xl.workbook.styles import (
-    BIG_FONT, BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, NOTE_FONT, TITLE_FONT, VERDICT_COLOURS,
-    DEFAULT_FONT_SIZE, fit_row, row_height, wrapped_lines,
+    BIG_FONT, BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT,
+    VERDICT_COLOURS, DEFAULT_FONT_SIZE, fit_row, row_height, wrapped_lines, write_value,
 )
 
 if TYPE_CHECKING:
@@ -50,12 +57,12 @@ TEXTS = {
         "loo_mape": "留一法（最小二乘）MAPE %",
         "loo_verdict": "留一法判定",
         "base_tps": "BaseTPS",
-        "method": "推导所用方法",
+        "method": "推导所用方法（chain = 链式；lsq = 最小二乘）",
         "knee": "拐点：吞吐在此并发附近不再增长（延迟模型）",
         "forward": "正向：给定配置 → TPS",
         "concurrency": "并发数",
         "max_tokens": "max_tokens",
-        "model": "模型",
+        "model": "模型（空 = 基准模型，生效值在C列）",
         "prompt_tokens": "提示长度 Token（空 = 基准档位）",
         "forward_tps": "预测 TPS",
         "inverse": "反向：目标 TPS → 推荐并发",
@@ -66,6 +73,8 @@ TEXTS = {
         "best_tps": "可达最高 TPS",
         "coefficients": "系数一览",
         "na": "n/a",
+        "hint": "请在黄色单元格（B列）输入；其余单元格是公式，已锁定（工作表保护，无密码）。",
+        "type_in": "请在 {where} 输入{what}",
     },
     "en": {
         "title": "SCM calibration at a glance: TPS = BaseTPS × f(concurrency) × K_len(max_tokens) × K_in(prompt) ÷ "
@@ -83,12 +92,12 @@ TEXTS = {
         "loo_mape": "hold-out (least squares, leave-one-out) MAPE %",
         "loo_verdict": "hold-out verdict",
         "base_tps": "BaseTPS",
-        "method": "method of the answers",
+        "method": "method of the answers (chain or lsq)",
         "knee": "knee: throughput stops growing near concurrency (latency model)",
         "forward": "Forward: configuration → TPS",
         "concurrency": "concurrency",
         "max_tokens": "max_tokens",
-        "model": "model",
+        "model": "model (blank = the base model, in C)",
         "prompt_tokens": "prompt tokens (blank = the base level)",
         "forward_tps": "predicted TPS",
         "inverse": "Inverse: target TPS → recommended concurrency",
@@ -99,7 +108,23 @@ TEXTS = {
         "best_tps": "best reachable TPS",
         "coefficients": "Coefficients at a glance",
         "na": "n/a",
+        "hint": "Type in the yellow cells (column B); every other cell is a formula, locked (sheet protection, no "
+                "password).",
+        "type_in": "type the {what} in {where}",
     },
+}
+
+# What each input is called in verify's "type the ... in ..." (by input key, see INPUTS).
+INPUT_NAMES = {
+    "zh": {"forward.concurrency": "正向并发数", "forward.max_tokens": "正向 max_tokens", "forward.model": "正向模型",
+           "forward.prompt_tokens": "正向提示长度 Token", "inverse.target_tps": "目标 TPS",
+           "inverse.max_tokens": "反向 max_tokens", "inverse.model": "反向模型", "inverse.max_latency": "P95 延迟上限",
+           "inverse.prompt_tokens": "反向提示长度 Token", "method": "方法"},
+    "en": {"forward.concurrency": "forward concurrency", "forward.max_tokens": "forward max_tokens",
+           "forward.model": "forward model", "forward.prompt_tokens": "forward prompt tokens",
+           "inverse.target_tps": "target TPS", "inverse.max_tokens": "inverse max_tokens",
+           "inverse.model": "inverse model", "inverse.max_latency": "P95 latency limit",
+           "inverse.prompt_tokens": "inverse prompt tokens", "method": "method"},
 }
 
 
@@ -146,7 +171,14 @@ SLO_FIRST = INVERSE_FIRST + len(INVERSE) + 2  # heading
 SLO_INPUT_ROWS = {key: SLO_FIRST + 1 + i for i, key in enumerate(("ttft", "tpot", "e2el", "attainment"))}
 SLO_OUTPUT_ROWS = {key: SLO_FIRST + 1 + len(SLO_INPUT_ROWS) + i for i, key in enumerate(
     ("status", "concurrency", "max_tokens", "model", "attainment", "low", "tps", "goodput"))}
-COEF_FIRST = SLO_FIRST + len(SLO_INPUT_ROWS) + len(SLO_OUTPUT_ROWS) + 2  # heading; the tables' headers one row below
+# Under it, replicas, cost and rate limits (slo_sheet writes them too): a heading, inputs, answer.
+SLO_CAPACITY_FIRST = SLO_FIRST + 1 + len(SLO_INPUT_ROWS) + len(SLO_OUTPUT_ROWS)
+SLO_CAPACITY_INPUT_ROWS = {key: SLO_CAPACITY_FIRST + 1 + i for i, key in enumerate(
+    ("rpm", "tpm", "target_tps", "price_in", "price_out", "gpu_hour_price", "gpus"))}
+SLO_CAPACITY_OUTPUT_ROWS = {key: SLO_CAPACITY_FIRST + 1 + len(SLO_CAPACITY_INPUT_ROWS) + i for i, key in enumerate(
+    ("bound", "binding", "replicas", "concurrency", "max_tokens", "model", "cost_million", "cost_hour"))}
+SLO_LAST = max(SLO_CAPACITY_OUTPUT_ROWS.values())
+COEF_FIRST = SLO_LAST + 2  # heading; the tables' headers one row below
 COEF_TABLES: tuple[tuple[str, tuple[Column, ...], str, str], ...] = (
     # (name, calibration table, level column, value column)
     ("f(c)", CONCURRENCY_TABLE, "level", "f"),
@@ -154,6 +186,80 @@ COEF_TABLES: tuple[tuple[str, tuple[Column, ...], str, str], ...] = (
     ("C_model", MODEL_TABLE, "name", "c"),
 )
 CHART_ANCHOR_COL = "H"
+HINT_ROW = 2  # the one line that says where to type
+
+# The inputs a person types, each in one Summary cell (column B of its row): the forward and
+# inverse questions and the method. The derivation and calibration sheets read these cells.
+FORWARD_INPUTS = ("concurrency", "max_tokens", "model", "prompt_tokens")
+INVERSE_INPUTS = ("target_tps", "max_tokens", "model", "max_latency", "prompt_tokens")
+INPUTS: dict[str, str] = {
+    **{f"forward.{key}": f"B{FORWARD_ROWS[key]}" for key in FORWARD_INPUTS},
+    **{f"inverse.{key}": f"B{INVERSE_ROWS[key]}" for key in INVERSE_INPUTS},
+    "method": f"B{ROWS['method']}",
+}
+# What a new workbook's inputs hold (blank: the input's own default, see the derivation sheet).
+INPUT_DEFAULTS: dict[str, object] = {
+    "forward.concurrency": DEFAULT_FORWARD["concurrency"], "forward.max_tokens": DEFAULT_FORWARD["max_tokens"],
+    "inverse.target_tps": DEFAULT_TARGET["tps"], "inverse.max_tokens": DEFAULT_TARGET["max_tokens"],
+    "method": DEFAULT_METHOD,
+}
+# Beside an input, in column C: the value it takes effect as (a blank model is the base model).
+EFFECTIVE_COL = "C"
+
+
+def input_ref(layout: Layout, key: str) -> str:
+    """An input's Summary cell as a formula reference ('Summary'!$B$16)."""
+    address = INPUTS[key]
+    return f"{layout.qtitle('summary')}!${address[0]}${address[1:]}"
+
+
+# What another sheet reads for a blank input: "" (its formulas' "blank = default" rules test
+# ISNUMBER or `&""`), but 0 for the target TPS, which is compared with numbers (a blank cell
+# compared as 0 there before the inputs moved to the Summary: every measured level meets it).
+BLANK_AS = {"inverse.target_tps": 0.0}
+
+
+def mirror(layout: Layout, key: str) -> str:
+    """The formula with which another sheet reads an input: the typed value, BLANK_AS (else "")
+    when blank (`cell&""`: IronCalc takes an empty cell as unequal to "")."""
+    ref = input_ref(layout, key)
+    blank = f"{BLANK_AS[key]:g}" if key in BLANK_AS else '""'
+    return f"=IF({ref}&\"\"=\"\",{blank},{ref})"
+
+
+def typed_over_hint(layout: Layout, sheet: str, cell: str) -> str:
+    """Where a person who typed over formula cell `sheet`!`cell` should type instead: the input
+    the cell reads or answers for ("type the target TPS in 'Summary'!B27"), or "" (not an
+    answer of the Summary's questions)."""
+    row = int("".join(ch for ch in cell if ch.isdigit()) or 0)
+    col = "".join(ch for ch in cell if ch.isalpha())
+    key = ""
+    if sheet == layout.title("derivation"):
+        fw, inv = layout.forward_rows, layout.inverse_rows
+        mirrors = {**{fw[k]: f"forward.{k}" for k in FORWARD_INPUTS}, **{inv[k]: f"inverse.{k}" for k in INVERSE_INPUTS}}
+        if col == "B" and row in mirrors:
+            key = mirrors[row]
+        elif min(fw.values()) <= row <= max(fw.values()):
+            key = "forward.concurrency"
+        elif row >= min(inv.values()):
+            key = "inverse.target_tps"
+    elif sheet == layout.title("calibration") and cell == f"B{layout.settings_rows['method']}":
+        key = "method"
+    elif sheet == layout.title("summary"):
+        if row == ROWS["method"]:
+            key = "method"
+        elif row in FORWARD_ROWS.values():
+            key = "forward.concurrency"
+        elif row in INVERSE_ROWS.values():
+            key = "inverse.target_tps"
+    return input_hint(layout, key) if key else ""
+
+
+def input_hint(layout: Layout, key: str) -> str:
+    """"type the target TPS in 'Summary'!B16": where verify sends a person who typed over a formula."""
+    t = TEXTS[layout.lang]
+    return t["type_in"].format(what=INPUT_NAMES[layout.lang][key],
+                               where=f"'{layout.title('summary')}'!{INPUTS[key]}")
 
 
 def colour_verdict(ws: Worksheet, address: str) -> None:
@@ -198,17 +304,22 @@ def formulas(layout: Layout, fx: Formulas) -> dict[str, tuple[str, str | None]]:
         "physics_rows": f"COUNTIF({calc('physics')},\">0\")",
     }
     for figure in FIGURES:
+        if figure.key == "method":  # typed here; the effective method beside it
+            out[f"{EFFECTIVE_COL}{ROWS[figure.key]}"] = (f"={layout.name_ref(figure.source)}", None)
+            continue
         ref = layout.name_ref(figure.source) if figure.source in layout.defined_names() else figure.source
         ref = ref or sources[figure.key]
         text = f"=IF(ISNUMBER({ref}),{ref},{na})" if figure.na_when_blank else f"={ref}"
         out[f"B{ROWS[figure.key]}"] = (text, figure.number_format)
-    for block, rows in ((FORWARD, FORWARD_ROWS), (INVERSE, INVERSE_ROWS)):
+    for block, rows, typed in ((FORWARD, FORWARD_ROWS, FORWARD_INPUTS), (INVERSE, INVERSE_ROWS, INVERSE_INPUTS)):
         for key, (name, number_format) in block.items():
-            if key == "model":
+            if key == "model":  # the effective model (blank: the base model) beside the typed one
                 source_row = layout.forward_rows["model"] if block is FORWARD else layout.inverse_rows["model"]
                 ref = f"{layout.qtitle('derivation')}!$D${source_row}"
-            else:
-                ref = layout.name_ref(name)
+                out[f"{EFFECTIVE_COL}{rows[key]}"] = (f"=IF({ref}&\"\"=\"\",\"\",{ref})", None)
+            if key in typed:
+                continue
+            ref = layout.name_ref(name)
             out[f"B{rows[key]}"] = (f"=IF({ref}&\"\"=\"\",\"\",{ref})", number_format)
     for address, source, number_format in _coef_cells(layout):
         ref = f"{layout.qtitle('calibration')}!{source}"
@@ -232,6 +343,9 @@ def write_sheet(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     ws[f"A{INVERSE_FIRST}"].font = BOLD
     for key, row in INVERSE_ROWS.items():
         ws[f"A{row}"] = t[key]
+    ws[f"A{HINT_ROW}"] = t["hint"]
+    ws[f"A{HINT_ROW}"].font = NOTE_FONT
+    write_inputs(ws, layout)
     ws[f"A{COEF_FIRST}"] = t["coefficients"]
     ws[f"A{COEF_FIRST}"].font = BOLD
     for i, (name, _, _, _) in enumerate(COEF_TABLES):
@@ -270,7 +384,54 @@ def write_sheet(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     for col in "CDEF":
         ws.column_dimensions[col].width = 14
     last = COEF_FIRST + 1 + max(layout.c_slots, layout.l_slots, layout.m_slots)
-    ws.print_area = f"A1:V{max(last, charts.LAST_ROW)}"
+    ws.print_area = f"A1:V{last}"  # the charts extend it to the last one drawn (charts.cover)
+    ws.page_setup.fitToHeight = 1  # the answer and its charts on one page (build.print_setup keeps it)
+
+
+def write_inputs(ws: Worksheet, layout: Layout) -> None:
+    """The input cells: yellow, unlocked (the sheet is protected), a new workbook's defaults,
+    and data validation (lists for model, max_tokens and method; numbers for the rest)."""
+    from openpyxl.styles import Protection
+
+    for key, address in INPUTS.items():
+        cell = ws[address]
+        write_value(cell, INPUT_DEFAULTS.get(key))
+        cell.fill = INPUT_FILL
+        cell.protection = Protection(locked=False)
+
+    def add(validation: DataValidation, *keys: str) -> None:
+        ws.add_data_validation(validation)
+        for key in keys:
+            validation.add(INPUTS[key])
+
+    lo = layout
+    # a model or max_tokens not measured yet is allowed after a warning: the answer then says
+    # which coefficient is missing
+    add(DataValidation(type="list", formula1=lo.seen_models_range("name"), allow_blank=True,
+                       showErrorMessage=True, errorStyle="warning",
+                       error="not a model of the data (blank = the base model)"),
+        "forward.model", "inverse.model")
+    add(DataValidation(type="list", formula1=lo.l_table_range("level"), allow_blank=True,
+                       showErrorMessage=True, errorStyle="warning", error="not a calibrated max_tokens level"),
+        "forward.max_tokens", "inverse.max_tokens")
+    add(DataValidation(type="list", formula1='"' + ",".join(METHODS) + '"', allow_blank=True,
+                       showErrorMessage=True, error=" or ".join(METHODS)), "method")
+    add(DataValidation(type="whole", operator="greaterThanOrEqual", formula1="0", allow_blank=True,
+                       showErrorMessage=True, error="a whole number ≥ 0"), "forward.concurrency")
+    add(DataValidation(type="decimal", operator="greaterThanOrEqual", formula1="0", allow_blank=True,
+                       showErrorMessage=True, error="a number ≥ 0"),
+        "forward.prompt_tokens", "inverse.target_tps", "inverse.max_latency", "inverse.prompt_tokens")
+
+
+def read_inputs(ws: Worksheet) -> dict[str, object]:
+    """What the input cells hold, as typed (input key -> value)."""
+    return {key: ws[address].value for key, address in INPUTS.items()}
+
+
+def set_inputs(ws: Worksheet, typed: Mapping[str, object]) -> None:
+    """Type values into the input cells (keys of INPUTS), text staying text."""
+    for key, value in typed.items():
+        write_value(ws[INPUTS[key]], value)
 
 
 def expected_sheet(layout: Layout, exp: Mapping[tuple[str, str], CellValue],
@@ -290,25 +451,26 @@ def expected_sheet(layout: Layout, exp: Mapping[tuple[str, str], CellValue],
         return None if value is None or value == "" else value
 
     for figure in FIGURES:
+        if figure.key == "method":  # typed here; the effective method beside it
+            out[(title, f"{EFFECTIVE_COL}{ROWS[figure.key]}")] = value_of(figure.source)
+            continue
         value = extra[figure.key] if not figure.source else value_of(figure.source)
         if figure.na_when_blank and not (isinstance(value, float) and not isinstance(value, bool)):
             value = t["na"]
         out[(title, f"B{ROWS[figure.key]}")] = value
     derivation = layout.title("derivation")
-    for block, rows in ((FORWARD, FORWARD_ROWS), (INVERSE, INVERSE_ROWS)):
+    for block, rows, typed in ((FORWARD, FORWARD_ROWS, FORWARD_INPUTS), (INVERSE, INVERSE_ROWS, INVERSE_INPUTS)):
         for key, (name, _) in block.items():
             if key == "model":
                 source_row = layout.forward_rows["model"] if block is FORWARD else layout.inverse_rows["model"]
-                value = exp.get((derivation, f"D{source_row}"))
-            elif name in defined and defined[name] in exp:
-                value = value_of(name)
-            else:  # a typed input cell
-                value = extra.get(name)
-            out[(title, f"B{rows[key]}")] = blank_to_empty(value)
+                out[(title, f"{EFFECTIVE_COL}{rows[key]}")] = blank_to_empty(exp.get((derivation, f"D{source_row}")))
+            if key not in typed:
+                out[(title, f"B{rows[key]}")] = blank_to_empty(value_of(name))
     calibration = layout.title("calibration")
     for address, source, _ in _coef_cells(layout):
         out[(title, address)] = blank_to_empty(exp.get((calibration, source.replace("$", ""))))
     return out
 
 
-__all__ = ["CHART_ANCHOR_COL", "FIGURES", "colour_verdict", "expected_sheet", "formulas", "write_sheet"]
+__all__ = ["CHART_ANCHOR_COL", "FIGURES", "INPUTS", "colour_verdict", "expected_sheet", "formulas", "input_hint",
+           "input_ref", "mirror", "read_inputs", "set_inputs", "write_sheet"]

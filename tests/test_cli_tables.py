@@ -1,0 +1,114 @@
+"""The CLI's tables (scm_xl.report.table) in terminal columns (issue 17, item 9): a CJK character
+takes two columns, so Chinese headers and model names stay over their numbers; and at 80
+columns (or a narrower terminal) no line is wider: the model column is shortened with an
+ellipsis and the note goes under its row, instead of the terminal wrapping the row."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from scm_xl.model import analyze
+from scm_xl.report import WIDTH, display_width, render_coefficients, render_consistency, shorten, table
+from data.gen import MODELS, experiment, true_tps
+
+ZH_MODEL = "通义千问/Qwen2.5-72B-Instruct-长上下文版"
+NAMES = {MODELS[0]: ZH_MODEL, MODELS[1]: "meta-llama/Llama-3.1-8B-Instruct"}
+
+
+def _starts(line: str) -> list[int]:
+    """The display column where each cell of a line begins (cells are two or more spaces apart)."""
+    starts, column = [], 0
+    for piece in re.split(r"( {2,})", line):
+        if piece and not piece.startswith("  "):
+            starts.append(column)
+        column += display_width(piece)
+    return starts
+
+
+def _separator(lines: list[str]) -> str:
+    return next(line for line in lines if line and set(line) <= {"-", " "})
+
+
+def test_display_width_counts_wide_characters_twice() -> None:
+    assert display_width("model") == 5
+    assert display_width("模型") == 4 and display_width("ＴＰＳ") == 6  # CJK and fullwidth
+    assert display_width("é") == 1 and display_width("e\u0301") == 1  # a combining accent takes no column
+
+
+def test_chinese_headers_and_model_names_stay_over_their_columns() -> None:
+    headers = ["模型", "并发", "实测\ntok/s", "说明"]
+    rows = [[ZH_MODEL, "1", "85.16", "识别 BaseTPS"],
+            ["meta-llama/Llama-3.1-8B-Instruct", "16", "1234.50", "检验行"],
+            ["千问", "128", "9.00", "剔除：单调性"]]
+    lines = table(headers, rows).splitlines()
+    separator = _separator(lines)
+    columns = _starts(separator)
+    assert len(columns) == len(headers)
+    body = lines[lines.index(separator) + 1:]
+    for line in [lines[0], *body]:
+        assert _starts(line) == columns, line
+        assert display_width(line) <= display_width(separator), line
+    # Every line padded to its last column is as wide as the header line padded the same way.
+    widest = display_width(separator)
+    assert all(display_width(line.ljust(len(line) + widest - display_width(line))) == widest for line in body)
+
+
+def _rows() -> list[Any]:
+    rows: list[Any] = []
+    for model in MODELS:
+        for c in (1, 2, 4, 8):
+            for length in (50, 100, 200):
+                rows.append(experiment(f"E{len(rows) + 1:03d}", NAMES[model], c, length, true_tps(c, length, model),
+                                       prompt_level=32))
+    for c in (1, 2, 4, 8):  # a long prompt for one model: the table has its prompt column
+        rows.append(experiment(f"E{len(rows) + 1:03d}", ZH_MODEL, c, 50, true_tps(c, 50, MODELS[0]) * 0.6,
+                               prompt_level=1024))
+    return rows
+
+
+def test_the_experiment_table_fits_80_columns_with_the_model_shortened() -> None:
+    text = render_consistency(analyze(_rows()))
+    lines = text.split("\n\n")[0].splitlines()
+    assert max(display_width(line) for line in lines) <= WIDTH, max(lines, key=display_width)
+    separator = _separator(lines)
+    columns = _starts(separator)
+    rows = [line for line in lines if re.match(r"E\d{3} ", line)]
+    assert len(rows) == 28  # every experiment on a line of its own: nothing wrapped by the terminal
+    for line in rows:
+        assert _starts(line)[:len(columns)] == columns, line
+    models = {line[columns[4]:].split("  ")[0] for line in rows}  # exp_id, c, max tokens, prompt, model
+    assert all("…" in m for m in models) and len(models) == 2, models  # shortened, still two names
+    notes = [line for line in lines if line.startswith("    ")]
+    assert notes and all(display_width(n) <= WIDTH for n in notes)
+
+
+def test_the_coefficient_table_fits_80_columns() -> None:
+    lines = render_coefficients(analyze(_rows())).splitlines()
+    assert max(display_width(line) for line in lines) <= WIDTH, max(lines, key=display_width)
+    columns = _starts(_separator(lines))
+    for line in lines:
+        if line.startswith(("BaseTPS", "f(", "K_len(", "K_in(", "C_model(")):
+            assert _starts(line)[:2] == columns[:2], line
+
+
+def test_a_narrower_terminal_gets_a_narrower_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    analysis = analyze(_rows())
+    # the experiment table's eight number and word columns and a model shortened to 12 take 78
+    for columns, text in ((78, lambda: render_consistency(analysis).split("\n\n")[0]),
+                          (60, lambda: render_coefficients(analysis))):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        assert max(display_width(line) for line in text().splitlines()) <= columns, columns
+    monkeypatch.setenv("COLUMNS", "200")  # a wider one: the 80 columns tests and logs see
+    assert max(display_width(line) for line in render_coefficients(analysis).splitlines()) <= WIDTH
+
+
+def test_shorten_keeps_the_family_and_size_of_a_model() -> None:
+    assert shorten("Qwen/Qwen2.5-7B-Instruct", 30) == "Qwen/Qwen2.5-7B-Instruct"
+    assert shorten("Qwen/Qwen2.5-7B-Instruct", 21) == "…/Qwen2.5-7B-Instruct"
+    assert shorten("Qwen/Qwen2.5-7B-Instruct", 14) == "Qwen2.5-7B-In…"
+    for width in range(2, 40):
+        short = shorten(ZH_MODEL, width)
+        assert display_width(short) <= width and (short == ZH_MODEL or "…" in short), (width, short)
