@@ -205,17 +205,9 @@ def test_a_demo_whose_workbook_fails_verification_names_the_file_it_left(tmp_pat
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Verification finds one wrong cell: exit 1, and the last line names workbook.failed.xlsx, the file
     that is there, never a workbook.xlsx that is not."""
-    from scm_xl.verify import Mismatch
-    from scm_xl.workbook import fill as filling
+    from support.reports import one_wrong_cell
 
-    compare = filling.compare
-
-    def one_wrong(*args: object, **kwargs: object) -> object:
-        verification = compare(*args, **kwargs)  # type: ignore[arg-type]
-        verification.mismatches.append(Mismatch("Summary", "B2", 1.0, 2.0))
-        return verification
-
-    monkeypatch.setattr(filling, "compare", one_wrong)
+    one_wrong_cell(monkeypatch)
     out = tmp_path / "demo"
     result = CliRunner().invoke(main, ["demo", "--output", str(out), "--lang", "en"])
     assert result.exit_code == 1, result.output

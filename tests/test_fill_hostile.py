@@ -19,10 +19,10 @@ from openpyxl.comments import Comment
 
 from scm_xl.cli import main
 from scm_xl.results import read_results
-from scm_xl.verify import Mismatch
 from scm_xl.workbook import fill as filling
 from scm_xl.workbook.io import read_layout
 from support.paths import ARTICLE
+from support.reports import one_wrong_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 SCM_XL = str(Path(sys.executable).with_name("scm-xl"))
@@ -43,16 +43,7 @@ def leftovers(folder: Path) -> list[str]:
 
 @pytest.fixture
 def disagreeing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every fill's verification finds one cell the engine got wrong (as 1e308 in total_time_s
-    did on IronCalc), whatever the engines and the reference do about it."""
-    compare = filling.compare
-
-    def one_wrong(*args: object, **kwargs: object) -> object:
-        verification = compare(*args, **kwargs)  # type: ignore[arg-type]
-        verification.mismatches.append(Mismatch("Summary", "B2", 1.0, 2.0))
-        return verification
-
-    monkeypatch.setattr(filling, "compare", one_wrong)
+    one_wrong_cell(monkeypatch)
 
 
 @pytest.mark.usefixtures("disagreeing")

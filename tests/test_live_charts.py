@@ -107,6 +107,7 @@ def edited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         # delete the 4th experiment, type a new concurrency level (3) for model-a at max_tokens 100
         "edited": (filled, [{"delete_row": 5},
                             *typed(27, experiment("NEW3", first[0].model, 3, 100, 60.0))]),
+        "inserted": (filled, [{"insert_row": 8}, *typed(8, experiment("INS1", first[0].model, 2, 100, 50.0))]),
         "template_typed": (template, [edit for i, row in enumerate(for_template) for edit in typed(2 + i, row)]),
     }
     spec, outputs = [], {}
@@ -165,3 +166,25 @@ def test_no_smoothing_a_legend_beside_the_plot_and_units_on_every_axis(edited: d
     (tps,) = [chart for chart in ws._charts if chart.anchor._from.row == 3]  # anchored at row 4
     names = [series.tx.strRef.f if series.tx.strRef else series.tx.v for series in tps.series]
     assert names and all("max_tokens" in str(name) for name in names), names
+
+
+def test_a_row_inserted_by_hand_is_marked_and_the_header_says_what_to_do(edited: dict[str, Path]) -> None:
+    """LibreOffice copies no formula into an inserted row, so its TPS, role and status show blank; the
+    sheet colours such a row (conditional formatting over the rows, as LibreOffice saved it) and the TPS
+    header's comment says what to do."""
+    from scm_xl.workbook.build import INSERTED_ROW_FILL, INSERTED_ROW_HINT
+
+    ws = openpyxl.load_workbook(edited["inserted"])[RAW]
+    tps = LAYOUT.entry_col("show_tps")
+    rules = [(str(rng.sqref), rule) for rng in ws.conditional_formatting for rule in rng.rules]
+    (sqref, rule), = [(s, r) for s, r in rules if "ISFORMULA" in (r.formula or [""])[0]]
+    assert sqref.startswith(f"A{LAYOUT.raw_first}:")
+    assert rule.dxf.fill.fgColor.rgb.endswith(INSERTED_ROW_FILL) or rule.dxf.fill.bgColor.rgb.endswith(INSERTED_ROW_FILL)
+    # the rule's condition: an exp_id and no formula in the TPS cell; true on the inserted row only
+    marked = [row for row in range(LAYOUT.raw_first, ws.max_row + 1)
+              if ws[f"{LAYOUT.entry_col('exp_id')}{row}"].value not in (None, "")
+              and not str(ws[f"{tps}{row}"].value or "").startswith("=")]
+    assert marked == [8]
+    assert ws[f"A8"].value == "INS1"
+    assert ws[f"{tps}{LAYOUT.raw_header_row}"].comment.text.startswith(INSERTED_ROW_HINT[LANG][:40])
+    assert verify(edited["inserted"], engine="libreoffice").verification.ok  # the workings count it

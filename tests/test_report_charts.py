@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from scm_xl.cli import main
 from data.gen import MODELS, experiment, true_tps, write_csv
+from support.reports import report_pages
 from test_report_html import browser, open_page, requests_made  # noqa: F401  (the browser fixture)
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -59,13 +58,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def pages(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("demo-like-pages")
-    out = {}
-    for lang in ("en", "zh"):
-        out[lang] = folder / f"report_{lang}.html"
-        result = CliRunner().invoke(main, ["report", str(source), "-o", str(out[lang]), "--lang", lang])
-        assert result.exit_code == 0, result.output
-    return out
+    return report_pages(source, tmp_path_factory.mktemp("demo-like-pages"))
 
 
 def _figure(html: str, key: str) -> ET.Element:

@@ -22,6 +22,7 @@ from scm_xl.results import read_results, write_results
 from scm_xl.simulator import SimConfig
 from support.latency import Sweep, measure
 from support.parallel import in_parallel
+from support.reports import report_pages
 from test_report_html import browser, open_page, requests_made  # noqa: F401  (the browser fixture)
 
 REL = 1e-6
@@ -48,13 +49,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def pages(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("latency-pages")
-    out = {}
-    for lang in ("en", "zh"):
-        out[lang] = folder / f"report_{lang}.html"
-        result = CliRunner().invoke(main, ["report", str(source), "-o", str(out[lang]), "--lang", lang])
-        assert result.exit_code == 0, result.output
-    return out
+    return report_pages(source, tmp_path_factory.mktemp("latency-pages"))
 
 
 def cli_json(*args: object) -> dict[str, Any]:

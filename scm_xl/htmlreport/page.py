@@ -16,6 +16,7 @@ from scm_xl.errors import UsageError
 from scm_xl.htmlreport.charts import Chart, all_charts, latency_charts
 from scm_xl.htmlreport.latency_section import choice_words, holdout_line, knee_words, latency_context
 from scm_xl.htmlreport.payload import calculator_payload, latency_payload
+from scm_xl.htmlreport.slo_section import slo_section
 from scm_xl.htmlreport.texts import LANGS, PAGE, Lang
 from scm_xl.lsq import LsqAnalysis, least_squares_analysis
 from scm_xl.model import Analysis, c_label, f_label, k_label
@@ -143,10 +144,12 @@ def separable_summary(lsq: LsqAnalysis, texts: dict[str, Any]) -> str:
 
 
 def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_name: str,
-                   questions: dict[str, Any] | None = None) -> dict[str, Any]:
+                   questions: dict[str, Any] | None = None, *, results_path: str | Path | None = None,
+                   slo: Any = None) -> dict[str, Any]:
     """Everything the page shows, computed once (the template only lays it out). The calculator
     opens on `questions` (a workbook's own, `fill.questions_from_inputs`), else on the questions
-    every surface asks by default (`methods.default_questions`)."""
+    every surface asks by default (`methods.default_questions`). "Under an SLO" judges the
+    per-request CSV beside `results_path` under `slo` (a goodput.Slo; None: none given)."""
     if lang not in LANGS:
         raise UsageError(f"unknown language {lang!r}: use zh or en")
     from scm_xl.latency import latency_model
@@ -203,6 +206,9 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
         else list(forward_lengths),
         "inv_models": [inv_model] if inv_model else list(forward_models),
     }
+    slo_context, slo_data = slo_section(results_path, rows, slo, float(defaults["target"]), texts)
+    payload = calculator_payload(analysis, lsq.fit, rows, latency_data, lang)
+    payload["slo"] = slo_data
     return {
         "t": texts,
         "lang": lang,
@@ -219,7 +225,8 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
         "coefficients": coefficient_rows(analysis, lsq, texts),
         "rows": row_lines(analysis, lang),
         "charts": charts,
-        "calibration_json": embed_json(calculator_payload(analysis, lsq.fit, rows, latency_data, lang)),
+        "calibration_json": embed_json(payload),
+        "slo": slo_context,
         "texts_json": embed_json(texts["js"]),
         "lengths": lengths,
         "models": models,
@@ -252,9 +259,11 @@ def _template() -> jinja2.Template:
 
 
 def render_report(analysis: Analysis, rows: Sequence[Any], lang: Lang = "zh", source_name: str = "",
-                  questions: dict[str, Any] | None = None) -> str:
+                  questions: dict[str, Any] | None = None, *, results_path: str | Path | None = None,
+                  slo: Any = None) -> str:
     """The report as one HTML string: styles, script, charts and data inline."""
-    return _template().render(**report_context(analysis, rows, lang, source_name, questions))
+    return _template().render(**report_context(analysis, rows, lang, source_name, questions,
+                                               results_path=results_path, slo=slo))
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -267,7 +276,7 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 
 
 def write_report(source: Any, path: str | Path, lang: Lang | None = None, *,
-                 rows: Sequence[Any] | None = None, strict_physics: bool | None = None) -> Path:
+                 rows: Sequence[Any] | None = None, strict_physics: bool | None = None, slo: Any = None) -> Path:
     """Write the self-contained HTML report to `path` and return the path.
 
     `source` is one of:
@@ -276,9 +285,11 @@ def write_report(source: Any, path: str | Path, lang: Lang | None = None, *,
       429 onsets and the charts);
     - a fill/verify report (`scm_xl.workbook.fill.WorkbookReport`: its `.analysis` and the rows
       of its `.inputs`), as `fill --html` passes it.
-    `lang` defaults to the workbook's language for a fill report, else "zh".
+    `lang` defaults to the workbook's language for a fill report, else "zh". `slo` (a goodput.Slo)
+    judges the per-request CSV beside a results CSV source in the section "Under an SLO".
     """
     source_name = ""
+    results_path = None
     questions = None
     if isinstance(source, Analysis):
         if rows is None:
@@ -297,6 +308,7 @@ def write_report(source: Any, path: str | Path, lang: Lang | None = None, *,
         from scm_xl.workbook.fill import analysis_from_source, questions_from_source
 
         analysis, loaded = analysis_from_source(source, strict_physics=strict_physics)
-        rows, source_name = loaded, Path(source).name
+        rows, source_name, results_path = loaded, Path(source).name, source
         questions = questions_from_source(source, rows)
-    return write_text_atomic(path, render_report(analysis, rows, lang or "zh", source_name, questions))
+    return write_text_atomic(path, render_report(analysis, rows, lang or "zh", source_name, questions,
+                                                 results_path=results_path, slo=slo))

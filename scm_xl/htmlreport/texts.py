@@ -324,3 +324,90 @@ PAGE: dict[Lang, dict[str, Any]] = {
         },
     },
 }
+
+# "Under an SLO" (scm_xl/htmlreport/slo_section.py) and its calculator, in both languages.
+_SLO_TEXTS: dict[Lang, dict[str, Any]] = {
+    "en": {
+        "title": "Under an SLO",
+        "help": "Per request, by the DistServe definition (as vLLM, GuideLLM and AIPerf count it): a request is "
+                "good when every threshold holds; failed requests are misses. Attainment is the share of good "
+                "requests with its {conf} Wilson interval; goodput the good requests' output tokens per second. "
+                "A configuration meets the SLO when the lower end of its interval reaches the target.",
+        "slo": "SLO", "requests": "requests", "good": "good", "attainment": "attainment",
+        "interval": "{conf} Wilson interval", "tps": "TPS", "goodput": "goodput (tok/s)",
+        "misses_most": "misses most", "meets": "meets the SLO", "yes": "yes", "no": "no",
+        "prompt_level": "prompt level", "nothing": "nothing",
+        "answer": "The SLO answer (as `scm-xl solve --slo` gives it, at {target} TPS)",
+        "binds": "What binds",
+        "no_slo": "No SLO was given, and a results CSV has none of its own: run `scm-xl report RESULTS.csv "
+                  "-o page.html --slo ttft=0.5,e2el=10` to see each configuration's attainment under it. The "
+                  "latency limits above are the per-experiment P95s.",
+        "no_requests": "No per-request records: {reason}. The SLO is not judged per request here; the latency "
+                       "figures on this page are the per-experiment P95s.",
+        "unjudged": "{n} experiment(s) not judged",
+        "calc_title": "Replicas and cost under the SLO",
+        "calc_help": "As `scm-xl solve --slo` plans it: the configuration per replica, replicas = ⌈target ÷ "
+                     "TPS per replica⌉ among the configurations meeting the SLO, the cost per million output "
+                     "tokens from the prices typed here (per million input and output tokens, or per GPU-hour "
+                     "and GPUs per replica), and the rate limits (typed, else the provider's headers).",
+        "target_tps": "target TPS", "price_in": "price per 1M input tokens",
+        "price_out": "price per 1M output tokens", "gpu_hour_price": "price per GPU-hour", "gpus": "GPUs per replica",
+        "rpm": "requests/min limit", "tpm": "tokens/min limit", "minimise": "choose by",
+        "minimise_concurrency": "fewest replicas and slots", "minimise_cost": "lowest cost",
+        "js": {
+            "attainment_here": "Measured attainment here under the SLO {slo}: {a} ({conf} interval {lo} – {hi}), "
+                               "{good} of {n} requests; goodput {g} tok/s",
+            "not_measured_here": "No measured requests at this configuration under the SLO {slo}.",
+            "plan": "{r} × {config}: {tps} TPS and {g} goodput per replica; attainment {a} ({conf} interval "
+                    "{lo} – {hi}, {good} of {n} requests)",
+            "cost": "cost: {m} per million output tokens, {h} per hour",
+            "traffic": "traffic at full load: {rpm} requests/min, {tpm} tokens/min",
+            "none": "No measured configuration serves {t} TPS under the SLO {slo}.",
+            "bound": {"server-bound": "server-bound", "limit-bound": "limit-bound"},
+            "binding_label": "binding",
+            "bad_price": "Give both prices per million tokens, or a GPU-hour price and whole GPUs, not both.",
+            "bad_input": "Enter a positive target and numbers that are not negative.",
+        },
+    },
+    "zh": {
+        "title": "SLO 下的表现",
+        "help": "逐请求判定（DistServe 定义，与 vLLM、GuideLLM、AIPerf 一致）：每个阈值都满足的请求才算好请求；"
+                "失败的请求算未达标。达标率是好请求的占比及其 {conf} Wilson 区间；有效吞吐是好请求每秒的输出 token。"
+                "区间下限达到目标的配置才算满足 SLO。",
+        "slo": "SLO", "requests": "请求数", "good": "好请求", "attainment": "达标率",
+        "interval": "{conf} Wilson 区间", "tps": "TPS", "goodput": "有效吞吐 (tok/s)",
+        "misses_most": "最常未达标的", "meets": "满足 SLO", "yes": "是", "no": "否",
+        "prompt_level": "提示长度档位", "nothing": "无",
+        "answer": "SLO 下的答案（与 `scm-xl solve --slo` 相同，目标 {target} TPS）",
+        "binds": "起约束作用的",
+        "no_slo": "未给出 SLO，结果 CSV 本身也没有：运行 `scm-xl report RESULTS.csv -o page.html --slo "
+                  "ttft=0.5,e2el=10` 查看每个配置在其下的达标率。上面的延迟上限是每个实验的 P95。",
+        "no_requests": "没有逐请求记录：{reason}。此处不逐请求判定 SLO；本页的延迟数字是每个实验的 P95。",
+        "unjudged": "{n} 个实验未判定",
+        "calc_title": "SLO 下的副本数与成本",
+        "calc_help": "与 `scm-xl solve --slo` 的规划相同：在满足 SLO 的配置中，副本数 = ⌈目标 ÷ 单副本 TPS⌉；"
+                     "每百万输出 token 的成本按此处输入的价格计算（每百万输入/输出 token 的价格，或每 GPU 小时的价格"
+                     "与每副本 GPU 数）；限流取此处输入的，否则取服务商响应头中的。",
+        "target_tps": "目标 TPS", "price_in": "每百万输入 token 价格", "price_out": "每百万输出 token 价格",
+        "gpu_hour_price": "每 GPU 小时价格", "gpus": "每副本 GPU 数",
+        "rpm": "每分钟请求数上限", "tpm": "每分钟 token 上限", "minimise": "选择依据",
+        "minimise_concurrency": "最少副本与并发", "minimise_cost": "最低成本",
+        "js": {
+            "attainment_here": "此配置在 SLO {slo} 下的实测达标率：{a}（{conf} 区间 {lo} – {hi}），"
+                               "{n} 个请求中 {good} 个达标；有效吞吐 {g} tok/s",
+            "not_measured_here": "此配置在 SLO {slo} 下没有实测请求。",
+            "plan": "{r} × {config}：单副本 {tps} TPS、有效吞吐 {g}；达标率 {a}（{conf} 区间 {lo} – {hi}，"
+                    "{n} 个请求中 {good} 个）",
+            "cost": "成本：每百万输出 token {m}，每小时 {h}",
+            "traffic": "满载流量：每分钟 {rpm} 个请求，{tpm} 个 token",
+            "none": "在 SLO {slo} 下没有实测配置能提供 {t} TPS。",
+            "bound": {"server-bound": "受服务端限制 (server-bound)", "limit-bound": "受限流限制 (limit-bound)"},
+            "binding_label": "起约束作用的",
+            "bad_price": "请给出两项每百万 token 价格，或 GPU 小时价格与整数 GPU 数，二者只选其一。",
+            "bad_input": "请输入正的目标和非负的数字。",
+        },
+    },
+}
+for _lang, _texts in _SLO_TEXTS.items():
+    PAGE[_lang]["slo"] = {k: v for k, v in _texts.items() if k != "js"}
+    PAGE[_lang]["js"]["slo"] = _texts["js"]

@@ -319,11 +319,39 @@ def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     last_col = get_column_letter(len(ENTRY_COLUMNS))
     ws.auto_filter.ref = f"A{layout.raw_header_row}:{last_col}{layout.raw_last}"
     _validations(ws, layout)
+    _hint_inserted_rows(ws, layout, letters)
     # Pages side by side at a readable size (one page wide it printed at about 4 pt), each
     # with the header row and the exp_id column that says which row is which.
     width = sum(ws.column_dimensions[get_column_letter(i)].width for i in range(1, len(ENTRY_COLUMNS) + 1))
     print_setup(ws, repeat_rows=f"{layout.raw_header_row}:{layout.raw_header_row}",
                 pages_wide=math.ceil(width * MIN_PRINT_SCALE / PAGE_WIDTH_CHARS), repeat_cols="A:A")
+
+
+INSERTED_ROW_FILL = "FCE4D6"  # light orange: a row typed in where the display cells have no formula
+INSERTED_ROW_HINT = {
+    "zh": "橙色的行是手动插入的：它的 TPS、角色和状态三格没有公式。把上一行的这三格复制下来"
+          "（或运行 scm-xl fill --workbook），就会显示该行的 TPS、角色和原因。其余各表已经计入这一行。",
+    "en": "An orange row was inserted by hand: its TPS, role and status cells hold no formula. Copy those "
+          "three cells from the row above (or run scm-xl fill --workbook) to see the row's TPS, role and "
+          "reason. The other sheets count the row already.",
+}
+
+
+def _hint_inserted_rows(ws: Worksheet, layout: Layout, display: Mapping[str, str]) -> None:
+    """A row a person inserts gets no display formulas (a spreadsheet copies none into it): colour
+    such a row orange (conditional formatting: it follows every edit) and say on the TPS column's
+    header what to do. The workings count the row either way; only what it shows is missing."""
+    from openpyxl.comments import Comment
+    from openpyxl.formatting.rule import FormulaRule
+    from openpyxl.styles import PatternFill
+
+    first, last_col = layout.raw_first, get_column_letter(len(ENTRY_COLUMNS))
+    exp_id, tps = layout.entry_col("exp_id"), display["show_tps"]
+    rule = FormulaRule(formula=[f'AND(${exp_id}{first}<>"",NOT(_xlfn.ISFORMULA(${tps}{first})))'],
+                       fill=PatternFill("solid", fgColor=INSERTED_ROW_FILL))
+    ws.conditional_formatting.add(f"A{first}:{last_col}{layout.raw_last}", rule)
+    header = ws[f"{tps}{layout.raw_header_row}"]
+    header.comment = Comment(INSERTED_ROW_HINT[layout.lang], "scm-xl", width=320, height=110)
 
 
 def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
