@@ -25,22 +25,36 @@ STRICT_OPTION = click.option(
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="Where to write the HTML page.")
 @click.option("--lang", type=LANG_CHOICE, default=None, help="Language of the page. " + LANG_HELP)
 @click.option("--force", is_flag=True, help="Replace an output file that already exists (otherwise refused).")
+@click.option("--slo", help="Per-request SLO for the section \"Under an SLO\", e.g. ttft=0.5,tpot=0.05,e2el=10 "
+              "(seconds; 500ms for milliseconds): judged on the per-request CSV beside SOURCE.")
+@click.option("--attainment", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+              show_default=True, help="With --slo: the share of good requests the lower end of the 95% Wilson "
+              "interval must reach.")
 @STRICT_OPTION
 @handle_errors
-def report(source: str, output: str, lang: Lang | None, force: bool, strict_physics: bool | None) -> None:
+def report(source: str, output: str, lang: Lang | None, force: bool, slo: str | None, attainment: float,
+           strict_physics: bool | None) -> None:
     """One self-contained HTML page of SOURCE (a results CSV or a filled workbook): the
     verdict first, coefficient tables with intervals, every row with its role and reasons,
     the latency model (when TTFT, latency and ITL were recorded: its coefficients, the knee,
     Little's law, TPS and TTFT against prompt length), charts, and a live forward/inverse
-    calculator for chain, lsq, latency and auto, with the workload's prompt length. No
-    network request of any kind: mail it, open it from disk."""
+    calculator for chain, lsq, latency and auto, with the workload's prompt length. With the
+    per-request CSV beside SOURCE and --slo, a section "Under an SLO": each configuration's
+    attainment with its Wilson interval, goodput, the answer `solve --slo` gives and what binds,
+    and a calculator of replicas and cost from prices typed on the page. No network request of
+    any kind: mail it, open it from disk."""
     from scm_xl.htmlreport import write_report
     from scm_xl.input_files import refuse_non_regular
     from scm_xl.outputs import HTML_SUFFIXES, Output, check_outputs
 
+    parsed = None
+    if slo is not None:
+        from scm_xl.goodput import parse_slo
+
+        parsed = parse_slo(slo, attainment)
     refuse_non_regular(source)  # /dev/urandom, a FIFO: refused before anything reads it
     check_outputs([Output("-o", output, HTML_SUFFIXES, "HTML report")], inputs=[source], force=force)
-    path = write_report(source, output, resolve_lang(lang), strict_physics=strict_physics)
+    path = write_report(source, output, resolve_lang(lang), strict_physics=strict_physics, slo=parsed)
     click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 

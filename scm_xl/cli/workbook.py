@@ -480,11 +480,17 @@ def _choose(analysis: Any, rows: Any, method: str, prompt_tokens: float | None) 
                    "auto: the one with the lowest leave-one-out error that can answer (default: the workbook's "
                    "method cell, chain for a CSV, as every surface answers; auto with --prompt-tokens).")
 @click.option("--extrapolate", is_flag=True, help="lsq: allow concurrency outside the measured range.")
+@click.option("--slo", help="Per-request SLO, e.g. ttft=0.5,e2el=10 (seconds): the measured attainment at this "
+              "configuration from the per-request CSV beside SOURCE (attainment is not predicted between "
+              "measured levels yet).")
+@click.option("--attainment", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+              show_default=True, help="With --slo: the attainment target.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @STRICT_OPTION
 @handle_errors
 def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: float | None, model: str | None,
-            method: str | None, extrapolate: bool, as_json: bool, strict_physics: bool | None) -> None:
+            method: str | None, extrapolate: bool, slo: str | None, attainment: float, as_json: bool,
+            strict_physics: bool | None) -> None:
     """Forward: the predicted TPS at a configuration, with what it rests on (a
     measured row there, the verdict, the hold-out error) and which method answered
     and why. SOURCE is a results CSV or a filled workbook. Exits 1 when the data
@@ -495,6 +501,11 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
         caveats_to_dict, forecast_to_dict, prediction_to_dict, render_caveats, to_json, unidentified_hints, wrapped,
     )
 
+    parsed_slo = None
+    if slo is not None:
+        from scm_xl.goodput import parse_slo
+
+        parsed_slo = parse_slo(slo, attainment)
     analysis, rows = _analysis_of(source, strict_physics)
     # unasked, the method every surface answers with (the workbook's method cell; chain for a CSV)
     asked = method or ("auto" if prompt_tokens is not None else analysis.settings.method)
@@ -537,6 +548,8 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
     hints = unidentified_hints(analysis, data["missing"], concurrency=concurrency, max_tokens=max_tokens,
                                model=model_name, method=caveat_method) if data["tps"] is None else []
     data.update(caveats=caveats, hints=hints, method_choice=choice.as_dict())
+    if parsed_slo is not None:
+        data["slo"] = _measured_slo(source, rows, parsed_slo, concurrency, max_tokens, model_name, prompt_tokens)
     if as_json:
         click.echo(to_json(data))
         if data["tps"] is None:
@@ -563,6 +576,51 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
     for line in render_caveats(caveats, data["tps"]):
         click.echo(wrapped(f"  {line}", indent="    "))
     click.echo(wrapped(f"  method: {choice.method} ({choice.why})", indent="    "))
+    if parsed_slo is not None:
+        click.echo(wrapped(f"  SLO: {data['slo']['text']}", indent="    "))
+
+
+def _measured_slo(source: str, rows: Any, slo: Any, concurrency: float, max_tokens: int, model: str | None,
+                  prompt_tokens: float | None) -> dict[str, Any]:
+    """predict --slo: attainment is not predicted between measured levels (yet); the measured
+    attainment at this configuration when it was measured, else (no per-request CSV) the measured
+    per-experiment P95s there, each labelled for what it is."""
+    from scm_xl import goodput
+    from scm_xl.constrained import measured_percentiles
+
+    key = ((model or "").casefold(), int(concurrency) if float(concurrency).is_integer() else None, max_tokens)
+    out: dict[str, Any] = {"slo": slo.describe(), "predicted": False, "source": None}
+    lead = "attainment is not predicted between measured levels yet"
+    samples = goodput.read_samples(source)
+    table = goodput.evaluate(rows, samples, slo)
+    if table.experiments:
+        level = None if prompt_tokens is None else int(round(prompt_tokens))
+        found = [c for c in goodput.cells(table.experiments, slo)
+                 if (c.model.casefold(), c.concurrency, c.max_tokens) == key
+                 and (level is None or c.prompt_level is None or abs(c.prompt_level - level) <= 0.05 * c.prompt_level)]
+        if not found:
+            out["text"] = f"{lead}; this configuration has no measured requests"
+            return out
+        cell = found[0]
+        t = cell.tally
+        low, high = t.interval
+        out.update(source="requests", **cell.as_dict())
+        out["text"] = (f"{lead}; measured here: attainment {t.attainment:.1%} ({goodput.WILSON_CONFIDENCE:.0%} "
+                       f"Wilson interval {low:.1%}-{high:.1%}, {t.good} of {t.requests} requests), goodput "
+                       f"{t.goodput_tps:.1f} tok/s; {'meets' if cell.meets else 'does not meet'} {slo.describe()}")
+        return out
+    cell_p95 = measured_percentiles(rows).get((key[0], key[1] or -1, key[2]))
+    why = table.reason or "no experiment could be judged per request"
+    if cell_p95 is None or (cell_p95.latency_p95_s is None and cell_p95.ttft_p95_s is None):
+        out["text"] = f"{lead}; {why}, and no per-experiment P95 was measured at this configuration"
+        return out
+    out.update(source="per_experiment_p95", latency_p95_s=cell_p95.latency_p95_s, ttft_p95_s=cell_p95.ttft_p95_s)
+    parts = [f"{name} {value:.3g} s (limit {limit:g} s)" for name, value, limit in
+             (("P95 TTFT", cell_p95.ttft_p95_s, slo.ttft_s), ("P95 latency", cell_p95.latency_p95_s, slo.e2el_s))
+             if value is not None and limit is not None]
+    out["text"] = (f"{lead}; {why}: fallback, the per-experiment P95s measured here (not a per-request "
+                   f"attainment): " + ("; ".join(parts) if parts else "none under this SLO's thresholds"))
+    return out
 
 
 @click.command()

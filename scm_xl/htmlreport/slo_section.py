@@ -44,12 +44,13 @@ def slo_section(results_path: str | Path | None, rows: Sequence[Any], slo: goodp
     """(the section's context, the calculator's payload or None) for the page."""
     words = texts["slo"]
     conf = f"{goodput.WILSON_CONFIDENCE:.0%}"
+    reason: str | None
     if results_path is None:
         samples = None
         reason = "this page was made without a results CSV to look beside"
     else:
         samples = goodput.read_samples(results_path)
-        reason = samples.reason if not samples.by_exp else None
+        reason = (samples.reason or "no measured requests") if not samples.by_exp else None
     if reason is not None:
         return {"state": NO_REQUESTS, "line": words["no_requests"].format(reason=reason)}, None
     if slo is None:

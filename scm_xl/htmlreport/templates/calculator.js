@@ -657,7 +657,7 @@
       return;
     }
     if (r.method === "latency") {
-      setResult(out, r, latencyHtml(r));
+      setResult(out, r, latencyHtml(r) + attainmentHtml(model || DATA.chain.base_model || "", c, l, prompt));
       return;
     }
     var html = "<p class='answer'><span class='big'>" + fmt(r.tps) + "</span> TPS</p>";
@@ -667,6 +667,7 @@
     if (r.interpolated) html += "<p class='muted'>" + esc(TEXT.note_interpolated) + "</p>";
     if (r.extrapolated) html += "<p class='warn'>" + esc(TEXT.note_extrapolated) + "</p>";
     html += excludedHtml(model || DATA.chain.base_model || "", c, l, prompt);
+    html += attainmentHtml(model || DATA.chain.base_model || "", c, l, prompt);
     setResult(out, r, html);
   }
 
@@ -703,6 +704,7 @@
         + (iv ? "<p>" + esc(TEXT.interval90) + ": " + fmt(iv[0]) + " – " + fmt(iv[1]) + "</p>"
            : (pv ? "<p>" + esc(TEXT.prediction90) + ": " + fmt(pv[0]) + " – " + fmt(pv[1]) + "</p>" : ""));
       html += excludedHtml(r.cheapest.model, r.cheapest.concurrency, r.cheapest.max_tokens, prompt);
+      html += attainmentHtml(r.cheapest.model, r.cheapest.concurrency, r.cheapest.max_tokens, prompt);
       if (r.method === "latency" && (r.cheapest.latency_p95_s !== null || r.cheapest.ttft_p95_s !== null)) {
         html += "<p class='muted'>" + esc(TEXT.p95_label) + ": " + esc(TEXT.ttft_label) + " " + seconds(r.cheapest.ttft_p95_s)
           + " · " + esc(TEXT.latency_label) + " " + seconds(r.cheapest.latency_p95_s) + "</p>";
@@ -728,6 +730,151 @@
     setResult(out, result, html);
   }
 
+  // ---------------------------------------------------------------------------
+  // Under an SLO: the per-configuration tallies are goodput.py's (computed in Python); the plan
+  // repeats capacity.plan (replicas_for, Pricing.per_million_output, option, _order) on them.
+  // ---------------------------------------------------------------------------
+  var SLO = DATA.slo || null;
+  var ST = TEXT.slo;
+  function pct(v) { return (100 * v).toFixed(1) + "%"; }
+  function sloCell(model, c, l, prompt) {  // the measured cell at the base prompt level
+    if (!SLO || (prompt !== null && prompt !== undefined)) return null;
+    var key = keyOf(model);
+    return SLO.cells.filter(function (x) {
+      return x.key === key && x.concurrency === c && x.max_tokens === l && x.planned;
+    })[0] || null;
+  }
+  function attainmentHtml(model, c, l, prompt) {
+    if (!SLO || (prompt !== null && prompt !== undefined)) return "";
+    var x = sloCell(model, c, l, prompt);
+    if (!x) return "<p class='muted slo-here' data-measured='0'>" + esc(ST.not_measured_here.replace("{slo}", SLO.slo)) + "</p>";
+    return "<p class='slo-here' data-measured='1' data-attainment='" + x.attainment + "'>" + esc(ST.attainment_here
+      .replace("{slo}", SLO.slo).replace("{a}", pct(x.attainment)).replace("{conf}", SLO.confidence)
+      .replace("{lo}", pct(x.interval[0])).replace("{hi}", pct(x.interval[1])).replace("{good}", x.good)
+      .replace("{n}", x.requests).replace("{g}", fmt(x.goodput_tps))) + "</p>";
+  }
+  function replicasFor(target, per) {  // capacity.replicas_for
+    var count = Math.ceil(target / per);
+    if (count > 1 && (count - 1) * per >= target * (1 - 1e-12)) count -= 1;
+    return count;
+  }
+  function sloOption(x, target, pricing, limits) {  // capacity.option
+    var replicas = replicasFor(target, x.tps);
+    var prompt = x.mean_prompt_tokens;
+    var ipo = prompt === null || x.mean_output_tokens <= 0 ? null : prompt / x.mean_output_tokens;
+    var perMillion = null, perHour = null;
+    if (pricing && pricing.mode === "tokens") perMillion = ipo === null ? null : pricing.price_in * ipo + pricing.price_out;
+    else if (pricing) perMillion = pricing.gpus * pricing.gpu_hour_price / (x.tps * 3600.0) * 1e6;
+    if (pricing && pricing.mode === "gpu") perHour = replicas * pricing.gpus * pricing.gpu_hour_price;
+    else if (perMillion !== null) perHour = target * 3600.0 / 1e6 * perMillion;
+    var rpm = null, tpm = null, latency = x.mean_latency_s;
+    if (latency !== null && latency > 0) {
+      rpm = replicas * SLO.window_s * x.concurrency / latency;
+      tpm = prompt === null ? null : rpm * (prompt + x.mean_output_tokens);
+    }
+    var reasons = x.rejected_by.slice();
+    if (pricing && perMillion === null) reasons.push("cost_unknown");
+    if (limits) {
+      if (limits.rpm !== null && (rpm === null || rpm > limits.headroom * limits.rpm)) reasons.push("rpm_limit");
+      if (limits.tpm !== null) {
+        if (tpm === null) reasons.push("tpm_unmeasured");
+        else if (tpm > limits.headroom * limits.tpm) reasons.push("tpm_limit");
+      }
+    }
+    return { cell: x, replicas: replicas, capacity_tps: replicas * x.tps, input_per_output: ipo,
+             cost_per_million_output: perMillion, cost_per_hour: perHour, rpm: rpm, tpm: tpm, rejected_by: reasons };
+  }
+  function sloKey(o, minimise) {  // capacity._order, as a tuple
+    var slots = [o.replicas, o.cell.concurrency, o.cell.max_tokens, o.cell.key];
+    if (minimise !== "cost") return slots;
+    return [o.cost_per_hour === null ? Infinity : o.cost_per_hour,
+            o.cost_per_million_output === null ? Infinity : o.cost_per_million_output].concat(slots);
+  }
+  function tupleCompare(a, b) {
+    for (var i = 0; i < a.length; i++) { if (a[i] < b[i]) return -1; if (a[i] > b[i]) return 1; }
+    return 0;
+  }
+  function sloPlan(target, pricing, limits, minimise) {  // capacity.plan
+    var cells = SLO.cells.filter(function (x) { return x.planned && x.tps > 0; });
+    function sorted(lim) {
+      return cells.map(function (x) { return sloOption(x, target, pricing, lim); })
+        .sort(function (a, b) { return tupleCompare(sloKey(a, minimise), sloKey(b, minimise)); });
+    }
+    var options = sorted(limits), unconstrained = sorted(null);
+    var ok = function (o) { return !o.rejected_by.length; };
+    var chosen = options.filter(ok)[0] || null, unlimited = unconstrained.filter(ok)[0] || null;
+    var before = options.filter(function (o) {
+      return o.rejected_by.length && (chosen === null || tupleCompare(sloKey(o, minimise), sloKey(chosen, minimise)) < 0);
+    });
+    var binding = before.length ? before[0].rejected_by : [];
+    var limitBound = unlimited !== null && (chosen === null
+      || tupleCompare(sloKey(chosen, minimise), sloKey(unlimited, minimise)) !== 0);
+    if (limitBound) {
+      var shown = options.filter(function (o) { return tupleCompare(sloKey(o, minimise), sloKey(unlimited, minimise)) === 0; })[0];
+      var limited = shown.rejected_by.filter(function (r) { return ["rpm_limit", "tpm_limit", "tpm_unmeasured"].indexOf(r) >= 0; });
+      if (limited.length) binding = limited;
+    }
+    return { chosen: chosen, bound: limitBound ? "limit-bound" : "server-bound", binding: binding };
+  }
+  function sloReasons(codes) {
+    return codes.map(function (c) { return SLO.reason_words[c] || c; }).join("; ");
+  }
+  function updateSlo() {
+    var out = $("slo-result");
+    if (!out || !SLO) return;
+    if (SLO.plan_error) { setResult(out, { error: "plan" }, "<p class='warn'>" + esc(SLO.plan_error) + "</p>"); return; }
+    var target = Number($("slo-target").value);
+    var v = {};
+    ["price-in", "price-out", "gpu-hour-price", "gpus", "rpm", "tpm"].forEach(function (id) { v[id] = optionalNumber($("slo-" + id)); });
+    var minimise = $("slo-minimise").value;
+    var bad = !(target > 0) || ["price-in", "price-out", "gpu-hour-price"].some(function (k) { return v[k] !== null && !(v[k] >= 0); })
+      || (v.gpus !== null && !(Number.isInteger(v.gpus) && v.gpus >= 1))
+      || ["rpm", "tpm"].some(function (k) { return v[k] !== null && !(v[k] > 0); });
+    if (bad) { setResult(out, { error: "input" }, "<p class='warn'>" + esc(ST.bad_input) + "</p>"); return; }
+    var tokens = v["price-in"] !== null || v["price-out"] !== null, gpu = v["gpu-hour-price"] !== null || v.gpus !== null;
+    var pricing = null;
+    if ((tokens && gpu) || (tokens && (v["price-in"] === null || v["price-out"] === null))
+        || (gpu && (v["gpu-hour-price"] === null || v.gpus === null)) || (minimise === "cost" && !tokens && !gpu)) {
+      setResult(out, { error: "price" }, "<p class='warn'>" + esc(ST.bad_price) + "</p>");
+      return;
+    }
+    if (tokens) pricing = { mode: "tokens", price_in: v["price-in"], price_out: v["price-out"] };
+    if (gpu) pricing = { mode: "gpu", gpu_hour_price: v["gpu-hour-price"], gpus: v.gpus };
+    // each limit on its own: typed, else the provider's (slo_answer.slo_answer)
+    var rpm = v.rpm !== null ? v.rpm : SLO.provider_rpm, tpm = v.tpm !== null ? v.tpm : SLO.provider_tpm;
+    var limits = (rpm || tpm) ? { rpm: rpm || null, tpm: tpm || null, headroom: SLO.headroom } : null;
+    var p = sloPlan(target, pricing, limits, minimise);
+    var html, data = { bound: p.bound, binding: p.binding, chosen: null };
+    if (p.chosen) {
+      var o = p.chosen, x = o.cell;
+      data.chosen = { model: x.model, concurrency: x.concurrency, max_tokens: x.max_tokens, replicas: o.replicas,
+                      attainment: x.attainment, attainment_interval: x.interval, capacity_tps: o.capacity_tps,
+                      cost_per_million_output: o.cost_per_million_output, cost_per_hour: o.cost_per_hour,
+                      rpm: o.rpm, tpm: o.tpm };
+      html = "<p class='answer'>" + esc(ST.plan.replace("{r}", o.replicas).replace("{config}", TEXT.config
+        .replace("{c}", x.concurrency).replace("{l}", x.max_tokens).replace("{m}", x.model))
+        .replace("{tps}", fmt(x.tps)).replace("{g}", fmt(x.goodput_tps)).replace("{a}", pct(x.attainment))
+        .replace("{conf}", SLO.confidence).replace("{lo}", pct(x.interval[0])).replace("{hi}", pct(x.interval[1]))
+        .replace("{good}", x.good).replace("{n}", x.requests)) + "</p>";
+      if (o.cost_per_million_output !== null) {
+        html += "<p class='slo-cost'>" + esc(ST.cost.replace("{m}", fmt(o.cost_per_million_output))
+          .replace("{h}", fmt(o.cost_per_hour))) + "</p>";
+      }
+      if (o.rpm !== null) html += "<p class='muted'>" + esc(ST.traffic.replace("{rpm}", fmt(o.rpm, 0)).replace("{tpm}", fmt(o.tpm, 0))) + "</p>";
+    } else {
+      html = "<p class='answer warn'>" + esc(ST.none.replace("{t}", String(target)).replace("{slo}", SLO.slo)) + "</p>";
+    }
+    html += "<p><b>" + esc(ST.bound[p.bound]) + "</b>" + (p.binding.length ? " — " + esc(ST.binding_label) + ": "
+      + esc(sloReasons(p.binding)) : "") + "</p>";
+    setResult(out, data, html);
+  }
+  if (SLO && $("slo-form")) {
+    document.querySelectorAll("#slo-form input, #slo-form select").forEach(function (el) {
+      el.addEventListener("input", updateSlo);
+      el.addEventListener("change", updateSlo);
+    });
+  }
+
   ["fwd-method", "fwd-concurrency", "fwd-max-tokens", "fwd-prompt-tokens", "fwd-model", "fwd-extrapolate"].forEach(function (id) {
     $(id).addEventListener("input", updateForward);
     $(id).addEventListener("change", updateForward);
@@ -738,5 +885,6 @@
   });
   updateForward();
   updateInverse();
+  updateSlo();
   window.scmCalculator = { predict: predict, solve: solve, autoChoice: autoChoice, weights: knotWeights };
 })();
