@@ -337,6 +337,9 @@ INSERTED_ROW_HINT = {
 }
 
 
+OWN_COMMENTS = frozenset(INSERTED_ROW_HINT.values())  # the comments scm-xl writes itself (never a person's)
+
+
 def _hint_inserted_rows(ws: Worksheet, layout: Layout, display: Mapping[str, str]) -> None:
     """A row a person inserts gets no display formulas (a spreadsheet copies none into it): colour
     such a row orange (conditional formatting: it follows every edit) and say on the TPS column's

@@ -31,7 +31,7 @@ from scm_xl.verify import Verification, compare
 from scm_xl import goodput
 from scm_xl.slo_answer import provider_limits
 from scm_xl.workbook import charts, latency_sheet, slo_sheet, summary_sheet
-from scm_xl.workbook.build import trim_print_areas
+from scm_xl.workbook.build import OWN_COMMENTS, trim_print_areas
 from scm_xl.outputs import staging, write_target
 from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, remove_own_sheets
 from scm_xl.workbook.io import (
@@ -333,8 +333,8 @@ class _PersonWork:
             ws = wb[title]
             for cell in list(ws._cells.values()):  # the cells the file holds, not every address in range
                 comment = cell.comment
-                if comment is None:
-                    continue
+                if comment is None or comment.text in OWN_COMMENTS:
+                    continue  # none, or scm-xl's own (the rebuild writes it again)
                 exp_id = None
                 if title == raw_title and cell.row >= layout.raw_first:
                     held = ws._cells.get((cell.row, exp_col))
