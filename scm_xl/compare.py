@@ -611,8 +611,10 @@ def _without_base_point(missing: str, level: CoefficientShift | None, prediction
     return "insufficient", [f"{missing}; BaseTPS is not compared, and {rows} {facts}: {' and '.join(why)}"]
 
 
-def compare_sources(baseline: str, new: str, *, strict_physics: bool | None = None) -> tuple[Comparison, list[Any]]:
-    """Compare two sources (results CSV or filled workbook); also returns the new side's rows."""
+def compare_sources(baseline: str, new: str, *,
+                    strict_physics: bool | None = None) -> tuple[Comparison, list[Any], list[Any]]:
+    """Compare two sources (results CSV or filled workbook); also returns the baseline's and the new
+    side's rows."""
     from pathlib import Path
 
     from scm_xl.workbook.fill import analysis_from_source
@@ -620,7 +622,7 @@ def compare_sources(baseline: str, new: str, *, strict_physics: bool | None = No
     old_analysis, old_rows = analysis_from_source(baseline, strict_physics=strict_physics)
     new_analysis, new_rows = analysis_from_source(new, strict_physics=strict_physics)
     return compare(old_analysis, new_analysis, baseline_name=Path(baseline).name, new_name=Path(new).name,
-                   baseline_rows=old_rows, new_rows=new_rows), new_rows
+                   baseline_rows=old_rows, new_rows=new_rows), old_rows, new_rows
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:

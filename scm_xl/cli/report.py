@@ -73,10 +73,17 @@ def report(source: str, output: str, lang: Lang | None, force: bool, slo: str | 
               help="Make NEW the baseline: write its rows to BASELINE (a .csv, never NEW itself) when BASELINE "
                    "does not exist yet or, with --force, when the verdict is stable. A baseline that drifted or "
                    "could not be compared is kept.")
+@click.option("--slo", help="Per-request SLO, e.g. ttft=0.5,tpot=0.05,e2el=10 (seconds; 500ms for milliseconds): "
+              "each configuration's attainment, baseline and new, from the per-request CSV beside each; "
+              "a configuration that met it and no longer does is flagged (the verdict stays the coefficients').")
+@click.option("--attainment", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+              show_default=True, help="With --slo: the share of good requests the lower end of the 95% Wilson "
+              "interval must reach.")
 @STRICT_OPTION
 @handle_errors
 def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang: Lang | None, force: bool,
-            fail_on_drift: bool, save_baseline: bool, strict_physics: bool | None) -> None:
+            fail_on_drift: bool, save_baseline: bool, slo: str | None, attainment: float,
+            strict_physics: bool | None) -> None:
     """Has the endpoint changed since the baseline? BASELINE and NEW are results CSVs or
     filled workbooks. Both are fitted by least squares on the baseline's base point; each
     coefficient is tested for a move beyond its noise (Welch t on the log, Bonferroni, and
@@ -91,6 +98,12 @@ def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang:
     from scm_xl.outputs import CSV_SUFFIXES, HTML_SUFFIXES, Output, check_outputs
     from scm_xl.results import write_results
 
+    parsed = None
+    if slo is not None:
+        from scm_xl.goodput import parse_slo
+
+        parsed = parse_slo(slo, attainment)  # a bad SLO is refused before anything is read
+
     # With --save-baseline, BASELINE is an output too: the one overwrite rule applies to it (never NEW, an
     # existing file only with --force), and the --html page may not be it.
     saved = Output("BASELINE (--save-baseline)", baseline if save_baseline else None, CSV_SUFFIXES, "results CSV")
@@ -103,15 +116,27 @@ def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang:
         write_results(baseline, rows)
         click.echo(f"no baseline yet: saved the {len(rows)} rows of {new} as the baseline {baseline}")
         return
-    comparison, new_rows = compare_sources(baseline, new, strict_physics=strict_physics)
+    comparison, old_rows, new_rows = compare_sources(baseline, new, strict_physics=strict_physics)
+    slo_comparison = None
+    if parsed is not None:
+        from scm_xl.slo_compare import compare_slo
+
+        slo_comparison = compare_slo(baseline, old_rows, new, new_rows, parsed)
     if html_path:
         from scm_xl.htmlreport.compare_page import write_comparison_html
 
         write_comparison_html(comparison, html_path, resolve_lang(lang))
     if as_json:
-        click.echo(json.dumps(comparison.as_dict()))
+        data = comparison.as_dict()
+        if slo_comparison is not None:
+            data["slo"] = slo_comparison.as_dict()
+        click.echo(json.dumps(data))
     else:
         click.echo(render_comparison(comparison))
+        if slo_comparison is not None:
+            from scm_xl.slo_compare import render_slo_comparison
+
+            click.echo("\n".join(render_slo_comparison(slo_comparison)))
         if html_path:
             click.echo(f"wrote {html_path}")
     if save_baseline:
