@@ -58,6 +58,7 @@ DEMO_SHORT_PROMPT = 32
 DEMO_LONG_PROMPT = 1024
 DEMO_CONTEXT = 256
 DEMO_FILES = ("results.csv", "requests.csv", "workbook.xlsx")
+FAILED_WORKBOOK = aside_path(Path(DEMO_FILES[2]), "failed").name  # what fill leaves when verification fails
 
 Say = Callable[[str], None]
 
@@ -146,7 +147,7 @@ def run_demo(out_dir: str | Path = "scm-demo", *, target_tps: float | None = Non
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     # a workbook that failed verification was set aside as workbook.failed.xlsx: say that one
-    workbook = DEMO_FILES[2] if demo.report.verification.ok else aside_path(Path(DEMO_FILES[2]), "failed").name
+    workbook = DEMO_FILES[2] if demo.report.verification.ok else FAILED_WORKBOOK
     return dataclasses.replace(demo, out_dir=out, results_csv=out / DEMO_FILES[0], requests_csv=out / DEMO_FILES[1],
                                workbook=out / workbook, total_seconds=time.perf_counter() - start)
 
@@ -160,7 +161,7 @@ def _put_in_place(staging: Path, out: Path) -> None:
         os.replace(staging, out)
         staging.mkdir()  # for the caller's cleanup
         return
-    for name in (*DEMO_FILES, aside_path(Path(DEMO_FILES[2]), "failed").name):
+    for name in (*DEMO_FILES, FAILED_WORKBOOK):
         if (staging / name).exists():
             os.replace(staging / name, out / name)
         else:

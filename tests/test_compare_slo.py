@@ -14,20 +14,13 @@ from click.testing import CliRunner
 from scm_xl import goodput
 from scm_xl.cli import main
 from scm_xl.results import read_results
-from scm_xl.simulator import SimConfig, running_simulator
+from support.slo import collect_fixed_delays
 
-NO_KEYS = {"SCM_XL_API_KEY": None, "SILICONFLOW_API_KEY": None, "OPENAI_API_KEY": None}  # never a key
 SLO_TEXT, ATTAINMENT = "e2el=0.05", 0.4  # 3 tokens: ~18 ms at 4 ms a token (good), ~90 ms at 40 ms (a miss)
 
 
 def collect(folder: Path, itl_s: float) -> Path:
-    results = folder / "results.csv"
-    with running_simulator(SimConfig(model_name="m", ttft_s=0.01, itl_s=itl_s)) as url:
-        outcome = CliRunner().invoke(main, ["collect", "--base-url", url, "-m", "m", "-c", "1,2",
-                                            "--max-tokens", "3", "-n", "3", "--warmup", "1", "-q",
-                                            "--output", str(results)], env=NO_KEYS)
-    assert outcome.exit_code == 0, outcome.output
-    return results
+    return collect_fixed_delays(folder, itl_s=itl_s, concurrency="1,2", max_tokens="3")
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 
 from scm_xl.cli import main
 from scm_xl.rules import DEFAULT_METHOD, DEFAULT_TARGET
-from test_report_html import browser, open_page  # noqa: F401  (the fixture)
+from support.browser import browser, open_page  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"

@@ -19,7 +19,7 @@ import pytest
 
 from data.gen import MODELS, experiment, true_tps, write_csv
 from support.reports import report_pages
-from test_report_html import browser, open_page, requests_made  # noqa: F401  (the browser fixture)
+from support.browser import browser, open_page, requests_made  # noqa: F401  (the browser fixture)
 
 SVG = "{http://www.w3.org/2000/svg}"
 # Long names as the demo's, one of them Chinese: titles and legend entries that must wrap, not collide.

@@ -8,20 +8,17 @@ import dataclasses
 import json
 import math
 import random
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from scm_xl.cli import main
 from data.gen import MODELS, replicated_factorial, write_csv
+from support.browser import browser, open_page, requests_made  # noqa: F401  (the fixture)
 
 REL = 1e-9
-BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 # ---------------------------------------------------------------------------
@@ -70,42 +67,6 @@ def pages(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, P
 # The browser
 # ---------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="scm-xl-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "chromium"
-    for flag in [*BROWSER_FLAGS, f"--user-data-dir={profile}", "--window-size=1200,900"]:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=options)
-    try:
-        # Every scheme that could leave the machine is blocked; the performance log shows the rest.
-        driver.execute_cdp_cmd("Network.enable", {})
-        driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": [
-            "http://*", "https://*", "ws://*", "wss://*", "ftp://*"]})
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def open_page(driver: Any, path: Path) -> None:
-    driver.get_log("performance")  # drop what came before
-    driver.get_log("browser")
-    driver.get(path.resolve().as_uri())
-
-
-def requests_made(driver: Any) -> list[str]:
-    urls = []
-    for entry in driver.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
-    return urls
 
 
 @pytest.mark.browser

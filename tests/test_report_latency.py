@@ -23,7 +23,7 @@ from scm_xl.simulator import SimConfig
 from support.latency import Sweep, measure
 from support.parallel import in_parallel
 from support.reports import report_pages
-from test_report_html import browser, open_page, requests_made  # noqa: F401  (the browser fixture)
+from support.browser import SET_INVERSE, browser, open_page, requests_made  # noqa: F401  (the browser fixture)
 
 REL = 1e-6
 SLOTS = 4
@@ -280,15 +280,7 @@ def test_the_calculator_blends_the_decode_step_as_terms_weights(browser: Any,  #
         assert page == expected, f"knots={knots} n={n}: {page} vs {expected}"  # bit for bit
 
 
-INVERSE = """
-const [fields] = arguments;
-// every max_tokens and model allowed (the page opens on the default question's alone)
-document.querySelectorAll("input[name='inv-length'], input[name='inv-model']").forEach(b => { b.checked = true; });
-for (const [id, value] of Object.entries(fields)) {
-    const el = document.getElementById(id);
-    if (el.type === 'checkbox') el.checked = value; else el.value = value;
-}
-document.getElementById('inv-method').dispatchEvent(new Event('change'));
+INVERSE = SET_INVERSE + """
 return [document.getElementById('inverse-result').getAttribute('data-result'),
         document.getElementById('inverse-choice').getAttribute('data-method')];
 """

@@ -17,10 +17,9 @@ from click.testing import CliRunner
 
 from scm_xl import goodput
 from scm_xl.cli import main
-from scm_xl.simulator import SimConfig, running_simulator
 from support.browser import offline_chromium, open_page, requests_made
+from support.slo import collect_fixed_delays
 
-NO_KEYS = {"SCM_XL_API_KEY": None, "SILICONFLOW_API_KEY": None, "OPENAI_API_KEY": None}
 SLO_TEXT, ATTAINMENT = "ttft=0.5,e2el=0.03", 0.4  # 3 tokens take ~18 ms (good), 12 tokens ~54 ms (a miss)
 REL = 1e-9
 
@@ -35,14 +34,7 @@ def run(*args: object, codes: tuple[int, ...] = (0,)) -> str:
 def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The simulator with fixed delays (first token 10 ms, then 4 ms a token), its results CSV and
     the per-request CSV beside it."""
-    results = tmp_path_factory.mktemp("report-slo") / "results.csv"
-    with running_simulator(SimConfig(model_name="m", ttft_s=0.01, itl_s=0.004)) as url:
-        outcome = CliRunner().invoke(main, ["collect", "--base-url", url, "-m", "m", "-c", "1,2,4",
-                                            "--max-tokens", "3,12", "-n", "3", "--warmup", "1", "-q",
-                                            "--out", str(results)], env=NO_KEYS)
-    assert outcome.exit_code == 0, outcome.output
-    assert goodput.requests_path_for(results).exists()
-    return results
+    return collect_fixed_delays(tmp_path_factory.mktemp("report-slo"))
 
 
 def _payload(page: Path) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from click.testing import CliRunner
 
 from scm_xl.cli import main
 from data.gen import MODELS, replicated_factorial, write_csv
-from test_report_html import _calculator_rows, browser, chart_elements, open_page  # noqa: F401  (the fixture)
+from support.browser import SET_INVERSE, browser, open_page  # noqa: F401  (the fixture)
+from test_report_html import _calculator_rows, chart_elements
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
@@ -209,15 +210,7 @@ def test_the_charts_fill_the_width_and_nothing_collides(browser: Any, pages: dic
     browser.set_window_size(1200, 900)
 
 
-INVERSE = """
-const [fields] = arguments;
-// every max_tokens and model allowed (the page opens on the default question's alone)
-document.querySelectorAll("input[name='inv-length'], input[name='inv-model']").forEach(b => { b.checked = true; });
-for (const [id, value] of Object.entries(fields)) {
-    const el = document.getElementById(id);
-    if (el.type === 'checkbox') el.checked = value; else el.value = value;
-}
-document.getElementById('inv-method').dispatchEvent(new Event('change'));
+INVERSE = SET_INVERSE + """
 const out = document.getElementById('inverse-result');
 return [out.getAttribute('data-result'), out.innerText];
 """

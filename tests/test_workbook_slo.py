@@ -21,11 +21,10 @@ from scm_xl import goodput
 from scm_xl.cli import main
 from scm_xl.collect.records import REQUEST_COLUMNS
 from scm_xl.results import ResultRow, read_results, write_results
-from scm_xl.simulator import SimConfig, running_simulator
 from scm_xl.workbook import slo_sheet, summary_sheet
 from scm_xl.workbook.fill import fill, verify
+from support.slo import collect_fixed_delays
 
-NO_KEYS = {"SCM_XL_API_KEY": None, "SILICONFLOW_API_KEY": None, "OPENAI_API_KEY": None}
 UNO_PYTHON = "/usr/bin/python3"
 SLO_TEXT, ATTAINMENT = "ttft=0.5,e2el=0.03", 0.4  # 3 tokens take ~18 ms (good), 12 tokens ~54 ms (a miss)
 SLO = goodput.parse_slo(SLO_TEXT, ATTAINMENT)
@@ -56,14 +55,7 @@ def _experiments(wb: openpyxl.Workbook) -> dict[str, dict[str, object]]:
 def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real run: the simulator with fixed delays (first token 10 ms, then 4 ms a token) on
     127.0.0.1, the collector's results CSV and the per-request CSV beside it."""
-    results = tmp_path_factory.mktemp("slo") / "results.csv"
-    with running_simulator(SimConfig(model_name="m", ttft_s=0.01, itl_s=0.004)) as url:
-        outcome = CliRunner().invoke(main, ["collect", "--base-url", url, "-m", "m", "-c", "1,2,4",
-                                            "--max-tokens", "3,12", "-n", "3", "--warmup", "1", "-q",
-                                            "--out", str(results)], env=NO_KEYS)
-    assert outcome.exit_code == 0, outcome.output
-    assert goodput.requests_path_for(results).exists()
-    return results
+    return collect_fixed_delays(tmp_path_factory.mktemp("slo"))
 
 
 @pytest.fixture(scope="module")

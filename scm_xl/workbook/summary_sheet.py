@@ -13,20 +13,16 @@ derivation and calibration sheets read. Every other cell is locked and the sheet
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
-from openpyxl import Workbook
 from openpyxl.formatting.rule import CellIsRule
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.worksheet.datavalidation import DataValidation
 from openpyxl.worksheet.worksheet import Worksheet
 
-from scm_xl.engines.base import CellError, CellValue
-from scm_xl.model import RowCheck, RowLike
-from scm_xl.workbook import charts
+from scm_xl.engines.base import CellValue
 from scm_xl.rules import DEFAULT_FORWARD, DEFAULT_METHOD, DEFAULT_TARGET, METHODS
 from scm_xl.workbook.layout import CONCURRENCY_TABLE, LENGTH_TABLE, MODEL_TABLE, Column, Layout
 from scm_xl.workbook.styles import (
@@ -35,11 +31,9 @@ from scm_xl.workbook.styles import (
 )
 
 if TYPE_CHECKING:
-
     from scm_xl.workbook.formulas import Formulas
 
 Expected = dict[tuple[str, str], CellValue]
-NA = CellError("#N/A")
 
 TEXTS = {
     "zh": {
@@ -384,7 +378,7 @@ def write_sheet(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     for col in "CDEF":
         ws.column_dimensions[col].width = 14
     last = COEF_FIRST + 1 + max(layout.c_slots, layout.l_slots, layout.m_slots)
-    ws.print_area = f"A1:V{last}"  # the charts extend it to the last one drawn (charts.cover)
+    ws.print_area = f"A1:V{last}"  # the charts extend it to the last one drawn (workbook.charts.cover)
     ws.page_setup.fitToHeight = 1  # the answer and its charts on one page (build.print_setup keeps it)
 
 

@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+import pytest
+
 BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -33,6 +35,27 @@ def offline_chromium() -> Iterator[Any]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+# The calculator's inverse form, every max_tokens and model allowed, set to `fields` (element id ->
+# value) and recomputed; a test appends what it returns.
+SET_INVERSE = """
+const [fields] = arguments;
+// every max_tokens and model allowed (the page opens on the default question's alone)
+document.querySelectorAll("input[name='inv-length'], input[name='inv-model']").forEach(b => { b.checked = true; });
+for (const [id, value] of Object.entries(fields)) {
+    const el = document.getElementById(id);
+    if (el.type === 'checkbox') el.checked = value; else el.value = value;
+}
+document.getElementById('inv-method').dispatchEvent(new Event('change'));
+"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """The offline browser as a fixture, one per test module."""
+    with offline_chromium() as driver:
+        yield driver
 
 
 def open_page(driver: Any, path: Path) -> None:
