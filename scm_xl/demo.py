@@ -341,8 +341,8 @@ def render(demo: DemoReport) -> str:
     analysis = demo.report.analysis
     cal = analysis.calibration
     lines = [
-        t["deployments"].format(models=", ".join(m for m, _ in DEMO_MODELS), gpu=DEMO_GPU,
-                                eff=f"{DEMO_EFFICIENCY:.0%}"),
+        wrapped(t["deployments"].format(models=", ".join(m for m, _ in DEMO_MODELS), gpu=DEMO_GPU,
+                                        eff=f"{DEMO_EFFICIENCY:.0%}")),
         t["collected"].format(n=len(analysis.statuses), s=demo.collect_seconds),
         "",
         render_coefficients(analysis),
@@ -359,7 +359,7 @@ def render(demo: DemoReport) -> str:
                              f"{best / ceiling:.0%}" if best else "n/a",
                              _fmt(demo.c_model_first_principles[served], 3), _fmt(calibrated, 3)])
     lines.append(table(t["headers"], physics_rows))
-    lines.append(t["legend"].format(mt=max(DEMO_MAX_TOKENS)))
+    lines.append(wrapped(t["legend"].format(mt=max(DEMO_MAX_TOKENS))))
     warned = sum(1 for s in analysis.statuses if s.physics.count)
     lines.append(t["warnings"].format(w=warned, n=len(analysis.statuses)))
     lines.append("")
