@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from openpyxl.utils.cell import column_index_from_string
+
 from scm_xl.engines import xlsx_cells
 from scm_xl.engines.base import (
     CellError, CellValue, Engine, Recalculated, absolute_cells, engine_failed, formula_refs, normalise,
@@ -53,6 +55,7 @@ class IronCalcEngine(Engine):
         model = _evaluated(ironcalc, path)
         sheet_index = {props["name"]: i for i, props in enumerate(model.get_worksheets_properties())}
         values: dict[tuple[str, str], CellValue] = {}
+        columns: dict[str, int] = {}  # column letters -> number, each spelled once per workbook
         for sheet, sheet_refs in refs.items():
             if not sheet_refs:
                 continue
@@ -60,9 +63,17 @@ class IronCalcEngine(Engine):
             if index is None:
                 raise EngineError(f"ironcalc did not load sheet {sheet!r} of {path}")
             for ref in sheet_refs:
-                for row, col, cell in absolute_cells(ref):
-                    values[(sheet, cell)] = _value(ironcalc, model, index, row, col)
+                if ":" in ref:  # an array formula's range
+                    for row, col, cell in absolute_cells(ref):
+                        values[(sheet, cell)] = _value(ironcalc, model, index, row, col)
+                    continue
+                letters = ref.rstrip(_DIGITS)  # most formula cells: one cell, read as fast as possible
+                col = columns.get(letters) or columns.setdefault(letters, column_index_from_string(letters))
+                values[(sheet, ref)] = _value(ironcalc, model, index, int(ref[len(letters):]), col)
         return Recalculated(self.name, values, time.perf_counter() - start)
+
+
+_DIGITS = "0123456789"
 
 
 # An empty cell that only carries a style (<c r="B4" s="11"/>, every yellow input cell a
@@ -129,12 +140,19 @@ def _evaluated(ironcalc: Any, path: Path) -> Any:
 
 
 def _value(ironcalc: Any, model: Any, sheet: int, row: int, col: int) -> CellValue:
-    kind = model.get_cell_type(sheet, row, col)
+    """One computed value. IronCalc gives a number as float, a logical as bool, a text or an
+    error as str, an empty cell as None; only a str that starts with "#" needs the cell's type
+    (an error, or a text that looks like one), so most cells cost one call."""
     value = model.get_cell_value(sheet, row, col)
-    if kind == ironcalc.CellType.ErrorValue:
-        # The standard codes match the other engines'. IronCalc's own (#N/IMPL! for a function it
-        # lacks, #CIRC!, #SPILL!) are kept as they are: each is a disagreement worth seeing.
-        return CellError(str(value))
-    if kind == ironcalc.CellType.LogicalValue:
+    kind = type(value)
+    if kind is float or kind is bool:
+        return value
+    if kind is str:
+        if value.startswith("#") and model.get_cell_type(sheet, row, col) == ironcalc.CellType.ErrorValue:
+            # The standard codes match the other engines'. IronCalc's own (#N/IMPL! for a function it
+            # lacks, #CIRC!, #SPILL!) are kept as they are: each is a disagreement worth seeing.
+            return CellError(value)
+        return value or None
+    if model.get_cell_type(sheet, row, col) == ironcalc.CellType.LogicalValue:
         return bool(value)
-    return normalise(value)  # numbers as float, "" and empty as None
+    return normalise(value)  # anything else as every engine reports it: empty as None
