@@ -635,7 +635,7 @@ def _interval(interval: tuple[float, float] | None) -> str:
 
 def render_comparison(c: Comparison) -> str:
     """The comparison as plain-text tables."""
-    from scm_xl.report import table
+    from scm_xl.terminal import table
 
     model, length, concurrency = c.base_point
     lines = [f"baseline: {c.baseline_name} ({c.baseline_rows} rows, {c.baseline_dof} residual dof)   "
@@ -655,7 +655,7 @@ def render_comparison(c: Comparison) -> str:
                  f"{o.with_interval} inside the baseline's 90% prediction interval")
     rule = c.level_rule()
     if rule is not None:
-        from scm_xl.report import wrapped
+        from scm_xl.terminal import wrapped
 
         lines.append(wrapped(f"without the base point: {rule}"))
     if c.latency is not None:
@@ -666,7 +666,7 @@ def render_comparison(c: Comparison) -> str:
 
 def render_latency_comparison(lat: LatencyComparison) -> list[str]:
     """The latency part of the comparison as text lines (they do not enter the verdict)."""
-    from scm_xl.report import wrapped
+    from scm_xl.terminal import wrapped
 
     lines = [""]
     if lat.status == "compared":

@@ -335,7 +335,8 @@ def _inverse_line(t: dict[str, Any], target: float, length: int, sol: Solution, 
 
 
 def render(demo: DemoReport) -> str:
-    from scm_xl.report import _fmt, render_coefficients, render_consistency, render_verification, table, wrapped
+    from scm_xl.report import _fmt, render_coefficients, render_consistency, render_verification
+    from scm_xl.terminal import table, wrapped
 
     t = TEXTS.get(demo.lang, TEXTS["en"])
     analysis = demo.report.analysis

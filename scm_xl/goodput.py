@@ -487,7 +487,8 @@ def evaluate(rows: Iterable[Any], samples: RequestSamples, slo: Slo) -> GoodputT
 @dataclass(frozen=True)
 class SloCell:
     """A measured configuration (model x concurrency x max_tokens at one prompt level), its
-    repeats pooled: one attainment over all their requests, TPS and goodput time-weighted."""
+    repeats pooled: one attainment over all their requests, TPS and goodput time-weighted; or one
+    predicted between measured levels (`predicted_from`)."""
 
     model: str
     concurrency: int
@@ -497,6 +498,9 @@ class SloCell:
     tally: Tally
     meets: bool  # the lower end of the attainment interval reaches the target
     rejected_by: tuple[str, ...]  # () when it meets the SLO; else (binding,) or (SAMPLE_SIZE,)
+    # None: measured. Else the measured concurrency whose requests the latency model rescaled to
+    # this one (scm_xl.slo_between): a prediction, and every surface says so.
+    predicted_from: int | None = None
 
     @property
     def cost(self) -> tuple[int, int, str]:
@@ -510,7 +514,8 @@ class SloCell:
                 "prompt_level": self.prompt_level, "exp_ids": list(self.exp_ids), "requests": t.requests,
                 "good": t.good, "attainment": t.attainment, "attainment_interval": list(t.interval),
                 "tps": t.tps, "goodput_tps": t.goodput_tps, "misses": dict(t.misses), "binding": t.binding,
-                "meets_slo": self.meets, "rejected_by": list(self.rejected_by)}
+                "meets_slo": self.meets, "rejected_by": list(self.rejected_by),
+                "predicted_from": self.predicted_from}
 
 
 def cells(experiments: Iterable[ExperimentGoodput], slo: Slo) -> list[SloCell]:

@@ -11,28 +11,24 @@ from __future__ import annotations
 
 import json
 import math
-import re
-import shutil
-import textwrap
-import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from scm_xl.model import Analysis, Prediction, RowCheck, Solution, same_model
 from scm_xl.outputs import atomic_write_text
+from scm_xl.terminal import table, terminal_width, wrapped
+from scm_xl.report_texts import PHYSICS_NAMES, words
+from scm_xl.rules import ROLE_NAMES, TEXTS, VERDICT_NAMES
 from scm_xl.verify import Verification
 
 if TYPE_CHECKING:
     from scm_xl.constrained import ConstrainedSolution
     from scm_xl.lsq import Forecast
+    from scm_xl.rules import Lang
 
 NA = "n/a"
-WIDTH = 80  # terminal tables and lines fit this
-MIN_TEXT_WIDTH = 24  # a wrapped text column narrower than this goes under its row instead
-MIN_SHRUNK = 12  # a column a table may shorten to fit (a model name) keeps at least this many columns
-# The physics checks' codes (JSON) and their names for people.
-PHYSICS_WORDS = {"short_output": "short output", "superlinear": "superlinear gain",
-                 "over_ceiling": "above the roofline ceiling", "kv_over": "KV cache over GPU memory"}
+# The physics checks' codes (JSON) and their names for people (both languages: report_texts).
+PHYSICS_WORDS = PHYSICS_NAMES["en"]
 ROLE_WORDS = {"identify": "identify row (defines a coefficient, so it tests nothing)",
               "check": "check row (predicted from other rows)",
               "unidentified": "unidentified row", "excluded": "excluded row"}
@@ -117,36 +113,61 @@ def analysis_to_dict(analysis: Analysis, verification: Verification | None = Non
     return report
 
 
-def render_holdout(holdout: dict[str, Any]) -> str:
+def render_holdout(holdout: dict[str, Any], *, lang: Lang = "en") -> str:
+    t = words(lang)
     chain = holdout.get("chain_holdout") or {}
-    return "\n".join([
-        f"leave-one-out, lsq:   MAPE {_pct(holdout.get('loo_mape_pct'))}, max {_pct(holdout.get('loo_max_pct'))} "
-        f"over {holdout.get('loo_rows')} rows, verdict {holdout.get('verdict')}",
-        f"leave-one-out, chain: MAPE {_pct(chain.get('loo_mape_pct'))}, max {_pct(chain.get('loo_max_pct'))} "
-        f"over {chain.get('loo_rows')} rows, verdict {chain.get('verdict')}",
-        wrapped(f"separable model: {holdout.get('interaction_summary', NA)}")])
+
+    def line(key: str, part: dict[str, Any]) -> str:
+        return t[key].format(mape=_pct(part.get("loo_mape_pct"), na=t["na"]),
+                             max=_pct(part.get("loo_max_pct"), na=t["na"]), rows=part.get("loo_rows"),
+                             verdict=_verdict(part.get("verdict"), lang))
+    return "\n".join([line("loo_lsq", holdout), line("loo_chain", chain),
+                      wrapped(t["separable"].format(summary=_separable(holdout, lang)))])
 
 
-def render_latency(latency: dict[str, Any]) -> str:
+def _verdict(verdict: Any, lang: Lang) -> str:
+    """A verdict (or a hold-out's) in words; what is not a verdict as it is."""
+    return VERDICT_NAMES[lang].get(verdict, str(verdict)) if isinstance(verdict, str) else str(verdict)
+
+
+def _separable(holdout: dict[str, Any], lang: Lang) -> str:
+    """The least-squares interaction check in words (`InteractionCheck.summary` in English; the
+    cells and plateaus it names keep their English detail)."""
+    if lang == "en":
+        return str(holdout.get("interaction_summary", NA))
+    t = words(lang)
+    if "interaction_summary" not in holdout:
+        return t["na"]
+    if holdout.get("sigma_log") is None:  # no residual degrees of freedom: nothing testable
+        return t["separable_untestable"]
+    if holdout.get("separable"):
+        return t["separable_ok"]
+    prompt = holdout.get("prompt_interaction")
+    parts = [*(holdout.get("interactions") or []), *(holdout.get("plateaus") or [])]
+    return (t["separable_prompt"].format(prompt=prompt) if prompt else "") + t["separable_broken"] + "; ".join(parts)
+
+
+def render_latency(latency: dict[str, Any], *, lang: Lang = "en") -> str:
     """The latency model's hold-out, knee and Little's-law flags, for fill and verify."""
+    t = words(lang)
     holdout = latency["holdout"]
-    lines = [wrapped(f"leave-one-out, latency: MAPE {_pct(holdout.get('loo_mape_pct'))}, max "
-                     f"{_pct(holdout.get('loo_max_pct'))} over {holdout.get('loo_rows')} rows, verdict "
-                     f"{holdout.get('verdict')} (TTFT + (L - 1) x ITL, every prompt level)")]
+    lines = [wrapped(t["loo_latency"].format(mape=_pct(holdout.get("loo_mape_pct"), na=t["na"]),
+                                             max=_pct(holdout.get("loo_max_pct"), na=t["na"]),
+                                             rows=holdout.get("loo_rows"),
+                                             verdict=_verdict(holdout.get("verdict"), lang)))]
     if latency.get("knee"):
-        lines.append(wrapped(f"knee: {latency['knee']}"))
+        lines.append(wrapped(t["knee"].format(knee=latency["knee"])))
     flags = latency.get("little_law_flags") or []
     if flags:
         shown = ", ".join(f"{f['exp_id']} ({f['ratio']:.2f})" for f in flags[:5])
-        more = f" and {len(flags) - 5} more" if len(flags) > 5 else ""
-        lines.append(wrapped(f"Little's law off by more than 15% (c x L / TPS against the mean latency) on "
-                             f"{len(flags)} rows: {shown}{more}: the client did not keep its slots busy there"))
+        more = t["little_more"].format(n=len(flags) - 5) if len(flags) > 5 else ""
+        lines.append(wrapped(t["little_law"].format(n=len(flags), shown=shown, more=more)))
     return "\n".join(lines)
 
 
-def _pct(value: Any, digits: int = 2) -> str:
+def _pct(value: Any, digits: int = 2, *, na: str = NA) -> str:
     """A percentage with its sign, or "n/a" (never "-%")."""
-    return NA if value is None else f"{_fmt(value, digits)}%"
+    return na if value is None else f"{_fmt(value, digits)}%"
 
 
 def c_model_first_principles(cal: Any) -> dict[str, float]:
@@ -178,9 +199,9 @@ def write_json(path: str | Path, data: dict[str, Any]) -> None:
     atomic_write_text(path, to_json(data, indent=2) + "\n")
 
 
-def _fmt(value: Any, digits: int = 2) -> str:
+def _fmt(value: Any, digits: int = 2, *, na: str = NA) -> str:
     if value is None:
-        return NA
+        return na
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -189,186 +210,61 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def display_width(text: str) -> int:
-    """Columns `text` takes on a terminal: East Asian wide and fullwidth characters two, combining
-    marks and zero-width characters none, the rest one."""
-    width = 0
-    for ch in text:
-        if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
-            continue
-        width += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-    return width
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * max(width - display_width(text), 0)
-
-
-def _take(text: str, width: int, *, from_end: bool = False) -> str:
-    """The longest start (or end) of `text` at most `width` columns wide."""
-    out, used = [], 0
-    for ch in (reversed(text) if from_end else text):
-        w = display_width(ch)
-        if used + w > width:
-            break
-        out.append(ch)
-        used += w
-    return "".join(reversed(out) if from_end else out)
-
-
-def shorten(text: str, width: int) -> str:
-    """`text` in at most `width` columns, marked with an ellipsis where shortened: a model's
-    organisation goes first ("Qwen/Qwen2.5-7B-Instruct" -> "…/Qwen2.5-7B-Instruct"), then its
-    end ("Qwen2.5-7B-Ins…"): the family and the size lead a model's name."""
-    if display_width(text) <= width:
-        return text
-    if width <= 1:
-        return "…"[:width]
-    short = re.sub(r"[^/\s(]+/", "…/", text, count=1)
-    if display_width(short) <= width:
-        return short
-    short = short.replace("…/", "", 1)
-    return _take(short, width - 1) + "…"
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    """`text` in lines of at most `width` columns: broken at spaces, and between two CJK characters
-    (which need no space); a word is cut only when it is wider than a whole line."""
-    tokens = re.findall(r"\s+|[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+",
-                        text.strip())
-    lines: list[str] = []
-    line = ""
-    for token in tokens:
-        if token.isspace():
-            if line:
-                line += token
-            continue
-        while display_width(token) > width:  # wider than a line: cut it
-            if line.strip():
-                lines.append(line.rstrip())
-            piece = _take(token, width)
-            lines.append(piece)
-            token, line = token[len(piece):], ""
-        if display_width(line + token) > width and line.strip():
-            lines.append(line.rstrip())
-            line = ""
-        line += token
-    if line.strip():
-        lines.append(line.rstrip())
-    return lines or [""]
-
-
-def terminal_width() -> int:
-    """The width tables are fitted to: the terminal's (COLUMNS, else the terminal itself), at most
-    WIDTH so what a test or a log records does not depend on the window it ran in."""
-    return max(min(shutil.get_terminal_size((WIDTH, 24)).columns, WIDTH), 40)
-
-
-def table(headers: list[str], rows: list[list[str]], *, width: int | None = None, shrink: int | None = None) -> str:
-    """Columns padded to their widest cell, in terminal columns (a CJK character is two); values
-    are never cut except the `shrink` column's.
-
-    A header may hold a line break (a unit under its name). With `width`, no line is wider: the
-    `shrink` column (a model name) is shortened with an ellipsis as far as needed, not below
-    MIN_SHRUNK columns or its header; then the last column (free text) wraps to what the others
-    leave of it, or goes under its row, indented, when less than `MIN_TEXT_WIDTH` is left.
-    """
-    head = [h.split("\n") for h in headers]
-    depth = max(len(h) for h in head)
-    head = [h + [""] * (depth - len(h)) for h in head]
-    wrap = width is not None
-    sized = len(headers) - 1 if wrap else len(headers)
-    widths = [max([display_width(x) for x in head[i]] + [display_width(r[i]) for r in rows]) for i in range(sized)]
-    if width is not None and shrink is not None and shrink < sized:
-        over = sum(widths) + 2 * (sized - 1) - width  # the columns before the text must fit on one line
-        floor = max(MIN_SHRUNK, *(display_width(x) for x in head[shrink]))
-        if over > 0 and widths[shrink] > floor:
-            widths[shrink] = max(widths[shrink] - over, floor)
-            rows = [[shorten(cell, widths[shrink]) if i == shrink else cell for i, cell in enumerate(r)] for r in rows]
-    indent = sum(widths) + 2 * len(widths)
-    room = (width - indent) if width is not None else 0
-    beside = wrap and room >= MIN_TEXT_WIDTH
-    if wrap:
-        longest = max((display_width(r[-1]) for r in rows), default=0)
-        widths.append(max([display_width(x) for x in head[-1]] + [min(room, longest)]) if beside
-                      else max(display_width(x) for x in head[-1]))
-    if wrap and not beside:  # the text goes under each row, and its header under the others
-        lines = ["  ".join(_pad(h[k], w) for h, w in zip(head[:-1], widths)).rstrip() for k in range(depth)]
-        lines += ["    " + x for x in head[-1] if x]
-        lines.append("  ".join("-" * w for w in widths[:-1]))
-    else:
-        lines = ["  ".join(_pad(h[k], w) for h, w in zip(head, widths)).rstrip() for k in range(depth)]
-        lines.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        if not wrap:
-            lines.append("  ".join(_pad(cell, w) for cell, w in zip(r, widths)).rstrip())
-            continue
-        first = "  ".join(_pad(cell, w) for cell, w in zip(r[:-1], widths))
-        if beside:
-            chunks = _wrap(r[-1], room)
-            lines.append(f"{first}  {chunks[0]}".rstrip())
-            lines += [" " * indent + chunk for chunk in chunks[1:]]
-        else:
-            lines.append(first.rstrip())
-            assert width is not None
-            if r[-1].strip():
-                lines += ["    " + chunk for chunk in _wrap(r[-1], width - 4)]
-    return "\n".join(lines)
-
-
-def wrapped(text: str, width: int = WIDTH, indent: str = "  ") -> str:
-    """A long line wrapped to `width`, continuation lines indented; words are never cut."""
-    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
-                                   break_on_hyphens=False)) or text
-
-
-def render_coefficients(analysis: Analysis) -> str:
+def render_coefficients(analysis: Analysis, *, lang: Lang = "en") -> str:
+    t = words(lang)
+    na = t["na"]
     cal = analysis.calibration
-    rows = [["BaseTPS", _fmt(cal.base_tps),
-             f"tok/s at the base point: {cal.base_model}, max_tokens {cal.base_max_tokens}, "
-             f"concurrency {cal.base_concurrency}"]]
-    rows += [[f"f({lv.concurrency})", _fmt(lv.f), f"{lv.rows} row(s)" if lv.f is not None else "not identified"]
+    rows = [["BaseTPS", _fmt(cal.base_tps, na=na),
+             t["base_point"].format(model=cal.base_model, length=cal.base_max_tokens, c=cal.base_concurrency)]]
+    rows += [[f"f({lv.concurrency})", _fmt(lv.f, na=na),
+              t["row_count"].format(n=lv.rows) if lv.f is not None else t["not_identified"]]
              for lv in cal.concurrency_levels]
-    rows += [[f"K_len({lv.max_tokens})", _fmt(lv.k_len),
-              f"anchor concurrency {lv.anchor_concurrency}" if lv.k_len is not None else "not identified"]
+    rows += [[f"K_len({lv.max_tokens})", _fmt(lv.k_len, na=na),
+              t["anchor"].format(c=lv.anchor_concurrency) if lv.k_len is not None else t["not_identified"]]
              for lv in cal.length_levels]
-    rows += [[f"K_in({lv.prompt_level})", _fmt(lv.k_in),
-              (("base prompt level; " if lv.prompt_level == cal.base_prompt_level else "")
-               + f"anchor concurrency {lv.anchor_concurrency}") if lv.k_in is not None else "not identified"]
+    rows += [[f"K_in({lv.prompt_level})", _fmt(lv.k_in, na=na),
+              ((t["base_prompt"] if lv.prompt_level == cal.base_prompt_level else "")
+               + t["anchor"].format(c=lv.anchor_concurrency)) if lv.k_in is not None else t["not_identified"]]
              for lv in cal.prompt_levels]
     first_principles = c_model_first_principles(cal)
-    rows += [[f"C_model({m.model})", _fmt(m.c_model),
-              (f"{m.rows} row(s)" if m.c_model is not None else "not identified")
-              + (f"; first principles {first_principles[m.model]:.3f}" if m.model in first_principles else "")]
+    rows += [[f"C_model({m.model})", _fmt(m.c_model, na=na),
+              (t["row_count"].format(n=m.rows) if m.c_model is not None else t["not_identified"])
+              + (t["first_principles"].format(value=f"{first_principles[m.model]:.3f}")
+                 if m.model in first_principles else "")]
              for m in cal.models]
-    return table(["coefficient", "value", "from"], rows, width=terminal_width(), shrink=0)
+    return table([t["h_coefficient"], t["h_value"], t["h_from"]], rows, width=terminal_width(), shrink=0)
 
 
-def render_consistency(analysis: Analysis) -> str:
+def render_consistency(analysis: Analysis, *, lang: Lang = "en") -> str:
+    t = words(lang)
+    na = t["na"]
     prompts = bool(analysis.calibration.prompt_levels)  # a prompt column only when the data has levels
     rows = [[ch.status.exp_id, str(ch.status.concurrency), str(ch.status.max_tokens),
              *([str(ch.status.prompt_level)] if prompts else []), ch.status.model,
-             _fmt(ch.status.tps), _fmt(ch.predicted_tps), _fmt(ch.deviation_pct, 1), ch.role, _note(ch)]
+             _fmt(ch.status.tps, na=na), _fmt(ch.predicted_tps, na=na), _fmt(ch.deviation_pct, 1, na=na),
+             ROLE_NAMES[lang].get(ch.role, ch.role), _note(ch, lang)]
             for ch in analysis.checks]
     c = analysis.consistency
-    summary = (f"check rows: {c.check_rows}   identify: {c.identify_rows}   unidentified: {c.unidentified_rows}"
-               f"   excluded: {c.excluded_rows}\n"
-               f"MAPE (check rows): {_pct(c.mape_pct)}   max: {_pct(c.max_deviation_pct)}   "
-               f"verdict: {c.verdict}")
-    return table(["exp_id", "c", "max\ntokens", *(["prompt"] if prompts else []), "model", "measured\ntok/s",
-                  "predicted\ntok/s", "dev\n%", "role", "note"], rows, width=terminal_width(),
-                 shrink=4 if prompts else 3) + "\n\n" + summary
+    summary = (t["rows_summary"].format(check=c.check_rows, identify=c.identify_rows,
+                                        unidentified=c.unidentified_rows, excluded=c.excluded_rows) + "\n"
+               + t["mape_summary"].format(mape=_pct(c.mape_pct, na=na), max=_pct(c.max_deviation_pct, na=na),
+                                          verdict=_verdict(c.verdict, lang)))
+    return table([t["h_exp_id"], t["h_c"], t["h_max_tokens"], *([t["h_prompt"]] if prompts else []), t["h_model"],
+                  t["h_measured"], t["h_predicted"], t["h_dev"], t["h_role"], t["h_note"]], rows,
+                 width=terminal_width(), shrink=4 if prompts else 3) + "\n\n" + summary
 
 
-def _note(check: RowCheck) -> str:
+def _note(check: RowCheck, lang: Lang = "en") -> str:
     """The row's note; a row strict physics excluded names the checks that fired."""
-    note = check.note("en")
+    note = check.note(lang)
     if check.status.reason_code == "physics":
-        note += f" ({', '.join(PHYSICS_WORDS.get(code, code) for code in check.status.physics.codes())})"
+        names = PHYSICS_NAMES[lang]
+        note += words(lang)["physics_checks"].format(
+            checks=words(lang)["list_sep"].join(names.get(code, code) for code in check.status.physics.codes()))
     return note
 
 
-def physics_summary(analysis: Analysis, limit: int = 3) -> dict[str, Any]:
+def physics_summary(analysis: Analysis, limit: int = 3, *, lang: Lang = "en") -> dict[str, Any]:
     """Rows with physics warnings: counts by check (machine names) and the first few rows."""
     warned = [s for s in analysis.statuses if s.physics.count > 0]
     by_check: dict[str, int] = {}
@@ -379,30 +275,34 @@ def physics_summary(analysis: Analysis, limit: int = 3) -> dict[str, Any]:
         "rows": len(warned), "of_rows": len(analysis.statuses), "by_check": by_check,
         "strict": analysis.settings.strict_physics,
         "excluded": sum(1 for s in warned if s.reason_code == "physics"),
-        "first": [{"exp_id": s.exp_id, "checks": s.physics.codes(), "text": s.physics.text("en")}
+        "first": [{"exp_id": s.exp_id, "checks": s.physics.codes(), "text": s.physics.text(lang)}
                   for s in warned[:limit]],
     }
 
 
-def render_physics(analysis: Analysis, limit: int = 3) -> str:
+def render_physics(analysis: Analysis, limit: int = 3, *, lang: Lang = "en") -> str:
     """Physics warnings for people: counts by check and the first rows; "" when there are none."""
-    summary = physics_summary(analysis, limit)
+    t = words(lang)
+    summary = physics_summary(analysis, limit, lang=lang)
     if not summary["rows"]:
         return ""
-    counts = ", ".join(f"{PHYSICS_WORDS.get(code, code)} {count}" for code, count in summary["by_check"].items())
-    lines = [wrapped(f"physics warnings on {summary['rows']} of {summary['of_rows']} rows: {counts}")]
-    lines += [wrapped(f"  {item['exp_id']}: {item['text']}", indent="    ") for item in summary["first"]]
+    names = PHYSICS_NAMES[lang]
+    counts = t["list_sep"].join(t["physics_count"].format(check=names.get(code, code), count=count)
+                                for code, count in summary["by_check"].items())
+    lines = [wrapped(t["physics_head"].format(rows=summary["rows"], of=summary["of_rows"], counts=counts))]
+    lines += [wrapped(t["physics_row"].format(exp_id=item["exp_id"], text=item["text"]), indent="    ")
+              for item in summary["first"]]
     if summary["rows"] > limit:
-        lines.append(wrapped(f"  ... and {summary['rows'] - limit} more (every row: the JSON report, or the "
-                             "workbook's consistency sheet)", indent="    "))
+        lines.append(wrapped(t["physics_more"].format(n=summary["rows"] - limit), indent="    "))
     if summary["strict"]:
-        lines.append(f"strict physics: {summary['excluded']} of these rows excluded")
+        lines.append(t["physics_strict"].format(n=summary["excluded"]))
     else:
-        lines.append("warnings only: these rows are still used (--strict-physics excludes them)")
+        lines.append(t["physics_kept"])
     return "\n".join(lines)
 
 
-def render_workbook_answers(layout: Any, inputs: Any, values: dict[tuple[str, str], Any]) -> list[str]:
+def render_workbook_answers(layout: Any, inputs: Any, values: dict[tuple[str, str], Any], *,
+                            lang: Lang = "en") -> list[str]:
     """The forward and inverse answers as the workbook's engine computed them (its Derivation
     sheet: the numbers a person sees on opening it), in words; [] where it gave none."""
     def value(name: str) -> Any:
@@ -410,57 +310,58 @@ def render_workbook_answers(layout: Any, inputs: Any, values: dict[tuple[str, st
         found = values.get((layout.title(cell.sheet), cell.address))
         return found if isinstance(found, (int, float)) and not isinstance(found, bool) else None
 
+    t = words(lang)
     lines = []
     target, length = inputs.inverse.get("target_tps"), inputs.inverse.get("max_tokens")
     concurrency, tps = value("RecommendedConcurrency"), value("RecommendedTPS")
     if target is not None and concurrency is not None and tps is not None:
-        at = f" at max_tokens {length:g}" if isinstance(length, (int, float)) else ""
-        lines.append(f"the workbook's inverse: {target:g} TPS{at} -> concurrency {concurrency:g} "
-                     f"(predicted {_fmt(tps)} TPS)")
+        at = t["wb_inverse_at"].format(length=f"{length:g}") if isinstance(length, (int, float)) else ""
+        lines.append(t["wb_inverse"].format(target=f"{target:g}", at=at, c=f"{concurrency:g}",
+                                            tps=_fmt(tps, na=t["na"])))
     forward_c, forward_l, forward = inputs.forward.get("concurrency"), inputs.forward.get("max_tokens"), \
         value("ForwardTPS")
     if isinstance(forward_c, (int, float)) and isinstance(forward_l, (int, float)) and forward is not None:
-        lines.append(f"the workbook's forward: concurrency {forward_c:g}, max_tokens {forward_l:g} -> "
-                     f"{_fmt(forward)} TPS")
+        lines.append(t["wb_forward"].format(c=f"{forward_c:g}", length=f"{forward_l:g}",
+                                            tps=_fmt(forward, na=t["na"])))
     return lines
 
 
-def render_verification(v: Verification, limit: int = 20) -> str:
+def render_verification(v: Verification, limit: int = 20, *, lang: Lang = "en") -> str:
     """The verification for people: the causes first (typed rows the formulas do not cover,
     formula cells typed over), then the cells that disagree because of them, each list cut at
-    `limit` with how many more there are."""
-    if v.ok:
-        return (f"verified: {v.cells_compared} cells recalculated by {v.engine} "  # every formula cell; 80 columns
-                f"match the Python reference")
+    `limit` with how many more there are. The cells themselves are named as the verification
+    names them (sheet, address, values: English)."""
+    t = words(lang)
+    if v.ok:  # every formula cell; 80 columns
+        return t["verified"].format(cells=v.cells_compared, engine=v.engine)
     lines = []
     if v.uncovered:
-        lines.append(f"NOT COVERED: {len(v.uncovered)} typed row(s) lie below the {v.rows_covered} rows the "
-                     "formulas cover; the workbook ignores them (refill with `scm-xl fill --workbook` to grow it):")
-        lines += _first([f"  {row}" for row in v.uncovered], limit, "row")
+        lines.append(t["not_covered"].format(n=len(v.uncovered), rows=v.rows_covered))
+        lines += _first([f"  {row}" for row in v.uncovered], limit, "row", lang=lang)
     if v.mismatches or v.unexpected:
-        lines.append(f"MISMATCH: {len(v.mismatches) + len(v.unexpected)} of {v.cells_compared} formula cells "
-                     f"({v.engine}) disagree with the Python reference")
+        lines.append(t["mismatch"].format(n=len(v.mismatches) + len(v.unexpected), cells=v.cells_compared,
+                                          engine=v.engine))
         typed = v.typed_over
         others = [m for m in v.mismatches if not m.typed_over]
         if typed:
             one = len(typed) == 1
-            lines.append(f"  {len(typed)} formula cell{'' if one else 's'} typed over (restore "
-                         f"{'its formula' if one else 'their formulas'}, or refill the workbook):")
-            lines += _first([f"  {m}" for m in typed], limit, "cell")
+            lines.append(t["typed_over_one" if one else "typed_over_many"].format(n=len(typed)))
+            lines += _first([f"  {m}" for m in typed], limit, "cell", lang=lang)
             rest = len(others) + len(v.unexpected)
             if rest:
-                verb = "cell disagrees" if rest == 1 else "cells disagree"
-                lines.append(f"  {rest} other {verb} (they may follow from the cell{'' if one else 's'} above):")
-        lines += _first([f"  {m}" for m in others], limit, "cell")
-        lines += _first([f"  {ref}: no reference value" for ref in v.unexpected], limit, "cell")
+                verb = t["disagrees_one" if rest == 1 else "disagrees_many"]
+                lines.append(t["others_after_one" if one else "others_after_many"].format(n=rest, verb=verb))
+        lines += _first([f"  {m}" for m in others], limit, "cell", lang=lang)
+        lines += _first([t["no_reference"].format(ref=ref) for ref in v.unexpected], limit, "cell", lang=lang)
     return "\n".join(lines)
 
 
-def _first(lines: list[str], limit: int, what: str) -> list[str]:
-    """`lines` up to `limit`, and a line saying how many more there are (all of them are in the JSON)."""
+def _first(lines: list[str], limit: int, what: str, *, lang: Lang = "en") -> list[str]:
+    """`lines` up to `limit`, and a line saying how many more there are (all of them are in the JSON);
+    `what`: "row" or "cell"."""
     if len(lines) <= limit:
         return lines
-    return lines[:limit] + [f"  ... and {len(lines) - limit} more (every {what}: the JSON report, --json)"]
+    return lines[:limit] + [words(lang)[f"more_{what}"].format(n=len(lines) - limit)]
 
 
 def prediction_to_dict(p: Prediction) -> dict[str, Any]:
@@ -500,20 +401,32 @@ def measured_rows_at(analysis: Analysis, concurrency: float, max_tokens: int, mo
 
 
 def excluded_here(analysis: Analysis, concurrency: float | None, max_tokens: int | None,
-                  model: str | None, what: str = "this") -> list[str]:
+                  model: str | None, what: str | None = None, *, lang: Lang = "en") -> list[str]:
     """Lines saying that a configuration an answer names (the best reachable, say) was measured
-    and excluded, at what TPS and why: its TPS is the model's, not the measurement's."""
+    and excluded, at what TPS and why: its TPS is the model's, not the measurement's. `what`
+    names it (default "this", in `lang`)."""
     if concurrency is None or max_tokens is None:
         return []
-    return [f"{what} configuration was measured: row {ch.status.exp_id} at {_fmt(ch.status.tps)} TPS, and "
-            f"{_excluded_why(ch.status.reason('en'))}; the TPS above is the model's, not that measurement"
+    t = words(lang)
+    return [t["excluded_here"].format(what=t["what_this"] if what is None else what, row=ch.status.exp_id,
+                                      tps=_fmt(ch.status.tps, na=t["na"]),
+                                      why=_excluded_why(ch.status.reason(lang), lang))
             for ch in measured_rows_at(analysis, concurrency, max_tokens, model) if not ch.status.included]
 
 
-def _excluded_why(reason: str | None) -> str:
+def _excluded_why(reason: str | None, lang: Lang = "en") -> str:
     """"excluded: why" (the row's reason, which may already say "excluded")."""
+    t = words(lang)
     reason = (reason or "").strip()
-    return reason if reason.startswith("excluded") else f"excluded: {reason or 'not used'}"
+    return reason if reason.startswith(t["excluded_lead"]) else t["excluded_why"].format(reason=reason or t["not_used"])
+
+
+def _reason_in(reason: str | None, lang: Lang) -> str | None:
+    """A row's reason as the JSON gives it (English, rules.TEXTS) in `lang`; as it is when it is not one."""
+    if lang == "en" or not reason:
+        return reason
+    code = next((key for key, text in TEXTS["en"].items() if text == reason), None)
+    return TEXTS[lang][code] if code is not None else reason
 
 
 def caveats_to_dict(analysis: Analysis, holdout: dict[str, Any] | None, *, concurrency: float | None,
@@ -534,93 +447,95 @@ def caveats_to_dict(analysis: Analysis, holdout: dict[str, Any] | None, *, concu
     }
 
 
-def verdict_line(verdict: str, check_rows: int, mape_pct: float | None) -> str:
+def verdict_line(verdict: str, check_rows: int, mape_pct: float | None, *, lang: Lang = "en") -> str:
     """The consistency verdict with the check rows it rests on (and the rule's minimum for excellent)."""
     from scm_xl.rules import EXCELLENT_MIN_ROWS
 
-    rows = f"{check_rows} check row{'' if check_rows == 1 else 's'}"
-    short = (f"; excellent needs at least {EXCELLENT_MIN_ROWS}"
+    t = words(lang)
+    rows = t["check_rows_one" if check_rows == 1 else "check_rows_many"].format(n=check_rows)
+    short = (t["excellent_needs"].format(n=EXCELLENT_MIN_ROWS)
              if 0 < check_rows < EXCELLENT_MIN_ROWS and verdict == "good" else "")
-    return f"consistency verdict: {verdict} ({rows}, MAPE {_pct(mape_pct)}{short})"
+    return t["verdict_line"].format(verdict=_verdict(verdict, lang), rows=rows, mape=_pct(mape_pct, na=t["na"]),
+                                    short=short)
 
 
 # An answer within this share of an identify row's measurement repeats it (the chain's does, exactly).
 REPEATS_MEASUREMENT = 0.005
 
 
-def render_caveats(caveats: dict[str, Any], answer_tps: float | None = None) -> list[str]:
+def render_caveats(caveats: dict[str, Any], answer_tps: float | None = None, *, lang: Lang = "en") -> list[str]:
     """The measured rows at the answer's configuration in words. Identify rows are said once for
     all their replicates, and "repeats that measurement" only when the answer does: another
     method's answer there is its own (least squares fits every row)."""
+    t = words(lang)
+    na = t["na"]
     lines = []
     identify = [row for row in caveats["measured_rows"] if row["role"] == "identify"]
     if identify:
         ids = ", ".join(row["exp_id"] for row in identify)
         measured = sum(row["measured_tps"] for row in identify) / len(identify)
         names = ", ".join(dict.fromkeys(name for row in identify for name in row["identifies"]))
-        label = (f"row {ids}" if len(identify) == 1 else f"rows {ids} (replicates, mean {_fmt(measured)} TPS)")
-        tps = f" ({_fmt(measured)} TPS)" if len(identify) == 1 else ""
+        label = (t["label_row"].format(ids=ids) if len(identify) == 1
+                 else t["label_rows"].format(ids=ids, tps=_fmt(measured, na=na)))
+        tps = t["label_tps"].format(tps=_fmt(measured, na=na)) if len(identify) == 1 else ""
         if answer_tps is None or abs(answer_tps - measured) <= REPEATS_MEASUREMENT * measured:
-            lines.append(f"this is measured {label}{tps}, which defines {names}: the answer repeats that "
-                         "measurement and tests nothing")
+            lines.append(t["repeats"].format(label=label, tps=tps, names=names))
         else:
             off = (answer_tps - measured) / measured * 100
-            lines.append(f"measured here: {label}{tps}, which defines {names} in the chain; this answer is "
-                         f"{off:+.1f}% from it")
+            lines.append(t["measured_defines"].format(label=label, tps=tps, names=names, off=f"{off:+.1f}%"))
     for row in caveats["measured_rows"]:
         if row["role"] == "identify":
             continue
         elif row["role"] == "check":
-            off = (f", the model is {abs(answer_tps - row['measured_tps']) / row['measured_tps'] * 100:.1f}% off"
-                   if answer_tps is not None and row["measured_tps"] else "")
-            lines.append(f"measured here: row {row['exp_id']} at {_fmt(row['measured_tps'])} TPS "
-                         f"(a check row{off})")
+            off = (t["model_off"].format(
+                pct=f"{abs(answer_tps - row['measured_tps']) / row['measured_tps'] * 100:.1f}%")
+                if answer_tps is not None and row["measured_tps"] else "")
+            lines.append(t["measured_check"].format(row=row["exp_id"], tps=_fmt(row["measured_tps"], na=na), off=off))
         elif not row.get("included", True):
-            lines.append(f"measured here: row {row['exp_id']} at {_fmt(row['measured_tps'])} TPS, "
-                         f"{_excluded_why(row.get('reason'))}; the answer is the model's, not that measurement")
+            lines.append(t["measured_excluded"].format(row=row["exp_id"], tps=_fmt(row["measured_tps"], na=na),
+                                                       why=_excluded_why(_reason_in(row.get("reason"), lang), lang)))
         else:
-            lines.append(f"measured here: row {row['exp_id']} at {_fmt(row['measured_tps'])} TPS "
-                         f"({row['role']}: not used)")
-    lines.append(verdict_line(caveats["verdict"], caveats["check_rows"], caveats["mape_pct"]))
-    lines.append(f"hold-out error ({caveats['holdout_method']}, leave-one-out): MAPE "
-                 f"{_pct(caveats['holdout_mape_pct'])}, max {_pct(caveats['holdout_max_pct'])} over "
-                 f"{caveats['holdout_rows'] or 0} rows, verdict {caveats['holdout_verdict'] or 'insufficient'}")
+            lines.append(t["measured_unused"].format(row=row["exp_id"], tps=_fmt(row["measured_tps"], na=na),
+                                                     role=ROLE_NAMES[lang].get(row["role"], row["role"])))
+    lines.append(verdict_line(caveats["verdict"], caveats["check_rows"], caveats["mape_pct"], lang=lang))
+    lines.append(t["holdout_line"].format(
+        method=caveats["holdout_method"], mape=_pct(caveats["holdout_mape_pct"], na=na),
+        max=_pct(caveats["holdout_max_pct"], na=na), rows=caveats["holdout_rows"] or 0,
+        verdict=_verdict(caveats["holdout_verdict"] or "insufficient", lang)))
     return lines
 
 
 def unidentified_hints(analysis: Analysis, missing: Sequence[str], *, concurrency: float | None,
-                       max_tokens: int | None, model: str | None, method: str) -> list[str]:
+                       max_tokens: int | None, model: str | None, method: str, lang: Lang = "en") -> list[str]:
     """The way forward when the data cannot answer: measured levels, known models, the other method."""
+    t = words(lang)
     cal = analysis.calibration
     known_c = [lv.concurrency for lv in cal.concurrency_levels if lv.f is not None]
     known_l = [lv.max_tokens for lv in cal.length_levels if lv.k_len is not None]
     known_m = [m.model for m in cal.models if m.c_model is not None]
     hints = []
     if concurrency is not None and any(label.startswith("f(") for label in missing):
-        hints.append(f"concurrency levels with a known f: {_join(known_c)}")
+        hints.append(t["hint_known_f"].format(levels=_join(known_c, lang)))
         if method == "chain" and len(known_c) >= 2:
             inside = known_c[0] < concurrency < known_c[-1]
-            hints.append("--method lsq interpolates between measured levels" if inside else
-                         "--method lsq --extrapolate extends beyond the measured levels (marked)")
+            hints.append(t["hint_interpolate"] if inside else t["hint_extrapolate"])
     if max_tokens is not None and any(label.startswith("K_len(") for label in missing):
-        hints.append(f"max_tokens with a known K_len: {_join(known_l)}")
+        hints.append(t["hint_known_len"].format(levels=_join(known_l, lang)))
     if model is not None and any(label.startswith("C_model(") for label in missing):
         measured = [m.model for m in cal.models]
         if any(same_model(model, m) for m in measured):
-            hints.append(f"{model} was measured, but not at the base point (concurrency {cal.base_concurrency}, "
-                         f"max_tokens {cal.base_max_tokens}); measure it there")
-        hints.append(f"models with a known C_model: {_join(known_m)}")
+            hints.append(t["hint_not_base"].format(model=model, c=cal.base_concurrency, length=cal.base_max_tokens))
+        hints.append(t["hint_known_models"].format(models=_join(known_m, lang)))
     if any(label.startswith("K_in(") for label in missing):
         known_p = [lv.prompt_level for lv in cal.prompt_levels if lv.k_in is not None]
-        hints.append(f"prompt levels with a known K_in (between two, it is interpolated): {_join(known_p)}"
-                     if known_p else "no prompt levels were measured (results column prompt_level)")
+        hints.append(t["hint_known_prompt"].format(levels=_join(known_p, lang)) if known_p else t["hint_no_prompt"])
     if method == "chain" and not hints:
-        hints.append("--method lsq uses every row and may identify it")
+        hints.append(t["hint_lsq"])
     return hints
 
 
-def _join(values: Sequence[object]) -> str:
-    return ", ".join(str(v) for v in values) if values else "none"
+def _join(values: Sequence[object], lang: Lang = "en") -> str:
+    return ", ".join(str(v) for v in values) if values else words(lang)["none"]
 
 
 def solution_to_dict(s: Solution) -> dict[str, Any]:

@@ -55,6 +55,16 @@ TEXTS: dict[Lang, dict[str, str]] = {
 
 ROLES = ("identify", "check", "unidentified", "excluded")
 VERDICTS = ("excellent", "good", "fail", "insufficient")
+# The roles and verdicts in words, for people (the HTML page, the command line); the workbook's
+# formulas and the JSON keep the machine names above.
+ROLE_NAMES: dict[Lang, dict[str, str]] = {
+    "en": {role: role for role in ROLES},
+    "zh": {"identify": "标定", "check": "检验", "unidentified": "无法预测", "excluded": "剔除"},
+}
+VERDICT_NAMES: dict[Lang, dict[str, str]] = {
+    "en": {verdict: verdict for verdict in VERDICTS},
+    "zh": {"excellent": "优秀", "good": "良好", "fail": "不通过", "insufficient": "数据不足"},
+}
 OVERRIDE_VALUES = ("include", "exclude")
 
 # Verdict thresholds (percent): MAPE and max absolute deviation of check rows.

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from scm_xl import capacity, goodput
+from scm_xl import capacity, goodput, slo_between
 from scm_xl.errors import UsageError
 from scm_xl.rules import RATE_LIMIT_WINDOW_S
 
@@ -33,6 +33,8 @@ class SloAnswer:
     plan: capacity.CapacityPlan | None = None
     fallback: str | None = None  # why the per-request SLO could not be judged
     unjudged: dict[str, str] = field(default_factory=dict)
+    between: bool = False  # concurrency levels between the measured ones were predicted (slo_between)
+    between_notes: list[str] = field(default_factory=list)  # what could not be predicted, and why
 
     @property
     def reachable(self) -> bool:
@@ -46,6 +48,7 @@ class SloAnswer:
                 "solution": self.solution.report() if self.solution else None,
                 "capacity": self.plan.report() if self.plan else None,
                 "limit_ceiling_tps": (self.limit_ceiling() or (None,))[0],
+                "between_levels": self.between, "between_notes": list(self.between_notes),
                 "unjudged": dict(self.unjudged)}
 
     def limit_ceiling(self) -> tuple[float, goodput.SloCell] | None:
@@ -81,9 +84,9 @@ class SloAnswer:
             low, high = t.interval
             out.append(f"{self.target_tps:g} TPS under the SLO {self.slo.describe()}: {chosen.replicas} x "
                        f"{c.model} at concurrency {c.concurrency}, max_tokens {c.max_tokens} "
-                       f"({t.tps:.1f} TPS and {t.goodput_tps:.1f} goodput per replica; attainment "
+                       f"({_predicted(c)}{t.tps:.1f} TPS and {t.goodput_tps:.1f} goodput per replica; attainment "
                        f"{t.attainment:.1%}, {goodput.WILSON_CONFIDENCE:.0%} interval {low:.1%}-{high:.1%}, "
-                       f"{t.good} of {t.requests} requests)")
+                       f"{t.good} of {t.requests} {_requests(c)})")
             if chosen.cost_per_million_output is not None:
                 hour = f", {chosen.cost_per_hour:.2f} per hour" if chosen.cost_per_hour is not None else ""
                 out.append(f"  cost: {chosen.cost_per_million_output:.2f} per million output tokens{hour}")
@@ -108,14 +111,31 @@ class SloAnswer:
         best = self.solution.best
         if best is not None:
             out.append(f"  most goodput under the SLO: {best.tally.goodput_tps:.1f} tok/s at concurrency "
-                       f"{best.concurrency}, max_tokens {best.max_tokens} ({best.model})")
+                       f"{best.concurrency}, max_tokens {best.max_tokens} ({best.model}"
+                       + (f"; {_predicted(best).rstrip(': ')}" if best.predicted_from is not None else "") + ")")
         # the SLO search is per replica: its "no configuration reaches the target" is not the plan's word
         solution_notes = [n for n in self.solution.notes if not n.startswith("no measured configuration reaches")]
+        if self.between:
+            shown = [cell for cell in (chosen.cell if chosen else None, best) if cell is not None]
+            if any(cell.predicted_from is not None for cell in shown):
+                solution_notes.append(slo_between.PREDICTED_NOTE)
+            solution_notes += [f"not predicted between levels: {why}" for why in self.between_notes]
         out += [f"  note: {note}" for note in solution_notes + self.plan.notes]
         if self.unjudged:
             out.append(f"  {len(self.unjudged)} experiment(s) not judged: "
                        + "; ".join(list(self.unjudged.values())[:3]))
         return out
+
+
+def _predicted(cell: goodput.SloCell) -> str:
+    """The label a configuration predicted between measured levels carries, "" for a measured one."""
+    if cell.predicted_from is None:
+        return ""
+    return f"predicted from the requests of concurrency {cell.predicted_from} by the latency model: "
+
+
+def _requests(cell: goodput.SloCell) -> str:
+    return "requests" if cell.predicted_from is None else "rescaled requests"
 
 
 def provider_limits(rows: Sequence[Any]) -> tuple[float | None, float | None]:
@@ -128,8 +148,9 @@ def provider_limits(rows: Sequence[Any]) -> tuple[float | None, float | None]:
 def slo_answer(results_path: str | Path, rows: Sequence[Any], *, target_tps: float, slo: goodput.Slo,
                model: str | None = None, prompt_level: int | None = None,
                pricing: capacity.Pricing | None = None, rpm: float | None = None, tpm: float | None = None,
-               minimise: str = capacity.MINIMISE_CONCURRENCY) -> SloAnswer:
-    """The capacity plan for `target_tps` under `slo` on the measured configurations."""
+               minimise: str = capacity.MINIMISE_CONCURRENCY, between: bool = False) -> SloAnswer:
+    """The capacity plan for `target_tps` under `slo` on the measured configurations, and with
+    `between` on the concurrency levels between them too (predicted: scm_xl.slo_between)."""
     sent_rpm, sent_tpm = provider_limits(rows)
     use_rpm = rpm if rpm is not None else sent_rpm  # each limit on its own: one given keeps the other sent
     use_tpm = tpm if tpm is not None else sent_tpm
@@ -159,6 +180,17 @@ def slo_answer(results_path: str | Path, rows: Sequence[Any], *, target_tps: flo
                              + (", ".join(str(v) for v in levels) if levels else "none (one prompt): leave it out"))
         prompt_level = near[0]
     cells = goodput.select_cells(table.experiments, slo, model=model, prompt_level=prompt_level)
+    if between:
+        from scm_xl.latency import latency_model
+
+        answer.between = True
+        fitted = latency_model(rows)
+        if not fitted.available:
+            answer.between_notes.append("no experiment has TTFT, latency and ITL recorded, so there is no "
+                                        "latency model")
+        else:
+            predicted, answer.between_notes = slo_between.between_cells(cells, samples.by_exp, fitted, slo)
+            cells = sorted(cells + predicted, key=lambda cell: cell.cost)
     answer.solution = goodput.solve_slo(cells, target_tps, slo)
     answer.plan = capacity.plan(cells, target_tps, slo, pricing=pricing, limits=limits, minimise=minimise)
     return answer

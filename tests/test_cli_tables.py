@@ -1,4 +1,4 @@
-"""The CLI's tables (scm_xl.report.table) in terminal columns (issue 17, item 9): a CJK character
+"""The CLI's tables (scm_xl.terminal.table) in terminal columns (issue 17, item 9): a CJK character
 takes two columns, so Chinese headers and model names stay over their numbers; and at 80
 columns (or a narrower terminal) no line is wider: the model column is shortened with an
 ellipsis and the note goes under its row, instead of the terminal wrapping the row."""
@@ -11,21 +11,13 @@ from typing import Any
 import pytest
 
 from scm_xl.model import analyze
-from scm_xl.report import WIDTH, display_width, render_coefficients, render_consistency, shorten, table
+from scm_xl.report import render_coefficients, render_consistency
+from scm_xl.terminal import WIDTH, display_width, shorten, table
 from data.gen import MODELS, experiment, true_tps
+from support.text import cell_starts
 
 ZH_MODEL = "通义千问/Qwen2.5-72B-Instruct-长上下文版"
 NAMES = {MODELS[0]: ZH_MODEL, MODELS[1]: "meta-llama/Llama-3.1-8B-Instruct"}
-
-
-def _starts(line: str) -> list[int]:
-    """The display column where each cell of a line begins (cells are two or more spaces apart)."""
-    starts, column = [], 0
-    for piece in re.split(r"( {2,})", line):
-        if piece and not piece.startswith("  "):
-            starts.append(column)
-        column += display_width(piece)
-    return starts
 
 
 def _separator(lines: list[str]) -> str:
@@ -45,11 +37,11 @@ def test_chinese_headers_and_model_names_stay_over_their_columns() -> None:
             ["千问", "128", "9.00", "剔除：单调性"]]
     lines = table(headers, rows).splitlines()
     separator = _separator(lines)
-    columns = _starts(separator)
+    columns = cell_starts(separator)
     assert len(columns) == len(headers)
     body = lines[lines.index(separator) + 1:]
     for line in [lines[0], *body]:
-        assert _starts(line) == columns, line
+        assert cell_starts(line) == columns, line
         assert display_width(line) <= display_width(separator), line
     # Every line padded to its last column is as wide as the header line padded the same way.
     widest = display_width(separator)
@@ -74,11 +66,11 @@ def test_the_experiment_table_fits_80_columns_with_the_model_shortened() -> None
     lines = text.split("\n\n")[0].splitlines()
     assert max(display_width(line) for line in lines) <= WIDTH, max(lines, key=display_width)
     separator = _separator(lines)
-    columns = _starts(separator)
+    columns = cell_starts(separator)
     rows = [line for line in lines if re.match(r"E\d{3} ", line)]
     assert len(rows) == 28  # every experiment on a line of its own: nothing wrapped by the terminal
     for line in rows:
-        assert _starts(line)[:len(columns)] == columns, line
+        assert cell_starts(line)[:len(columns)] == columns, line
     models = {line[columns[4]:].split("  ")[0] for line in rows}  # exp_id, c, max tokens, prompt, model
     assert all("…" in m for m in models) and len(models) == 2, models  # shortened, still two names
     notes = [line for line in lines if line.startswith("    ")]
@@ -88,10 +80,10 @@ def test_the_experiment_table_fits_80_columns_with_the_model_shortened() -> None
 def test_the_coefficient_table_fits_80_columns() -> None:
     lines = render_coefficients(analyze(_rows())).splitlines()
     assert max(display_width(line) for line in lines) <= WIDTH, max(lines, key=display_width)
-    columns = _starts(_separator(lines))
+    columns = cell_starts(_separator(lines))
     for line in lines:
         if line.startswith(("BaseTPS", "f(", "K_len(", "K_in(", "C_model(")):
-            assert _starts(line)[:2] == columns[:2], line
+            assert cell_starts(line)[:2] == columns[:2], line
 
 
 def test_a_narrower_terminal_gets_a_narrower_table(monkeypatch: pytest.MonkeyPatch) -> None:

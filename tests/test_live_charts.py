@@ -188,3 +188,24 @@ def test_a_row_inserted_by_hand_is_marked_and_the_header_says_what_to_do(edited:
     assert ws[f"A8"].value == "INS1"
     assert ws[f"{tps}{LAYOUT.raw_header_row}"].comment.text.startswith(INSERTED_ROW_HINT[LANG][:40])
     assert verify(edited["inserted"], engine="libreoffice").verification.ok  # the workings count it
+
+
+def test_a_row_inserted_by_hand_shows_its_tps_role_and_reason_on_the_consistency_sheet(
+        edited: dict[str, Path]) -> None:
+    """What the inserted row's header comment promises, as LibreOffice recalculated and saved it: the
+    Consistency sheet's row of the same exp_id has its TPS, its role and, where it has one, its reason."""
+    raw = openpyxl.load_workbook(edited["inserted"], data_only=True)[RAW]
+    col = LAYOUT.entry_col
+    tokens, seconds = raw[f"{col('total_output_tokens')}8"].value, raw[f"{col('total_time_s')}8"].value
+    ws = openpyxl.load_workbook(edited["inserted"], data_only=True)[LAYOUT.title("consistency")]
+    rows = [row for row in range(LAYOUT.cons_first, LAYOUT.cons_last + 1)
+            if ws[f"{LAYOUT.cons_col('exp_id')}{row}"].value == "INS1"]
+    assert len(rows) == 1
+    row = rows[0]
+    assert ws[f"{LAYOUT.cons_col('measured')}{row}"].value == pytest.approx(tokens / seconds)
+    role = ws[f"{LAYOUT.cons_col('role')}{row}"].value
+    assert role in charts.ROLE_COLOURS or role in ("excluded", "unidentified")
+    if role in ("excluded", "unidentified", "identify"):
+        assert ws[f"{LAYOUT.cons_col('note')}{row}"].value  # its reason, or what it identifies
+    # the raw sheet's own display cells of that row stay blank: no formula was copied in
+    assert raw[f"{LAYOUT.entry_col('show_tps')}8"].value in (None, "")

@@ -20,6 +20,7 @@ from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.cli import main
+from scm_xl.report_texts import words
 from scm_xl.engines import get_engine
 from scm_xl.report import render_verification
 from scm_xl.verify import Verification
@@ -290,7 +291,8 @@ def build(tmp_path: Path, *args: str) -> Path:
     out = tmp_path / "built.xlsx"
     result = CliRunner().invoke(main, ["build", "template", "-o", str(out), *args])
     assert result.exit_code == 0, result.output
-    assert f"wrote {out}" in result.output
+    lang = args[args.index("--lang") + 1] if "--lang" in args else "en"
+    assert words(lang)["wrote"].format(path=out) in result.output  # in the workbook's language
     return out
 
 

@@ -34,13 +34,23 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except ScmXlError as exc:
             message = str(exc)
             if message:  # an empty CheckFailed: the command already printed the answer
-                click.echo(f"Error: {message}", err=True)
+                click.echo(_error_line(message), err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
 
     return wrapper
+
+
+def _error_line(message: str) -> str:
+    """`Error: message`, in the language of a command that has --lang (resolve_lang), else English."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or "lang" not in ctx.params:
+        return f"Error: {message}"
+    from scm_xl.report_texts import words
+
+    return words(resolve_lang(ctx.params["lang"]))["error"].format(text=message)
 
 
 class FiniteFloat(click.ParamType):
@@ -140,10 +150,16 @@ LANG_HELP = ("Language of what it writes and prints: zh or en (default: the loca
              "or LANG: zh* is zh, anything else en).")
 
 
+def lang_option(lead: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--lang, one definition for the commands that write or print words; `lead` says what it sets
+    beyond what they print (the command's parameter is `lang`, resolved with `resolve_lang`)."""
+    return click.option("--lang", type=click.Choice(["zh", "en"]), default=None, help=lead + LANG_HELP)
+
+
 def resolve_lang(lang: str | None) -> "Lang":
-    """The one language rule of fill, report, demo, compare and build template: `--lang` when
-    given, else the locale (the first of LC_ALL, LC_MESSAGES, LANG that is set: zh... is zh),
-    else en."""
+    """The one language rule of fill, verify, solve, predict, report, demo, compare and build
+    template: `--lang` when given, else the locale (the first of LC_ALL, LC_MESSAGES, LANG that is
+    set: zh... is zh), else en."""
     import os
 
     if lang is not None:

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from scm_xl.cli._common import (
-    LANG_HELP, FiniteFloat, Progress, accepts, call_supported, handle_errors, parse_text_list, progress_display,
-    resolve_lang,
+    LANG_HELP, FiniteFloat, Progress, accepts, call_supported, handle_errors, lang_option, parse_text_list,
+    progress_display, resolve_lang,
 )
 from scm_xl.cli.plan import int_list
 from scm_xl.engines import ENGINE_NAMES
@@ -72,6 +72,19 @@ def capacity_options(lead: str, default: str) -> Callable[[Callable[..., Any]], 
             func = option(func)
         return func
     return apply
+
+
+COST_NEEDS_PRICE = "--minimise cost needs a price: --price-in and --price-out, or --gpu-hour-price and --gpus"
+
+
+def minimise_option(lead: str, default: str | None, keep: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--minimise, one definition for solve and fill (capacity.MINIMISE): `default` None with
+    `keep` saying what a value not given leaves."""
+    from scm_xl.capacity import MINIMISE
+
+    return click.option("--minimise", type=click.Choice(MINIMISE), default=default, show_default=default is not None,
+                        help=f"{lead}choose the fewest replicas and slots, or the lowest cost (needs a price)"
+                             + (f" (default: {keep})" if keep else "") + ".")
 
 
 def pricing_of(price_in: float | None, price_out: float | None, gpu_hour_price: float | None,
@@ -168,7 +181,7 @@ def build() -> None:
 
 @build.command()
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Where to write the workbook.")
-@click.option("--lang", type=click.Choice(["zh", "en"]), default=None, help="Sheet names and labels. " + LANG_HELP)
+@lang_option("Sheet names and labels. ")
 @click.option("--rows", type=click.IntRange(1, 100_000), help="Raw-data rows the formulas cover (default 200).")
 @FORCE_OPTION
 @handle_errors
@@ -182,7 +195,7 @@ def template(output: str | None, lang: Lang | None, rows: int | None, force: boo
     target = output or DEFAULT_TEMPLATE[lang]
     check_outputs([Output("-o", target, WORKBOOK_SUFFIXES, "workbook")], force=force)
     build_template(write_target(target), lang=lang, rows=rows)  # through a symlink, not over it
-    click.echo(f"wrote {target}")
+    click.echo(_words(lang)["wrote"].format(path=target))
 
 
 def _check_workbook_input(path: str | Path) -> None:
@@ -210,41 +223,52 @@ def _latency_of(report: Any) -> Any:
     return model if model.available else None
 
 
-def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, failed: str = "") -> None:
+def _words(lang: Lang) -> dict[str, str]:
+    """What these commands print, in `lang` (scm_xl.report_texts, the one home of both languages)."""
+    from scm_xl.report_texts import words
+
+    return words(lang)
+
+
+def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, failed: str = "",
+                  lang: Lang = "en") -> None:
     """Print the report (and write the JSON); exit 1 with `failed` (or nothing more) when the
     workbook disagrees with the reference."""
     from scm_xl.errors import CheckFailed
     from scm_xl.report import (
-        analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_latency, render_physics,
-        render_verification, render_workbook_answers, wrapped, write_json,
+        analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_latency, render_physics, render_verification, render_workbook_answers, write_json,
     )
+    from scm_xl.terminal import wrapped
 
+    t = _words(lang)
     for warning in report.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(wrapped(t["warning"].format(text=warning)) if lang != "en" else f"warning: {warning}", err=True)
     for note in getattr(report, "notes", None) or []:  # rows the workbook could not use, and why
-        click.echo(f"note: {note}", err=True)
-    click.echo(render_coefficients(report.analysis))
+        click.echo(wrapped(t["note"].format(text=note)) if lang != "en" else f"note: {note}", err=True)
+    click.echo(render_coefficients(report.analysis, lang=lang))
     click.echo()
-    click.echo(render_consistency(report.analysis))
-    click.echo(render_holdout(holdout))
+    click.echo(render_consistency(report.analysis, lang=lang))
+    click.echo(render_holdout(holdout, lang=lang))
     latency = _latency_of(report)
     if latency is not None:
-        click.echo(render_latency(latency.report()))
-    physics = render_physics(report.analysis)
+        latency_report = latency.report()
+        if lang != "en" and latency_report.get("knee"):
+            latency_report["knee"] = _knee_words(latency, lang)
+        click.echo(render_latency(latency_report, lang=lang))
+    physics = render_physics(report.analysis, lang=lang)
     if physics:
         click.echo()
         click.echo(physics)
     click.echo()
-    click.echo(render_verification(report.verification))
+    click.echo(render_verification(report.verification, lang=lang))
     if report.verification.ok:
-        for line in render_workbook_answers(report.layout, report.inputs, report.verification.values):
+        for line in render_workbook_answers(report.layout, report.inputs, report.verification.values, lang=lang):
             click.echo(wrapped(line, indent="  "))
         import os
 
         shown = os.path.relpath(report.path)
         shown = shown if not shown.startswith("..") else str(report.path)
-        click.echo(wrapped(f"next: open {shown} (it opens on its Summary sheet), or make the HTML page "
-                           "with scm-xl report", indent="  "))
+        click.echo(wrapped(t["next_open"].format(path=shown, sheet=report.layout.title("summary")), indent="  "))
     if json_path:
         data = analysis_to_dict(report.analysis, report.verification, holdout)
         data["latency"] = latency.report() if latency is not None else None
@@ -264,7 +288,7 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, f
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report here.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False),
               help="Also write the HTML report here (as `scm-xl report` does).")
-@click.option("--lang", type=click.Choice(["zh", "en"]), default=None, help="Language of a new workbook. " + LANG_HELP)
+@lang_option("Language of a new workbook. ")
 @FORCE_OPTION
 @click.option("--rename-duplicates", is_flag=True,
               help="Several RESULTS: keep an exp_id used in two files, renaming the later one "
@@ -279,6 +303,7 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, f
 @click.option("--attainment", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="The Summary's attainment target (default: keep the workbook's; 0.95 in a new one).")
 @capacity_options("The Summary's ", "keep the workbook's; in a new one the {header} the provider sent")
+@minimise_option("The Summary's plan: ", None, "keep the workbook's; concurrency in a new one")
 @PROGRESS_OPTION
 @handle_errors
 @ends_cleanly_on_sigterm
@@ -286,7 +311,7 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
          html_path: str | None, lang: str | None, force: bool, rename_duplicates: bool, strict_physics: bool | None,
          method: str | None, slo: str | None, attainment: float | None, rpm: float | None, tpm: float | None,
          price_in: float | None, price_out: float | None, gpu_hour_price: float | None, gpus: int | None,
-         no_progress: bool) -> None:
+         minimise: str | None, no_progress: bool) -> None:
     """Write RESULTS (one or more results CSVs, merged) into the workbook,
     recalculate it with a real engine, and compare every formula cell with the
     Python reference. Exits 1 if any cell disagrees; that workbook then replaces
@@ -307,7 +332,12 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
         parsed_slo = parse_slo(slo, attainment if attainment is not None else DEFAULT_ATTAINMENT)
     from scm_xl.workbook.slo_sheet import capacity_inputs
 
-    typed_capacity = capacity_inputs(rpm=rpm, tpm=tpm, pricing=pricing_of(price_in, price_out, gpu_hour_price, gpus))
+    pricing = pricing_of(price_in, price_out, gpu_hour_price, gpus)
+    if minimise == "cost" and pricing is None and workbook is None:  # a new workbook has no price to keep
+        from scm_xl.errors import UsageError
+
+        raise UsageError(COST_NEEDS_PRICE)
+    typed_capacity = capacity_inputs(rpm=rpm, tpm=tpm, pricing=pricing, minimise=minimise)
     for path in results:
         refuse_spreadsheet_file(path)
     workbook_suffixes = WORKBOOK_SUFFIXES
@@ -355,17 +385,18 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
         holdout = _holdout_of(report)  # computed once, inside the status line
     set_aside = getattr(report, "set_aside", None)
     failed = ""
+    t = _words(resolve_lang(lang))
     if set_aside is None:
-        click.echo(f"wrote {target}")
+        click.echo(t["wrote"].format(path=target))
     else:
         beside = Path(target).with_name(Path(set_aside).name)  # as the user named the folder, where it is the same
         shown = beside if write_target(beside) == Path(set_aside) else set_aside
-        failed = (f"the workbook failed verification: {target} was {'left as it was' if existed else 'not written'}; "
-                  f"the workbook that failed is {shown}")
+        failed = t["failed_verification"].format(
+            target=target, what=t["left_as_it_was" if existed else "not_written"], shown=shown)
     if html_path is not None:
         _write_html(html_path, report)
-        click.echo(f"wrote {html_path}")
-    _print_report(report, holdout, json_path, failed)
+        click.echo(t["wrote"].format(path=html_path))
+    _print_report(report, holdout, json_path, failed, resolve_lang(lang))
 
 
 def _fill_merged(run_fill: Any, results: tuple[str, ...], rename_duplicates: bool, options: dict[str, Any]) -> Any:
@@ -403,9 +434,11 @@ def _write_html(path: str, report: Any) -> None:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report here.")
 @FORCE_OPTION
 @PROGRESS_OPTION
+@lang_option()
 @handle_errors
 @ends_cleanly_on_sigterm
-def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_progress: bool) -> None:
+def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_progress: bool,
+           lang: str | None) -> None:
     """Recalculate WORKBOOK as it stands (hand edits included) and compare every
     formula cell with the Python reference. Exits 1 on any disagreement."""
     from scm_xl.outputs import JSON_SUFFIXES, Output, check_outputs
@@ -418,16 +451,59 @@ def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_pr
         if progress is not None and getattr(report, "holdout", None) is None:
             progress("hold-out (leave-one-out)")
         holdout = _holdout_of(report)
-    _print_report(report, holdout, json_path)
+    _print_report(report, holdout, json_path, lang=resolve_lang(lang))
 
 
 # Why the method that answers without --method does (the workbook's method cell; chain for a CSV).
-DEFAULT_METHOD_WHY = "the default: the workbook's method cell, chain for a CSV; --method to choose"
+DEFAULT_METHOD_WHY = _words("en")["why_default"]
 METHOD_CHOICE = click.Choice(["chain", "lsq"])
 METHOD_ANY_CHOICE = click.Choice(["auto", "chain", "lsq", "latency"])
 STRICT_OPTION = click.option(
     "--strict-physics/--physics-warnings", default=None,
     help="Exclude rows with physics warnings (default: the workbook's switch; off for a CSV).")
+
+
+def _method_why(choice: Any, requested: str, lang: Lang) -> str:
+    """Why the method answered, as printed (the JSON keeps choice.why, in English): the default or
+    --method in `lang`; auto's reasons (scm_xl.methods) as the library words them."""
+    if lang == "en":
+        return str(choice.why)
+    if choice.why == DEFAULT_METHOD_WHY:
+        return _words(lang)["why_default"]
+    if requested != "auto":
+        return _words(lang)["why_asked"]
+    from scm_xl.htmlreport.latency_section import choice_words
+    from scm_xl.htmlreport.texts import PAGE
+
+    if choice.why == choice_words(choice, PAGE["en"]):  # the hold-out ranking, in the report page's words
+        return choice_words(choice, PAGE[lang])
+    if choice.why == PAGE["en"]["js"]["why_no_latency"]:
+        return str(PAGE[lang]["js"]["why_no_latency"])
+    return str(choice.why)
+
+
+def _knee_words(latency: Any, lang: Lang, model: str | None = None) -> str | None:
+    """The latency model's knee (of `model`, else of every model, as `LatencyModel.knee_text`) in
+    `lang`: the report page's words (htmlreport.latency_section.knee_words) where not English."""
+    if lang == "en" and model is None:
+        return str(latency.knee_text()) if latency.knee_text() else None
+    from scm_xl.htmlreport.latency_section import knee_words
+    from scm_xl.htmlreport.texts import PAGE
+
+    fits = [latency.fit_for(model)] if model is not None else list(latency.fits.values())
+    texts = [knee_words(fit.knee, PAGE[lang]) for fit in fits if fit is not None]
+    if model is None and len(fits) > 1:
+        texts = [f"{fit.model}{':' if lang == 'en' else '：'} {text}" for fit, text in zip(fits, texts)]
+    return ("; " if lang == "en" else "；").join(texts) or None
+
+
+def _marks(data: dict[str, Any], t: dict[str, str]) -> list[str]:
+    """An answer's interpolated / extrapolated marks in words."""
+    marks = [t["interpolated"]] if data.get("interpolated") else []
+    if data.get("extrapolated"):
+        marks.append(t["extrapolated_at"].format(what=", ".join(data["extrapolated"]))
+                     if isinstance(data["extrapolated"], list) else t["extrapolated"])
+    return marks
 
 
 def _analysis_of(source: str, strict_physics: bool | None) -> Any:
@@ -480,17 +556,18 @@ def _choose(analysis: Any, rows: Any, method: str, prompt_tokens: float | None) 
                    "auto: the one with the lowest leave-one-out error that can answer (default: the workbook's "
                    "method cell, chain for a CSV, as every surface answers; auto with --prompt-tokens).")
 @click.option("--extrapolate", is_flag=True, help="lsq: allow concurrency outside the measured range.")
-@click.option("--slo", help="Per-request SLO, e.g. ttft=0.5,e2el=10 (seconds): the measured attainment at this "
-              "configuration from the per-request CSV beside SOURCE (attainment is not predicted between "
-              "measured levels yet).")
+@click.option("--slo", help="Per-request SLO, e.g. ttft=0.5,e2el=10 (seconds): the attainment at this "
+              "configuration from the per-request CSV beside SOURCE, measured there, or between measured "
+              "concurrency levels predicted from the nearest level's requests by the latency model.")
 @click.option("--attainment", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
               show_default=True, help="With --slo: the attainment target.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @STRICT_OPTION
+@lang_option()
 @handle_errors
 def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: float | None, model: str | None,
             method: str | None, extrapolate: bool, slo: str | None, attainment: float, as_json: bool,
-            strict_physics: bool | None) -> None:
+            strict_physics: bool | None, lang: str | None) -> None:
     """Forward: the predicted TPS at a configuration, with what it rests on (a
     measured row there, the verdict, the hold-out error) and which method answered
     and why. SOURCE is a results CSV or a filled workbook. Exits 1 when the data
@@ -498,8 +575,9 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
     from scm_xl.errors import CheckFailed
     from scm_xl.methods import base_prompt, other_prompt_level
     from scm_xl.report import (
-        caveats_to_dict, forecast_to_dict, prediction_to_dict, render_caveats, to_json, unidentified_hints, wrapped,
+        caveats_to_dict, forecast_to_dict, prediction_to_dict, render_caveats, to_json, unidentified_hints,
     )
+    from scm_xl.terminal import wrapped
 
     parsed_slo = None
     if slo is not None:
@@ -509,6 +587,9 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
     analysis, rows = _analysis_of(source, strict_physics)
     # unasked, the method every surface answers with (the workbook's method cell; chain for a CSV)
     asked = method or ("auto" if prompt_tokens is not None else analysis.settings.method)
+    requested, language = asked, resolve_lang(lang)
+    t = _words(language)
+    shown_missing: list[str] | None = None  # data["missing"] in the language printed (the JSON's is English)
     lsq_report, latency, choice = _choose(analysis, rows, asked, prompt_tokens)
     if method is None and asked != "auto":
         from dataclasses import replace
@@ -523,8 +604,8 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
                 "prompt_tokens": result.prompt_tokens, "knee": fit.knee.as_dict() if fit else None}
     elif analysis.base_prompt_level is None and other_prompt_level(prompt_tokens, base := base_prompt(analysis, rows)):
         data = {"tps": None, "method": method, "missing": [
-            f"prompt length {prompt_tokens:g}: the data have one prompt ({base:g} tokens) and no prompt levels "
-            "(collect --prompt-tokens), so K_in is not identified; use --method latency"]}
+            _words("en")["other_prompt"].format(prompt=f"{prompt_tokens:g}", base=f"{base:g}")]}
+        shown_missing = [t["other_prompt"].format(prompt=f"{prompt_tokens:g}", base=f"{base:g}")]
     else:
         # without prompt levels every row has the one prompt: a length within 5% of it is that prompt
         # (an unrecorded prompt proves nothing: K_in stays unidentified)
@@ -556,69 +637,91 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
             raise CheckFailed("")
         return
     if data["tps"] is None:
-        raise CheckFailed("cannot predict: not identified by the data: " + ", ".join(data["missing"])
+        if language != "en":
+            hints = unidentified_hints(analysis, data["missing"], concurrency=concurrency, max_tokens=max_tokens,
+                                       model=model_name, method=caveat_method, lang=language)
+        raise CheckFailed(t["cannot_predict"].format(missing=", ".join(shown_missing or data["missing"]))
                           + "".join(f"\n  {hint}" for hint in hints))
     interval = data.get("tps_interval")
-    extra = f" (90% interval {interval[0]:.2f} to {interval[1]:.2f})" if interval else ""
-    marks = [m for m in ("interpolated",) if data.get(m)]
-    if data.get("extrapolated"):
-        marks.append("extrapolated" + (f": {', '.join(data['extrapolated'])}"
-                                       if isinstance(data["extrapolated"], list) else ""))
-    click.echo(f"predicted TPS: {data['tps']:.2f}{extra}{' (' + ', '.join(marks) + ')' if marks else ''}")
+    extra = t["predicted_interval"].format(low=f"{interval[0]:.2f}", high=f"{interval[1]:.2f}") if interval else ""
+    marks = _marks(data, t)
+    answer = t["predicted"].format(tps=f"{data['tps']:.2f}", interval=extra,
+                                   marks=t["marks"].format(marks=t["marks_sep"].join(marks)) if marks else "")
+    click.echo(answer if language == "en" else wrapped(answer))
     if method == "latency":
-        p95 = (f", P95 latency {data['latency_p95_s']:.3g} s" if data.get("latency_p95_s") else "")
-        click.echo(wrapped(f"  TTFT {data['ttft_s']:.3g} s, latency {data['latency_s']:.3g} s{p95} "
-                           f"at a prompt of {data['prompt_tokens']:g} tokens", indent="    "))
+        p95 = t["latency_p95"].format(p95=f"{data['latency_p95_s']:.3g}") if data.get("latency_p95_s") else ""
+        click.echo(wrapped(t["latency_answer"].format(ttft=f"{data['ttft_s']:.3g}", latency=f"{data['latency_s']:.3g}",
+                                                      p95=p95, prompt=f"{data['prompt_tokens']:g}"), indent="    "))
         if data.get("knee"):
-            click.echo(wrapped(f"  knee: {data['knee']['text']}" + (
-                "; this concurrency is beyond it: the extra requests only wait" if data.get("beyond_knee") else ""),
-                indent="    "))
-    for line in render_caveats(caveats, data["tps"]):
+            knee = data["knee"]["text"] if language == "en" else _knee_words(latency, language, model_name)
+            click.echo(wrapped("  " + t["knee"].format(knee=knee)
+                               + (t["knee_beyond"] if data.get("beyond_knee") else ""), indent="    "))
+    for line in render_caveats(caveats, data["tps"], lang=language):
         click.echo(wrapped(f"  {line}", indent="    "))
-    click.echo(wrapped(f"  method: {choice.method} ({choice.why})", indent="    "))
+    why = _method_why(choice, requested, language)
+    click.echo(wrapped("  " + t["method_line"].format(method=choice.method, why=why), indent="    "))
     if parsed_slo is not None:
         click.echo(wrapped(f"  SLO: {data['slo']['text']}", indent="    "))
 
 
 def _measured_slo(source: str, rows: Any, slo: Any, concurrency: float, max_tokens: int, model: str | None,
                   prompt_tokens: float | None) -> dict[str, Any]:
-    """predict --slo: attainment is not predicted between measured levels (yet); the measured
-    attainment at this configuration when it was measured, else (no per-request CSV) the measured
-    per-experiment P95s there, each labelled for what it is."""
-    from scm_xl import goodput
+    """predict --slo: the measured attainment at this configuration when it was measured; between
+    measured concurrency levels the one scm_xl.slo_between predicts (labelled); else (no per-request
+    CSV) the measured per-experiment P95s there, each labelled for what it is."""
+    from scm_xl import goodput, slo_between
     from scm_xl.constrained import measured_percentiles
 
     key = ((model or "").casefold(), int(concurrency) if float(concurrency).is_integer() else None, max_tokens)
     out: dict[str, Any] = {"slo": slo.describe(), "predicted": False, "source": None}
-    lead = "attainment is not predicted between measured levels yet"
     samples = goodput.read_samples(source)
     table = goodput.evaluate(rows, samples, slo)
     if table.experiments:
         level = None if prompt_tokens is None else int(round(prompt_tokens))
-        found = [c for c in goodput.cells(table.experiments, slo)
-                 if (c.model.casefold(), c.concurrency, c.max_tokens) == key
-                 and (level is None or c.prompt_level is None or abs(c.prompt_level - level) <= 0.05 * c.prompt_level)]
+
+        def here(cells: list[Any]) -> list[Any]:
+            return [c for c in cells if (c.model.casefold(), c.concurrency, c.max_tokens) == key
+                    and (level is None or c.prompt_level is None or abs(c.prompt_level - level) <= 0.05 * c.prompt_level)]
+
+        measured = goodput.cells(table.experiments, slo)
+        found = here(measured)
+        why_not = ""
+        if not found and key[1] is not None:
+            from scm_xl.latency import latency_model
+
+            fitted = latency_model(rows)
+            if fitted.available:
+                predicted, reasons = slo_between.between_cells(measured, samples.by_exp, fitted, slo)
+                found = here(predicted)
+                why_not = "; ".join(reasons)
+            else:
+                why_not = "no latency model (no experiment has TTFT, latency and ITL recorded)"
         if not found:
-            out["text"] = f"{lead}; this configuration has no measured requests"
+            out["text"] = ("this configuration has no measured requests, and attainment is predicted only at whole "
+                           "concurrency levels between measured ones" + (f" ({why_not})" if why_not else ""))
             return out
         cell = found[0]
         t = cell.tally
         low, high = t.interval
-        out.update(source="requests", **cell.as_dict())
-        out["text"] = (f"{lead}; measured here: attainment {t.attainment:.1%} ({goodput.WILSON_CONFIDENCE:.0%} "
-                       f"Wilson interval {low:.1%}-{high:.1%}, {t.good} of {t.requests} requests), goodput "
+        out.update(source="requests" if cell.predicted_from is None else "predicted_between_levels", **cell.as_dict())
+        out["predicted"] = cell.predicted_from is not None
+        where = ("measured here" if cell.predicted_from is None else
+                 f"predicted from the requests of concurrency {cell.predicted_from} by the latency model")
+        counted = "requests" if cell.predicted_from is None else "rescaled requests"
+        out["text"] = (f"{where}: attainment {t.attainment:.1%} ({goodput.WILSON_CONFIDENCE:.0%} "
+                       f"Wilson interval {low:.1%}-{high:.1%}, {t.good} of {t.requests} {counted}), goodput "
                        f"{t.goodput_tps:.1f} tok/s; {'meets' if cell.meets else 'does not meet'} {slo.describe()}")
         return out
     cell_p95 = measured_percentiles(rows).get((key[0], key[1] or -1, key[2]))
     why = table.reason or "no experiment could be judged per request"
     if cell_p95 is None or (cell_p95.latency_p95_s is None and cell_p95.ttft_p95_s is None):
-        out["text"] = f"{lead}; {why}, and no per-experiment P95 was measured at this configuration"
+        out["text"] = f"{why}, and no per-experiment P95 was measured at this configuration"
         return out
     out.update(source="per_experiment_p95", latency_p95_s=cell_p95.latency_p95_s, ttft_p95_s=cell_p95.ttft_p95_s)
     parts = [f"{name} {value:.3g} s (limit {limit:g} s)" for name, value, limit in
              (("P95 TTFT", cell_p95.ttft_p95_s, slo.ttft_s), ("P95 latency", cell_p95.latency_p95_s, slo.e2el_s))
              if value is not None and limit is not None]
-    out["text"] = (f"{lead}; {why}: fallback, the per-experiment P95s measured here (not a per-request "
+    out["text"] = (f"{why}: fallback, the per-experiment P95s measured here (not a per-request "
                    f"attainment): " + ("; ".join(parts) if parts else "none under this SLO's thresholds"))
     return out
 
@@ -653,10 +756,13 @@ def _measured_slo(source: str, rows: Any, slo: Any, concurrency: float, max_toke
               show_default=True, help="With --slo: the share of good requests the lower end of the 95% Wilson "
               "interval must reach.")
 @capacity_options("With --slo: ", "the {header} the provider sent")
-@click.option("--minimise", type=click.Choice(["concurrency", "cost"]), default="concurrency", show_default=True,
-              help="With --slo: choose the fewest replicas and slots, or the lowest cost (needs a price).")
+@minimise_option("With --slo: ", "concurrency")
+@click.option("--between-levels", is_flag=True,
+              help="With --slo: also consider the concurrency levels between the measured ones, each predicted "
+                   "from the nearest measured level's requests by the latency model (labelled as predicted).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @STRICT_OPTION
+@lang_option()
 @handle_errors
 def solve(source: str, target_tps: float | None, max_tokens: int | None, prompt_tokens: float | None, model: str | None,
           method: str | None,
@@ -664,7 +770,8 @@ def solve(source: str, target_tps: float | None, max_tokens: int | None, prompt_
           allowed_max_tokens: tuple[int, ...] | None, allowed_models: str | None, rate_limit: int | None,
           extrapolate: bool, conservative: bool, slo: str | None, attainment: float, rpm: float | None,
           tpm: float | None, price_in: float | None, price_out: float | None, gpu_hour_price: float | None,
-          gpus: int | None, minimise: str, as_json: bool, strict_physics: bool | None) -> None:
+          gpus: int | None, minimise: str, between_levels: bool, as_json: bool,
+          strict_physics: bool | None, lang: str | None) -> None:
     """Inverse: the configuration that reaches a target TPS.
 
     Plain, it is the article's inverse: the smallest measured concurrency whose predicted
@@ -688,6 +795,8 @@ def solve(source: str, target_tps: float | None, max_tokens: int | None, prompt_
                                        ("--rpm", rpm), ("--tpm", tpm)) if value is not None]
     if minimise != "concurrency":
         priced.append("--minimise")
+    if between_levels:
+        priced.append("--between-levels")
     if priced and slo is None:
         raise UsageError(f"{', '.join(priced)} need --slo: replicas, cost and rate limits are planned under a "
                          "per-request SLO (e.g. --slo e2el=10)")
@@ -706,7 +815,7 @@ def solve(source: str, target_tps: float | None, max_tokens: int | None, prompt_
 
         parsed = parse_slo(slo, attainment)
         if _solve_slo(source, rows, parsed, target_tps, model, prompt_tokens, price_in, price_out,
-                      gpu_hour_price, gpus, rpm, tpm, minimise, as_json):
+                      gpu_hour_price, gpus, rpm, tpm, minimise, as_json, between_levels):
             return
         # no per-request CSV: the per-experiment P95s answer (ttft and e2el; tpot has none), and
         # nothing that needs the requests is silently dropped
@@ -736,30 +845,31 @@ def solve(source: str, target_tps: float | None, max_tokens: int | None, prompt_
 
             latency = latency_model(rows)
         _solve_across(analysis, rows, replace(request, method=choice.method), target_tps, as_json,
-                      latency=latency, choice=choice, lsq_report=lsq_report)
+                      latency=latency, choice=choice, lsq_report=lsq_report,
+                      requested=method or ("auto" if prompt_tokens else "chain"), lang=resolve_lang(lang))
     else:
         _solve_plain(analysis, replace(request, max_tokens=request.max_tokens or asked.get("max_tokens")),
-                     target_tps, as_json)
+                     target_tps, as_json, lang=resolve_lang(lang))
 
 
 def _solve_slo(source: str, rows: Any, slo: Any, target_tps: float, model: str | None, prompt_tokens: float | None,
                price_in: float | None, price_out: float | None, gpu_hour_price: float | None, gpus: int | None,
-               rpm: float | None, tpm: float | None, minimise: str, as_json: bool) -> bool:
+               rpm: float | None, tpm: float | None, minimise: str, as_json: bool, between: bool = False) -> bool:
     """solve --slo on the per-request CSV; False (after saying why) when it is not there, so the
     per-experiment percentiles answer instead."""
     import json
 
-    from scm_xl.report import wrapped
+    from scm_xl.terminal import wrapped
     from scm_xl.slo_answer import slo_answer
 
     from scm_xl.errors import UsageError
 
     pricing = pricing_of(price_in, price_out, gpu_hour_price, gpus)
     if minimise == "cost" and pricing is None:
-        raise UsageError("--minimise cost needs a price: --price-in and --price-out, or --gpu-hour-price and --gpus")
+        raise UsageError(COST_NEEDS_PRICE)
     level = None if prompt_tokens is None else int(round(prompt_tokens))
     answer = slo_answer(source, list(rows), target_tps=target_tps, slo=slo, model=model, prompt_level=level,
-                        pricing=pricing, rpm=rpm, tpm=tpm, minimise=minimise)
+                        pricing=pricing, rpm=rpm, tpm=tpm, minimise=minimise, between=between)
     if answer.fallback is not None:
         click.echo(wrapped(answer.lines()[0], indent="  "), err=True)
         return False
@@ -773,12 +883,14 @@ def _solve_slo(source: str, rows: Any, slo: Any, target_tps: float, model: str |
     return True
 
 
-def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool) -> None:
+def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool, *, lang: Lang = "en") -> None:
     from scm_xl.errors import UsageError
     from scm_xl.model import solve as chain_solve
-    from scm_xl.report import (
-        caveats_to_dict, excluded_here, render_caveats, solution_to_dict, unidentified_hints, wrapped,
-    )
+    from scm_xl.report import caveats_to_dict, excluded_here, render_caveats, solution_to_dict, unidentified_hints
+    from scm_xl.terminal import wrapped
+    from scm_xl.rules import TEXTS
+
+    t = _words(lang)
 
     length = request.max_tokens or analysis.calibration.base_max_tokens
     if length is None:
@@ -792,32 +904,40 @@ def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool) 
 
         probe = analysis.calibration.concurrency_levels
         missing = list(chain_predict(analysis.calibration, probe[0].concurrency if probe else 1, length,
-                                     request.model).missing) or ["every concurrency level"]
+                                     request.model).missing) or [_words("en")["every_level"]]
     caveats = caveats_to_dict(analysis, _holdout_for_answers(analysis), concurrency=solution.concurrency,
                               max_tokens=length, model=solution.model, method="chain")
     hints = unidentified_hints(analysis, missing, concurrency=None, max_tokens=length, model=solution.model,
                                method="chain") if not identified else []
     data.update(caveats=caveats, hints=hints, identified=identified, missing=missing)
+    if lang != "en" and not identified:  # the JSON keeps the English
+        hints = unidentified_hints(analysis, missing, concurrency=None, max_tokens=length, model=solution.model,
+                                   method="chain", lang=lang)
+        missing = [t["every_level"] if m == _words("en")["every_level"] else m for m in missing]
     if _answered_as_json_or_refused(data, as_json, identified, hints,
-                                    f"not identified by the data at max_tokens {length}: {', '.join(missing)}"):
+                                    t["not_identified_at"].format(length=length, missing=", ".join(missing)), lang):
         return
     if solution.reachable:
-        click.echo(f"concurrency {solution.concurrency}: predicted TPS {solution.tps:.2f} "
-                   f"(target {target_tps:g} at max_tokens {length})")
+        answer = t["solve_reached"].format(c=solution.concurrency, tps=f"{solution.tps:.2f}",
+                                           target=f"{target_tps:g}", length=length)
     else:
-        best = f"; best reachable {solution.best_tps:.2f} at concurrency {solution.best_concurrency}" \
+        best = t["solve_best"].format(tps=f"{solution.best_tps:.2f}", c=solution.best_concurrency) \
             if solution.best_tps is not None else ""
-        click.echo(f"unreachable with the measured levels (target {target_tps:g} at max_tokens {length}){best}")
-        for line in excluded_here(analysis, solution.best_concurrency, length, solution.model, "the best reachable"):
+        answer = t["solve_unreachable"].format(unreachable=TEXTS[lang]["unreachable"], target=f"{target_tps:g}",
+                                               length=length, best=best)
+    click.echo(answer if lang == "en" else wrapped(answer))
+    if not solution.reachable:
+        for line in excluded_here(analysis, solution.best_concurrency, length, solution.model,
+                                  t["what_best_reachable"], lang=lang):
             click.echo(wrapped(f"  {line}", indent="    "))
-    for line in render_caveats(caveats, solution.tps):
+    for line in render_caveats(caveats, solution.tps, lang=lang):
         click.echo(wrapped(f"  {line}", indent="    "))
 
 
 def _answered_as_json_or_refused(data: dict[str, Any], as_json: bool, identified: bool, hints: list[str],
-                                 why: str) -> bool:
-    """solve's JSON answer (exit 1 when not identified), or its refusal with the way forward; True
-    when the answer is printed and nothing more is to be said."""
+                                 why: str, lang: Lang = "en") -> bool:
+    """solve's JSON answer (exit 1 when not identified), or its refusal with the way forward (`why`
+    and `hints` in `lang`); True when the answer is printed and nothing more is to be said."""
     from scm_xl.errors import CheckFailed
     from scm_xl.report import to_json
 
@@ -827,16 +947,18 @@ def _answered_as_json_or_refused(data: dict[str, Any], as_json: bool, identified
             raise CheckFailed("")
         return True
     if not identified:
-        raise CheckFailed(f"cannot solve: {why}" + "".join(f"\n  {hint}" for hint in hints))
+        raise CheckFailed(_words(lang)["cannot_solve"].format(why=why) + "".join(f"\n  {hint}" for hint in hints))
     return False
 
 
 def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_json: bool, *,
-                  latency: Any, choice: Any, lsq_report: Any) -> None:
-    from scm_xl.constrained import describe_reasons, solve_request
-    from scm_xl.report import (
-        caveats_to_dict, constrained_to_dict, excluded_here, render_caveats, unidentified_hints, wrapped,
-    )
+                  latency: Any, choice: Any, lsq_report: Any, requested: str = "auto", lang: Lang = "en") -> None:
+    from scm_xl.constrained import solve_request
+    from scm_xl.report import caveats_to_dict, constrained_to_dict, excluded_here, render_caveats, unidentified_hints
+    from scm_xl.terminal import wrapped
+    from scm_xl.report_texts import describe_reasons
+
+    t = _words(lang)
 
     result = solve_request(request, target_tps, calibration=analysis.calibration, statuses=analysis.statuses,
                            settings=analysis.settings, rows=rows, latency=latency)
@@ -858,32 +980,37 @@ def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_
         analysis, ["f(", "K_len(", "C_model("], concurrency=None, max_tokens=request.max_tokens,
         model=request.model, method=caveat_method)
     data.update(caveats=caveats, hints=hints, identified=identified)
-    if _answered_as_json_or_refused(data, as_json, identified, hints, "no configuration is identified by the data"):
+    if lang != "en" and not identified:  # the JSON keeps the English
+        hints = unidentified_hints(analysis, ["f(", "K_len(", "C_model("], concurrency=None,
+                                   max_tokens=request.max_tokens, model=request.model, method=caveat_method, lang=lang)
+    if _answered_as_json_or_refused(data, as_json, identified, hints, t["no_configuration"], lang):
         return
     if best:
-        marks = ", ".join(m for m, flag in (("interpolated", best.interpolated),
-                                            ("extrapolated", best.extrapolated)) if flag)
-        interval = f", 90% interval {best.mean_interval[0]:.2f} to {best.mean_interval[1]:.2f}" \
-            if best.mean_interval else ""
-        click.echo(wrapped(f"cheapest: concurrency {best.concurrency}, max_tokens {best.max_tokens}, model "
-                           f"{best.model}: predicted TPS {best.tps:.2f}{interval}{f' ({marks})' if marks else ''}"))
+        marks = t["marks_sep"].join(t[m] for m, flag in (("interpolated", best.interpolated),
+                                                         ("extrapolated", best.extrapolated)) if flag)
+        interval = t["cheapest_interval"].format(low=f"{best.mean_interval[0]:.2f}",
+                                                 high=f"{best.mean_interval[1]:.2f}") if best.mean_interval else ""
+        click.echo(wrapped(t["cheapest"].format(c=best.concurrency, length=best.max_tokens, model=best.model,
+                                                tps=f"{best.tps:.2f}", interval=interval,
+                                                marks=t["marks"].format(marks=marks) if marks else "")))
     else:
-        click.echo(f"unreachable: no configuration reaches {target_tps:g} TPS under the constraints")
-    click.echo(wrapped(f"what stops a cheaper configuration: {describe_reasons(result.binding)}"))
+        answer = t["unreachable_under"].format(target=f"{target_tps:g}")
+        click.echo(answer if lang == "en" else wrapped(answer))
+    click.echo(wrapped(t["stops_cheaper"].format(reasons=describe_reasons(result.binding, lang))))
     if result.best:
-        bound = describe_reasons(result.best_binding) or "nothing: no configuration is predicted higher"
-        click.echo(wrapped(f"best under the constraints: {result.best.tps:.2f} TPS at concurrency "
-                           f"{result.best.concurrency}, max_tokens {result.best.max_tokens}, model {result.best.model}"
-                           f" (what stops a higher TPS: {bound})"))
+        bound = describe_reasons(result.best_binding, lang) or t["nothing_higher"]
+        click.echo(wrapped(t["best_under"].format(tps=f"{result.best.tps:.2f}", c=result.best.concurrency,
+                                                  length=result.best.max_tokens, model=result.best.model,
+                                                  bound=bound)))
         for line in excluded_here(analysis, result.best.concurrency, result.best.max_tokens, result.best.model,
-                                  "the best"):
+                                  t["what_best"], lang=lang):
             click.echo(wrapped(f"  {line}", indent="    "))
-    for note in result.notes:
-        click.echo(wrapped(f"note: {note}"))
-    click.echo(wrapped(f"method: {choice.method} ({choice.why})"))
+    for note in result.notes:  # scm_xl.constrained's notes are English
+        click.echo(wrapped(t["note"].format(text=note)))
+    click.echo(wrapped(t["method_line"].format(method=choice.method, why=_method_why(choice, requested, lang))))
     if method == "latency" and latency.knee_text():
-        click.echo(wrapped(f"knee: {latency.knee_text()}"))
-    for line in render_caveats(caveats, best.tps if best else None):
+        click.echo(wrapped(t["knee"].format(knee=_knee_words(latency, lang))))
+    for line in render_caveats(caveats, best.tps if best else None, lang=lang):
         click.echo(wrapped(f"  {line}", indent="    "))
 
 

@@ -31,7 +31,8 @@ from scm_xl.workbook.stamp import save_workbook, write_filled
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE,
-    MODEL_TABLE, NUMERIC_INPUT_KEYS, PROMPT_TABLE, RAW_COLUMNS, SEEN_MODELS_TABLE, Layout, unusable_tests,
+    MODEL_TABLE, NUMERIC_INPUT_KEYS, PROMPT_TABLE, RAW_COLUMNS, SEEN_MODELS_TABLE, SHEET_TITLES, Layout,
+    unusable_tests,
 )
 from scm_xl.workbook.styles import (
     DEFAULT_FONT_SIZE, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _formula,
@@ -329,15 +330,25 @@ def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
 
 INSERTED_ROW_FILL = "FCE4D6"  # light orange: a row typed in where the display cells have no formula
 INSERTED_ROW_HINT = {
-    "zh": "橙色的行是手动插入的：它的 TPS、角色和状态三格没有公式。把上一行的这三格复制下来"
-          "（或运行 scm-xl fill --workbook），就会显示该行的 TPS、角色和原因。其余各表已经计入这一行。",
-    "en": "An orange row was inserted by hand: its TPS, role and status cells hold no formula. Copy those "
-          "three cells from the row above (or run scm-xl fill --workbook) to see the row's TPS, role and "
-          "reason. The other sheets count the row already.",
+    "zh": "橙色的行是手动插入的：表格程序不会把公式复制进插入的行，所以它在本表的 TPS、角色和状态三格是空的。"
+          f"「{SHEET_TITLES['zh']['consistency']}」表已经按同一 exp_id 显示了它的 TPS、角色和原因；把上一行的这三格复制下来"
+          "（或运行 scm-xl fill --workbook），本表也会显示。其余各表已经计入这一行。",
+    "en": "An orange row was inserted by hand: a spreadsheet copies no formula into an inserted row, so its "
+          f"TPS, role and status cells here are blank. The {SHEET_TITLES['en']['consistency']} sheet shows its TPS, role and reason "
+          "already (the row of the same exp_id); copy those three cells from the row above (or run scm-xl "
+          "fill --workbook) to see them here too. The other sheets count the row already.",
 }
+# The hints earlier versions wrote: still scm-xl's own when a person's workbook is filled again.
+_EARLIER_HINTS = (
+    "橙色的行是手动插入的：它的 TPS、角色和状态三格没有公式。把上一行的这三格复制下来"
+    "（或运行 scm-xl fill --workbook），就会显示该行的 TPS、角色和原因。其余各表已经计入这一行。",
+    "An orange row was inserted by hand: its TPS, role and status cells hold no formula. Copy those "
+    "three cells from the row above (or run scm-xl fill --workbook) to see the row's TPS, role and "
+    "reason. The other sheets count the row already.",
+)
 
 
-OWN_COMMENTS = frozenset(INSERTED_ROW_HINT.values())  # the comments scm-xl writes itself (never a person's)
+OWN_COMMENTS = frozenset((*INSERTED_ROW_HINT.values(), *_EARLIER_HINTS))  # scm-xl's own comments (never a person's)
 
 
 def _hint_inserted_rows(ws: Worksheet, layout: Layout, display: Mapping[str, str]) -> None:
@@ -354,7 +365,7 @@ def _hint_inserted_rows(ws: Worksheet, layout: Layout, display: Mapping[str, str
                        fill=PatternFill("solid", fgColor=INSERTED_ROW_FILL))
     ws.conditional_formatting.add(f"A{first}:{last_col}{layout.raw_last}", rule)
     header = ws[f"{tps}{layout.raw_header_row}"]
-    header.comment = Comment(INSERTED_ROW_HINT[layout.lang], "scm-xl", width=320, height=110)
+    header.comment = Comment(INSERTED_ROW_HINT[layout.lang], "scm-xl", width=340, height=150)
 
 
 def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas) -> None:

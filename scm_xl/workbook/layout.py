@@ -19,7 +19,7 @@ from openpyxl.utils import get_column_letter
 from scm_xl.results import NUMERIC_INPUT_COLUMNS, REQUIRED_COLUMNS
 from scm_xl.rules import Lang
 
-LAYOUT_VERSION = 4  # 4: the forward/inverse questions and the method are typed on the Summary
+LAYOUT_VERSION = 5  # 4: the questions and method typed on the Summary; 5: the capacity plan's order there
 DEFAULT_ROWS = 200  # capacity of a template; a filled workbook is sized to its data
 ROW_HEADROOM = 50  # rows a person can type under the data of a filled workbook
 MIN_FILLED_ROWS = 30

@@ -104,6 +104,9 @@ COEF_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(COEF_KEYS)}
 ROW_KEYS = ("exp_id", "fit", "ln_tps", "fitted_ln", "fitted_tps", "residual", "leverage", "loo_tps", "loo_pct",
             "loo_abs_pct")
 ROW_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(ROW_KEYS)}
+TEXT_KEYS = ("kind", "role", "exp_id")  # columns of names: their headers sit left, the others over numbers
+# The printed columns' widths (characters).
+WIDTHS = {"A": 34, "B": 16, "C": 14, "D": 12, "E": 12, "F": 12, "G": 13, "H": 14, "I": 11, "J": 12}
 WORK_COL = len(ROW_KEYS) + 2  # the workings (# columns, A and M) start here (column L)
 # Per raw row: the parameter number of the row's non-zero column in each block (workings).
 PARAM_KEYS = {"f": "f_param", "K_len": "k_param", "C_model": "c_param", "K_in": "p_param"}
@@ -466,7 +469,7 @@ def summary_formulas(ll: LsqLayout) -> dict[str, str]:
 def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     """Write the least-squares sheet into `ws`; return defined name -> "A1" on it."""
     from scm_xl.workbook.stamp import write_filled
-    from scm_xl.workbook.styles import BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, TITLE_FONT, _formula
+    from scm_xl.workbook.styles import BOLD, FORMULA_FILL, KEY_FILL, TITLE_FONT, _formula, header_cells, wrapped_note
 
     ll = LsqLayout(layout)
     t = TEXTS[layout.lang]
@@ -485,12 +488,12 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     for key in ("status", "loo_mape", "loo_max", "loo_verdict"):
         ws[f"A{SUMMARY_ROWS[key]}"].font = BOLD
 
+    for col, width in WIDTHS.items():
+        ws.column_dimensions[col].width = width
+
     def header(row: int, cols: dict[str, str]) -> None:
-        for key, col in cols.items():
-            cell = ws[f"{col}{row}"]
-            cell.value = t[key]
-            cell.font = HEADER_FONT
-            cell.fill = HEADER_FILL
+        header_cells(ws, row, [(key, col, t[key], WIDTHS.get(col, 0)) for key, col in cols.items()],
+                     text_keys=TEXT_KEYS)
 
     # -- coefficient table ----------------------------------------------------
     ws[f"A{ll.coef_header - 1}"] = t["coef_title"]
@@ -541,9 +544,10 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     spacer.width, spacer.collapsed = 3, True  # the group's button shows it as collapsed
 
     ws.freeze_panes = "B1"
-    widths = {"A": 34, "B": 16, "C": 14, "D": 12, "E": 12, "F": 12, "G": 13, "H": 14, "I": 11, "J": 12}
-    for col, width in widths.items():
-        ws.column_dimensions[col].width = width
+    # the notes wrap inside the printed columns (A..J) instead of running past them
+    note_width = float(sum(ws.column_dimensions[col].width or 0 for col in WIDTHS))
+    for address in ("A2", "A3"):
+        wrapped_note(ws, address, max(WIDTHS), note_width)
     ws.print_area = ll.print_area
     return ll.defined_names()
 

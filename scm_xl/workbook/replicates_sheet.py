@@ -62,6 +62,9 @@ TABLE_FIRST_ROW = 12
 TABLE_KEYS = ("slot", "first_row", "model", "concurrency", "max_tokens", "n", "median", "mean", "cv",
               "flagged", "repeats_needed", "more_repeats", "prompt_level")
 TABLE_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(TABLE_KEYS)}
+# The printed columns' widths (characters); column A holds the labels above the table too.
+WIDTHS = {"A": 40, "B": 14, "C": 24, "D": 10, "E": 11, "F": 9, "G": 11, "H": 11, "I": 9, "J": 8, "K": 12,
+          "L": 11, "M": 10}
 HELPER_KEYS = ("cell_slot",)
 HELPER_COLS = {key: get_column_letter(len(TABLE_KEYS) + 2 + i) for i, key in enumerate(HELPER_KEYS)}
 PRINT_COLS = f"A:{TABLE_COLS['prompt_level']}"
@@ -252,8 +255,11 @@ def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
                 threshold: float | None = DEFAULT_CV_THRESHOLD) -> dict[str, str]:
     """Write the replicates sheet into `ws`; return defined name -> "A1" on it."""
     from scm_xl.workbook.stamp import write_filled
+    from openpyxl.styles import Alignment
+
     from scm_xl.workbook.styles import (
-        BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT, _formula,
+        BOLD, DEFAULT_FONT_SIZE, FORMULA_FILL, INPUT_FILL, KEY_FILL, TITLE_FONT, _formula, fit_row, header_cells,
+        wrapped_note,
     )
 
     if slots < 1:
@@ -278,14 +284,20 @@ def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
         _formula(ws, f"B{row}", summary[key])
     ws[rl.summary_cell("flagged")].fill = KEY_FILL
 
+    for col, width in WIDTHS.items():
+        ws.column_dimensions[col].width = width
     headers = {**{key: t[key] for key in TABLE_KEYS if key != "flagged"}, "flagged": t["flagged_col"],
                **{key: t[key] for key in HELPER_KEYS}}
     columns = {**TABLE_COLS, **HELPER_COLS}
-    for key, col in columns.items():
-        cell = ws[f"{col}{TABLE_HEADER_ROW}"]
-        cell.value = headers[key]
-        cell.font = HEADER_FONT
-        cell.fill = HEADER_FILL
+    header_cells(ws, TABLE_HEADER_ROW, [(key, col, headers[key], WIDTHS.get(col, 0)) for key, col in columns.items()],
+                 text_keys=("model",))
+    # the notes and the threshold's label wrap inside the printed columns instead of running past them
+    last = TABLE_COLS[TABLE_KEYS[-1]]
+    note_width = float(sum(ws.column_dimensions[col].width or 0 for col in TABLE_COLS.values()))
+    for row in (NOTE_ROW, SLOTS_NOTE_ROW):
+        wrapped_note(ws, f"A{row}", last, note_width)
+    ws[f"A{THRESHOLD_ROW}"].alignment = Alignment(wrap_text=True, vertical="center")
+    fit_row(ws, THRESHOLD_ROW, [(t["threshold"], WIDTHS["A"], DEFAULT_FONT_SIZE)])
 
     formats = {"median": "0.00", "mean": "0.00", "cv": "0.0%"}
     for i in range(slots):
@@ -301,10 +313,6 @@ def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
     for key in ("median", "flagged"):
         ws[rl.cell(key, TABLE_FIRST_ROW)].fill = FORMULA_FILL
     ws.freeze_panes = f"A{TABLE_FIRST_ROW}"
-    widths = {"A": 40, "B": 14, "C": 24, "D": 10, "E": 11, "F": 9, "G": 11, "H": 11, "I": 9, "J": 8, "K": 12,
-              "L": 11, "M": 10}
-    for col, width in widths.items():
-        ws.column_dimensions[col].width = width
     helper_cols = list(HELPER_COLS.values())
     ws.column_dimensions.group(helper_cols[0], helper_cols[-1], outline_level=1, hidden=True)
     ws.column_dimensions[helper_cols[0]].width = 14

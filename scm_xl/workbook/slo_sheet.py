@@ -15,12 +15,20 @@ the target and whose TPS reaches the derivation sheet's target TPS: what goodput
 
 Replicas, cost and rate limits (scm_xl.capacity) follow on the same sheet: the Summary's inputs
 (RPM and TPM limits, a deployment target TPS, blank = the Derivation's, token prices or a GPU-hour
-price and GPUs per replica) as effective values; per configuration, its mean latency, prompt and
-output tokens per request, replicas = ceil(target / TPS per replica), requests and tokens per
-minute of the deployment at full load, each against RATE_LIMIT_HEADROOM of its limit, and the cost
-per million output tokens and per hour (capacity.option); and the plan's answer (capacity.plan with
-its default order: the fewest replicas, then the configurations table's order), limit-bound when
-the rate limits rule out the configuration chosen without them, else server-bound.
+price and GPUs per replica, the order: minimise concurrency or cost) as effective values; per
+configuration, its mean latency, prompt and output tokens per request, replicas = ceil(target / TPS
+per replica), requests and tokens per minute of the deployment at full load, each against
+RATE_LIMIT_HEADROOM of its limit, and the cost per million output tokens and per hour
+(capacity.option); and the plan's answer (capacity.plan in capacity._order's order), limit-bound
+when the rate limits rule out the configuration chosen without them, else server-bound.
+
+The order is taken in stages, per candidate set (without the limits: `free`, within them: `fits`),
+each a column of ordinary formulas: by cost, the candidates with the lowest cost per hour, then
+among them the lowest cost per million output tokens (a missing cost ranks last, as capacity's
+inf: such a candidate stays in only when none has a cost); by concurrency every candidate passes
+both stages. Of those left, the fewest replicas, the first in the configurations table's order
+(goodput's cost order, which is capacity's tie-break). Minimise cost with no price answers nothing
+and says so, as capacity.plan refuses it (UsageError).
 
 The SLO's inputs (ttft, tpot, e2el thresholds in seconds, blank = not used; the attainment
 target) are typed on the Summary (summary_sheet.SLO_INPUT_ROWS); this sheet holds their
@@ -46,12 +54,13 @@ from typing import Any
 
 from openpyxl.styles import Alignment, Protection
 from openpyxl.utils import get_column_letter
+from openpyxl.worksheet.datavalidation import DataValidation
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl import capacity, goodput
 from scm_xl.capacity import RATE_LIMIT_HEADROOM, REASON_WORDS, RPM_LIMIT, TPM_LIMIT, TPM_UNMEASURED
 from scm_xl.engines.base import CellValue
-from scm_xl.errors import InputError
+from scm_xl.errors import InputError, UsageError
 from scm_xl.goodput import DEFAULT_ATTAINMENT, RequestSample, RequestSamples, Slo, Tally
 from scm_xl.rules import RATE_LIMIT_WINDOW_S
 from scm_xl.safety import DEFAULT_LIMITS
@@ -84,11 +93,11 @@ ANSWER_KEYS = ("slot", "model", "concurrency", "max_tokens", "attainment", "low"
 ANSWER_ROWS = {key: SETTING_ROWS["requests"] + 2 + i for i, key in enumerate(ANSWER_KEYS)}
 # Replicas, cost and rate limits (scm_xl.capacity): the effective inputs, then the plan's answer.
 CAP_SETTING_KEYS = ("rpm", "tpm", "rpm_allowed", "tpm_allowed", "target_tps", "price_in", "price_out",
-                    "gpu_hour_price", "gpus", "pricing")
+                    "gpu_hour_price", "gpus", "pricing", "minimise")
 CAP_SETTING_ROWS = {key: ANSWER_ROWS["status"] + 2 + i for i, key in enumerate(CAP_SETTING_KEYS)}
-CAP_ANSWER_KEYS = ("slot_free", "slot", "replicas", "model", "concurrency", "max_tokens", "tps", "capacity_tps",
-                   "rpm", "tpm", "cost_million", "cost_hour", "bound", "binding")
-CAP_ANSWER_ROWS = {key: CAP_SETTING_ROWS["pricing"] + 2 + i for i, key in enumerate(CAP_ANSWER_KEYS)}
+CAP_ANSWER_KEYS = ("status", "slot_free", "slot", "replicas", "model", "concurrency", "max_tokens", "tps",
+                   "capacity_tps", "rpm", "tpm", "cost_million", "cost_hour", "bound", "binding")
+CAP_ANSWER_ROWS = {key: CAP_SETTING_ROWS[CAP_SETTING_KEYS[-1]] + 2 + i for i, key in enumerate(CAP_ANSWER_KEYS)}
 HEADER_ROW = CAP_ANSWER_ROWS["binding"] + 2
 FIRST = HEADER_ROW + 1
 EXP_INPUT_KEYS = ("no", "exp_id", "cell_no")
@@ -97,6 +106,9 @@ EXP_KEYS = EXP_INPUT_KEYS + ("position", "model", "concurrency", "max_tokens", "
                              "good_tokens", "attainment", "low", "high", "tps", "goodput",
                              "lat_sum", "lat_n", "prompt_sum", "prompt_n")
 EXP_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(EXP_KEYS)}
+# A candidate's cost per hour; its replicas if that is the lowest (every candidate's when minimising
+# concurrency); its cost per million output tokens; its replicas if that is the lowest among those.
+ORDER_STAGES = ("hour", "cheap", "million", "cheapest")
 CELL_INPUT_KEYS = ("no", "model", "concurrency", "max_tokens", "prompt_level")
 CELL_KEYS = CELL_INPUT_KEYS + ("level_code", "new_level", "experiments", "requests", "good", "output_tokens",
                                "good_tokens", "wall_s", "attainment", "low", "high", "tps", "goodput", "meets",
@@ -104,7 +116,9 @@ CELL_KEYS = CELL_INPUT_KEYS + ("level_code", "new_level", "experiments", "reques
                                # capacity: one replica's traffic and cost, scaled to the deployment's target
                                "lat_sum", "lat_n", "prompt_sum", "prompt_n", "mean_latency", "mean_prompt",
                                "mean_output", "replicas", "rpm", "tpm", "rpm_ok", "tpm_ok", "input_per_output",
-                               "cost_million", "cost_hour", "free", "fits")
+                               "cost_million", "cost_hour", "free", "fits",
+                               # the plan's order in stages, per candidate set (ORDER_STAGES)
+                               *(f"{s}_{stage}" for s in ("free", "fits") for stage in ORDER_STAGES))
 CELL_COLS = {key: get_column_letter(len(EXP_KEYS) + 2 + i) for i, key in enumerate(CELL_KEYS)}
 
 # The raw row's figures an experiment looks up on the per-row workings (by its exp_id).
@@ -205,6 +219,9 @@ CAPACITY_TEXTS: dict[str, dict[str, str]] = {
         "c_gpus": "每副本 GPU 数（生效值）", "c_pricing": "计价方式",
         "p_tokens": "按 token 计价", "p_gpu": "按 GPU 小时计价", "p_none": "未给价格",
         "p_both": "两种价格都给了：不计成本（只留一种）",
+        "c_minimise": "选择依据（生效值）",
+        "no_price": "按成本选择（cost）需要价格：请填写输入与输出 token 的价格，或 GPU 每小时价格与每副本 GPU 数",
+        "a_status": "方案提示",
         "a_slot_free": "不计限流时的答案：配置表序号", "a_slot": "答案：配置表序号（满足 SLO 与限流）",
         "a_replicas": "副本数", "a_model": "每副本：模型", "a_concurrency": "每副本：并发数",
         "a_max_tokens": "每副本：max_tokens", "a_tps": "每副本 TPS", "a_capacity_tps": "部署总 TPS",
@@ -225,6 +242,9 @@ CAPACITY_TEXTS: dict[str, dict[str, str]] = {
         "sc_bound": "受限于（limit-bound / server-bound）", "sc_binding": "起约束的限流", "sc_replicas": "副本数",
         "sc_concurrency": "每副本并发数", "sc_max_tokens": "每副本 max_tokens", "sc_model": "每副本模型",
         "sc_cost_million": "每百万输出 token 成本", "sc_cost_hour": "部署每小时成本",
+        "sc_minimise": "选择依据（concurrency = 最少副本与并发；cost = 最低成本，需要价格）", "sc_status": "方案提示",
+        "o_hour": "每小时成本", "o_cheap": "每小时成本最低者的副本数", "o_million": "其每百万输出 token 成本",
+        "o_cheapest": "再按每百万成本最低者的副本数", "o_free": "（不计限流）", "o_fits": "（限流内）",
     },
     "en": {
         "cap_heading": "Replicas, cost and rate limits (scm_xl.capacity; typed on the Summary)",
@@ -237,6 +257,10 @@ CAPACITY_TEXTS: dict[str, dict[str, str]] = {
         "c_pricing": "pricing",
         "p_tokens": "per token", "p_gpu": "per GPU-hour", "p_none": "no price",
         "p_both": "both prices given: no cost (keep one)",
+        "c_minimise": "choose by (effective)",
+        "no_price": "minimise cost needs a price: type the prices per million input and output tokens, or a "
+                    "GPU-hour price and GPUs per replica",
+        "a_status": "note",
         "a_slot_free": "answer without the rate limits: # in the configurations table",
         "a_slot": "answer: # in the configurations table (SLO and rate limits)", "a_replicas": "replicas",
         "a_model": "per replica: model", "a_concurrency": "per replica: concurrency",
@@ -262,11 +286,19 @@ CAPACITY_TEXTS: dict[str, dict[str, str]] = {
         "sc_concurrency": "concurrency per replica", "sc_max_tokens": "max_tokens per replica",
         "sc_model": "model per replica", "sc_cost_million": "cost per million output tokens",
         "sc_cost_hour": "cost per hour of the deployment",
+        "sc_minimise": "choose by (concurrency: fewest replicas and slots; cost: lowest cost, needs a price)",
+        "sc_status": "plan note",
+        "o_hour": "cost per hour", "o_cheap": "replicas if the lowest cost per hour",
+        "o_million": "its cost per 1M output tokens", "o_cheapest": "replicas if then the lowest per 1M",
+        "o_free": " (no limits)", "o_fits": " (within the limits)",
     },
 }
 for _lang, _texts in CAPACITY_TEXTS.items():
     assert not set(_texts) & set(TEXTS[_lang]), set(_texts) & set(TEXTS[_lang])
     TEXTS[_lang].update(_texts)
+    # the order's stage columns: "cost per hour (no limits)", ...
+    TEXTS[_lang].update({f"{s}_{stage}": _texts[f"o_{stage}"] + _texts[f"o_{s}"]
+                         for s in ("free", "fits") for stage in ORDER_STAGES})
 
 _Z = goodput._z(goodput.WILSON_CONFIDENCE)
 _Z2 = _Z ** 2
@@ -468,7 +500,7 @@ def experiment_formulas(layout: Layout, row: int, data_sizes: tuple[int, int, in
 
 
 def cell_formulas(layout: Layout, row: int, data_sizes: tuple[int, int, int]) -> dict[str, str]:
-    n_exp, _, _ = data_sizes
+    n_exp, n_cells, _ = data_sizes
     c = {key: f"${col}{row}" for key, col in CELL_COLS.items()}
     last = _last(n_exp)
     exp = {key: _range(EXP_COLS[key], FIRST, last) for key in EXP_KEYS}
@@ -495,6 +527,7 @@ def cell_formulas(layout: Layout, row: int, data_sizes: tuple[int, int, int]) ->
         "qualifies": (f"=IF(AND({c['meets']}=1,ISNUMBER({tps}),ISNUMBER({target_tps})),"
                       f"IF({tps}>={target_tps},1,0),0)"),
         **_capacity_cell_formulas(c, exp, pooled),
+        **_order_formulas(c, {key: _range(CELL_COLS[key], FIRST, _last(n_cells)) for key in CELL_KEYS}),
     }
 
 
@@ -538,6 +571,36 @@ def _capacity_cell_formulas(c: Mapping[str, str], exp: Mapping[str, str], pooled
     }
 
 
+def _by_concurrency() -> str:
+    """The plan's order is minimise concurrency (its cost stages let every candidate through)."""
+    return f"{cap_setting('minimise')}={_q(capacity.MINIMISE_CONCURRENCY)}"
+
+
+def _lowest(mine: str, column: str) -> str:
+    """`mine` is the lowest of `column`'s numbers; a blank (no cost: capacity._order's inf) is
+    the lowest only where the column has no number."""
+    return f"IF(ISNUMBER({mine}),{mine}=MIN({column}),COUNT({column})=0)"
+
+
+def _order_formulas(c: Mapping[str, str], cells: Mapping[str, str]) -> dict[str, str]:
+    """capacity._order's cost stages, for the candidates without the limits (free) and within
+    them (fits): the cost per hour, the candidate's replicas if it is the lowest, its cost per
+    million output tokens, its replicas if that is the lowest too. The answer is the fewest
+    replicas of the last stage, the first in table order."""
+    out = {}
+    for s in ("free", "fits"):
+        hour, cheap, million, cheapest = (f"{s}_{stage}" for stage in ORDER_STAGES)
+        out.update({
+            hour: f"=IF(ISNUMBER({c[s]}),{c['cost_hour']},\"\")",
+            cheap: (f"=IF(ISNUMBER({c[s]}),IF(OR({_by_concurrency()},{_lowest(c[hour], cells[hour])}),"
+                    f"{c[s]},\"\"),\"\")"),
+            million: f"=IF(ISNUMBER({c[cheap]}),{c['cost_million']},\"\")",
+            cheapest: (f"=IF(ISNUMBER({c[cheap]}),IF(OR({_by_concurrency()},{_lowest(c[million], cells[million])}),"
+                       f"{c[s]},\"\"),\"\")"),
+        })
+    return out
+
+
 def top_formulas(layout: Layout, data_sizes: tuple[int, int, int]) -> dict[str, str]:
     """address -> formula of the settings and the answer."""
     _, n_cells, n_req = data_sizes
@@ -576,8 +639,8 @@ def _nonnegative(ref: str) -> str:
 
 
 def _capacity_top_formulas(layout: Layout, cells: Mapping[str, str]) -> dict[str, str]:
-    """The effective capacity inputs and the plan's answer (capacity.plan, minimise concurrency:
-    the fewest replicas, then the configurations table's order)."""
+    """The effective capacity inputs and the plan's answer (capacity.plan in the order chosen:
+    the fewest replicas of the order's last stage, then the configurations table's order)."""
     t = TEXTS[layout.lang]
     summary = f"{layout.qtitle('summary')}!"
     typed = {key: f"{summary}$B${row}" for key, row in summary_sheet.SLO_CAPACITY_INPUT_ROWS.items()}
@@ -597,9 +660,16 @@ def _capacity_top_formulas(layout: Layout, cells: Mapping[str, str]) -> dict[str
         out[f"B{CAP_SETTING_ROWS[key]}"] = f"=IF(AND({mine},NOT({other})),{typed[key]},\"\")"
     out[f"B{CAP_SETTING_ROWS['pricing']}"] = (f"=IF(AND({tokens},{gpu}),{_q(t['p_both'])},IF({tokens},"
                                               f"{_q(t['p_tokens'])},IF({gpu},{_q(t['p_gpu'])},{_q(t['p_none'])})))")
+    minimise = typed["minimise"]
+    cost, concurrency = _q(capacity.MINIMISE_COST), _q(capacity.MINIMISE_CONCURRENCY)
+    out[f"B{CAP_SETTING_ROWS['minimise']}"] = f"=IF({minimise}&\"\"={cost},{cost},{concurrency})"
+    # capacity.plan refuses minimise cost without a price: no answer, and the note says why
+    priced = f"OR(ISNUMBER({cap_setting('price_out')}),ISNUMBER({cap_setting('gpus')}))"
+    out[cap_answer_cell("status")] = (f"=IF(AND({cap_setting('minimise')}={cost},NOT({priced})),"
+                                      f"{_q(t['no_price'])},\"\")")
     ready = (f"AND({setting('thresholds')}>0,{setting('requests')}>0,ISNUMBER({cap_setting('target_tps')}),"
-             f"{setting('levels')}<=1)")
-    for key, column in (("slot_free", cells["free"]), ("slot", cells["fits"])):
+             f"{setting('levels')}<=1,OR({_by_concurrency()},{priced}))")
+    for key, column in (("slot_free", cells["free_cheapest"]), ("slot", cells["fits_cheapest"])):
         out[cap_answer_cell(key)] = f"=IF(AND({ready},COUNT({column})>0),MATCH(MIN({column}),{column},0),\"\")"
     slot, free = f"$B${CAP_ANSWER_ROWS['slot']}", f"$B${CAP_ANSWER_ROWS['slot_free']}"
     for key in ("replicas", "model", "concurrency", "max_tokens", "tps", "rpm", "tpm", "cost_million", "cost_hour"):
@@ -698,7 +768,7 @@ def write_sheet(ws: Worksheet, layout: Layout, data: SloData | None = None) -> d
     formats = {"attainment": "0.0%", "low": "0.0%", "high": "0.0%", "tps": "0.00", "goodput": "0.00",
                "wall_s": "0.000", "lat_sum": "0.000", "mean_latency": "0.000", "mean_prompt": "0.0",
                "mean_output": "0.0", "rpm": "0", "tpm": "0", "input_per_output": "0.000", "cost_million": "0.00",
-               "cost_hour": "0.00"}
+               "cost_hour": "0.00", **{f"{s}_{stage}": "0.00" for s in ("free", "fits") for stage in ("hour", "million")}}
     for address, text in top_formulas(layout, sizes).items():
         key = next((k for k, r in ANSWER_ROWS.items() if address == f"B{r}"), "")
         _formula(ws, address, text, formats.get(key) if key != "attainment" else "0.0%")
@@ -791,11 +861,16 @@ def write_summary_block(ws: Worksheet, layout: Layout, typed: Mapping[str, Any] 
     # replicas, cost and rate limits
     ws[f"A{summary_sheet.SLO_CAPACITY_FIRST}"] = t["sc_heading"]
     ws[f"A{summary_sheet.SLO_CAPACITY_FIRST}"].font = BOLD
+    cap_values = {"minimise": capacity.MINIMISE_CONCURRENCY, **(capacity_typed or {})}
     for key in CAPACITY_INPUTS:
         ws[f"A{summary_sheet.SLO_CAPACITY_INPUT_ROWS[key]}"] = t[f"sc_{key}"]
         cell = ws[capacity_input(key)]
-        write_value(cell, (capacity_typed or {}).get(key))
+        write_value(cell, cap_values.get(key))
         cell.fill = INPUT_FILL
+    choices = DataValidation(type="list", formula1=_q(",".join(capacity.MINIMISE)), allow_blank=True,
+                             showErrorMessage=True, error=" or ".join(capacity.MINIMISE))
+    ws.add_data_validation(choices)
+    choices.add(capacity_input("minimise"))
     cap_formats = {"cost_million": "0.00", "cost_hour": "0.00"}
     for key, (address, text) in zip(CAPACITY_OUTPUTS, capacity_summary_formulas(layout).items()):
         ws[f"A{summary_sheet.SLO_CAPACITY_OUTPUT_ROWS[key]}"] = t[f"sc_{key}"]
@@ -837,10 +912,16 @@ def set_capacity_inputs(wb: Any, layout: Layout, typed: Mapping[str, Any]) -> No
 
 
 def capacity_inputs(*, rpm: float | None = None, tpm: float | None = None,
-                    pricing: capacity.Pricing | None = None, target_tps: float | None = None) -> dict[str, Any]:
-    """What `fill --rpm --tpm --price-in --price-out --gpu-hour-price --gpus` types on the Summary:
-    each limit given; a pricing replaces both modes' cells (the other mode's left blank)."""
+                    pricing: capacity.Pricing | None = None, target_tps: float | None = None,
+                    minimise: str | None = None) -> dict[str, Any]:
+    """What `fill --rpm --tpm --price-in --price-out --gpu-hour-price --gpus --minimise` types on
+    the Summary: each limit given; a pricing replaces both modes' cells (the other mode's left
+    blank); the order (one of capacity.MINIMISE, else UsageError)."""
     out: dict[str, Any] = {}
+    if minimise is not None:
+        if minimise not in capacity.MINIMISE:
+            raise UsageError(f"minimise must be one of {', '.join(capacity.MINIMISE)}, got {minimise!r}")
+        out["minimise"] = minimise
     if rpm is not None:
         out["rpm"] = rpm
     if tpm is not None:
@@ -1076,6 +1157,7 @@ def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
     plan_in = capacity_settings(capacity_typed or {}, target)
     cap_target, pricing, limits = plan_in.target_tps, plan_in.pricing, plan_in.limits
     candidates: dict[int, goodput.SloCell] = {}
+    candidate_sets: dict[str, dict[int, CellValue]] = {"free": {}, "fits": {}}  # configuration -> replicas
     for i in range(len(data.cells)):
         no, row = i + 1, FIRST + i
         cap: dict[str, CellValue] = dict.fromkeys(CAP_CELL_KEYS)
@@ -1092,6 +1174,8 @@ def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
                                     else TPM_WITHIN),
                        free=None if free.rejected_by else float(free.replicas),
                        fits=None if why else float(limited.replicas))
+            for s in candidate_sets:
+                candidate_sets[s][no] = cap[s]
         else:
             # input tokens per output token are the traffic's, SLO or not (the sheet shows them for every
             # configuration with requests)
@@ -1100,6 +1184,18 @@ def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
                 cap["input_per_output"] = prompt / output
         for key, value in cap.items():
             out[(title, f"{CELL_COLS[key]}{row}")] = value
+    # the order's stage columns (the answer below is capacity.plan's own, not read from them)
+    by_cost = plan_in.minimise == capacity.MINIMISE_COST
+
+    def cost(key: str, no: int) -> float | None:
+        return _float(out[(title, f"{CELL_COLS[key]}{FIRST + no - 1}")])
+
+    for s, replicas in candidate_sets.items():
+        costs = {no: (cost("cost_hour", no), cost("cost_million", no)) for no in replicas}
+        stages = _order_stages(replicas, costs, by_cost)
+        for i in range(len(data.cells)):
+            for stage, value in zip(ORDER_STAGES, stages.get(i + 1, (None,) * len(ORDER_STAGES))):
+                out[(title, f"{CELL_COLS[f'{s}_{stage}']}{FIRST + i}")] = value
 
     # settings and the answer
     for key in ("ttft", "tpot", "e2el"):
@@ -1129,9 +1225,12 @@ def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
     for key, value in plan_in.cells(t).items():
         out[(title, f"B{CAP_SETTING_ROWS[key]}")] = value
     plan_answer: dict[str, CellValue] = dict.fromkeys(CAP_ANSWER_KEYS)
-    if count and data.records and cap_target is not None and levels <= 1:
+    refused = by_cost and pricing is None  # what capacity.plan refuses (UsageError): said, and no answer
+    plan_answer["status"] = t["no_price"] if refused else None
+    if count and data.records and cap_target is not None and levels <= 1 and not refused:
         assert slo is not None
-        plan = capacity.plan(list(candidates.values()), cap_target, slo, pricing=pricing, limits=limits)
+        plan = capacity.plan(list(candidates.values()), cap_target, slo, pricing=pricing, limits=limits,
+                             minimise=plan_in.minimise)
         slot_of = {id(cell): no for no, cell in candidates.items()}
         plan_answer["bound"] = plan.bound
         if plan.unlimited is not None:
@@ -1152,6 +1251,23 @@ def expected_sheets(layout: Layout, typed: Mapping[str, Any], data: SloData,
         value = plan_answer[key]
         out[(summary, capacity_output(key))] = None if value is None or value == "" else value
     return out
+
+
+def _order_stages(replicas: Mapping[int, CellValue], costs: Mapping[int, tuple[float | None, float | None]],
+                  by_cost: bool) -> dict[int, tuple[CellValue, ...]]:
+    """The ORDER_STAGES columns of one candidate set: configuration -> (its cost per hour, its
+    replicas if the lowest, its cost per million, its replicas if the lowest of those); replicas
+    None: not a candidate. A missing cost ranks after every cost (capacity._order's inf)."""
+    def lowest(values: Mapping[int, float | None]) -> set[int]:
+        numbers = [v for v in values.values() if v is not None]
+        return {no for no, v in values.items() if not numbers or v == min(numbers)}
+
+    candidates = {no for no, count in replicas.items() if count is not None}
+    cheap = lowest({no: costs[no][0] for no in candidates}) if by_cost else candidates
+    cheapest = lowest({no: costs[no][1] for no in cheap}) if by_cost else cheap
+    return {no: (None,) * len(ORDER_STAGES) if no not in candidates else
+            (costs[no][0], replicas[no] if no in cheap else None, costs[no][1] if no in cheap else None,
+             replicas[no] if no in cheapest else None) for no in replicas}
 
 
 CAP_CELL_KEYS = ("replicas", "rpm", "tpm", "rpm_ok", "tpm_ok", "input_per_output", "cost_million", "cost_hour",
@@ -1175,6 +1291,7 @@ class CapacitySettings:
     tokens: bool  # both token prices are numbers >= 0
     gpu: bool  # a GPU-hour price >= 0 and a whole number of GPUs >= 1
     typed: Mapping[str, Any]
+    minimise: str = capacity.MINIMISE_CONCURRENCY  # one of capacity.MINIMISE
 
     @property
     def pricing(self) -> capacity.Pricing | None:
@@ -1203,12 +1320,15 @@ class CapacitySettings:
                 "target_tps": self.target_tps,
                 "price_in": pricing.price_in if pricing else None, "price_out": pricing.price_out if pricing else None,
                 "gpu_hour_price": pricing.gpu_hour_price if pricing else None,
-                "gpus": float(pricing.gpus) if pricing and pricing.gpus is not None else None, "pricing": label}
+                "gpus": float(pricing.gpus) if pricing and pricing.gpus is not None else None, "pricing": label,
+                "minimise": self.minimise}
 
 
 def capacity_settings(typed: Mapping[str, Any], derivation_target: float | None) -> CapacitySettings:
     """The effective capacity inputs: a limit is a positive number (else none), the deployment's
-    target a positive number (else the Derivation's target TPS), a price a number >= 0."""
+    target a positive number (else the Derivation's target TPS), a price a number >= 0, the order
+    cost where the text is capacity.MINIMISE_COST (in any case, as a spreadsheet's = compares
+    text), else concurrency."""
     def positive(key: str) -> float | None:
         value = _float(typed.get(key))
         return value if value is not None and value > 0 else None
@@ -1218,11 +1338,14 @@ def capacity_settings(typed: Mapping[str, Any], derivation_target: float | None)
         return value is not None and value >= 0
 
     gpus = _float(typed.get("gpus"))
+    minimise = typed.get("minimise")
     full = {key: typed.get(key) for key in CAPACITY_INPUTS}
     return CapacitySettings(
         rpm=positive("rpm"), tpm=positive("tpm"), target_tps=positive("target_tps") or derivation_target,
         tokens=nonnegative("price_in") and nonnegative("price_out"),
-        gpu=nonnegative("gpu_hour_price") and gpus is not None and gpus >= 1 and gpus.is_integer(), typed=full)
+        gpu=nonnegative("gpu_hour_price") and gpus is not None and gpus >= 1 and gpus.is_integer(), typed=full,
+        minimise=capacity.MINIMISE_COST if isinstance(minimise, str) and minimise.casefold() == capacity.MINIMISE_COST
+        else capacity.MINIMISE_CONCURRENCY)
 
 
 __all__ = [

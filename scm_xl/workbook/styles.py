@@ -156,26 +156,32 @@ def wrapped_note(ws: Worksheet, address: str, last_col: str, width: float, font:
 
 def header(ws: Worksheet, row: int, col: int, columns: Iterable[Column], lang: Lang,
            text_keys: Iterable[str] = ()) -> None:
-    """A row of column headers (layout Columns), widening the columns to fit, the row as tall
-    as the longest wrapped header. A header sits where its figures do: right over numbers,
-    left over the columns in `text_keys` (names, roles, notes)."""
+    """A row of column headers (layout Columns) from column `col` on: see header_cells."""
+    header_cells(ws, row, [(column.key, get_column_letter(col + i), column.header(lang), column.width)
+                           for i, column in enumerate(columns)], text_keys)
+
+
+def header_cells(ws: Worksheet, row: int, cells: Iterable[tuple[str, str, str, float]],
+                 text_keys: Iterable[str] = ()) -> None:
+    """Column headers, each (key, column letter, text, least width), widening the columns to fit,
+    the row as tall as the longest wrapped header. A header sits where its figures do: right over
+    numbers, left over the columns in `text_keys` (names, roles, notes)."""
     text = set(text_keys)
     fitted = []
-    for i, column in enumerate(columns):
-        cell = ws.cell(row=row, column=col + i, value=column.header(lang))
+    for key, letter, label, least in cells:
+        cell = ws[f"{letter}{row}"]
+        cell.value = label
         cell.font = HEADER_FONT
         cell.fill = HEADER_FILL
-        cell.alignment = Alignment(wrap_text=True, vertical="center",
-                                   horizontal="left" if column.key in text else "right")
-        letter = get_column_letter(col + i)
+        cell.alignment = Alignment(wrap_text=True, vertical="center", horizontal="left" if key in text else "right")
         # a column openpyxl has not seen yet is 0 wide here, not its default 13 (which would
         # widen every narrower column to 13)
         existing = ws.column_dimensions[letter].width if letter in ws.column_dimensions else 0
         # wide enough for the header's longest word: a word broken over two lines reads as two
-        longest = max((text_width(word) for word in column.header(lang).split()), default=0.0)
-        ws.column_dimensions[letter].width = max(existing or 0, column.width, math.ceil(longest * BOLD_WIDTH + 1.5))
+        longest = max((text_width(word) for word in label.split()), default=0.0)
+        ws.column_dimensions[letter].width = max(existing or 0, least, math.ceil(longest * BOLD_WIDTH + 1.5))
         if not ws.column_dimensions[letter].hidden:
-            fitted.append((column.header(lang), float(ws.column_dimensions[letter].width), DEFAULT_FONT_SIZE))
+            fitted.append((label, float(ws.column_dimensions[letter].width), DEFAULT_FONT_SIZE))
     fit_row(ws, row, fitted)
 
 

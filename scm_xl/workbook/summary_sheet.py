@@ -165,12 +165,13 @@ SLO_FIRST = INVERSE_FIRST + len(INVERSE) + 2  # heading
 SLO_INPUT_ROWS = {key: SLO_FIRST + 1 + i for i, key in enumerate(("ttft", "tpot", "e2el", "attainment"))}
 SLO_OUTPUT_ROWS = {key: SLO_FIRST + 1 + len(SLO_INPUT_ROWS) + i for i, key in enumerate(
     ("status", "concurrency", "max_tokens", "model", "attainment", "low", "tps", "goodput"))}
-# Under it, replicas, cost and rate limits (slo_sheet writes them too): a heading, inputs, answer.
+# Under it, replicas, cost and rate limits (slo_sheet writes them too): a heading, inputs (the last,
+# minimise, the plan's order: capacity.MINIMISE), answer (status first: says when cost has no price).
 SLO_CAPACITY_FIRST = SLO_FIRST + 1 + len(SLO_INPUT_ROWS) + len(SLO_OUTPUT_ROWS)
 SLO_CAPACITY_INPUT_ROWS = {key: SLO_CAPACITY_FIRST + 1 + i for i, key in enumerate(
-    ("rpm", "tpm", "target_tps", "price_in", "price_out", "gpu_hour_price", "gpus"))}
+    ("rpm", "tpm", "target_tps", "price_in", "price_out", "gpu_hour_price", "gpus", "minimise"))}
 SLO_CAPACITY_OUTPUT_ROWS = {key: SLO_CAPACITY_FIRST + 1 + len(SLO_CAPACITY_INPUT_ROWS) + i for i, key in enumerate(
-    ("bound", "binding", "replicas", "concurrency", "max_tokens", "model", "cost_million", "cost_hour"))}
+    ("status", "bound", "binding", "replicas", "concurrency", "max_tokens", "model", "cost_million", "cost_hour"))}
 SLO_LAST = max(SLO_CAPACITY_OUTPUT_ROWS.values())
 COEF_FIRST = SLO_LAST + 2  # heading; the tables' headers one row below
 COEF_TABLES: tuple[tuple[str, tuple[Column, ...], str, str], ...] = (
