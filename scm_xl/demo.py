@@ -250,20 +250,44 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
     )
 
 
+class _Stopped(Exception):
+    """A SIGTERM's Terminated (SystemExit) or a KeyboardInterrupt that landed inside one collection,
+    carried as an ordinary exception: asyncio re-raises those two out of the event loop from every
+    task they pass through, even while it is cancelling the others at the end, and the tasks it
+    then leaves pending run their cleanup after the loop has closed (a traceback, not a clean end)."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(repr(original))
+        self.original = original
+
+
+async def _guarded(collection: Any) -> Any:
+    try:
+        return await collection
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise _Stopped(exc) from None
+
+
 async def _collect_at_once(collects: list[CollectConfig], names: list[str], *, progress: bool,
                            console: Any) -> None:
     """Run the collections side by side; with `progress`, a bar each (named by `names`) on one display
-    under the caller's status line on `console`. The first failure, or an interruption, stops them all."""
+    under the caller's status line on `console`. The first failure, or an interruption, stops them all;
+    an interruption is raised again once every collection has ended."""
+    stopped: BaseException | None = None
     with SharedBars(console) if progress else contextlib.nullcontext() as bars:
-        tasks = [asyncio.ensure_future(run_collection(collect, progress=progress,
-                                                      progress_slot=bars.slot(name) if bars else None))
+        tasks = [asyncio.ensure_future(_guarded(run_collection(collect, progress=progress,
+                                                               progress_slot=bars.slot(name) if bars else None)))
                  for collect, name in zip(collects, names)]
         try:
             await asyncio.gather(*tasks)
+        except _Stopped as stop:
+            stopped = stop.original
         finally:  # gather leaves the others running when one fails: stop them before the display goes
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+    if stopped is not None:
+        raise stopped
 
 
 def _write_requests(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> None:
@@ -291,6 +315,7 @@ TEXTS: dict[str, dict[str, Any]] = {
         "best_excluded": " (measured there at {m:.1f} TPS, row {row}, and excluded: that best is the model's, "
                          "not the measurement)",
         "wrote": "Wrote {files} ({s:.1f} s in all).",
+        "starting": "Running the demo on the built-in simulator (127.0.0.1 only, no API key) ...",
         "workload": "Workload: a {p}-token prompt at concurrency {c}, max_tokens {mt} (neither measured): "
                     "{tps:.1f} TPS, TTFT {ttft:.3f} s (latency model; prompts measured at {short} and {long} tokens).",
         "holdout": "Leave-one-out error: chain {chain}, least squares {lsq}, latency model {latency}. A long prompt "
@@ -309,6 +334,7 @@ TEXTS: dict[str, dict[str, Any]] = {
         "best": "；可达最高 {p:.1f} TPS（并发 {c}）",
         "best_excluded": "（该配置实测 {m:.1f} TPS，行 {row}，已剔除：这个最高值来自模型，不是实测）",
         "wrote": "已写入 {files}（共 {s:.1f} 秒）。",
+        "starting": "正在内置模拟器上运行演示（只用 127.0.0.1，无需 API 密钥）……",
         "workload": "工作负载：提示 {p} Token、并发 {c}、max_tokens {mt}（均未实测）：{tps:.1f} TPS，首字时间 {ttft:.3f} 秒"
                     "（延迟模型；实测提示为 {short} 与 {long} Token）。",
         "holdout": "留一法误差：链式 {chain}，最小二乘 {lsq}，延迟模型 {latency}。长提示在高并发下代价更大（其预填充会阻塞整批），"
@@ -334,11 +360,17 @@ def _inverse_line(t: dict[str, Any], target: float, length: int, sol: Solution, 
     return t["unreachable"].format(t=target, mt=length, best=best)
 
 
+def starting_line(lang: str) -> str:
+    """What the demo says before it starts, in its language."""
+    return TEXTS.get(lang, TEXTS["en"])["starting"]
+
+
 def render(demo: DemoReport) -> str:
     from scm_xl.report import _fmt, render_coefficients, render_consistency, render_verification
     from scm_xl.terminal import table, wrapped
 
     t = TEXTS.get(demo.lang, TEXTS["en"])
+    lang: Lang = "zh" if demo.lang == "zh" else "en"
     analysis = demo.report.analysis
     cal = analysis.calibration
     lines = [
@@ -346,9 +378,9 @@ def render(demo: DemoReport) -> str:
                                         eff=f"{DEMO_EFFICIENCY:.0%}")),
         t["collected"].format(n=len(analysis.statuses), s=demo.collect_seconds),
         "",
-        render_coefficients(analysis),
+        render_coefficients(analysis, lang=lang),
         "",
-        render_consistency(analysis),
+        render_consistency(analysis, lang=lang),
         "",
     ]
     physics_rows = []
@@ -375,9 +407,9 @@ def render(demo: DemoReport) -> str:
     if demo.holdout_mape:
         errors = {k: "n/a" if v is None else f"{v:.1f}%" for k, v in demo.holdout_mape.items()}
         lines.append(wrapped(t["holdout"].format(**errors)))
-    lines.append(render_verification(demo.report.verification))
+    lines.append(render_verification(demo.report.verification, lang=lang))
     lines.append("")
-    lines.append(t["wrote"].format(files=", ".join(str(p) for p in (demo.results_csv, demo.requests_csv,
-                                                                     demo.workbook)),
-                                   s=demo.total_seconds))
+    lines.append(wrapped(t["wrote"].format(files=", ".join(str(p) for p in (demo.results_csv, demo.requests_csv,
+                                                                             demo.workbook)),
+                                           s=demo.total_seconds)))
     return "\n".join(lines)

@@ -146,6 +146,7 @@ WORDS: dict[Lang, dict[str, str]] = {
         "other_prompt": "prompt length {prompt}: the data have one prompt ({base} tokens) and no prompt levels "
                         "(collect --prompt-tokens), so K_in is not identified; use --method latency",
         "why_default": "the default: the workbook's method cell, chain for a CSV; --method to choose",
+        "why_search_default": "the default for a search: chain, the workbook's inverse; --method to choose",
         "why_asked": "asked for (--method)",
     },
     "zh": {
@@ -256,6 +257,7 @@ WORDS: dict[Lang, dict[str, str]] = {
         "other_prompt": "提示长度 {prompt}：数据只有一种提示（{base} 个 token），没有提示长度档位（collect "
                         "--prompt-tokens），所以 K_in 无法确定；请用 --method latency",
         "why_default": "默认：工作簿的方法单元格，CSV 则为 chain；用 --method 选择",
+        "why_search_default": "搜索的默认：chain，即工作簿的反推；用 --method 选择",
         "why_asked": "按 --method 指定",
     },
 }

@@ -105,6 +105,9 @@ def test_demo_in_chinese_with_force_and_the_unreachable_case(tmp_path: Path) -> 
     length = default_questions(read_results(out / "results.csv").rows)["inverse"]["max_tokens"]
     assert f"反推：max_tokens {length} 下要达到 250 TPS，需要并发" in text
     assert "无法达到" in text  # the unreachable case, asked for
+    # the coefficient, rows and verification sections speak the demo's language too
+    assert "已验证：" in text and not any(line.startswith(("coefficient", "exp_id", "verified:", "check rows"))
+                                      for line in text.splitlines())
     assert (out / "keep.txt").read_text(encoding="utf-8") == "not the demo's\n"
     wb = openpyxl.load_workbook(out / "workbook.xlsx")
     assert "第一性原理" in wb.sheetnames
@@ -203,8 +206,8 @@ def test_a_forced_demo_whose_workbook_failed_never_pairs_new_results_with_an_old
 
 def test_a_demo_whose_workbook_fails_verification_names_the_file_it_left(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """Verification finds one wrong cell: exit 1, and the last line names workbook.failed.xlsx, the file
-    that is there, never a workbook.xlsx that is not."""
+    """Verification finds one wrong cell: exit 1, and the last sentence names workbook.failed.xlsx, the
+    file that is there, never a workbook.xlsx that is not."""
     from support.reports import one_wrong_cell
 
     one_wrong_cell(monkeypatch)
@@ -213,5 +216,7 @@ def test_a_demo_whose_workbook_fails_verification_names_the_file_it_left(tmp_pat
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     assert sorted(p.name for p in out.iterdir()) == ["requests.csv", "results.csv", "workbook.failed.xlsx"]
-    last = result.output.strip().splitlines()[-1]
+    lines = result.output.strip().splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("Wrote"))
+    last = " ".join(line.strip() for line in lines[start:])  # the last sentence, however it wrapped
     assert str(out / "workbook.failed.xlsx") in last and str(out / "workbook.xlsx") not in last, last

@@ -75,3 +75,15 @@ def test_bad_constraint_is_a_usage_error(factorial: Path) -> None:
     assert result.exit_code == 2
     assert "Invalid value for '--allowed-max-tokens': expected comma-separated integers" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_search_without_method_says_chain_is_its_default(factorial: Path) -> None:
+    """Searching every knob without --method answers with the chain; it says so, and not that chain
+    was asked for."""
+    outcome = CliRunner().invoke(main, ["solve", str(factorial), "--target-tps", "50", "--max-concurrency", "4"])
+    assert outcome.exit_code == 0, outcome.output
+    line = next(line for line in outcome.output.splitlines() if line.strip().startswith("method:"))
+    assert "chain" in line and "the default for a search" in line and "asked for" not in line
+    asked = CliRunner().invoke(main, ["solve", str(factorial), "--target-tps", "50", "--max-concurrency", "4",
+                                      "--method", "chain"])
+    assert "asked for (--method)" in asked.output

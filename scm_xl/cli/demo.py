@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from scm_xl.cli._common import LANG_HELP, FiniteFloat, handle_errors, progress_display, resolve_lang
+from scm_xl.cli._common import FiniteFloat, handle_errors, lang_option, progress_display, resolve_lang
 from scm_xl.cli.options import Aliased
 from scm_xl.cli.workbook import ends_cleanly_on_sigterm
 
@@ -17,8 +17,7 @@ from scm_xl.cli.workbook import ends_cleanly_on_sigterm
               help="Folder for results.csv, requests.csv and workbook.xlsx; an existing one is refused "
                    "unless --force.")
 @click.option("--force", is_flag=True, help="Replace the demo's files in an existing --output folder.")
-@click.option("--lang", type=click.Choice(["zh", "en"]), default=None,
-              help="Language of the workbook and of the summary printed. " + LANG_HELP)
+@lang_option("Language of the workbook and of the summary printed. ")
 @click.option("--target-tps", type=FiniteFloat(0), default=None,
               help="Target TPS for the inverse answer [default: one the simulated deployment reaches, "
                    "about 250: three streams' worth of its ceiling at 60% efficiency].")
@@ -33,13 +32,14 @@ def demo(out_dir: str, force: bool, lang: str | None, target_tps: float | None, 
     """Run the whole pipeline on the built-in simulated endpoint (127.0.0.1, no API key):
     collect a small matrix, fill the workbook, recalculate it with the embedded engine,
     verify every formula cell, and print the coefficients, the verdict and the inverse answer."""
-    from scm_xl.demo import check_out_dir, render, run_demo
+    from scm_xl.demo import check_out_dir, render, run_demo, starting_line
 
     check_out_dir(out_dir, force=force)  # refuse before saying anything else
-    click.echo("Running the demo on the built-in simulator (127.0.0.1 only, no API key) ...", err=True)
+    language = resolve_lang(lang)
+    click.echo(starting_line(language), err=True)
     show = not no_progress and sys.stderr.isatty()
     with progress_display(show) as progress:
-        result = run_demo(out_dir, target_tps=target_tps, lang=resolve_lang(lang), force=force,
+        result = run_demo(out_dir, target_tps=target_tps, lang=language, force=force,
                           show_unreachable=show_unreachable, quiet=not show, say=progress,
                           console=progress.console if progress is not None else None)
     click.echo(render(result))

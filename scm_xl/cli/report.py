@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from scm_xl.cli._common import LANG_HELP, handle_errors, resolve_lang
+from scm_xl.cli._common import handle_errors, lang_option, resolve_lang
 
 if TYPE_CHECKING:
     from scm_xl.rules import Lang
 
-LANG_CHOICE = click.Choice(["zh", "en"])
 STRICT_OPTION = click.option(
     "--strict-physics/--physics-warnings", default=None,
     help="Exclude rows with physics warnings (default: the workbook's switch; off for a CSV).")
@@ -23,7 +22,7 @@ STRICT_OPTION = click.option(
 @click.command()
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="Where to write the HTML page.")
-@click.option("--lang", type=LANG_CHOICE, default=None, help="Language of the page. " + LANG_HELP)
+@lang_option("Language of the page. ")
 @click.option("--force", is_flag=True, help="Replace an output file that already exists (otherwise refused).")
 @click.option("--slo", help="Per-request SLO for the section \"Under an SLO\", e.g. ttft=0.5,tpot=0.05,e2el=10 "
               "(seconds; 500ms for milliseconds): judged on the per-request CSV beside SOURCE.")
@@ -63,7 +62,7 @@ def report(source: str, output: str, lang: Lang | None, force: bool, slo: str | 
 @click.argument("new", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the comparison as an HTML page.")
-@click.option("--lang", type=LANG_CHOICE, default=None, help="Language of the HTML page. " + LANG_HELP)
+@lang_option("Language of the HTML page. ")
 @click.option("--force", is_flag=True,
               help="Replace an output that already exists: the --html page, or BASELINE with --save-baseline "
                    "(otherwise refused).")

@@ -456,6 +456,7 @@ def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_pr
 
 # Why the method that answers without --method does (the workbook's method cell; chain for a CSV).
 DEFAULT_METHOD_WHY = _words("en")["why_default"]
+SEARCH_DEFAULT_WHY = _words("en")["why_search_default"]  # solve's search without --method
 METHOD_CHOICE = click.Choice(["chain", "lsq"])
 METHOD_ANY_CHOICE = click.Choice(["auto", "chain", "lsq", "latency"])
 STRICT_OPTION = click.option(
@@ -470,6 +471,8 @@ def _method_why(choice: Any, requested: str, lang: Lang) -> str:
         return str(choice.why)
     if choice.why == DEFAULT_METHOD_WHY:
         return _words(lang)["why_default"]
+    if choice.why == SEARCH_DEFAULT_WHY:
+        return _words(lang)["why_search_default"]
     if requested != "auto":
         return _words(lang)["why_asked"]
     from scm_xl.htmlreport.latency_section import choice_words
@@ -840,6 +843,8 @@ def solve(source: str, target_tps: float | None, max_tokens: int | None, prompt_
         # about a prompt length; then auto.
         lsq_report, latency, choice = _choose(analysis, rows, method or ("auto" if prompt_tokens else "chain"),
                                               prompt_tokens)
+        if method is None and not prompt_tokens:  # chain by default, not asked for
+            choice = replace(choice, why=SEARCH_DEFAULT_WHY)
         if latency is None and choice.method == "latency":
             from scm_xl.latency import latency_model
 
