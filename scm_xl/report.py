@@ -235,20 +235,41 @@ def render_coefficients(analysis: Analysis, *, lang: Lang = "en") -> str:
     return table([t["h_coefficient"], t["h_value"], t["h_from"]], rows, width=terminal_width(), shrink=0)
 
 
+# A rows table longer than this prints only the rows that need a look (see printed_checks).
+MAX_PRINTED_ROWS = 40
+WORST_CHECK_ROWS = 10
+
+
+def printed_checks(checks: Sequence[RowCheck]) -> list[RowCheck]:
+    """The rows a terminal shows: all of them up to MAX_PRINTED_ROWS; beyond, every excluded or
+    unidentified row (up to that many) and the WORST_CHECK_ROWS check rows furthest off, in order."""
+    if len(checks) <= MAX_PRINTED_ROWS:
+        return list(checks)
+    flagged = [i for i, ch in enumerate(checks) if ch.role in ("excluded", "unidentified")][:MAX_PRINTED_ROWS]
+    off = sorted((i for i, ch in enumerate(checks) if ch.role == "check" and ch.deviation_pct is not None),
+                 key=lambda i: -abs(checks[i].deviation_pct or 0.0))[:WORST_CHECK_ROWS]
+    return [checks[i] for i in sorted(set(flagged) | set(off))]
+
+
 def render_consistency(analysis: Analysis, *, lang: Lang = "en") -> str:
+    """The rows table (a long one: printed_checks, and how many it leaves out) and the verdict lines."""
     t = words(lang)
     na = t["na"]
     prompts = bool(analysis.calibration.prompt_levels)  # a prompt column only when the data has levels
+    shown = printed_checks(analysis.checks)
     rows = [[ch.status.exp_id, str(ch.status.concurrency), str(ch.status.max_tokens),
              *([str(ch.status.prompt_level)] if prompts else []), ch.status.model,
              _fmt(ch.status.tps, na=na), _fmt(ch.predicted_tps, na=na), _fmt(ch.deviation_pct, 1, na=na),
              ROLE_NAMES[lang].get(ch.role, ch.role), _note(ch, lang)]
-            for ch in analysis.checks]
+            for ch in shown]
     c = analysis.consistency
     summary = (t["rows_summary"].format(check=c.check_rows, identify=c.identify_rows,
                                         unidentified=c.unidentified_rows, excluded=c.excluded_rows) + "\n"
                + t["mape_summary"].format(mape=_pct(c.mape_pct, na=na), max=_pct(c.max_deviation_pct, na=na),
                                           verdict=_verdict(c.verdict, lang)))
+    if len(shown) < len(analysis.checks):
+        summary = wrapped(t["rows_shown"].format(shown=len(shown), total=len(analysis.checks), limit=MAX_PRINTED_ROWS,
+                                                 worst=WORST_CHECK_ROWS), width=terminal_width()) + "\n" + summary
     return table([t["h_exp_id"], t["h_c"], t["h_max_tokens"], *([t["h_prompt"]] if prompts else []), t["h_model"],
                   t["h_measured"], t["h_predicted"], t["h_dev"], t["h_role"], t["h_note"]], rows,
                  width=terminal_width(), shrink=4 if prompts else 3) + "\n\n" + summary

@@ -35,6 +35,9 @@ WORDS: dict[Lang, dict[str, str]] = {
         "h_measured": "measured\ntok/s", "h_predicted": "predicted\ntok/s", "h_dev": "dev\n%", "h_role": "role",
         "h_note": "note",
         "physics_checks": " ({checks})",
+        "rows_shown": "{shown} of {total} rows shown: every excluded or unidentified one (up to {limit}) and "
+                      "the {worst} check rows furthest off; every row is in the workbook and in the JSON report "
+                      "(--json)",
         "rows_summary": "check rows: {check}   identify: {identify}   unidentified: {unidentified}   "
                         "excluded: {excluded}",
         "mape_summary": "MAPE (check rows): {mape}   max: {max}   verdict: {verdict}",
@@ -164,6 +167,8 @@ WORDS: dict[Lang, dict[str, str]] = {
         "h_measured": "实测\ntok/s", "h_predicted": "预测\ntok/s", "h_dev": "偏差\n%", "h_role": "角色",
         "h_note": "说明",
         "physics_checks": "（{checks}）",
+        "rows_shown": "显示 {total} 行中的 {shown} 行：全部剔除与无法预测的行（最多 {limit} 行），以及偏差最大的 "
+                      "{worst} 个检验行；每一行都在工作簿和 JSON 报告（--json）里",
         "rows_summary": "检验行：{check}   标定行：{identify}   无法预测：{unidentified}   剔除：{excluded}",
         "mape_summary": "MAPE（检验行）：{mape}   最大偏差：{max}   判定：{verdict}",
         "loo_lsq": "留一法，最小二乘：MAPE {mape}，最大 {max}，共 {rows} 行，判定 {verdict}",

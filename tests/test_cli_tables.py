@@ -5,6 +5,7 @@ ellipsis and the note goes under its row, instead of the terminal wrapping the r
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -104,3 +105,28 @@ def test_shorten_keeps_the_family_and_size_of_a_model() -> None:
     for width in range(2, 40):
         short = shorten(ZH_MODEL, width)
         assert display_width(short) <= width and (short == ZH_MODEL or "…" in short), (width, short)
+
+
+def test_a_long_rows_table_prints_the_rows_that_need_a_look_and_says_how_many_it_left_out() -> None:
+    from data.gen import full_factorial
+
+    from scm_xl.report import MAX_PRINTED_ROWS, WORST_CHECK_ROWS
+
+    rows = full_factorial(replicates=False, seed=7, sigma=0.05)
+    rows = rows * (MAX_PRINTED_ROWS // len(rows) + 2)
+    excluded = (5, len(rows) - 3)
+    rows = [dataclasses.replace(r, exp_id=f"R{i:03d}", override="exclude" if i in excluded else r.override)
+            for i, r in enumerate(rows)]
+    analysis = analyze(rows)
+    assert len(analysis.checks) > MAX_PRINTED_ROWS
+    printed = {line.split()[0] for line in render_consistency(analysis).splitlines() if re.match(r"R\d{3} ", line)}
+    worst = sorted((ch for ch in analysis.checks if ch.role == "check"), key=lambda ch: -abs(ch.deviation_pct))
+    assert {f"R{i:03d}" for i in excluded} <= printed  # every excluded row
+    assert {ch.status.exp_id for ch in worst[:WORST_CHECK_ROWS]} <= printed  # the check rows furthest off
+    assert len(printed) == 2 + WORST_CHECK_ROWS
+    text = " ".join(render_consistency(analysis).split())
+    assert f"{len(printed)} of {len(analysis.checks)} rows shown" in text
+    # a table that fits is printed whole, with no such line
+    short = analyze(rows[:MAX_PRINTED_ROWS])
+    assert "rows shown" not in render_consistency(short)
+    assert sum(bool(re.match(r"R\d{3} ", line)) for line in render_consistency(short).splitlines()) == MAX_PRINTED_ROWS
