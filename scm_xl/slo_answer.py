@@ -86,7 +86,7 @@ class SloAnswer:
                        f"{c.model} at concurrency {c.concurrency}, max_tokens {c.max_tokens} "
                        f"({_predicted(c)}{t.tps:.1f} TPS and {t.goodput_tps:.1f} goodput per replica; attainment "
                        f"{t.attainment:.1%}, {goodput.WILSON_CONFIDENCE:.0%} interval {low:.1%}-{high:.1%}, "
-                       f"{t.good} of {t.requests} {_requests(c)})")
+                       f"{t.good} of {t.requests} {slo_between.requests_word(c)})")
             if chosen.cost_per_million_output is not None:
                 hour = f", {chosen.cost_per_hour:.2f} per hour" if chosen.cost_per_hour is not None else ""
                 out.append(f"  cost: {chosen.cost_per_million_output:.2f} per million output tokens{hour}")
@@ -129,13 +129,7 @@ class SloAnswer:
 
 def _predicted(cell: goodput.SloCell) -> str:
     """The label a configuration predicted between measured levels carries, "" for a measured one."""
-    if cell.predicted_from is None:
-        return ""
-    return f"predicted from the requests of concurrency {cell.predicted_from} by the latency model: "
-
-
-def _requests(cell: goodput.SloCell) -> str:
-    return "requests" if cell.predicted_from is None else "rescaled requests"
+    return "" if cell.predicted_from is None else slo_between.predicted_from_words(cell) + ": "
 
 
 def provider_limits(rows: Sequence[Any]) -> tuple[float | None, float | None]:

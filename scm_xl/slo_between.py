@@ -38,6 +38,16 @@ PREDICTED_NOTE = ("concurrency levels between the measured ones are predicted: e
                   "attainment interval counts those requests, not the model's error")
 
 
+def predicted_from_words(cell: SloCell) -> str:
+    """How every surface names where a predicted configuration's figures come from."""
+    return f"predicted from the requests of concurrency {cell.predicted_from} by the latency model"
+
+
+def requests_word(cell: SloCell) -> str:
+    """What its request count counts: measured requests, or the borrowed ones rescaled."""
+    return "requests" if cell.predicted_from is None else "rescaled requests"
+
+
 def nearest_measured(concurrency: int, measured: Sequence[int]) -> int:
     """The measured level nearest to `concurrency` on a log scale; the higher one on a tie."""
     return min(measured, key=lambda m: (abs(math.log(concurrency) - math.log(m)), -m))

@@ -385,7 +385,8 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
         holdout = _holdout_of(report)  # computed once, inside the status line
     set_aside = getattr(report, "set_aside", None)
     failed = ""
-    t = _words(resolve_lang(lang))
+    language = resolve_lang(lang)
+    t = _words(language)
     if set_aside is None:
         click.echo(t["wrote"].format(path=target))
     else:
@@ -396,7 +397,7 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
     if html_path is not None:
         _write_html(html_path, report)
         click.echo(t["wrote"].format(path=html_path))
-    _print_report(report, holdout, json_path, failed, resolve_lang(lang))
+    _print_report(report, holdout, json_path, failed, language)
 
 
 def _fill_merged(run_fill: Any, results: tuple[str, ...], rename_duplicates: bool, options: dict[str, Any]) -> Any:
@@ -633,7 +634,8 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
                                model=model_name, method=caveat_method) if data["tps"] is None else []
     data.update(caveats=caveats, hints=hints, method_choice=choice.as_dict())
     if parsed_slo is not None:
-        data["slo"] = _measured_slo(source, rows, parsed_slo, concurrency, max_tokens, model_name, prompt_tokens)
+        data["slo"] = _measured_slo(source, rows, parsed_slo, concurrency, max_tokens, model_name, prompt_tokens,
+                                    latency)
     if as_json:
         click.echo(to_json(data))
         if data["tps"] is None:
@@ -668,10 +670,11 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
 
 
 def _measured_slo(source: str, rows: Any, slo: Any, concurrency: float, max_tokens: int, model: str | None,
-                  prompt_tokens: float | None) -> dict[str, Any]:
+                  prompt_tokens: float | None, latency: Any = None) -> dict[str, Any]:
     """predict --slo: the measured attainment at this configuration when it was measured; between
-    measured concurrency levels the one scm_xl.slo_between predicts (labelled); else (no per-request
-    CSV) the measured per-experiment P95s there, each labelled for what it is."""
+    measured concurrency levels the one scm_xl.slo_between predicts (labelled) with `latency`, the
+    latency model predict fitted (fitted here when it had none); else (no per-request CSV) the
+    measured per-experiment P95s there, each labelled for what it is."""
     from scm_xl import goodput, slo_between
     from scm_xl.constrained import measured_percentiles
 
@@ -692,7 +695,7 @@ def _measured_slo(source: str, rows: Any, slo: Any, concurrency: float, max_toke
         if not found and key[1] is not None:
             from scm_xl.latency import latency_model
 
-            fitted = latency_model(rows)
+            fitted = latency if latency is not None else latency_model(rows)
             if fitted.available:
                 predicted, reasons = slo_between.between_cells(measured, samples.by_exp, fitted, slo)
                 found = here(predicted)
@@ -708,9 +711,8 @@ def _measured_slo(source: str, rows: Any, slo: Any, concurrency: float, max_toke
         low, high = t.interval
         out.update(source="requests" if cell.predicted_from is None else "predicted_between_levels", **cell.as_dict())
         out["predicted"] = cell.predicted_from is not None
-        where = ("measured here" if cell.predicted_from is None else
-                 f"predicted from the requests of concurrency {cell.predicted_from} by the latency model")
-        counted = "requests" if cell.predicted_from is None else "rescaled requests"
+        where = "measured here" if cell.predicted_from is None else slo_between.predicted_from_words(cell)
+        counted = slo_between.requests_word(cell)
         out["text"] = (f"{where}: attainment {t.attainment:.1%} ({goodput.WILSON_CONFIDENCE:.0%} "
                        f"Wilson interval {low:.1%}-{high:.1%}, {t.good} of {t.requests} {counted}), goodput "
                        f"{t.goodput_tps:.1f} tok/s; {'meets' if cell.meets else 'does not meet'} {slo.describe()}")

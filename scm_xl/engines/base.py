@@ -121,11 +121,22 @@ def _bounds(ref: str) -> tuple[int, int, int, int]:
     return cast("tuple[int, int, int, int]", range_boundaries(ref))
 
 
+_COLUMN_NUMBERS: dict[str, int] = {}  # column letters -> number, each spelled once per process
+
+
+def cell_position(ref: str) -> tuple[int, int]:
+    """(row, column) of one cell "A1": the hot path of reading back a million formula cells."""
+    letters = ref.rstrip("0123456789")
+    column = _COLUMN_NUMBERS.get(letters)
+    if column is None:
+        column = _COLUMN_NUMBERS[letters] = column_index_from_string(letters)
+    return int(ref[len(letters):]), column
+
+
 def absolute_cells(ref: str) -> Iterator[tuple[int, int, str]]:
     """(row, column, "A1") for each cell of "A1" or "A1:C3", row by row."""
     if ":" not in ref:  # most formula cells: no range to build
-        letters = ref.rstrip("0123456789")
-        yield int(ref[len(letters):]), column_index_from_string(letters), ref
+        yield *cell_position(ref), ref
         return
     min_col, min_row, max_col, max_row = _bounds(ref)
     for row in range(min_row, max_row + 1):

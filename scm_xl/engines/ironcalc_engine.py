@@ -23,11 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from openpyxl.utils.cell import column_index_from_string
-
 from scm_xl.engines import xlsx_cells
 from scm_xl.engines.base import (
-    CellError, CellValue, Engine, Recalculated, absolute_cells, engine_failed, formula_refs, normalise,
+    CellError, CellValue, Engine, Recalculated, absolute_cells, cell_position, engine_failed, formula_refs,
+    normalise,
 )
 from scm_xl.errors import EngineError
 
@@ -55,7 +54,6 @@ class IronCalcEngine(Engine):
         model = _evaluated(ironcalc, path)
         sheet_index = {props["name"]: i for i, props in enumerate(model.get_worksheets_properties())}
         values: dict[tuple[str, str], CellValue] = {}
-        columns: dict[str, int] = {}  # column letters -> number, each spelled once per workbook
         for sheet, sheet_refs in refs.items():
             if not sheet_refs:
                 continue
@@ -67,13 +65,9 @@ class IronCalcEngine(Engine):
                     for row, col, cell in absolute_cells(ref):
                         values[(sheet, cell)] = _value(ironcalc, model, index, row, col)
                     continue
-                letters = ref.rstrip(_DIGITS)  # most formula cells: one cell, read as fast as possible
-                col = columns.get(letters) or columns.setdefault(letters, column_index_from_string(letters))
-                values[(sheet, ref)] = _value(ironcalc, model, index, int(ref[len(letters):]), col)
+                row, col = cell_position(ref)  # most formula cells: one cell, no generator to build
+                values[(sheet, ref)] = _value(ironcalc, model, index, row, col)
         return Recalculated(self.name, values, time.perf_counter() - start)
-
-
-_DIGITS = "0123456789"
 
 
 # An empty cell that only carries a style (<c r="B4" s="11"/>, every yellow input cell a
