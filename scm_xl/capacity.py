@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from scm_xl.errors import UsageError
-from scm_xl import goodput
 from scm_xl.goodput import Slo, SloCell
-from scm_xl.rules import RATE_LIMIT_WINDOW_S
+from scm_xl.rules import RATE_LIMIT_WINDOW_S, Lang
+from scm_xl.slo_texts import REASONS, Reasons, Text
 
 # Plan to use at most this share of a provider's rate limit: its minute windows are not ours,
 # and a closed loop's requests come in bursts.
@@ -56,12 +56,16 @@ SERVER_BOUND, LIMIT_BOUND = "server-bound", "limit-bound"
 RPM_LIMIT, TPM_LIMIT = "rpm_limit", "tpm_limit"
 TPM_UNMEASURED = "tpm_unmeasured"  # no server-counted prompt tokens: TPM cannot be proven under its limit
 COST_UNKNOWN = "cost_unknown"  # no server-counted prompt tokens: token pricing cannot cost it
-REASON_WORDS: dict[str, str] = {
-    RPM_LIMIT: "requests per minute over the rate limit (with headroom)",
-    TPM_LIMIT: "tokens per minute over the rate limit (with headroom)",
-    TPM_UNMEASURED: "no measured prompt tokens, so tokens per minute cannot be proven under the limit",
-    COST_UNKNOWN: "no measured prompt tokens, so the token price cannot be applied",
-}
+# In words (the JSON keeps the names); Chinese: slo_texts.REASONS, the one home of both languages.
+REASON_WORDS: dict[str, str] = {name: REASONS["en"][name] for name in (RPM_LIMIT, TPM_LIMIT, TPM_UNMEASURED,
+                                                                       COST_UNKNOWN)}
+
+
+def reason_words(lang: Lang = "en") -> dict[str, str]:
+    """REASON_WORDS in `lang`."""
+    return {name: REASONS.get(lang, REASONS["en"])[name] for name in REASON_WORDS}
+
+
 _SECONDS_PER_HOUR = 3600.0
 _PER_MILLION = 1e6
 
@@ -248,25 +252,25 @@ def plan(candidates: Sequence[SloCell], target_tps: float, slo: Slo, *, pricing:
     before = [o for o in options if o.rejected_by and (chosen is None or key(o) < key(chosen))]
     binding = before[0].rejected_by if before else ()
     limit_bound = unlimited is not None and (chosen is None or key(chosen) != key(unlimited))
-    notes = []
+    notes: list[str] = []  # Texts: English, and slo_texts.say(note, lang) in another language
     if limit_bound:
         assert unlimited is not None
         shown = next(o for o in options if key(o) == key(unlimited))
         binding = tuple(r for r in shown.rejected_by if r in limit_reasons) or binding
-        notes.append(f"the rate limits rule out {_describe(shown)}: {describe_reasons(binding)}")
+        notes.append(Text("limits_rule_out", option=_describe(shown), reasons=Reasons(tuple(binding))))
     if chosen is None and unlimited is None:
-        notes.append(f"no measured configuration meets the SLO {slo.describe()}")
+        notes.append(Text("none_meets", slo=slo.describe()))
     return CapacityPlan(slo=slo, target_tps=target_tps, minimise=minimise, chosen=chosen,
                         bound=LIMIT_BOUND if limit_bound else SERVER_BOUND, binding=binding, unlimited=unlimited,
                         notes=notes, options=options)
 
 
-def describe_reasons(names: Sequence[str]) -> str:
-    """Machine names (goodput's and these) as words; "" for none."""
-    return "; ".join(REASON_WORDS.get(name) or goodput.REASON_WORDS.get(name, name) for name in names)
+def describe_reasons(names: Sequence[str], lang: Lang = "en") -> str:
+    """Machine names (goodput's and these) as words in `lang`; "" for none."""
+    return Reasons(tuple(names)).say(lang)
 
 
-def _describe(o: CapacityOption) -> str:
+def _describe(o: CapacityOption) -> Text:
     c = o.cell
-    return (f"{o.replicas} x {c.model} at concurrency {c.concurrency}, max_tokens {c.max_tokens} "
-            f"({o.rpm or 0:.0f} RPM" + (f", {o.tpm:.0f} TPM" if o.tpm is not None else "") + ")")
+    return Text("plan_option", replicas=o.replicas, model=c.model, c=c.concurrency, length=c.max_tokens,
+                rpm=o.rpm or 0, tpm=Text("plan_option_tpm", tpm=o.tpm) if o.tpm is not None else "")

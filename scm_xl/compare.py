@@ -63,13 +63,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from scm_xl.compare_texts import LEVEL_LABEL, Text, label_text, levels, say, verdict_word, words
 from scm_xl.lsq import BASE_LABEL, Coefficient, LsqFit, fit, t_cdf, t_two_sided
 from scm_xl.model import Analysis, same_model, verdict_for
+from scm_xl.rules import Lang
 
 DRIFT_CONFIDENCE = 0.95
 MIN_DRIFT_EFFECT = 0.05
 VERDICTS = ("stable", "drift", "insufficient")
-LEVEL_LABEL = "level (old on new)"  # the absolute level, tested on the new rows when BaseTPS cannot be
+# LEVEL_LABEL (from compare_texts, which says it in words): the absolute level, tested on the new rows
+# when BaseTPS cannot be
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,7 @@ class Comparison:
     coefficients: list[CoefficientShift]
     old_on_new: OldOnNew
     verdict: str
-    reasons: list[str]
+    reasons: list[str]  # compare_texts.Text: English, and said in another language
     confidence: float = DRIFT_CONFIDENCE
     min_effect: float = MIN_DRIFT_EFFECT
     baseline_rows: int = 0
@@ -147,7 +150,7 @@ class Comparison:
     latency: LatencyComparison | None = None  # None: neither side has a latency model (or no rows given)
     # What of the baseline's base point the new data lack (then BaseTPS is not compared and the level
     # is judged on the new rows, LEVEL_LABEL); None: BaseTPS was compared or nothing could be.
-    base_point_missing: str | None = None
+    base_point_missing: str | None = None  # a compare_texts.Text
 
     @property
     def drifted(self) -> list[str]:
@@ -157,22 +160,20 @@ class Comparison:
     def alpha_per_test(self) -> float | None:
         return (1 - self.confidence) / self.tests if self.tests else None
 
-    def test_description(self) -> str:
+    def test_description(self, lang: Lang = "en") -> str:
         alpha = self.alpha_per_test
-        bonferroni = f"p < {alpha:.4g} each" if alpha is not None else "no coefficient compared"
+        bonferroni = Text("bonferroni", alpha=alpha) if alpha is not None else Text("bonferroni_none")
         level = any(s.label == LEVEL_LABEL for s in self.coefficients)
-        return (f"two-sided Welch t test on ln(coefficient), {self.confidence:.0%} family-wise "
-                f"(Bonferroni over {self.tests} {'tests, the level included' if level else 'coefficients'}: "
-                f"{bonferroni}), and a change of at least {self.min_effect:.0%}")
+        what = Text("test_what_level" if level else "test_what")
+        return say(Text("test", conf=self.confidence, tests=self.tests, what=what, bonferroni=bonferroni,
+                        effect=self.min_effect), lang)
 
-    def level_rule(self) -> str | None:
+    def level_rule(self, lang: Lang = "en") -> str | None:
         """The rule the verdict followed without the base point (None: it had the base point)."""
         if self.base_point_missing is None:
             return None
-        return ("BaseTPS is not compared, so the level is tested on the new rows the "
-                f"baseline's model predicts ({LEVEL_LABEL}); stable then needs its {2 * self.confidence - 1:.0%} "
-                f"interval of change within ±{self.min_effect:.0%} and no more rows outside the baseline's "
-                "prediction interval than chance allows, else insufficient")
+        return say(Text("level_rule", label=label_text(LEVEL_LABEL), conf=2 * self.confidence - 1,
+                        effect=self.min_effect), lang)
 
     def as_dict(self) -> dict[str, Any]:
         model, length, concurrency = self.base_point
@@ -292,7 +293,7 @@ def binomial_tail(k: int, n: int, p: float) -> float:
 
 
 def missing_base_point(new_fit: LsqFit, base_point: tuple[str | None, int | None, int | None],
-                       prompt_level: int | None) -> str:
+                       prompt_level: int | None) -> Text:
     """What of the base point the new fit's rows lack, in words."""
     model, length, concurrency = base_point
     used = [r.status for r in new_fit.rows]
@@ -300,20 +301,20 @@ def missing_base_point(new_fit: LsqFit, base_point: tuple[str | None, int | None
     at_length = [s for s in of_model if s.max_tokens == length]
     at_concurrency = [s for s in at_length if s.concurrency == concurrency]
     if not of_model:
-        what = f"no row of the model {model} (renamed?)"
+        what = Text("miss_model", model=model)
     elif not at_length:
-        what = f"no row of {model} at max_tokens {length}"
+        what = Text("miss_length", model=model, length=length)
     elif not at_concurrency:
-        what = f"no row of {model} at max_tokens {length} and concurrency {concurrency}"
+        what = Text("miss_concurrency", model=model, length=length, c=concurrency)
     elif prompt_level is not None and not any(s.prompt_level in (None, prompt_level) for s in at_concurrency):
-        what = f"no row of {model} at max_tokens {length}, concurrency {concurrency} and prompt level {prompt_level}"
+        what = Text("miss_prompt", model=model, length=length, c=concurrency, prompt=prompt_level)
     else:
         what = None
-    point = f"{model}, max_tokens {length}, concurrency {concurrency}" + (
-        f", prompt level {prompt_level}" if prompt_level is not None else "")
+    point = Text("point", model=model, length=length, c=concurrency,
+                prompt=Text("point_prompt", prompt=prompt_level) if prompt_level is not None else "")
     if what is None:
-        return f"BaseTPS is not identified in the new data at the baseline's base point ({point})"
-    return f"the new data lack the baseline's base point ({point}): {what}"
+        return Text("base_unidentified", point=point)
+    return Text("base_lacking", point=point, what=what)
 
 
 # ---------------------------------------------------------------------------
@@ -340,7 +341,7 @@ class KneeShift:
     new: dict[str, Any]
     status: str  # same | moved | appeared | gone | untested | none
     moved: bool
-    text: str
+    text: str  # a compare_texts.Text
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -351,7 +352,7 @@ class LatencyComparison:
     """The baseline's latency model on the new rows, and each model's knee on both sides."""
 
     status: str  # compared | unavailable | prompt_levels_differ
-    notes: list[str]
+    notes: list[str]  # compare_texts.Texts
     baseline_prompt_levels: list[int | None]
     new_prompt_levels: list[int | None]
     rows: list[LatencyRow]
@@ -380,10 +381,6 @@ class LatencyComparison:
                 "per_row": [dataclasses.asdict(r) for r in self.rows]}
 
 
-def _levels_text(levels: Sequence[int | None]) -> str:
-    return ", ".join("none recorded" if level is None else str(level) for level in levels) or "-"
-
-
 def _sorted_levels(levels: set[int | None]) -> list[int | None]:
     return sorted(levels, key=lambda level: (level is not None, level or 0))
 
@@ -403,27 +400,23 @@ def knee_shift(model: str, old: Any, new: Any) -> KneeShift:
     if old_limit and new_limit:
         (a, b), (c, d) = span(old), span(new)
         if b < c or d < a:
-            status, text = "moved", (f"the knee moved from near concurrency {_knee_fmt(old.concurrency)} "
-                                     f"to near {_knee_fmt(new.concurrency)}")
+            status, text = "moved", Text("knee_moved", old=_knee_fmt(old.concurrency), new=_knee_fmt(new.concurrency))
         else:
-            status, text = "same", (f"the knee stays near concurrency {_knee_fmt(new.concurrency)} "
-                                    f"(baseline {_knee_fmt(old.concurrency)})")
+            status, text = "same", Text("knee_same", new=_knee_fmt(new.concurrency), old=_knee_fmt(old.concurrency))
     elif old_limit:
         if new.measured_max > span(old)[1]:
-            status, text = "gone", (f"the baseline's knee near concurrency {_knee_fmt(old.concurrency)} is gone: "
-                                    f"no knee in the new data up to concurrency {new.measured_max}")
+            status, text = "gone", Text("knee_gone", old=_knee_fmt(old.concurrency), measured=new.measured_max)
         else:
-            status, text = "untested", (f"the baseline's knee near concurrency {_knee_fmt(old.concurrency)} is not "
-                                        f"tested: the new data stop at concurrency {new.measured_max}")
+            status, text = "untested", Text("knee_untested_old", old=_knee_fmt(old.concurrency),
+                                           measured=new.measured_max)
     elif new_limit:
         if new.concurrency < old.measured_max:
-            status, text = "appeared", (f"a knee appeared near concurrency {_knee_fmt(new.concurrency)}: the "
-                                        f"baseline had none up to concurrency {old.measured_max}")
+            status, text = "appeared", Text("knee_appeared", new=_knee_fmt(new.concurrency), measured=old.measured_max)
         else:
-            status, text = "untested", (f"the new data have a knee near concurrency {_knee_fmt(new.concurrency)}, "
-                                        f"beyond the baseline's measured {old.measured_max}")
+            status, text = "untested", Text("knee_untested_new", new=_knee_fmt(new.concurrency),
+                                           measured=old.measured_max)
     else:
-        status, text = "none", "no slot limit on either side"
+        status, text = "none", Text("knee_none")
     return KneeShift(model=model, baseline=old.as_dict(), new=new.as_dict(), status=status,
                      moved=status in ("moved", "appeared", "gone"), text=text)
 
@@ -455,29 +448,25 @@ def latency_comparison(baseline_rows: Sequence[Any], new_rows: Sequence[Any], *,
                  predicted_rows=0, mape_pct=None, max_pct=None, inside_interval=0, with_interval=0, knees=[])
     missing = [name for name, model in ((baseline_name, old_model), (new_name, new_model)) if not model.available]
     if missing:
-        return LatencyComparison(status="unavailable", notes=[
-            f"{name}: no experiment has TTFT, latency and ITL recorded, so there is no latency model to compare"
-            for name in missing], **empty)  # type: ignore[arg-type]
+        unavailable: list[str] = [Text("no_latency_data", name=name) for name in missing]
+        return LatencyComparison(status="unavailable", notes=unavailable, **empty)  # type: ignore[arg-type]
 
-    notes = []
+    notes: list[str] = []  # compare_texts.Texts
     shared = set(old_levels) & set(new_levels)
     knees = []
     for name, new_fit in new_model.fits.items():
         old_fit = old_model.fits.get(name)
         if old_fit is None:
-            notes.append(f"{new_fit.model}: no latency model in {baseline_name}")
+            notes.append(Text("no_latency_model", model=new_fit.model, baseline=baseline_name))
             continue
         knees.append(knee_shift(new_fit.model, old_fit.knee, new_fit.knee))
     if old_levels != new_levels:
+        sides = dict(old_name=baseline_name, old=levels(old_levels), new_name=new_name, new=levels(new_levels))
         if not shared:
-            notes.append(f"prompt levels differ: {baseline_name} {_levels_text(old_levels)}, {new_name} "
-                         f"{_levels_text(new_levels)}; no level in common, so the baseline's latency model is not "
-                         "compared with the new rows")
+            notes.append(Text("levels_apart", **sides))
             return LatencyComparison(status="prompt_levels_differ", notes=notes,
                                      **{**empty, "knees": knees})  # type: ignore[arg-type]
-        notes.append(f"prompt levels differ: {baseline_name} {_levels_text(old_levels)}, {new_name} "
-                     f"{_levels_text(new_levels)}; only the rows at {_levels_text(_sorted_levels(shared))} are "
-                     "compared")
+        notes.append(Text("levels_some", **sides, shared=levels(_sorted_levels(shared))))
     cells = {key(row) for row, _ in old_pairs}
     rows, unmatched = [], []
     for row, obs in new_pairs:
@@ -494,8 +483,7 @@ def latency_comparison(baseline_rows: Sequence[Any], new_rows: Sequence[Any], *,
         rows.append(LatencyRow(row.exp_id, row.model, row.concurrency, row.max_tokens,
                                getattr(row, "prompt_level", None), obs.tps, predicted, error, inside))
     if unmatched and old_levels == new_levels:
-        notes.append(f"{len(unmatched)} new experiment(s) have no baseline experiment of the same model, "
-                     "concurrency, max_tokens and prompt level: not compared")
+        notes.append(Text("unmatched", n=len(unmatched)))
     errors = [abs(r.error_pct) for r in rows if r.error_pct is not None]
     return LatencyComparison(
         status="compared", notes=notes, baseline_prompt_levels=old_levels, new_prompt_levels=new_levels,
@@ -519,17 +507,12 @@ def compare(baseline: Analysis, new: Analysis, *, baseline_name: str = "baseline
     new_fit = fit(new.statuses, pinned)
     predictions = old_on_new(old_fit, new)
 
-    reasons = []
-    if not old_fit.coefficients:
-        reasons.append(f"{baseline_name}: no included rows to fit")
-    elif old_fit.dof == 0:
-        reasons.append(f"{baseline_name}: no residual degrees of freedom ({old_fit.observations} rows fit "
-                       f"{old_fit.rank} coefficients), so its noise is unknown; add replicates")
-    if not new_fit.coefficients:
-        reasons.append(f"{new_name}: no included rows to fit")
-    elif new_fit.dof == 0:
-        reasons.append(f"{new_name}: no residual degrees of freedom ({new_fit.observations} rows fit "
-                       f"{new_fit.rank} coefficients), so its noise is unknown; add replicates")
+    reasons: list[str] = []  # compare_texts.Texts
+    for name, side in ((baseline_name, old_fit), (new_name, new_fit)):
+        if not side.coefficients:
+            reasons.append(Text("no_rows", name=name))
+        elif side.dof == 0:
+            reasons.append(Text("no_dof", name=name, rows=side.observations, rank=side.rank))
 
     old_by = {c.label: c for c in old_fit.coefficients}
     new_by = {c.label: c for c in new_fit.coefficients}
@@ -556,25 +539,24 @@ def compare(baseline: Analysis, new: Analysis, *, baseline_name: str = "baseline
     level = next((s for s in final if s.label == LEVEL_LABEL), None)
 
     drifted = [s for s in final if s.drifted]
-    moved = [f"{s.label} moved {s.change_pct:+.1f}%: beyond its noise but under {min_effect:.0%}"
-             for s in final if s.significant and not s.drifted]
+    moved: list[str] = [Text("moved_small", label=label_text(s.label), change=s.change_pct, effect=min_effect)
+                        for s in final if s.significant and not s.drifted]
     if reasons:
         verdict = "insufficient"
     elif drifted:
         verdict = "drift"
-        reasons = [f"{s.label} moved {s.change_pct:+.1f}% (p = {s.p_value:.2g})" for s in drifted]
+        reasons = [Text("moved", label=label_text(s.label), change=s.change_pct, p=s.p_value) for s in drifted]
         if missing is not None and level is not None and level.drifted:
-            reasons.append(f"{missing}, so BaseTPS is not compared and the level was tested on the "
-                           f"{predictions.with_interval} new rows the baseline's model predicts")
+            reasons.append(Text("drift_without_base", missing=missing, rows=predictions.with_interval))
     elif missing is not None:
         verdict, reasons = _without_base_point(missing, level, predictions, confidence, min_effect)
         reasons += moved if verdict == "stable" else []
     elif not tests:
         verdict = "insufficient"
-        reasons = ["no coefficient is identified on both sides"]
+        reasons = [Text("nothing_on_both")]
     else:
         verdict = "stable"
-        reasons = [f"no coefficient moved by {min_effect:.0%} beyond its noise"] + moved
+        reasons = [Text("stable", effect=min_effect)] + moved
     return Comparison(baseline_name=baseline_name, new_name=new_name, base_point=base_point, coefficients=final,
                       old_on_new=predictions, verdict=verdict, reasons=reasons, confidence=confidence,
                       min_effect=min_effect, baseline_rows=len(baseline.statuses), new_rows=len(new.statuses),
@@ -585,30 +567,29 @@ def compare(baseline: Analysis, new: Analysis, *, baseline_name: str = "baseline
                       base_point_missing=missing)
 
 
-def _without_base_point(missing: str, level: CoefficientShift | None, predictions: OldOnNew, confidence: float,
+def _without_base_point(missing: Text, level: CoefficientShift | None, predictions: OldOnNew, confidence: float,
                         min_effect: float) -> tuple[str, list[str]]:
     """The verdict and its reasons when BaseTPS could not be compared and nothing drifted: stable only on
     the evidence of the new rows the baseline predicts (the module docstring), else insufficient."""
     if level is None:
-        return "insufficient", [f"{missing}; BaseTPS is not compared, and the baseline's model predicts none of "
-                                "the new rows, so the level cannot be compared"]
+        return "insufficient", [Text("none_predicted", missing=missing)]
     interval = change_interval(level, 2 * confidence - 1)
     assert interval is not None and level.change_pct is not None  # a level shift is always compared
     low, high = interval
     outside = predictions.with_interval - predictions.inside_interval
     chance = binomial_tail(outside, predictions.with_interval, 1 - predictions.interval_confidence)
-    rows = f"the {predictions.with_interval} new rows the baseline's model predicts"
-    facts = (f"lie {level.change_pct:+.1f}% from its predictions ({2 * confidence - 1:.0%} interval "
-             f"{low:+.1f}% to {high:+.1f}%), "
-             f"{predictions.inside_interval} of {predictions.with_interval} inside its "
-             f"{predictions.interval_confidence:.0%} prediction interval")
+    rows = Text("rows_predicted", n=predictions.with_interval)
+    facts = Text("facts", change=level.change_pct, conf=2 * confidence - 1, low=low, high=high,
+                inside=predictions.inside_interval, with_interval=predictions.with_interval,
+                pi=predictions.interval_confidence)
     within = -min_effect * 100 < low and high < min_effect * 100
     fits = chance >= 1 - confidence
     if within and fits:
-        return "stable", [f"{missing}; BaseTPS is not compared; stable on the evidence of {rows}: they {facts}"]
-    why = [] if within else [f"the level is not shown within ±{min_effect:.0%}"]
-    why += [] if fits else [f"more rows fall outside than chance allows (p = {chance:.2g})"]
-    return "insufficient", [f"{missing}; BaseTPS is not compared, and {rows} {facts}: {' and '.join(why)}"]
+        return "stable", [Text("stable_evidence", missing=missing, rows=rows, facts=facts)]
+    why = [] if within else [Text("why_level", effect=min_effect)]
+    why += [] if fits else [Text("why_outside", p=chance)]
+    reason = why[0] if len(why) == 1 else Text("why_both", first=why[0], second=why[1])
+    return "insufficient", [Text("insufficient_evidence", missing=missing, rows=rows, facts=facts, why=reason)]
 
 
 def compare_sources(baseline: str, new: str, *,
@@ -629,59 +610,69 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _interval(interval: tuple[float, float] | None) -> str:
-    return f"{interval[0]:.2f} to {interval[1]:.2f}" if interval else "-"
+def _interval(interval: tuple[float, float] | None, lang: Lang = "en") -> str:
+    return words(lang)["interval"].format(low=interval[0], high=interval[1]) if interval else "-"
 
 
-def render_comparison(c: Comparison) -> str:
-    """The comparison as plain-text tables."""
-    from scm_xl.terminal import table
+def _moved(s: CoefficientShift, lang: Lang) -> str:
+    """The table's last column: drifted, moved beyond its noise but little, compared, or why not compared."""
+    w = words(lang)
+    if s.drifted:
+        return w["mark_drift"]
+    if s.significant:
+        return w["mark_noise"]
+    return "-" if s.status == "compared" else w.get(f"status_{s.status}", s.status)
 
+
+def render_comparison(c: Comparison, lang: Lang = "en") -> str:
+    """The comparison as plain-text tables, in `lang`."""
+    from scm_xl.terminal import table, wrapped
+
+    w = words(lang)
     model, length, concurrency = c.base_point
-    lines = [f"baseline: {c.baseline_name} ({c.baseline_rows} rows, {c.baseline_dof} residual dof)   "
-             f"new: {c.new_name} ({c.new_rows} rows, {c.new_dof} residual dof)",
-             f"base point of both fits: {model}, max_tokens {length}, concurrency {concurrency}",
-             f"test: {c.test_description()}", ""]
-    rows = [[s.label, _fmt(s.baseline), _interval(s.baseline_interval), _fmt(s.new), _interval(s.new_interval),
-             _fmt(s.change_pct, 1), "-" if s.p_value is None else f"{s.p_value:.2g}",
-             "DRIFT" if s.drifted else ("noise+" if s.significant else ("-" if s.status == "compared" else s.status))]
+    lines = [w["head"].format(name=c.baseline_name, rows=c.baseline_rows, dof=c.baseline_dof, new=c.new_name,
+                              new_rows=c.new_rows, new_dof=c.new_dof),
+             w["base_point"].format(model=model, length=length, c=concurrency),
+             w["test_line"].format(test=c.test_description(lang)), ""]
+    rows = [[say(label_text(s.label), lang), _fmt(s.baseline), _interval(s.baseline_interval, lang), _fmt(s.new),
+             _interval(s.new_interval, lang), _fmt(s.change_pct, 1), "-" if s.p_value is None else f"{s.p_value:.2g}",
+             _moved(s, lang)]
             for s in c.coefficients]
-    lines.append(table(["coefficient", "baseline", "90% interval", "new", "90% interval", "change %", "p", "moved"],
-                       rows))
+    lines.append(table([w["h_coefficient"], w["h_baseline"], w["h_interval"], w["h_new"], w["h_interval"],
+                        w["h_change"], w["h_p"], w["h_moved"]], rows))
     o = c.old_on_new
     lines.append("")
-    lines.append(f"baseline's model on the new rows (old on new): MAPE {_fmt(o.mape_pct)}% max {_fmt(o.max_pct)}% "
-                 f"over {o.predicted_rows} rows ({o.missing_rows} not predictable); {o.inside_interval} of "
-                 f"{o.with_interval} inside the baseline's 90% prediction interval")
-    rule = c.level_rule()
+    lines.append(w["old_on_new"].format(mape=_fmt(o.mape_pct), max=_fmt(o.max_pct), rows=o.predicted_rows,
+                                        missing=o.missing_rows, inside=o.inside_interval,
+                                        with_interval=o.with_interval))
+    rule = c.level_rule(lang)
     if rule is not None:
-        from scm_xl.terminal import wrapped
-
-        lines.append(wrapped(f"without the base point: {rule}"))
+        lines.append(wrapped(w["without_base_point"].format(rule=rule)))
     if c.latency is not None:
-        lines.extend(render_latency_comparison(c.latency))
-    lines.append(f"verdict: {c.verdict}" + (f" ({'; '.join(c.reasons)})" if c.reasons else ""))
+        lines.extend(render_latency_comparison(c.latency, lang))
+    reasons = w["reasons_sep"].join(say(reason, lang) for reason in c.reasons)
+    lines.append(w["verdict"].format(verdict=verdict_word(c.verdict, lang))
+                 + (w["verdict_reasons"].format(reasons=reasons) if c.reasons else ""))
     return "\n".join(lines)
 
 
-def render_latency_comparison(lat: LatencyComparison) -> list[str]:
-    """The latency part of the comparison as text lines (they do not enter the verdict)."""
+def render_latency_comparison(lat: LatencyComparison, lang: Lang = "en") -> list[str]:
+    """The latency part of the comparison as text lines, in `lang` (they do not enter the verdict)."""
     from scm_xl.terminal import wrapped
 
+    w = words(lang)
     lines = [""]
     if lat.status == "compared":
-        lines.append(wrapped(
-            f"baseline's latency model on the new rows (matched by model, concurrency, max_tokens, prompt level): "
-            f"MAPE {_fmt(lat.mape_pct)}% max {_fmt(lat.max_pct)}% over {lat.predicted_rows} rows "
-            f"({len(lat.unmatched)} unmatched); {lat.inside_interval} of {lat.with_interval} inside its 90% "
-            "prediction interval"))
+        lines.append(wrapped(w["lat_compared"].format(
+            mape=_fmt(lat.mape_pct), max=_fmt(lat.max_pct), rows=lat.predicted_rows, unmatched=len(lat.unmatched),
+            inside=lat.inside_interval, with_interval=lat.with_interval)))
     elif lat.status == "prompt_levels_differ":
-        lines.append("baseline's latency model on the new rows: not compared (the prompt levels differ)")
+        lines.append(w["lat_levels_differ"])
     else:
-        lines.append("latency model: not compared")
+        lines.append(w["lat_none"])
     for knee in lat.knees:
-        lines.append(wrapped(f"knee, {knee.model}: {knee.text}" + (" (MOVED)" if knee.moved else "")))
+        lines.append(wrapped(w["knee_line"].format(model=knee.model, text=say(knee.text, lang))
+                             + (w["knee_moved_mark"] if knee.moved else "")))
     for note in lat.notes:
-        lines.append(wrapped(f"note: {note}"))
+        lines.append(wrapped(w["note"].format(note=say(note, lang))))
     return lines
-

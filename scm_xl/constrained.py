@@ -46,6 +46,8 @@ from typing import Any, Callable, Iterable, Sequence
 from scm_xl.lsq import Forecast, LsqFit, concurrency_blend
 from scm_xl.model import Calibration, c_label, f_label, k_label, same_model
 from scm_xl.results import has_fault
+from scm_xl.rules import Lang
+from scm_xl.slo_texts import Joined, Text
 
 SEARCH_FACTOR = 4
 
@@ -75,8 +77,13 @@ REASON_WORDS = {
 }
 
 
-def describe_reasons(names: Iterable[str]) -> str:
-    """Machine names ("latency_p95_unmeasured") as words; "" for none."""
+def describe_reasons(names: Iterable[str], lang: Lang = "en") -> str:
+    """Machine names ("latency_p95_unmeasured") as words in `lang` (Chinese: report_texts.REASON_NAMES_ZH,
+    the command line's); "" for none."""
+    if lang != "en":
+        from scm_xl.report_texts import describe_reasons as in_words
+
+        return in_words(tuple(names), lang)
     return "; ".join(REASON_WORDS.get(name, name) for name in names)
 
 
@@ -346,7 +353,7 @@ class ConstrainedSolution:
     best: Candidate | None  # the dual answer: highest TPS under the constraints
     best_binding: tuple[str, ...]  # what stopped a higher TPS
     best_blocked: Candidate | None
-    notes: list[str]
+    notes: list[str]  # slo_texts.Text: English (the JSON's), slo_texts.say(note, lang) in another language
     candidates: list[Candidate] = field(repr=False, default_factory=list)
 
     @property
@@ -383,14 +390,13 @@ def solve(surface: Surface, target_tps: float, *, rows: Sequence[Any] = (),
     if constraints.max_tokens is not None:
         unmeasured = sorted(set(constraints.max_tokens) - set(surface.max_tokens_levels))
         if unmeasured:
-            notes.append(f"max_tokens {', '.join(map(str, unmeasured))} not calibrated: not considered")
+            notes.append(Text("c_not_calibrated", lengths=Joined(tuple(unmeasured))))
     if constraints.rate_limit_concurrency is not None:
-        notes.append(f"rate limit given: concurrency {constraints.rate_limit_concurrency} and above excluded")
+        notes.append(Text("c_rate_given", c=constraints.rate_limit_concurrency))
     else:
         for model, _ in surface.models:
             if model.casefold() in onsets:
-                notes.append(f"HTTP 429 seen from concurrency {onsets[model.casefold()]} for {model}: "
-                             "that concurrency and above excluded")
+                notes.append(Text("c_429", c=onsets[model.casefold()], model=model))
 
     candidates: list[Candidate] = []
     for model, c_model in surface.models:
@@ -414,8 +420,7 @@ def solve(surface: Surface, target_tps: float, *, rows: Sequence[Any] = (),
     candidates.sort(key=lambda c: c.cost)
 
     if conservative and not any(c.mean_interval for c in candidates):
-        notes.append("no intervals (chain method or no residual degrees of freedom): "
-                     "judged on the point estimate")
+        notes.append(Text("c_no_intervals"))
 
     def reaches(candidate: Candidate) -> bool:
         if conservative and candidate.mean_interval is not None:
@@ -442,10 +447,9 @@ def solve(surface: Surface, target_tps: float, *, rows: Sequence[Any] = (),
 
     notes.extend(_explain(cheapest, blocked, candidates, constraints, target_tps, surface.method))
     if surface.knee is not None:
-        for label, answer in (("the answer", cheapest), ("the best answer", best)):
+        for label, answer in (("c_the_answer", cheapest), ("c_the_best_answer", best)):
             if answer is not None and answer.concurrency > surface.knee:
-                notes.append(f"{label} is beyond the knee near concurrency {surface.knee:g}, "
-                             "where throughput stops growing: more concurrency there only adds waiting")
+                notes.append(Text("c_knee", label=Text(label), knee=surface.knee))
     return ConstrainedSolution(method=surface.method, target_tps=target_tps, cheapest=cheapest,
                                binding=binding, blocked=blocked, best=best, best_binding=best_binding,
                                best_blocked=best_blocked, notes=notes, candidates=candidates)
@@ -478,28 +482,27 @@ def _rejections(model: str, concurrency: int, length: int, forecast: Forecast, c
     return tuple(reasons)
 
 
-def _describe(c: Candidate) -> str:
-    return f"{c.model} at concurrency {c.concurrency}, max_tokens {c.max_tokens} ({c.tps:.1f} TPS)"
+def _describe(c: Candidate) -> Text:
+    return Text("c_option", model=c.model, c=c.concurrency, length=c.max_tokens, tps=c.tps)
 
 
 def _explain(cheapest: Candidate | None, blocked: Candidate | None, candidates: list[Candidate],
              constraints: Constraints, target_tps: float, method: str = "chain") -> list[str]:
-    notes = []
+    """The search's notes on its answer (slo_texts.Text: English, said in another language with
+    slo_texts.say)."""
+    notes: list[str] = []
     if cheapest is not None and cheapest.interpolated:
-        how = ("the latency model's TTFT and ITL fits" if method == "latency"
-               else "f interpolated in log-log space")
-        notes.append(f"concurrency {cheapest.concurrency} lies between measured levels: {how}")
+        how = Text("c_how_latency" if method == "latency" else "c_how_chain")
+        notes.append(Text("c_between", c=cheapest.concurrency, how=how))
     if cheapest is not None and cheapest.extrapolated:
-        notes.append(f"concurrency {cheapest.concurrency} is outside the measured range: extrapolated")
+        notes.append(Text("c_outside", c=cheapest.concurrency))
     if blocked is not None and EXTRAPOLATION in blocked.rejected_by:
-        notes.append(f"{_describe(blocked)} would reach the target only by extrapolating beyond the "
-                     "measured concurrency range; allow extrapolation to consider it")
+        notes.append(Text("c_needs_extrapolation", option=_describe(blocked)))
     if constraints.max_latency_p95_s is not None or constraints.max_ttft_p95_s is not None:
         unproven = sum(1 for c in candidates if LATENCY_P95_UNMEASURED in c.rejected_by
                        or TTFT_P95_UNMEASURED in c.rejected_by)
         if unproven:
-            notes.append(f"{unproven} configurations have no measured P95 (interpolated or unmeasured cells) "
-                         "and cannot be proven to meet the latency limit: rejected")
+            notes.append(Text("c_unproven", n=unproven))
     if cheapest is None and blocked is None:
-        notes.append(f"no configuration is predicted to reach {target_tps:g} TPS")
+        notes.append(Text("c_none", target=target_tps))
     return notes

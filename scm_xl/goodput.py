@@ -45,6 +45,8 @@ from typing import Any
 
 from scm_xl.errors import InputError, UsageError
 from scm_xl.input_files import read_capped
+from scm_xl.rules import Lang
+from scm_xl.slo_texts import REASONS, Text
 
 TTFT, TPOT, E2EL = "ttft", "tpot", "e2el"
 THRESHOLDS: tuple[str, ...] = (TTFT, TPOT, E2EL)
@@ -64,14 +66,15 @@ MAX_REQUESTS_BYTES = 512 * 1024 * 1024
 NEEDED_COLUMNS: tuple[str, ...] = ("exp_id", "warmup", "status", "error_class", "ttft_s", "latency_s",
                                    "prompt_tokens", "completion_tokens")
 
-REASON_WORDS: dict[str, str] = {
-    TTFT: "time to first token over its threshold",
-    TPOT: "time per output token over its threshold",
-    E2EL: "end-to-end latency over its threshold",
-    FAILED: "failed requests (each counts as a miss)",
-    SAMPLE_SIZE: "too few requests to prove the attainment target, even with none missed",
-    TARGET_TPS: "the target itself: every cheaper configuration that meets the SLO falls short",
-}
+# What each name means, for people (the JSON keeps the names); Chinese: slo_texts.REASONS, the one
+# home of both languages.
+REASON_WORDS: dict[str, str] = {name: REASONS["en"][name] for name in (*THRESHOLDS, FAILED, SAMPLE_SIZE, TARGET_TPS)}
+
+
+def reason_words(lang: Lang = "en") -> dict[str, str]:
+    """REASON_WORDS in `lang`."""
+    return {name: REASONS.get(lang, REASONS["en"])[name] for name in REASON_WORDS}
+
 
 _ITEM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*([=:])\s*([^\s]*?)\s*(ms|s)?\s*", re.IGNORECASE)
 _NUMBER = re.compile(r"[+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
@@ -243,11 +246,10 @@ def read_samples(results_path: str | Path, requests_path: str | Path | None = No
     cell: InputError naming path, line and column (damaged data is not to be skipped quietly)."""
     path = Path(requests_path) if requests_path is not None else requests_path_for(results_path)
     if not path.exists():
-        return RequestSamples(path, {}, reason=f"no per-request CSV {path} (per-request SLOs need the "
-                                               "requests CSV that scm-xl collect writes)")
+        return RequestSamples(path, {}, reason=Text("no_requests_csv", path=path))
     text = _decode(path, read_capped(path, MAX_REQUESTS_BYTES, "a requests CSV"))
     if not text.strip():
-        return RequestSamples(path, {}, reason=f"the per-request CSV {path} is empty")
+        return RequestSamples(path, {}, reason=Text("requests_empty", path=path))
     try:
         by_exp = _parse_samples(path, text)
         dropped = None
@@ -260,7 +262,7 @@ def read_samples(results_path: str | Path, requests_path: str | Path | None = No
         by_exp, dropped = _parse_samples(path, text[:text.rindex("\n") + 1]), last
     if isinstance(by_exp, str):
         return RequestSamples(path, {}, reason=by_exp)
-    reason = None if by_exp else f"the per-request CSV {path} has no measured requests"
+    reason = None if by_exp else Text("no_measured_requests", path=path)
     return RequestSamples(path, by_exp, reason=reason, dropped_line=dropped)
 
 
@@ -272,7 +274,7 @@ def _parse_samples(path: Path, text: str) -> dict[str, list[RequestSample]] | st
         header = [cell.strip() for cell in next(reader, [])]
         absent = [column for column in NEEDED_COLUMNS if column not in header]
         if absent:
-            return f"{path} is not a requests CSV written by scm-xl collect (no {', '.join(absent)} column)"
+            return Text("not_requests_csv", path=path, columns=", ".join(absent))
         index = {column: header.index(column) for column in NEEDED_COLUMNS}
         by_exp: dict[str, list[RequestSample]] = {}
         line = reader.line_num + 1
@@ -465,18 +467,18 @@ def evaluate(rows: Iterable[Any], samples: RequestSamples, slo: Slo) -> GoodputT
     for row in rows:
         mine = samples.by_exp.get(row.exp_id)
         if not mine:
-            unjudged[row.exp_id] = f"no request rows for {row.exp_id} in {samples.path}"
+            unjudged[row.exp_id] = Text("no_request_rows", exp_id=row.exp_id, path=samples.path)
             continue
         tokens = sum(s.output_tokens for s in mine)
         if len(mine) != row.total_requests or tokens != row.total_output_tokens:
-            unjudged[row.exp_id] = (f"{samples.path} has {len(mine)} measured request(s) of {row.exp_id} with "
-                                    f"{tokens} output tokens, its results row {row.total_requests} with "
-                                    f"{row.total_output_tokens}: not the same requests")
+            unjudged[row.exp_id] = Text("not_same_requests", path=samples.path, requests=len(mine),
+                                        exp_id=row.exp_id, tokens=tokens, row_requests=row.total_requests,
+                                        row_tokens=row.total_output_tokens)
             continue
         judged.append(ExperimentGoodput(exp_id=row.exp_id, model=row.model, concurrency=row.concurrency,
                                         max_tokens=row.max_tokens, prompt_level=row.prompt_level,
                                         repeat=row.repeat, tally=tally(mine, slo, row.total_time_s)))
-    reason = None if judged else (samples.reason or "no results row has its requests in the requests CSV")
+    reason = None if judged else (samples.reason or Text("none_judged"))
     return GoodputTable(slo, judged, unjudged, reason=reason)
 
 
@@ -600,15 +602,14 @@ def solve_slo(candidates: Sequence[SloCell], target_tps: float, slo: Slo) -> Slo
     best_blocked = max(higher, key=lambda c: c.tally.goodput_tps, default=None)
     best_binding = best_blocked.rejected_by if best_blocked else ()
 
-    notes = []
+    notes: list[str] = []  # Texts: English, and slo_texts.say(note, lang) in another language
     need = requests_needed(slo.attainment)
     few = [c for c in ordered if c.tally.requests < need]
     if few:
-        notes.append(f"{len(few)} configuration(s) have fewer than {need} requests, the fewest whose "
-                     f"{WILSON_CONFIDENCE:.0%} Wilson lower bound can reach {slo.attainment:.0%} attainment "
-                     "even if every request is good: measure more requests per experiment")
+        notes.append(Text("few_requests", few=len(few), need=need, conf=WILSON_CONFIDENCE,
+                          attainment=slo.attainment))
     if cheapest is None and blocked is None:
-        notes.append(f"no measured configuration reaches {target_tps:g} TPS")
+        notes.append(Text("none_reaches", target=target_tps))
     return SloSolution(slo=slo, target_tps=target_tps, cheapest=cheapest, binding=binding, blocked=blocked,
                        best=best, best_binding=best_binding, best_blocked=best_blocked, notes=notes,
                        candidates=ordered)

@@ -14,14 +14,15 @@ import os
 import stat
 from pathlib import Path
 
+from scm_xl.error_texts import Phrase
 from scm_xl.errors import InputError
 
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
+_KINDS = (  # a test of the file's mode, and the words (scm_xl.error_texts) of what it is
+    (stat.S_ISDIR, "kind_folder"),
+    (stat.S_ISFIFO, "kind_fifo"),
+    (stat.S_ISCHR, "kind_char"),
+    (stat.S_ISBLK, "kind_block"),
+    (stat.S_ISSOCK, "kind_socket"),
 )
 
 
@@ -35,11 +36,11 @@ def refuse_non_regular(path: str | Path) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror}", path=str(path)) from None
+        raise InputError.worded("cannot_read", path=str(path), reason=exc.strerror) from None
     if stat.S_ISREG(mode):
         return
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-    raise InputError(f"not a regular file ({kind}): give the path of a file saved on disk", path=str(path))
+    kind = next((name for test, name in _KINDS if test(mode)), "kind_other")
+    raise InputError.worded("not_regular", path=str(path), kind=Phrase(kind))
 
 
 def read_capped(path: str | Path, cap: int, what: str) -> bytes:
@@ -55,15 +56,23 @@ def read_capped(path: str | Path, cap: int, what: str) -> bytes:
                 raise InputError(_too_big(what, cap), path=where)
             data = handle.read(cap + 1)
     except FileNotFoundError:
-        raise InputError("file not found", path=where) from None
+        raise InputError.worded("file_not_found", path=where) from None
     except IsADirectoryError:
-        raise InputError("not a regular file (a folder): give the path of a file saved on disk", path=where) from None
+        raise InputError.worded("not_regular", path=where, kind=Phrase("kind_folder")) from None
     except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror}", path=where) from None
+        raise InputError.worded("cannot_read", path=where, reason=exc.strerror) from None
     if len(data) > cap:
         raise InputError(_too_big(what, cap), path=where)
     return data
 
 
 def _too_big(what: str, cap: int) -> str:
-    return f"refused: larger than {cap // (1024 * 1024):,} MiB, the most scm-xl reads of {what}"
+    return f"refused: larger than {size_text(cap)}, the most scm-xl reads of {what}"
+
+
+def size_text(size: int) -> str:
+    """A cap in words: "64 MiB", "64 KiB", or bytes when it is neither a whole MiB nor KiB."""
+    for unit, name in ((1024 * 1024, "MiB"), (1024, "KiB")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit:,} {name}"
+    return f"{size:,} bytes"

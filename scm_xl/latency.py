@@ -89,6 +89,10 @@ KNEE_GRID_PER_OCTAVE = 8
 PROMPT_LEVEL_RATIO = 1.05
 # A soft knee (no slot limit, compute binds): the concurrency from which doubling gains under this.
 SOFT_KNEE_GAIN = 1.10
+# The fewest rows of one model the latency model is fitted on: one experiment would fix step(c) and
+# t0 exactly (no degree of freedom, nothing to check it against, and a forecast only at that one
+# concurrency); below this a model has no fit (`fit_model`: None; the workbook's sheet: unsolved).
+MIN_ROWS = 2
 
 ITL_TERMS = ("step", "d", "e")  # step(n): one per measured batch
 TTFT_TERMS = ("t0", "s", "b", "p", "q")
@@ -138,6 +142,9 @@ def observations(rows: Iterable[Any]) -> tuple[list[Observation], list[str]]:
         latency = row.latency_mean_s if getattr(row, "latency_mean_s", None) is not None else row.latency_p50_s
         if ttft is None or latency is None or row.mean_itl_s is None:
             skipped.append(f"{row.exp_id}: no TTFT, latency or ITL recorded")
+            continue
+        if not (ttft > 0 and latency > 0 and row.mean_itl_s > 0):  # the fit divides by each
+            skipped.append(f"{row.exp_id}: a TTFT, latency or ITL of 0 (every token in one chunk?)")
             continue
         good = row.ok_requests if row.ok_requests else row.total_requests
         prompt = row.prompt_tokens if row.prompt_tokens is not None else getattr(row, "prompt_level", None)
@@ -255,6 +262,17 @@ def step_name(knot: float) -> str:
 def varied(values: Sequence[float]) -> bool:
     """The largest over PROMPT_LEVEL_RATIO times the smallest."""
     return max(values) > min(values) * PROMPT_LEVEL_RATIO
+
+
+def efficiency_of(rows: Sequence[Observation]) -> float:
+    """The median Little's-law ratio TPS x latency / (c x L_out) of the rows (the workbook's
+    per-row "Little ratio" column and its median)."""
+    return median(r.tps * r.latency / (r.concurrency * r.output) for r in rows)
+
+
+def output_ratio_of(rows: Sequence[Observation]) -> float:
+    """The median share of max_tokens the requests reached, at most 1."""
+    return min(1.0, median(r.output / r.max_tokens for r in rows))
 
 
 def busy_share(n: float) -> float:
@@ -566,9 +584,10 @@ PROFILE = "profile"
 
 
 def fit_model(rows: Sequence[Observation], model: str, knee_given: float | None | str = PROFILE) -> ModelFit | None:
-    """The latency model of one served model's rows; None when too few rows to fit it. The knee is
-    profiled unless given (a slot count, or None for no knee: the workbook's knee cell)."""
-    if len(rows) < 2:
+    """The latency model of one served model's rows; None when too few rows to fit it (under
+    MIN_ROWS, or too few for the terms they vary). The knee is profiled unless given (a slot count,
+    or None for no knee: the workbook's knee cell)."""
+    if len(rows) < MIN_ROWS:
         return None
     prompts = _levels(r.prompt for r in rows)
     concurrency = sorted({r.concurrency for r in rows})
@@ -601,8 +620,7 @@ def fit_model(rows: Sequence[Observation], model: str, knee_given: float | None 
                              max(concurrency))
         else:
             knee, (terms, itl, ttft) = None, _profile(rows, None)[1]  # type: ignore[index]
-    little = [r.tps * r.latency / (r.concurrency * r.output) for r in rows]
-    efficiency = median(little)
+    efficiency = efficiency_of(rows)
     residuals = []
     for r in rows:
         predicted = _predict_row(itl, ttft, terms, knee, r)
@@ -613,7 +631,7 @@ def fit_model(rows: Sequence[Observation], model: str, knee_given: float | None 
     fit = ModelFit(
         model=model, terms=terms, itl=itl, ttft=ttft, knee_limit=knee, knee=knee_info, efficiency=efficiency,
         queue_share=1.0,
-        output_ratio=min(1.0, median(r.output / r.max_tokens for r in rows)),
+        output_ratio=output_ratio_of(rows),
         ttft_p95_ratio=None, latency_p95_ratio=None, sigma_log=sigma, dof=max(tps_dof, 0), rows=list(rows),
         concurrency_range=(concurrency[0], concurrency[-1]), prompt_levels=tuple(prompts),
         max_tokens_range=(min(r.max_tokens for r in rows), max(r.max_tokens for r in rows)))

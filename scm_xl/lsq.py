@@ -68,6 +68,7 @@ from scm_xl.model import (
     base_prompt_level, c_label, calibrate, check_rows, f_label, k_label, p_label, prompt_level_table, same_model,
     verdict_for,
 )
+from scm_xl.report_texts import Joined, Text
 
 CONFIDENCE = 0.90
 # An interaction cell must also move TPS by at least this much to be reported.
@@ -804,13 +805,18 @@ class InteractionCell:
     prompt_level: int | None = None  # the "concurrency x prompt" cells' prompt level
 
     def describe(self) -> str:
-        direction = "above" if self.effect_pct > 0 else "below"
+        """The cell in words: a report_texts.Text (its str the English; `say(lang)` another language)."""
+        return Text("with_rows", what=self.effect(), rows=self.rows)
+
+    def effect(self) -> Text:
+        """Where the cell is and how far TPS is from the separable model there (no row count)."""
+        direction = Text("above" if self.effect_pct > 0 else "below")
         if self.kind == PROMPT_KIND:
-            return (f"at concurrency {self.concurrency} and {self.prompt_level} prompt tokens TPS is "
-                    f"{abs(self.effect_pct):.0f}% {direction} what the separable model says ({self.rows} rows)")
-        where = (f"c={self.concurrency}, max_tokens={self.max_tokens}" if self.model is None
-                 else f"model={self.model}, c={self.concurrency}")
-        return f"{where}: measured {abs(self.effect_pct):.1f}% {direction} the separable model ({self.rows} rows)"
+            return Text("cell_prompt", c=self.concurrency, prompt=self.prompt_level, pct=abs(self.effect_pct),
+                        direction=direction)
+        where = (Text("cell_c_length", c=self.concurrency, length=self.max_tokens) if self.model is None
+                 else Text("cell_model_c", model=self.model, c=self.concurrency))
+        return Text("cell_measured", where=where, pct=abs(self.effect_pct), direction=direction)
 
 
 @dataclass(frozen=True)
@@ -826,11 +832,11 @@ class Plateau:
     prompt_level: int | None = None
 
     def describe(self) -> str:
-        prompt = f", prompt level {self.prompt_level}" if self.prompt_level is not None else ""
-        text = (f"model={self.model}, max_tokens={self.max_tokens}{prompt}: TPS flat from c={self.concurrency_from} "
-                f"to c={self.concurrency_to} ({self.tps_from:.1f} -> {self.tps_to:.1f}) while f predicts "
-                f"+{self.f_growth_pct:.0f}%")
-        return text + ("; requests failed or were rate limited there" if self.faults_at_or_above else "")
+        """The plateau in words: a report_texts.Text (its str the English; `say(lang)` another language)."""
+        return Text("plateau", model=self.model, length=self.max_tokens,
+                    prompt=Text("plateau_prompt", level=self.prompt_level) if self.prompt_level is not None else "",
+                    low=self.concurrency_from, high=self.concurrency_to, tps_low=self.tps_from, tps_high=self.tps_to,
+                    growth=self.f_growth_pct, faults=Text("plateau_faults") if self.faults_at_or_above else "")
 
 
 @dataclass
@@ -848,8 +854,8 @@ class InteractionCheck:
         return not self.broken and not self.plateaus
 
     def prompt_interaction(self) -> str | None:
-        """The concurrency x prompt interaction in words, led by the cell that moves TPS most
-        (None when no such cell breaks the separable model)."""
+        """The concurrency x prompt interaction in words (a report_texts.Text), led by the cell that
+        moves TPS most (None when no such cell breaks the separable model)."""
         cells = [c for c in self.broken if c.kind == PROMPT_KIND]
         if not cells:
             return None
@@ -857,25 +863,24 @@ class InteractionCheck:
         others = [c for c in self.cells if c.kind == PROMPT_KIND]
         low_c = min(c.concurrency for c in others)
         low_p = min(c.prompt_level or 0 for c in others)
-        where = worst.describe().rsplit(" (", 1)[0]
         if worst.concurrency > low_c and (worst.prompt_level or 0) > low_p:
-            lead = ("a longer prompt costs more at higher concurrency" if worst.effect_pct < 0
-                    else "a longer prompt costs less at higher concurrency than the separable model says")
+            lead = "lead_more_high" if worst.effect_pct < 0 else "lead_less_high"
         elif worst.concurrency == low_c and (worst.prompt_level or 0) > low_p:
-            lead = ("a longer prompt costs more at low concurrency" if worst.effect_pct < 0
-                    else "a longer prompt costs less at low concurrency than the separable model says")
+            lead = "lead_more_low" if worst.effect_pct < 0 else "lead_less_low"
         else:
-            lead = "the prompt length's cost depends on the concurrency"
-        return f"{lead}: {where}"
+            lead = "lead_depends"
+        return Text("prompt_interaction", lead=Text(lead), where=worst.effect())
 
     def summary(self) -> str:
+        """The check in words: a report_texts.Text (its str the English; `say(lang)` another language)."""
         if not self.testable:
-            return "not testable: no residual degrees of freedom (exactly identified design; add replicates or cells)"
+            return Text("separable_untestable")
         if self.separable:
-            return "no cell breaks the separable model"
+            return Text("separable_ok")
         parts = [c.describe() for c in self.broken] + [p.describe() for p in self.plateaus]
         prompt = self.prompt_interaction()
-        return (f"{prompt}. " if prompt else "") + "the separable model does not hold at: " + "; ".join(parts)
+        return Text("separable_summary", prompt=Text("separable_prompt", prompt=prompt) if prompt else "",
+                    broken=Text("separable_broken"), parts=Joined(tuple(parts), "parts_sep"))
 
 
 def interaction_check(result: LsqFit, statuses: Sequence[RowStatus] = (), *,

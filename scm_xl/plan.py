@@ -73,8 +73,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from scm_xl.collect.matrix import EXPERIMENT_KEYS, check_model_names, experiment_id
+from scm_xl.collect.matrix import (
+    EXPERIMENT_KEYS, MAX_MATRIX_BYTES, check_matrix_size, check_model_names, experiment_id,
+)
 from scm_xl.errors import InputError, UsageError
+from scm_xl.input_files import size_text
 
 DESIGNS: tuple[str, ...] = ("ofat", "full", "orthogonal")
 DEFAULT_TPS = 100.0
@@ -393,6 +396,9 @@ def make_plan(*, models: Sequence[str], concurrency: Sequence[int], max_tokens: 
     model_rank = {m: i for i, m in enumerate(models_)}
     distinct = sorted(set(cells), key=lambda cell: (model_rank[cell[0]], *cell[1:]))
     runs = tuple(cells.count(cell) for cell in distinct)
+    # what `collect --matrix` would refuse, refused before the experiments are made (or a file written)
+    check_matrix_size(models=len(models_), concurrency=concurrency_, max_tokens=lengths, prompt_levels=len(prompts),
+                      requests_per_slot=requests_per_slot, experiments=repeats * sum(runs))
     numbered_repeats = repeats * max(runs)
 
     rng = random.Random(seed)
@@ -418,7 +424,13 @@ def write_plan(plan: Plan, path: str | Path, *, tps: float = DEFAULT_TPS, overwr
     target = Path(path)
     if target.exists() and not overwrite:
         raise InputError("already exists (use --force to replace it)", path=str(target))
+    text = plan.to_toml(tps)
+    size = len(text.encode("utf-8"))
+    if size > MAX_MATRIX_BYTES:
+        raise InputError(f"refused: the matrix file would be {size:,} bytes, above {size_text(MAX_MATRIX_BYTES)}, the "
+                         "most `scm-xl collect --matrix` reads: fewer levels or repeats (or shorter model names)",
+                         path=str(target))
     try:
-        target.write_text(plan.to_toml(tps), encoding="utf-8")
+        target.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write file: {exc.strerror}", path=str(target)) from exc

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from scm_xl.model import Analysis, Prediction, RowCheck, Solution, same_model
 from scm_xl.outputs import atomic_write_text
 from scm_xl.terminal import table, terminal_width, wrapped
-from scm_xl.report_texts import PHYSICS_NAMES, words
+from scm_xl.report_texts import PHYSICS_NAMES, say, words
 from scm_xl.rules import ROLE_NAMES, TEXTS, VERDICT_NAMES
 from scm_xl.verify import Verification
 
@@ -131,20 +131,21 @@ def _verdict(verdict: Any, lang: Lang) -> str:
 
 
 def _separable(holdout: dict[str, Any], lang: Lang) -> str:
-    """The least-squares interaction check in words (`InteractionCheck.summary` in English; the
-    cells and plateaus it names keep their English detail)."""
-    if lang == "en":
-        return str(holdout.get("interaction_summary", NA))
+    """The least-squares interaction check in words (`InteractionCheck.summary`, a Text, in
+    `lang`); a summary that is plain text (a report read back) is put together from its parts."""
+    summary = holdout.get("interaction_summary")
+    if lang == "en" or summary is None or hasattr(summary, "say"):
+        return str(say(summary, lang)) if summary is not None else words(lang)["na"]
     t = words(lang)
-    if "interaction_summary" not in holdout:
-        return t["na"]
     if holdout.get("sigma_log") is None:  # no residual degrees of freedom: nothing testable
         return t["separable_untestable"]
     if holdout.get("separable"):
         return t["separable_ok"]
     prompt = holdout.get("prompt_interaction")
     parts = [*(holdout.get("interactions") or []), *(holdout.get("plateaus") or [])]
-    return (t["separable_prompt"].format(prompt=prompt) if prompt else "") + t["separable_broken"] + "; ".join(parts)
+    lead = t["separable_prompt"].format(prompt=say(prompt, lang)) if prompt else ""
+    return t["separable_summary"].format(prompt=lead, broken=t["separable_broken"],
+                                         parts=t["parts_sep"].join(str(say(part, lang)) for part in parts))
 
 
 def render_latency(latency: dict[str, Any], *, lang: Lang = "en") -> str:
@@ -351,14 +352,14 @@ def render_verification(v: Verification, limit: int = 20, *, lang: Lang = "en") 
     """The verification for people: the causes first (typed rows the formulas do not cover,
     formula cells typed over), then the cells that disagree because of them, each list cut at
     `limit` with how many more there are. The cells themselves are named as the verification
-    names them (sheet, address, values: English)."""
+    names them (sheet, address, values), in `lang`."""
     t = words(lang)
     if v.ok:  # every formula cell; 80 columns
         return t["verified"].format(cells=v.cells_compared, engine=v.engine)
     lines = []
     if v.uncovered:
         lines.append(t["not_covered"].format(n=len(v.uncovered), rows=v.rows_covered))
-        lines += _first([f"  {row}" for row in v.uncovered], limit, "row", lang=lang)
+        lines += _first([f"  {say(row, lang)}" for row in v.uncovered], limit, "row", lang=lang)
     if v.mismatches or v.unexpected:
         lines.append(t["mismatch"].format(n=len(v.mismatches) + len(v.unexpected), cells=v.cells_compared,
                                           engine=v.engine))
@@ -367,12 +368,12 @@ def render_verification(v: Verification, limit: int = 20, *, lang: Lang = "en") 
         if typed:
             one = len(typed) == 1
             lines.append(t["typed_over_one" if one else "typed_over_many"].format(n=len(typed)))
-            lines += _first([f"  {m}" for m in typed], limit, "cell", lang=lang)
+            lines += _first([f"  {m.describe(lang)}" for m in typed], limit, "cell", lang=lang)
             rest = len(others) + len(v.unexpected)
             if rest:
                 verb = t["disagrees_one" if rest == 1 else "disagrees_many"]
                 lines.append(t["others_after_one" if one else "others_after_many"].format(n=rest, verb=verb))
-        lines += _first([f"  {m}" for m in others], limit, "cell", lang=lang)
+        lines += _first([f"  {m.describe(lang)}" for m in others], limit, "cell", lang=lang)
         lines += _first([t["no_reference"].format(ref=ref) for ref in v.unexpected], limit, "cell", lang=lang)
     return "\n".join(lines)
 

@@ -9,13 +9,24 @@ downward. What already has its words elsewhere is taken from there: the roles an
 (scm_xl.rules.TEXTS, through RowStatus.reason, RowCheck.note, PhysicsChecks.text), the
 "unreachable" of an inverse answer (TEXTS), the sheet a workbook opens on (its layout's title).
 
-"{x}" marks a value spliced in with str.format. The English sentences are the ones the commands
-always printed; tests compare them to the character.
+"{x}" marks a value spliced in with str.format (format specs included: "{cells:,}"). The English
+sentences are the ones the commands always printed; tests compare them to the character.
+
+Where the library makes a sentence (fill's progress steps and notes, verify's cells that
+disagree, the least-squares check of the separable model in scm_xl.lsq) it returns data: a
+`Text`, a str whose value is the English sentence (so the JSON, every English caller and the
+tests that compare English see what they always did) that keeps its template's name and values,
+so `say(text, "zh")` words the same facts in Chinese. A plain str says itself in any language;
+anything else with a `say(lang)` (scm_xl.slo_texts' Texts) says itself through it.
 """
 
 from __future__ import annotations
 
+
 from scm_xl.rules import Lang
+from scm_xl.words import Joined as _Joined
+from scm_xl.words import Text as _Text
+from scm_xl.words import say
 
 WORDS: dict[Lang, dict[str, str]] = {
     "en": {
@@ -49,7 +60,27 @@ WORDS: dict[Lang, dict[str, str]] = {
                                 "add replicates or cells)",
         "separable_ok": "no cell breaks the separable model",
         "separable_broken": "the separable model does not hold at: ",
+        "separable_summary": "{prompt}{broken}{parts}",
         "separable_prompt": "{prompt}. ",
+        # the cells and plateaus that break it (scm_xl.lsq's InteractionCell, Plateau, InteractionCheck)
+        "above": "above", "below": "below",
+        "parts_sep": "; ",
+        "with_rows": "{what} ({rows} rows)",
+        "cell_prompt": "at concurrency {c} and {prompt} prompt tokens TPS is {pct:.0f}% {direction} what the "
+                       "separable model says",
+        "cell_measured": "{where}: measured {pct:.1f}% {direction} the separable model",
+        "cell_c_length": "c={c}, max_tokens={length}",
+        "cell_model_c": "model={model}, c={c}",
+        "plateau": "model={model}, max_tokens={length}{prompt}: TPS flat from c={low} to c={high} "
+                   "({tps_low:.1f} -> {tps_high:.1f}) while f predicts +{growth:.0f}%{faults}",
+        "plateau_prompt": ", prompt level {level}",
+        "plateau_faults": "; requests failed or were rate limited there",
+        "prompt_interaction": "{lead}: {where}",
+        "lead_more_high": "a longer prompt costs more at higher concurrency",
+        "lead_less_high": "a longer prompt costs less at higher concurrency than the separable model says",
+        "lead_more_low": "a longer prompt costs more at low concurrency",
+        "lead_less_low": "a longer prompt costs less at low concurrency than the separable model says",
+        "lead_depends": "the prompt length's cost depends on the concurrency",
         "loo_latency": "leave-one-out, latency: MAPE {mape}, max {max} over {rows} rows, verdict {verdict} "
                        "(TTFT + (L - 1) x ITL, every prompt level)",
         "knee": "knee: {knee}",
@@ -74,6 +105,14 @@ WORDS: dict[Lang, dict[str, str]] = {
         "others_after_many": "  {n} other {verb} (they may follow from the cells above):",
         "disagrees_one": "cell disagrees", "disagrees_many": "cells disagree",
         "no_reference": "  {ref}: no reference value",
+        # a cell that disagrees (scm_xl.verify.Mismatch), a typed row the formulas do not cover
+        "not_a_formula": "(not a formula: the cell was typed over)",
+        "cell_typed_over": "{ref} {not_a_formula}, reference {expected}{hint}",
+        "cell_hint": "; {hint}",
+        "cell_differs": "{ref}: workbook {actual}, reference {expected}",
+        "cell_empty": "None",
+        "uncovered_row": "row {row} ({exp_id})",
+        "uncovered_no_id": "row {row} (no exp_id)",
         "more_row": "  ... and {n} more (every row: the JSON report, --json)",
         "more_cell": "  ... and {n} more (every cell: the JSON report, --json)",
         # the workbook's own answers, and what fill and verify end with
@@ -88,6 +127,35 @@ WORDS: dict[Lang, dict[str, str]] = {
         "failed_verification": "the workbook failed verification: {target} was {what}; the workbook that failed is "
                                "{shown}",
         "left_as_it_was": "left as it was", "not_written": "not written",
+        # fill's and verify's steps on stderr (after "scm-xl [   0.0 s] ")
+        "step_read": "read {path}",
+        "step_rebuild": "rebuild {path}",
+        "step_build": "build the workbook",
+        "step_save": "save the workbook",
+        "step_recalculate": "recalculate with {engine}",
+        "step_compare": "compare {cells:,} formula cells with the reference",
+        "step_store": "store the computed values in the file",
+        "step_write": "write {path}",
+        "step_holdout": "hold-out (leave-one-out)",
+        # fill's notes: the per-request records, a person's comments, rows the workbook cannot use
+        "requests_several": "per-request records are read beside one results CSV: with several, the workbook has "
+                            "none (its SLO attainment and goodput stay empty)",
+        "requests_none": "{reason}: the workbook has no per-request records (its SLO attainment and goodput stay "
+                         "empty)",
+        "requests_wildcard": "exp_id {exp_id!r} holds *, ? or ~, which spreadsheet lookups read as a pattern: the "
+                             "per-request records are not put in the workbook",
+        "requests_read": "per-request records: {n:,} measured requests from {path} (the workbook's SLO sheet judges "
+                         "them)",
+        "requests_half_line": "{path}:{line}: a half-written last line is left out",
+        "comment_lost": "the comment on {where} (row of {exp_id}) is not kept: {exp_id} is not in the new data; it "
+                        "read: {text}",
+        "comment_rewritten": "the comment on {where} is kept on {now}, but scm-xl rewrote that cell: {before} is now "
+                             "{after}",
+        "comment_moved": "{where} (moved with {exp_id})",
+        "row_unusable": "row {row}: {reason}",
+        "row_only_notes": "row {row} holds only notes or a source and no experiment: it is not used",
+        "row_no_display": "row {row}'s TPS/role/status cells hold no formula (an inserted row?): they stay blank "
+                          "until `scm-xl fill --workbook` rebuilds them; the calculation is not affected",
         # the caveats of an answer
         "verdict_line": "consistency verdict: {verdict} ({rows}, MAPE {mape}{short})",
         "check_rows_one": "{n} check row", "check_rows_many": "{n} check rows",
@@ -177,7 +245,25 @@ WORDS: dict[Lang, dict[str, str]] = {
         "separable_untestable": "无法检验：没有剩余自由度（设计恰好识别；请增加重复实验或单元）",
         "separable_ok": "没有单元破坏可分离模型",
         "separable_broken": "可分离模型在以下位置不成立：",
-        "separable_prompt": "{prompt}；",
+        "separable_summary": "{prompt}{broken}{parts}",
+        "separable_prompt": "{prompt}。",
+        "above": "高", "below": "低",
+        "parts_sep": "；",
+        "with_rows": "{what}（{rows} 行）",
+        "cell_prompt": "在并发 {c}、提示 {prompt} token 处，TPS 比可分离模型的预测{direction} {pct:.0f}%",
+        "cell_measured": "{where}：实测比可分离模型{direction} {pct:.1f}%",
+        "cell_c_length": "并发 {c}、max_tokens {length}",
+        "cell_model_c": "模型 {model}、并发 {c}",
+        "plateau": "模型 {model}，max_tokens {length}{prompt}：TPS 从并发 {low} 到并发 {high} 持平"
+                   "（{tps_low:.1f} -> {tps_high:.1f}），而 f 预测增长 +{growth:.0f}%{faults}",
+        "plateau_prompt": "，提示长度档位 {level}",
+        "plateau_faults": "；这些并发下有请求失败或被限流",
+        "prompt_interaction": "{lead}：{where}",
+        "lead_more_high": "较长的提示在较高并发下代价更大",
+        "lead_less_high": "较长的提示在较高并发下的代价比可分离模型所说的小",
+        "lead_more_low": "较长的提示在低并发下代价更大",
+        "lead_less_low": "较长的提示在低并发下的代价比可分离模型所说的小",
+        "lead_depends": "提示长度的代价随并发而变",
         "loo_latency": "留一法，延迟模型：MAPE {mape}，最大 {max}，共 {rows} 行，判定 {verdict}"
                        "（TTFT + (L - 1) x ITL，所有提示长度档位）",
         "knee": "拐点：{knee}",
@@ -200,6 +286,13 @@ WORDS: dict[Lang, dict[str, str]] = {
         "others_after_many": "  另有 {n} 个{verb}（可能源于上面的单元格）：",
         "disagrees_one": "单元格不一致", "disagrees_many": "单元格不一致",
         "no_reference": "  {ref}：没有参考值",
+        "not_a_formula": "（不是公式：该单元格被手工覆盖）",
+        "cell_typed_over": "{ref}{not_a_formula}，参考值 {expected}{hint}",
+        "cell_hint": "；{hint}",
+        "cell_differs": "{ref}：工作簿 {actual}，参考值 {expected}",
+        "cell_empty": "空白",
+        "uncovered_row": "第 {row} 行（{exp_id}）",
+        "uncovered_no_id": "第 {row} 行（没有 exp_id）",
         "more_row": "  ……另有 {n} 行（全部见 JSON 报告，--json）",
         "more_cell": "  ……另有 {n} 个单元格（全部见 JSON 报告，--json）",
         "wb_inverse": "工作簿的反推：{at}目标 {target} TPS -> 并发 {c}（预测 {tps} TPS）",
@@ -212,6 +305,29 @@ WORDS: dict[Lang, dict[str, str]] = {
         "next_open": "下一步：打开 {path}（打开即是“{sheet}”工作表），或用 scm-xl report 生成 HTML 页面",
         "failed_verification": "工作簿未通过验证：{target} {what}；未通过验证的工作簿是 {shown}",
         "left_as_it_was": "保持原样", "not_written": "未写入",
+        "step_read": "读取 {path}",
+        "step_rebuild": "重建 {path}",
+        "step_build": "生成工作簿",
+        "step_save": "保存工作簿",
+        "step_recalculate": "用 {engine} 重算",
+        "step_compare": "将 {cells:,} 个公式单元格与参考值比较",
+        "step_store": "把计算出的值存入文件",
+        "step_write": "写入 {path}",
+        "step_holdout": "留一法检验",
+        "requests_several": "逐请求记录只从单个结果 CSV 旁读取：给了多个结果 CSV 时，工作簿里没有逐请求记录（其 SLO "
+                            "达成率和 goodput 留空）",
+        "requests_none": "{reason}：工作簿里没有逐请求记录（其 SLO 达成率和 goodput 留空）",
+        "requests_wildcard": "exp_id {exp_id!r} 含有 *、? 或 ~，电子表格的查找会把它当作通配模式：逐请求记录没有写入"
+                             "工作簿",
+        "requests_read": "逐请求记录：{path} 中的 {n:,} 个实测请求（由工作簿的 SLO 工作表评判）",
+        "requests_half_line": "{path}:{line}：最后一行只写了一半，已略去",
+        "comment_lost": "{where} 上的批注（{exp_id} 所在行）未保留：新数据中没有 {exp_id}；批注原文：{text}",
+        "comment_rewritten": "{where} 上的批注保留在 {now}，但 scm-xl 改写了该单元格：{before} 现在是 {after}",
+        "comment_moved": "{where}（随 {exp_id} 移动）",
+        "row_unusable": "第 {row} 行：{reason}",
+        "row_only_notes": "第 {row} 行只有备注或来源，没有实验：不使用",
+        "row_no_display": "第 {row} 行的 TPS、角色和状态三格没有公式（是插入的行吗？）：在 `scm-xl fill --workbook` "
+                          "重建它们之前保持空白；计算不受影响",
         "verdict_line": "一致性判定：{verdict}（{rows}，MAPE {mape}{short}）",
         "check_rows_one": "{n} 个检验行", "check_rows_many": "{n} 个检验行",
         "excellent_needs": "；优秀需要至少 {n} 个",
@@ -296,9 +412,22 @@ def words(lang: Lang) -> dict[str, str]:
     return WORDS.get(lang, WORDS["en"])
 
 
-def describe_reasons(names: list[str] | tuple[str, ...], lang: Lang) -> str:
-    """solve's binding constraints (scm_xl.constrained's names) in words; "" for none."""
-    from scm_xl.constrained import REASON_WORDS
+class Text(_Text):
+    """A sentence of WORDS (see scm_xl.words): its English as a str, `say(lang)` in either language."""
 
-    table = REASON_NAMES_ZH if lang == "zh" else REASON_WORDS
-    return words(lang)["reasons_sep"].join(table.get(name, REASON_WORDS.get(name, name)) for name in names)
+    table = WORDS
+
+
+class Joined(_Joined):
+    """Items joined by a separator of WORDS (`sep`, a key: list_sep, parts_sep, ...)."""
+
+    table = WORDS
+
+
+def describe_reasons(names: list[str] | tuple[str, ...], lang: Lang) -> str:
+    """solve's binding constraints (scm_xl.constrained's names) in Chinese; "" for none. The English
+    are scm_xl.constrained's (REASON_WORDS): `constrained.describe_reasons(names, lang)` words them
+    in either language, through this one for Chinese. (No import of scm_xl.constrained here: it
+    imports scm_xl.lsq, which takes its words from this module.)"""
+    table = REASON_NAMES_ZH if lang == "zh" else {}
+    return words(lang)["reasons_sep"].join(table.get(name, name) for name in names)

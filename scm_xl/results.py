@@ -13,7 +13,8 @@ evidence is unclear; the delimiter (comma, semicolon or tab) is taken from the h
 A semicolon file may write numbers the European way, decimal comma and "." between
 thousands (1.234,5): which convention a file uses is decided from all its numbers
 (`_number_convention`), and a number that reads two ways in a file that shows neither is
-refused; elsewhere a comma inside a number is refused.
+refused; elsewhere a comma inside a number is refused, and a whole number written with dots
+(2.000, 12.345.678) is read by the same rule from the file's other numbers (`_number_convention`).
 
 Only regular files are read, and at most MAX_RESULTS_BYTES of each (`scm_xl.input_files`).
 
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
+from scm_xl.error_texts import Joined, Phrase
 from scm_xl.errors import InputError
 from scm_xl.input_files import read_capped, refuse_non_regular
 from scm_xl.outputs import atomic_write_text
@@ -85,6 +87,13 @@ MAX_WHOLE_NUMBER = 2**53
 # (measured: codes of 1.95e14 decode right, of 2.3e14 and 3.9e14 wrong); ironcalc and the
 # formulas engine are exact up to 2^53. `check_cell_codes` applies it.
 MAX_CELL_CODE = 2 * 10**14
+# A row's TPS (total_output_tokens / total_time_s), when not 0, lies within these: the engines take
+# numbers this close to 0 for 0 (IronCalc read a TPS of 5e-17 as 0: "no output tokens") and lose the
+# digits of ratios between TPS this far apart (a TPS of 5e18 broke the calibration); a workbook of
+# rows from 1e-6 to 1e9 tok/s together verifies. One token in 11.6 days, a billion tokens a
+# second. `check_tps` applies them.
+MIN_TPS = 1e-6
+MAX_TPS = 1e9
 # The most of a results CSV read (one line per experiment: some 300,000 rows of every column).
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
 
@@ -148,8 +157,7 @@ def normalise_override(value: str | None) -> str | None:
         return None
     word = _OVERRIDE_WORDS.get(value.strip().lower())
     if word is None:
-        raise InputError(f"unrecognised override {_quote(value)}: use include or exclude "
-                         f"(also accepted: in/ex, 1/0, yes/no, 纳入/剔除)", column="override")
+        raise InputError.worded("override", column="override", value=_quote(value))
     return word
 
 
@@ -253,44 +261,57 @@ class ResultsTable:
 
 
 def read_results(path: str | Path) -> ResultsTable:
-    """Read and validate a whole results CSV; raise InputError at the first problem."""
+    """Read and validate a whole results CSV; raise InputError at the first problem.
+
+    A file holding shards of `collect --shard` without all of them (shard 1/3 alone) warns of
+    each one missing, as `read_results_many` does for several files (`_check_shards`)."""
+    table = _read_one(path)
+    table.warnings.extend(_check_shards([table]))
+    return table
+
+
+def _read_one(path: str | Path) -> ResultsTable:
+    """`read_results` without the check of its shards (read_results_many checks them over all files)."""
     where = str(path)
     text, encoding = _read_text(where)
     delimiter = sniff_delimiter(text)
     records = _parse_records(where, text, delimiter)
     if not records:
-        raise InputError("empty file: no header row", path=where, line=1)
+        raise InputError.worded("empty_file", path=where, line=1)
     header_line, header_cells = records[0]
     columns, warnings = _map_header(where, header_line, header_cells)
     # Errors name a column as the file's header spells it (Chinese files get Chinese names).
     shown = {canonical: _header_name(header_cells[index]) for index, canonical in columns.items()}
     tps_index = next((index for index, canonical in columns.items() if canonical == "tps"), None)
     if len(records) == 1:
-        raise InputError("no data rows", path=where, line=header_line)
+        raise InputError.worded("no_data_rows", path=where, line=header_line)
     if encoding in _LEGACY_ENCODINGS:
         warnings.insert(0, f"{where}: not UTF-8; read as {_LEGACY_ENCODINGS[encoding]}: check its names, "
                            "or save it from the spreadsheet as \"CSV UTF-8\"")
-    decimal_comma = delimiter == ";" and _number_convention(where, records[1:], columns, shown) == "comma"
+    # "comma": "." between thousands; in a semicolon file "," also before the decimals (1.234,5)
+    convention = _number_convention(where, records[1:], columns, shown, semicolon=delimiter == ";")
+    decimal_comma, dot_thousands = convention == "comma" and delimiter == ";", convention == "comma"
 
     rows: list[ResultRow] = []
     first_line_of: dict[str, int] = {}
     for line, cells in records[1:]:
         if len(cells) != len(header_cells):
-            raise InputError(f"expected {len(header_cells)} fields (as in the header) "
-                             f"but found {len(cells)}", path=where, line=line)
+            raise InputError.worded("field_count", path=where, line=line, expected=len(header_cells),
+                                    found=len(cells))
         try:
-            values: dict[str, Any] = {canonical: _parse_cell(canonical, cells[index], decimal_comma=decimal_comma)
+            values: dict[str, Any] = {canonical: _parse_cell(canonical, cells[index], decimal_comma=decimal_comma,
+                                                              dot_thousands=dot_thousands)
                                       for index, canonical in columns.items()}
             given_tps = values.pop("tps", None)
             row = ResultRow(**values, line=line, source=where)
             _check_output_tokens(row)
+            check_tps(row)  # after the count: a count no request can return is the problem to name
         except InputError as exc:
             column = shown.get(exc.column or "", exc.column)
-            raise InputError(exc.problem, path=where, line=line, column=column) from exc
+            raise exc.located(path=where, line=line, column=column) from exc
         if row.exp_id in first_line_of:
-            raise InputError(f"duplicate exp_id {_quote(row.exp_id)} "
-                             f"(first used on line {first_line_of[row.exp_id]})",
-                             path=where, line=line, column=shown["exp_id"])
+            raise InputError.worded("duplicate_exp_id", path=where, line=line, column=shown["exp_id"],
+                                    exp_id=_quote(row.exp_id), first=first_line_of[row.exp_id])
         first_line_of[row.exp_id] = line
         given_tps_text = cells[tps_index].strip() if tps_index is not None else ""
         warnings.extend(_row_warnings(where, row, given_tps, given_tps_text, shown))
@@ -299,7 +320,7 @@ def read_results(path: str | Path) -> ResultsTable:
         check_cell_codes(rows)
     except InputError as exc:
         column = shown.get(exc.column or "", exc.column)
-        raise InputError(exc.problem, path=where, line=exc.line, column=column) from None
+        raise exc.located(path=where, line=exc.line, column=column) from None
     return ResultsTable(path=where, rows=rows, warnings=warnings, encoding=encoding, delimiter=delimiter,
                         sources=[where])
 
@@ -314,18 +335,19 @@ def read_results_many(paths: Sequence[str | Path], *, rename_duplicates: bool = 
     missing one is warned about (`_check_shards`).
     """
     if not paths:
-        raise InputError("no results file given")
+        raise InputError.worded("no_results_given")
     seen_files: dict[str, str] = {}
     tables = []
     for path in paths:
         real = os.path.realpath(path)
         if real in seen_files:
-            raise InputError(f"given twice (also as {seen_files[real]})", path=str(path))
+            raise InputError.worded("given_twice", path=str(path), other=seen_files[real])
         seen_files[real] = str(path)
-        tables.append(read_results(path))
-    if len(tables) == 1:
-        return tables[0]
+        tables.append(_read_one(path))
     shard_warnings = _check_shards(tables)  # before the exp_ids: shards of two matrices share them
+    if len(tables) == 1:
+        tables[0].warnings.extend(shard_warnings)
+        return tables[0]
     rows: list[ResultRow] = []
     warnings: list[str] = []
     first_place: dict[str, str] = {}
@@ -410,6 +432,28 @@ def _unused_id(candidate: str, taken: dict[str, str]) -> str:
     return f"{candidate}-{number}"
 
 
+def check_tps(row: ResultRow) -> None:
+    """InputError (column total_time_s) when the row's TPS (finite: ResultRow checks that) is not 0
+    and outside MIN_TPS..MAX_TPS, which the workbook cannot compute right."""
+    tps = row.tps
+    ratio = f"total_output_tokens / total_time_s = {row.total_output_tokens} / {_format_cell(row.total_time_s)}"
+    if 0 < tps < MIN_TPS:
+        raise InputError(f"{ratio} = {tps:.3g} tok/s, below {MIN_TPS:g} tok/s, the least TPS the workbook computes "
+                         "right (its engines take a number so close to 0 for 0): total_time_s is too large; "
+                         "is it in seconds?", column="total_time_s")
+    if tps > MAX_TPS:
+        raise InputError(f"{ratio} = {tps:.3g} tok/s, above {MAX_TPS:g} tok/s, the most the workbook computes "
+                         "right (ratios of its TPS lose their digits): total_time_s is too small; is it in "
+                         "seconds?", column="total_time_s")
+
+
+def cell_code_scale(models: int, largest_max_tokens: int, prompt_levels: int, largest_concurrency: int) -> int:
+    """One more than the largest workbook cell code of such levels (workbook.layout's cell code):
+    (models + 1) x (largest max_tokens + 1) x (prompt levels + 1) x (largest concurrency + 1); it
+    must not pass MAX_CELL_CODE."""
+    return (models + 1) * (largest_max_tokens + 1) * (prompt_levels + 1) * (largest_concurrency + 1)
+
+
 def check_cell_codes(rows: Sequence[ResultRow]) -> None:
     """InputError (naming the row that passes it, by its source and line) when the rows' levels
     make a workbook cell code of MAX_CELL_CODE or more, which the workbook would take apart wrongly.
@@ -432,7 +476,7 @@ def check_cell_codes(rows: Sequence[ResultRow]) -> None:
             if getattr(row, column) > largest[column]:
                 largest[column] = getattr(row, column)
                 grew.append(column)
-        size = (len(models) + 1) * (largest["max_tokens"] + 1) * (len(levels) + 1) * (largest["concurrency"] + 1)
+        size = cell_code_scale(len(models), largest["max_tokens"], len(levels), largest["concurrency"])
         if size > MAX_CELL_CODE:
             column = grew[-1]  # concurrency, else max_tokens, else what else this row added
             raise InputError(
@@ -521,7 +565,7 @@ def _read_text(where: str) -> tuple[str, str]:
         if encoding != "utf-8-sig" or data.startswith(b"\xef\xbb\xbf"):  # a BOM says UTF-8
             line = data.count(b"\n", 0, exc.start) // (2 if encoding.startswith("utf-16") else 1) + 1
             name = "UTF-8" if encoding == "utf-8-sig" else encoding.upper()
-            raise InputError(f"not valid {name} text", path=where, line=line) from None
+            raise InputError.worded("not_valid_text", path=where, line=line, encoding=name) from None
         legacy = _legacy_encoding(data)
         try:
             if legacy is None:
@@ -529,12 +573,10 @@ def _read_text(where: str) -> tuple[str, str]:
             text, encoding = data.decode(legacy), legacy
         except UnicodeDecodeError:
             line = data.count(b"\n", 0, exc.start) + 1
-            raise InputError("not a CSV in UTF-8, UTF-16, GB18030/GBK or Windows-1252 (its bytes do not show "
-                             "clearly which, if any): save it from the spreadsheet as \"CSV UTF-8\"",
-                             path=where, line=line) from None
+            raise InputError.worded("unknown_encoding", path=where, line=line) from None
     if "\0" in text:
         line = text.count("\n", 0, text.index("\0")) + 1
-        raise InputError("not a CSV text file (it contains NUL bytes)", path=where, line=line)
+        raise InputError.worded("nul_bytes", path=where, line=line)
     return text.lstrip("\ufeff"), ("utf-8" if encoding == "utf-8-sig" else encoding)
 
 
@@ -552,12 +594,9 @@ def refuse_spreadsheet_file(path: str | Path) -> None:
 
 def _refuse_spreadsheet(where: str, head: bytes) -> None:
     if head.startswith(b"PK\x03\x04"):
-        raise InputError("this is a workbook (.xlsx), not a results CSV: to check it run "
-                         f"`scm-xl verify {where}`; to add a CSV's rows to it run "
-                         f"`scm-xl fill RESULTS.csv --workbook {where}`", path=where)
+        raise InputError.worded("is_workbook", path=where, where=where)
     if head.startswith(b"\xd0\xcf\x11\xe0"):
-        raise InputError("this is an old Excel .xls file, not a CSV: in Excel use "
-                         "File > Save As > CSV UTF-8", path=where)
+        raise InputError.worded("is_xls", path=where)
 
 
 def _guess_encoding(data: bytes) -> str:
@@ -675,7 +714,7 @@ def _parse_records(where: str, text: str, delimiter: str = ",") -> list[tuple[in
             records.append((start, cells))
             start = reader.line_num + 1
     except csv.Error as exc:
-        raise InputError(f"bad CSV: {exc}", path=where, line=start) from None
+        raise InputError.worded("bad_csv", path=where, line=start, reason=str(exc)) from None
     return [(line, cells) for line, cells in records if any(cell.strip() for cell in cells)]
 
 
@@ -691,24 +730,22 @@ def _map_header(where: str, line: int, cells: list[str]) -> tuple[dict[int, str]
             warnings.append(f"{where}:{line}: ignored column {_quote(name)}")
         elif canonical in found_at:
             first = found_at[canonical]
-            raise InputError(f"duplicate column: {_quote(_header_name(cells[first]))} "
-                             f"(column {first + 1}) is also {canonical}",
-                             path=where, line=line, column=name)
+            raise InputError.worded("duplicate_column", path=where, line=line, column=name,
+                                    name=_quote(_header_name(cells[first])), index=first + 1, canonical=canonical)
         else:
             columns[index] = canonical
             found_at[canonical] = index
     missing = [column for column in REQUIRED_COLUMNS if column not in found_at]
     if missing:
-        accepted = "; ".join(_accepted_headers(column) for column in missing)
-        plural = "s" if len(missing) > 1 else ""
-        raise InputError(f"missing required column{plural} {', '.join(missing)} "
-                         f"(accepted headers: {accepted})", path=where, line=line)
+        accepted = Joined(tuple(_accepted_headers(column) for column in missing), "alt_sep")
+        raise InputError.worded("missing_columns" if len(missing) > 1 else "missing_column", path=where,
+                                line=line, names=Joined(tuple(missing)), accepted=accepted)
     return columns, warnings
 
 
-def _accepted_headers(column: str) -> str:
+def _accepted_headers(column: str) -> Joined:
     chinese = [header for header, canonical in CHINESE_HEADERS.items() if canonical == column]
-    return " or ".join([column, *chinese])
+    return Joined((column, *chinese), "or_sep")
 
 
 def _header_name(cell: str) -> str:
@@ -733,13 +770,18 @@ def _number_style(text: str) -> str | None:
 
 
 def _number_convention(where: str, records: list[tuple[int, list[str]]], columns: dict[int, str],
-                       shown: dict[str, str]) -> str:
-    """"point" or "comma": the convention of a semicolon file's numbers, from all of them.
+                       shown: dict[str, str], *, semicolon: bool = True) -> str:
+    """"point" or "comma": the convention of a file's numbers, from all of them.
 
     A number with a decimal point and one with a decimal comma (or "." between thousands) in
     one file are refused, naming both; so is a number that reads two ways (2.000: 2 or 2000)
     when no other number shows the file's convention. Excel writes "." between thousands only
     for cells formatted so, and a file seldom has none with decimals, so this rarely refuses.
+
+    A comma or tab file (not `semicolon`) writes decimals with "." (a comma inside a number is
+    refused where the cell is read), so only its dots count, and of the numbers that read two ways
+    only those of a whole-number column (tokens, requests, levels: 2.000 is 2 or 2000; 1.234 s is
+    a time): a file holding one with no other number showing which is refused.
     """
     first: dict[str, tuple[int, str, str]] = {}  # style -> (line, column, text) of its first number
     for line, cells in records:
@@ -747,7 +789,11 @@ def _number_convention(where: str, records: list[tuple[int, list[str]]], columns
             if canonical not in NUMERIC_COLUMNS or index >= len(cells):
                 continue
             text = cells[index].strip()
+            if not semicolon and "," in text:
+                continue
             style = _number_style(text)
+            if style == "either" and not semicolon and canonical not in INT_COLUMNS:
+                continue
             if style is None or style in first:
                 continue
             first[style] = (line, shown[canonical], text)
@@ -773,17 +819,19 @@ def _number_convention(where: str, records: list[tuple[int, list[str]]], columns
     return "point"
 
 
-def _parse_cell(column: str, raw: str, *, decimal_comma: bool = False) -> int | float | str | None:
-    """A cell's value; `decimal_comma`: numbers are written 1.234,5 (see _number_convention)."""
+def _parse_cell(column: str, raw: str, *, decimal_comma: bool = False,
+                dot_thousands: bool = False) -> int | float | str | None:
+    """A cell's value; `decimal_comma`: numbers are written 1.234,5, `dot_thousands`: "." between
+    thousands (12.345.678) without a decimal comma (see _number_convention)."""
     text = raw.strip()
     if not text:
         if column in REQUIRED_COLUMNS:
-            raise InputError("required value is blank", column=column)
+            raise InputError.worded("blank", column=column)
         return None
-    if decimal_comma and column in NUMERIC_COLUMNS:
-        if _DOT_THOUSANDS.fullmatch(text):
+    if (decimal_comma or dot_thousands) and column in NUMERIC_COLUMNS:
+        if _DOT_THOUSANDS.fullmatch(text) and (decimal_comma or "," not in text):
             text = text.replace(".", "").replace(",", ".")
-        elif _DECIMAL_COMMA.fullmatch(text):
+        elif decimal_comma and _DECIMAL_COMMA.fullmatch(text):
             text = text.replace(",", ".")
     if column in INT_COLUMNS:
         return _parse_int(column, text)
@@ -795,17 +843,16 @@ def _parse_cell(column: str, raw: str, *, decimal_comma: bool = False) -> int | 
 def _parse_float(column: str, text: str) -> float:
     if not _NUMBER.fullmatch(text):
         if text.lstrip("+-").lower() in _NOT_FINITE:
-            raise InputError(f"not a finite number: {_quote(text)}", column=column)
-        hint = ""
+            raise InputError.worded("not_finite", column=column, text=_quote(text))
+        hint: Phrase | str = ""
         if _THOUSANDS.fullmatch(text):
-            hint = (f" (the comma looks like a thousands separator: write {text.replace(',', '')} "
-                    "without it; if it is a decimal comma, use '.')")
+            hint = Phrase("hint_thousands", plain=text.replace(",", ""))
         elif _COMMA_DECIMAL.fullmatch(text):
-            hint = " (use '.' as the decimal separator)"
-        raise InputError(f"not a number: {_quote(text)}{hint}", column=column)
+            hint = Phrase("hint_decimal_comma")
+        raise InputError.worded("not_a_number", column=column, text=_quote(text), hint=hint)
     value = float(text)
     if not math.isfinite(value):
-        raise InputError(f"not a finite number: {_quote(text)}", column=column)
+        raise InputError.worded("not_finite", column=column, text=_quote(text))
     return value
 
 
@@ -814,7 +861,7 @@ def _parse_int(column: str, text: str) -> int:
         return int(text)
     value = _parse_float(column, text)
     if not value.is_integer():
-        raise InputError(f"must be a whole number, got {_quote(text)}", column=column)
+        raise InputError.worded("whole_number", column=column, text=_quote(text))
     return int(value)
 
 
@@ -824,7 +871,7 @@ def _check_value(column: str, value: object) -> None:
         return
     if isinstance(value, str):
         if column in REQUIRED_COLUMNS and not value.strip():
-            raise InputError("required value is blank", column=column)
+            raise InputError.worded("blank", column=column)
         if len(value) > MAX_CELL_TEXT:
             raise InputError(f"text of {len(value):,} characters: a spreadsheet cell holds at most "
                              f"{MAX_CELL_TEXT:,}, so it would be cut; shorten it", column=column)
@@ -844,14 +891,14 @@ def _check_value(column: str, value: object) -> None:
         raise InputError(f"{_quote(_format_cell(value))} is larger than {MAX_WHOLE_NUMBER:,} (2^53), the largest "
                          "whole number a spreadsheet cell holds exactly", column=column)
     if not math.isfinite(value):
-        raise InputError(f"not a finite number: {value}", column=column)
+        raise InputError.worded("not_finite", column=column, text=value)
     if value != 0 and abs(value) < SMALLEST_SPREADSHEET_NUMBER:
         raise InputError(f"{_format_cell(value)} is closer to zero than a spreadsheet can store "
                          "(it would read as 0)", column=column)
     if column in _POSITIVE_COLUMNS and value <= 0:
-        raise InputError(f"must be positive, got {_format_cell(value)}", column=column)
+        raise InputError.worded("positive", column=column, value=_format_cell(value))
     if column in _NON_NEGATIVE_COLUMNS and value < 0:
-        raise InputError(f"must not be negative, got {_format_cell(value)}", column=column)
+        raise InputError.worded("non_negative", column=column, value=_format_cell(value))
 
 
 def _check_model_name(model: str, column: str = "model") -> None:

@@ -90,6 +90,15 @@ METHODS = ("chain", "lsq")  # the method cell: which coefficients the forward an
 # workbook, `predict`, `solve`, the report's calculator, `demo`).
 DEFAULT_METHOD = METHODS[0]
 LANGS: tuple[Lang, ...] = ("zh", "en")
+# The sizes of a matrix collect runs and plan writes, one home (scm_xl.collect.matrix.check_matrix_size
+# applies them before any traffic and before any file). Concurrency: each slot holds its own
+# connection, and one client reaches one server through at most 65,535 ports. Requests of one
+# experiment, warm-up included: each is recorded in memory before the experiment starts (10^8
+# took 18 GB before it was stopped). Experiments: as many as one workbook holds
+# (scm_xl.workbook.io.MAX_DATA_ROWS).
+MAX_CONCURRENCY = 65_535
+MAX_EXPERIMENT_REQUESTS = 1_000_000
+MAX_EXPERIMENTS = 100_000
 
 
 

@@ -22,7 +22,9 @@ and stops at the first limit passed:
 
 The limits (`XlsxLimits`, one home; the README's "Limits" section lists them) sit well above
 the largest workbook scm-xl writes: 100,000 raw rows, estimated from a measured 10,000-row fill
-(1.57 million cells, 85 MiB unpacked, rows to 11,072, 10 merged cells). The scan counts the
+(1.59 million cells, 89 MiB unpacked, rows to 11,074, 2,571 cells in merged ranges and array
+formulas), and hold it with its 200,000 per-request records too (tests/test_safety.py builds
+small ones and checks the figures on their lines to those sizes). The scan counts the
 XML as text, in pieces cut before a `<` so no tag is ever split; it reads 70-100 MiB of XML a
 second (a 10,000-row workbook: 1 s), so a bomb at any limit is refused in a few seconds. A
 file that passes is remembered (by inode, size and times, once they are two seconds old), so
@@ -52,9 +54,11 @@ EXCEL_COLUMNS = 16_384
 @dataclass(frozen=True)
 class XlsxLimits:
     """What a workbook may hold. The defaults, against scm-xl's own 100,000-row workbook
-    (estimated from 10,000 rows measured, x10): 15.7M cells, 7M in its largest sheet, rows to
-    about 110,100, 98 columns, 0.9 GiB unpacked, 0.4 GiB its largest part, 14 sheets, 10 merged
-    cells, compressed 10 to 1."""
+    (estimated from 10,000 rows measured, x10): 15.8M cells, 7M in its largest sheet, rows to
+    about 110,100, 98 columns, 0.9 GiB unpacked, 0.4 GiB its largest part, 32 parts, 16 sheets,
+    2,571 cells in merged ranges and array formulas, compressed 10 to 1; each at least 1.5 times
+    inside its limit. With 200,000 per-request records beside (slo_sheet.MAX_REQUEST_ROWS): 22.4M
+    cells, rows to 200,001, 1.4 GiB unpacked, still inside."""
 
     max_file_bytes: int = 512 * MIB  # the .xlsx on disk (100,000 rows: about 90 MB)
     max_parts: int = 10_000
@@ -111,8 +115,8 @@ def check_xlsx(path: str | Path, limits: XlsxLimits = DEFAULT_LIMITS) -> None:
     if key in _PASSED:
         return
     if stat.st_size > limits.max_file_bytes:
-        raise InputError(f"refused: the workbook is {_size(stat.st_size)} (limit {_size(limits.max_file_bytes)})",
-                         path=where)
+        raise InputError.worded("workbook_too_big", path=where, size=_size(stat.st_size),
+                                limit=_size(limits.max_file_bytes))
     try:
         archive = zipfile.ZipFile(where)
     except (zipfile.BadZipFile, OSError, ValueError):
@@ -341,8 +345,7 @@ def _scan_part(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: XlsxLimi
                 part.feed(decoder.decode(b"", final=True).encode("utf-8") if decoder is not None else b"",
                           final=True)
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError) as exc:
-        raise InputError(f"not a readable .xlsx workbook: part {info.filename} is damaged ({exc})",
-                         path=where) from exc
+        raise InputError.worded("damaged_part", path=where, name=info.filename, reason=str(exc)) from exc
 
 
 def _xml_encoding(head: bytes, named_xml: bool, name: str, where: str) -> str | None:
@@ -351,7 +354,7 @@ def _xml_encoding(head: bytes, named_xml: bool, name: str, where: str) -> str | 
     read, are refused: their bytes would slip past the scan."""
     if head.startswith((b"\x00\x00\xfe\xff", b"\xff\xfe\x00\x00", b"<\x00\x00\x00", b"\x00\x00\x00<",
                         b"\x4c\x6f\xa7\x94")):
-        raise InputError(f"refused: part {name} is XML in an encoding other than UTF-8 or UTF-16", path=where)
+        raise InputError.worded("xml_other_encoding", path=where, name=name)
     if head.startswith((b"\xff\xfe", b"<\x00")):
         return "utf-16-le"
     if head.startswith((b"\xfe\xff", b"\x00<")):
@@ -361,8 +364,7 @@ def _xml_encoding(head: bytes, named_xml: bool, name: str, where: str) -> str | 
     if head.lstrip(b" \t\r\n").startswith(b"<"):
         return "utf-8"
     if named_xml and head.strip(b" \t\r\n"):
-        raise InputError(f"refused: part {name} is not UTF-8 or UTF-16 XML (the encodings an .xlsx part may use)",
-                         path=where)
+        raise InputError.worded("xml_not_utf", path=where, name=name)
     return None
 
 

@@ -19,8 +19,8 @@ from typing import Any, Sequence
 
 from scm_xl import capacity, goodput, slo_between
 from scm_xl.errors import UsageError
-from scm_xl.rules import RATE_LIMIT_WINDOW_S
-
+from scm_xl.rules import RATE_LIMIT_WINDOW_S, Lang
+from scm_xl.slo_texts import Joined, Text, say, words
 
 
 @dataclass
@@ -69,67 +69,71 @@ class SloAnswer:
                 best = (min(caps), cell)
         return best
 
-    def lines(self) -> list[str]:
-        """What `solve` prints, most important first."""
+    def lines(self, lang: Lang = "en") -> list[str]:
+        """What `solve` prints, most important first, in `lang` (slo_texts, the one home of both)."""
+        w = words(lang)
         if self.fallback is not None:
-            return [f"SLO {self.slo.describe()}: {self.fallback}"]
+            return [w["fallback_line"].format(slo=self.slo.describe(), fallback=say(self.fallback, lang))]
         assert self.plan is not None and self.solution is not None
         out = []
         chosen = self.plan.chosen
         if chosen is None:
-            out.append(f"no measured configuration serves {self.target_tps:g} TPS under the SLO "
-                       f"{self.slo.describe()}")
+            out.append(w["no_serves"].format(target=self.target_tps, slo=self.slo.describe()))
         else:
             c, t = chosen.cell, chosen.cell.tally
             low, high = t.interval
-            out.append(f"{self.target_tps:g} TPS under the SLO {self.slo.describe()}: {chosen.replicas} x "
-                       f"{c.model} at concurrency {c.concurrency}, max_tokens {c.max_tokens} "
-                       f"({_predicted(c)}{t.tps:.1f} TPS and {t.goodput_tps:.1f} goodput per replica; attainment "
-                       f"{t.attainment:.1%}, {goodput.WILSON_CONFIDENCE:.0%} interval {low:.1%}-{high:.1%}, "
-                       f"{t.good} of {t.requests} {slo_between.requests_word(c)})")
+            out.append(w["serves"].format(
+                target=self.target_tps, slo=self.slo.describe(), replicas=chosen.replicas, model=c.model,
+                c=c.concurrency, length=c.max_tokens, predicted=_predicted(c, lang), tps=t.tps,
+                goodput=t.goodput_tps, attainment=t.attainment, conf=goodput.WILSON_CONFIDENCE, low=low, high=high,
+                good=t.good, requests=t.requests, counted=slo_between.requests_word(c, lang)))
             if chosen.cost_per_million_output is not None:
-                hour = f", {chosen.cost_per_hour:.2f} per hour" if chosen.cost_per_hour is not None else ""
-                out.append(f"  cost: {chosen.cost_per_million_output:.2f} per million output tokens{hour}")
+                hour = w["cost_hour"].format(hour=chosen.cost_per_hour) if chosen.cost_per_hour is not None else ""
+                out.append(w["cost"].format(million=chosen.cost_per_million_output, hour=hour))
             if chosen.rpm is not None:
-                out.append(f"  traffic at full load: {chosen.rpm:.0f} requests/min"
-                           + (f", {chosen.tpm:.0f} tokens/min" if chosen.tpm is not None else ""))
+                out.append(w["traffic"].format(
+                    rpm=chosen.rpm, tpm=w["traffic_tpm"].format(tpm=chosen.tpm) if chosen.tpm is not None else ""))
+        bound = w.get(self.plan.bound, self.plan.bound)
         if self.limits is not None and self.limits.any:
-            given = ", ".join(f"{name} {value:g}" for name, value in (("RPM", self.limits.rpm),
-                                                                   ("TPM", self.limits.tpm)) if value)
-            out.append(f"  {self.plan.bound}: rate limits {given} ({self.limits_source}; "
-                       f"{self.limits.headroom:.0%} of each used)")
+            given = w["list_sep"].join(
+                w["limit_given"].format(name=name, value=value)
+                for name, value in (("RPM", self.limits.rpm), ("TPM", self.limits.tpm)) if value)
+            out.append(w["bound_limits"].format(bound=bound, given=given, source=say(self.limits_source, lang),
+                                                headroom=self.limits.headroom))
         else:
-            out.append(f"  {self.plan.bound}: no rate limit given or sent by the provider")
+            out.append(w["bound_none"].format(bound=bound))
         ceiling = self.limit_ceiling()
         if ceiling is not None:
             cap, cell = ceiling
-            out.append(f"  the rate limits let at most {cap:.1f} output tok/s through, whatever the deployment "
-                       f"(at the measured mix of prompt and output tokens of max_tokens {cell.max_tokens}, the "
-                       "most of any configuration)")
+            out.append(w["ceiling"].format(cap=cap, length=cell.max_tokens))
         if self.plan.binding:
-            out.append(f"  binding: {capacity.describe_reasons(self.plan.binding)}")
+            out.append(w["binding"].format(reasons=capacity.describe_reasons(self.plan.binding, lang)))
         best = self.solution.best
         if best is not None:
-            out.append(f"  most goodput under the SLO: {best.tally.goodput_tps:.1f} tok/s at concurrency "
-                       f"{best.concurrency}, max_tokens {best.max_tokens} ({best.model}"
-                       + (f"; {_predicted(best).rstrip(': ')}" if best.predicted_from is not None else "") + ")")
+            tail = (w["predicted_tail"].format(words=slo_between.predicted_from_words(best, lang))
+                    if best.predicted_from is not None else "")
+            out.append(w["most_goodput"].format(goodput=best.tally.goodput_tps, c=best.concurrency,
+                                                length=best.max_tokens, model=best.model, predicted=tail))
         # the SLO search is per replica: its "no configuration reaches the target" is not the plan's word
-        solution_notes = [n for n in self.solution.notes if not n.startswith("no measured configuration reaches")]
+        solution_notes: list[str] = [n for n in self.solution.notes if getattr(n, "key", None) != "none_reaches"
+                                     and not n.startswith("no measured configuration reaches")]
         if self.between:
             shown = [cell for cell in (chosen.cell if chosen else None, best) if cell is not None]
             if any(cell.predicted_from is not None for cell in shown):
                 solution_notes.append(slo_between.PREDICTED_NOTE)
-            solution_notes += [f"not predicted between levels: {why}" for why in self.between_notes]
-        out += [f"  note: {note}" for note in solution_notes + self.plan.notes]
+            solution_notes += [Text("not_predicted", why=why) for why in self.between_notes]
+        out += [w["note"].format(text=say(note, lang)) for note in solution_notes + self.plan.notes]
         if self.unjudged:
-            out.append(f"  {len(self.unjudged)} experiment(s) not judged: "
-                       + "; ".join(list(self.unjudged.values())[:3]))
+            out.append(w["unjudged"].format(n=len(self.unjudged), reasons=Joined(
+                tuple(list(self.unjudged.values())[:3]), "reasons_sep").say(lang)))
         return out
 
 
-def _predicted(cell: goodput.SloCell) -> str:
+def _predicted(cell: goodput.SloCell, lang: Lang = "en") -> str:
     """The label a configuration predicted between measured levels carries, "" for a measured one."""
-    return "" if cell.predicted_from is None else slo_between.predicted_from_words(cell) + ": "
+    if cell.predicted_from is None:
+        return ""
+    return words(lang)["predicted_label"].format(words=slo_between.predicted_from_words(cell, lang))
 
 
 def provider_limits(rows: Sequence[Any]) -> tuple[float | None, float | None]:
@@ -149,18 +153,18 @@ def slo_answer(results_path: str | Path, rows: Sequence[Any], *, target_tps: flo
     use_rpm = rpm if rpm is not None else sent_rpm  # each limit on its own: one given keeps the other sent
     use_tpm = tpm if tpm is not None else sent_tpm
     limits = capacity.RateLimits(rpm=use_rpm, tpm=use_tpm) if (use_rpm or use_tpm) else None
-    sources = [f"{name} {'given' if mine is not None else 'from the provider'}"
+    sources = [Text("source_one_given" if mine is not None else "source_one_sent", name=name)
                for name, mine, used in (("RPM", rpm, use_rpm), ("TPM", tpm, use_tpm)) if used]
-    source = ("given" if all("given" in s for s in sources) else "the provider's headers"
-              if all("provider" in s for s in sources) else ", ".join(sources)) if sources else ""
+    source: str = ((Text("source_given") if all(s.key == "source_one_given" for s in sources)
+                    else Text("source_headers") if all(s.key == "source_one_sent" for s in sources)
+                    else Text("joined", items=Joined(tuple(sources)))) if sources else "")
     answer = SloAnswer(slo=slo, target_tps=target_tps, limits=limits, limits_source=source)
     samples = goodput.read_samples(results_path)
     table = goodput.evaluate(rows, samples, slo)
     answer.unjudged = dict(table.unjudged)
     if not table.experiments:
-        answer.fallback = (f"{table.reason or 'no experiment could be judged per request'}; "
-                           "answering with the per-experiment P95s instead"
-                           + (" (tpot has no per-experiment figure and is left out)" if slo.tpot_s else ""))
+        answer.fallback = Text("fallback", reason=table.reason or Text("none_judgeable"),
+                               tpot=Text("fallback_tpot") if slo.tpot_s else "")
         return answer
     models = sorted({e.model for e in table.experiments})
     if model is not None and model.casefold() not in {m.casefold() for m in models}:
@@ -180,11 +184,75 @@ def slo_answer(results_path: str | Path, rows: Sequence[Any], *, target_tps: flo
         answer.between = True
         fitted = latency_model(rows)
         if not fitted.available:
-            answer.between_notes.append("no experiment has TTFT, latency and ITL recorded, so there is no "
-                                        "latency model")
+            answer.between_notes.append(Text("no_latency_model"))
         else:
             predicted, answer.between_notes = slo_between.between_cells(cells, samples.by_exp, fitted, slo)
             cells = sorted(cells + predicted, key=lambda cell: cell.cost)
     answer.solution = goodput.solve_slo(cells, target_tps, slo)
     answer.plan = capacity.plan(cells, target_tps, slo, pricing=pricing, limits=limits, minimise=minimise)
     return answer
+
+
+def measured_slo(source: str | Path, rows: Sequence[Any], slo: goodput.Slo, concurrency: float, max_tokens: int,
+                 model: str | None, prompt_tokens: float | None, latency: Any = None) -> dict[str, Any]:
+    """predict --slo: the measured attainment at this configuration when it was measured; between
+    measured concurrency levels the one scm_xl.slo_between predicts (labelled) with `latency`, the
+    latency model predict fitted (fitted here when it had none); else (no per-request CSV) the
+    measured per-experiment P95s there, each labelled for what it is. Its "text" is a slo_texts.Text
+    (English in the JSON; `measured_slo_line(answer, lang)` words it in `lang`)."""
+    from scm_xl.constrained import measured_percentiles
+
+    key = ((model or "").casefold(), int(concurrency) if float(concurrency).is_integer() else None, max_tokens)
+    out: dict[str, Any] = {"slo": slo.describe(), "predicted": False, "source": None}
+    samples = goodput.read_samples(source)
+    table = goodput.evaluate(rows, samples, slo)
+    if table.experiments:
+        level = None if prompt_tokens is None else int(round(prompt_tokens))
+
+        def here(cells: list[Any]) -> list[Any]:
+            return [c for c in cells if (c.model.casefold(), c.concurrency, c.max_tokens) == key
+                    and (level is None or c.prompt_level is None or abs(c.prompt_level - level) <= 0.05 * c.prompt_level)]
+
+        measured = goodput.cells(table.experiments, slo)
+        found = here(measured)
+        why_not: Any = ""
+        if not found and key[1] is not None:
+            from scm_xl.latency import latency_model
+
+            fitted = latency if latency is not None else latency_model(list(rows))
+            if fitted.available:
+                predicted, reasons = slo_between.between_cells(measured, samples.by_exp, fitted, slo)
+                found = here(predicted)
+                why_not = Joined(tuple(reasons), "reasons_sep") if reasons else ""
+            else:
+                why_not = Text("no_latency_model_short")
+        if not found:
+            out["text"] = Text("no_requests_here", why=Text("why_not", why=why_not) if why_not else "")
+            return out
+        cell = found[0]
+        t = cell.tally
+        low, high = t.interval
+        out.update(source="requests" if cell.predicted_from is None else "predicted_between_levels", **cell.as_dict())
+        out["predicted"] = cell.predicted_from is not None
+        out["text"] = Text("attainment_here", where=Text("measured_here") if cell.predicted_from is None
+                           else slo_between.predicted_from(cell), attainment=t.attainment,
+                           conf=goodput.WILSON_CONFIDENCE, low=low, high=high, good=t.good, requests=t.requests,
+                           counted=slo_between.requests_counted(cell), goodput=t.goodput_tps,
+                           meets=Text("meets" if cell.meets else "does_not_meet"), slo=slo.describe())
+        return out
+    cell_p95 = measured_percentiles(rows).get((key[0], key[1] or -1, key[2]))
+    why = table.reason or Text("none_judgeable")
+    if cell_p95 is None or (cell_p95.latency_p95_s is None and cell_p95.ttft_p95_s is None):
+        out["text"] = Text("no_p95_here", why=why)
+        return out
+    out.update(source="per_experiment_p95", latency_p95_s=cell_p95.latency_p95_s, ttft_p95_s=cell_p95.ttft_p95_s)
+    parts = tuple(Text("p95_part", name=Text(name), value=value, limit=limit) for name, value, limit in
+                  (("p95_ttft", cell_p95.ttft_p95_s, slo.ttft_s), ("p95_latency", cell_p95.latency_p95_s, slo.e2el_s))
+                  if value is not None and limit is not None)
+    out["text"] = Text("p95_here", why=why, parts=Joined(parts, "reasons_sep") if parts else Text("p95_none"))
+    return out
+
+
+def measured_slo_line(answer: dict[str, Any], lang: Lang = "en") -> str:
+    """predict's line for measured_slo's answer, in `lang`: "SLO: measured here: attainment ..."."""
+    return words(lang)["slo_line"].format(text=say(answer["text"], lang))

@@ -31,21 +31,32 @@ from dataclasses import replace
 from scm_xl import goodput
 from scm_xl.goodput import RequestSample, Slo, SloCell
 from scm_xl.latency import LatencyModel
+from scm_xl.rules import Lang
+from scm_xl.slo_texts import Joined, Text
 
-# What a predicted configuration's figures rest on, said once for every surface.
-PREDICTED_NOTE = ("concurrency levels between the measured ones are predicted: each borrows the requests of the "
-                  "nearest measured level and the latency model rescales their TTFT, decode time and TPS; its "
-                  "attainment interval counts those requests, not the model's error")
-
-
-def predicted_from_words(cell: SloCell) -> str:
-    """How every surface names where a predicted configuration's figures come from."""
-    return f"predicted from the requests of concurrency {cell.predicted_from} by the latency model"
+# What a predicted configuration's figures rest on, said once for every surface (a slo_texts.Text:
+# English, and slo_texts.say(PREDICTED_NOTE, lang) in another language).
+PREDICTED_NOTE = Text("predicted_note")
 
 
-def requests_word(cell: SloCell) -> str:
-    """What its request count counts: measured requests, or the borrowed ones rescaled."""
-    return "requests" if cell.predicted_from is None else "rescaled requests"
+def predicted_from(cell: SloCell) -> Text:
+    """How every surface names where a predicted configuration's figures come from (a Text)."""
+    return Text("predicted_from", c=cell.predicted_from)
+
+
+def predicted_from_words(cell: SloCell, lang: Lang = "en") -> str:
+    """predicted_from(cell) in `lang`."""
+    return predicted_from(cell).say(lang)
+
+
+def requests_counted(cell: SloCell) -> Text:
+    """What its request count counts: measured requests, or the borrowed ones rescaled (a Text)."""
+    return Text("requests" if cell.predicted_from is None else "rescaled_requests")
+
+
+def requests_word(cell: SloCell, lang: Lang = "en") -> str:
+    """requests_counted(cell) in `lang`."""
+    return requests_counted(cell).say(lang)
 
 
 def nearest_measured(concurrency: int, measured: Sequence[int]) -> int:
@@ -69,7 +80,8 @@ def rescaled(samples: Sequence[RequestSample], ttft_ratio: float, decode_ratio: 
 def between_cells(measured: Sequence[SloCell], samples: Mapping[str, Sequence[RequestSample]],
                   latency: LatencyModel, slo: Slo) -> tuple[list[SloCell], list[str]]:
     """The configurations strictly between measured concurrency levels (every whole number there),
-    predicted as the module docstring says, and why some could not be (one line per reason)."""
+    predicted as the module docstring says, and why some could not be (one line per reason, each a
+    slo_texts.Text: English, said in another language with slo_texts.say)."""
     groups: dict[tuple[str, int, int | None], list[SloCell]] = {}
     for cell in measured:
         groups.setdefault((cell.model.casefold(), cell.max_tokens, cell.prompt_level), []).append(cell)
@@ -82,7 +94,7 @@ def between_cells(measured: Sequence[SloCell], samples: Mapping[str, Sequence[Re
             continue
         fit = latency.fit_for(members[0].model)
         if fit is None:
-            unpredicted[f"{members[0].model}: the latency model has no fit for it"] = None
+            unpredicted[Text("no_fit", model=members[0].model)] = None
             continue
         for c in range(levels[0] + 1, levels[-1]):
             if c in by_level:
@@ -94,8 +106,10 @@ def between_cells(measured: Sequence[SloCell], samples: Mapping[str, Sequence[Re
                                  output_tokens=t.mean_output_tokens)
             parts = (here.tps, there.tps, here.ttft_s, there.ttft_s, here.latency_s, there.latency_s)
             if any(v is None or not v > 0 for v in parts) or t.tps <= 0:
-                why = "; ".join(here.missing + there.missing) or "the forecast times are not positive"
-                unpredicted[f"{source.model}, max_tokens {source.max_tokens}: {why}"] = None
+                # the latency model's own reasons are in its words (English)
+                missing = tuple(here.missing) + tuple(there.missing)
+                why = Joined(missing, "reasons_sep") if missing else Text("not_positive")
+                unpredicted[Text("not_predicted_at", model=source.model, length=source.max_tokens, why=why)] = None
                 continue
             assert here.tps and there.tps and here.ttft_s and there.ttft_s and here.latency_s and there.latency_s
             decode_here, decode_there = here.latency_s - here.ttft_s, there.latency_s - there.ttft_s

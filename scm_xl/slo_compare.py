@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from scm_xl import goodput
+from scm_xl.compare_texts import words
+from scm_xl.rules import Lang
+from scm_xl.slo_texts import say
 
 Key = tuple[str, int, int, int | None]  # model (case-blind), concurrency, max_tokens, prompt level
 
@@ -86,25 +89,25 @@ def _attainment(cell: goodput.SloCell) -> str:
     return f"{cell.tally.attainment:.1%} [{low:.1%}, {high:.1%}]"
 
 
-def render_slo_comparison(c: SloComparison) -> list[str]:
-    """Lines for the terminal: the SLO, each shared configuration's attainment old -> new, the drops."""
-    lines = [f"Under the SLO {c.slo.describe()} (attainment target {c.slo.attainment:.0%}, Wilson 95% interval):"]
-    for side, reason in (("baseline", c.baseline_reason), ("new", c.new_reason)):
-        if reason is not None:
-            lines.append(f"  {side}: {reason}; attainment not compared")
+def render_slo_comparison(c: SloComparison, lang: Lang = "en") -> list[str]:
+    """Lines for the terminal, in `lang`: the SLO, each shared configuration's attainment old -> new, the drops."""
+    w = words(lang)
+    lines = [w["slo_head"].format(slo=c.slo.describe(), target=c.slo.attainment)]
+    for side, reason in (("side_baseline", c.baseline_reason), ("side_new", c.new_reason)):
+        if reason is not None:  # goodput's reasons are slo_texts.Texts
+            lines.append(w["slo_side_reason"].format(side=w[side], reason=say(reason, lang)))
     if c.baseline_reason is not None or c.new_reason is not None:
         return lines
     if not c.rows:
-        lines.append("  no configuration was judged on both sides")
+        lines.append(w["slo_none_shared"])
     for row in c.rows:
-        level = "" if row.new.prompt_level is None else f", prompt {row.new.prompt_level}"
-        flag = "  DROPPED below the target" if row.dropped else ""
-        lines.append(f"  {row.new.model} c={row.new.concurrency} max_tokens={row.new.max_tokens}{level}: "
-                     f"{_attainment(row.old)} -> {_attainment(row.new)}{flag}")
-    others = [f"{n} in the {side} only" for n, side in ((c.only_baseline, "baseline"), (c.only_new, "new run"))
-              if n]
+        level = "" if row.new.prompt_level is None else w["slo_row_prompt"].format(prompt=row.new.prompt_level)
+        lines.append(w["slo_row"].format(model=row.new.model, c=row.new.concurrency, length=row.new.max_tokens,
+                                         level=level, old=_attainment(row.old), new=_attainment(row.new),
+                                         flag=w["slo_dropped_mark"] if row.dropped else ""))
+    others = [w["slo_only"].format(n=n, side=w[side])
+              for n, side in ((c.only_baseline, "only_baseline"), (c.only_new, "only_new")) if n]
     if others:
-        lines.append(f"  not compared: {', '.join(others)} (configuration(s) measured on one side)")
-    lines.append(f"  {len(c.dropped)} configuration(s) met the SLO in the baseline and no longer do"
-                 if c.rows else "")
+        lines.append(w["slo_not_compared"].format(others=w["list_sep"].join(others)))
+    lines.append(w["slo_dropped"].format(n=len(c.dropped)) if c.rows else "")
     return [line for line in lines if line]

@@ -13,8 +13,10 @@ import math
 from dataclasses import dataclass, field
 
 from scm_xl.engines.base import CellError, CellValue, Recalculated
+from scm_xl.report_texts import words
+from scm_xl.rules import Lang
 
-NOT_A_FORMULA = "(not a formula: the cell was typed over)"
+NOT_A_FORMULA = words("en")["not_a_formula"]  # what `actual` holds for a formula typed over (the JSON's)
 REL_TOL = 1e-9
 ABS_TOL = 1e-9
 
@@ -31,10 +33,22 @@ class Mismatch:
     hint: str = ""  # where to type instead (the input the cell reads), given by the workbook layer
 
     def __str__(self) -> str:
+        return self.describe()
+
+    def describe(self, lang: Lang = "en") -> str:
+        """The cell, what the workbook holds and what the reference says, in `lang` (report_texts'
+        words; the values as Python writes them, an empty cell "None" in English)."""
+        t = words(lang)
+
+        def shown(value: CellValue) -> str:
+            return t["cell_empty"] if value is None else repr(value)
+
+        ref = f"'{self.sheet}'!{self.cell}"
         if self.typed_over:
-            hint = f"; {self.hint}" if self.hint else ""
-            return f"'{self.sheet}'!{self.cell} {NOT_A_FORMULA}, reference {self.expected!r}{hint}"
-        return f"'{self.sheet}'!{self.cell}: workbook {self.actual!r}, reference {self.expected!r}"
+            hint = t["cell_hint"].format(hint=self.hint) if self.hint else ""
+            return t["cell_typed_over"].format(ref=ref, not_a_formula=t["not_a_formula"],
+                                               expected=shown(self.expected), hint=hint)
+        return t["cell_differs"].format(ref=ref, actual=shown(self.actual), expected=shown(self.expected))
 
 
 @dataclass

@@ -2,7 +2,10 @@
 included (issue 17, item 9: "Chinese users get mostly English"): in Chinese every table header,
 role, verdict, summary line, answer and caveat is Chinese, carries the same numbers as the
 English, lines up by display width within 80 columns; English stays as it was, and the JSON
-keeps its English whatever the language."""
+keeps its English whatever the language. On a sweep like the demo's (prompt levels, latencies, a
+per-request CSV) nothing fill, verify, predict and solve print in Chinese, stderr included (the
+progress steps, fill's notes, the separable model's cells, the cells verify finds wrong), is a
+run of English words."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import string
 import subprocess
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -238,3 +242,180 @@ def test_chinese_lines_wrap_by_display_width_and_never_start_with_punctuation() 
 
     assert wrapped(english) == "\n".join(textwrap.wrap(english, WIDTH, subsequent_indent="  ",
                                                        break_long_words=False, break_on_hyphens=False))
+
+
+# ---------------------------------------------------------------------------
+# Every sentence a person reads, stderr included, on a sweep like the demo's
+# ---------------------------------------------------------------------------
+
+SWEEP = Path(__file__).with_name("data") / "sim_prompt_levels.csv"  # two prompt levels and more; latencies
+# A run of three or more English words; what the Chinese keeps as it is (names of coefficients,
+# metrics, engines, options) is taken out first, with model names, paths and cell values.
+ENGLISH_RUN = re.compile(r"[A-Za-z]{3,}(?: [A-Za-z]{2,}){2,}")
+KEPT_TERMS = ("BaseTPS", "K_len", "K_in", "C_model", "MAPE", "TPS", "TTFT", "ITL", "P95", "max_tokens", "ironcalc",
+              "libreoffice", "tok/s", "scm-xl report", "HTML", "JSON", "CSV", "exp_id", "lsq", "chain", "latency")
+STEP = re.compile(r"^scm-xl \[ *\d+\.\d s\] (.+)$", re.M)
+
+
+def english_runs(text: str, *names: object) -> list[str]:
+    """The runs of English words in `text` (a wrapped line read joined to the next), less `names`
+    (paths, models) and what is not a sentence: a cell's address and value as Python writes them
+    ('Sheet'!A1, 'text'), the KEPT_TERMS."""
+    text = re.sub(r"\n +", " ", text)
+    for name in sorted(map(str, names), key=len, reverse=True):
+        text = text.replace(name, " ")
+    text = re.sub(r"'[^'\n]*'", " ", text)
+    for term in KEPT_TERMS:
+        text = text.replace(term, " ")
+    return [run.group(0) for run in ENGLISH_RUN.finditer(text)]
+
+
+def _requests_beside(results: Path) -> int:
+    """A requests CSV beside `results` (as collect writes it: NAME.requests.csv), one line per
+    request of each experiment at its mean latencies; how many requests."""
+    import csv
+
+    from scm_xl.goodput import NEEDED_COLUMNS
+
+    with results.open(encoding="utf-8", newline="") as handle:
+        experiments = list(csv.DictReader(handle))
+    lines = [",".join(NEEDED_COLUMNS)]
+    for row in experiments:
+        for _ in range(int(row["total_requests"])):
+            lines.append(",".join([row["exp_id"], "false", "ok", "", row["ttft_mean_s"], row["latency_mean_s"],
+                                   row["prompt_tokens"], row["max_tokens"]]))
+    results.with_name(results.stem + ".requests.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return len(lines) - 1
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The sweep filled in English and in Chinese, progress on (stderr is no terminal here: plain
+    lines): its folder, CSV, request count, the Chinese workbook and both outputs."""
+    folder = tmp_path_factory.mktemp("sweep")
+    results = folder / "r.csv"
+    results.write_bytes(SWEEP.read_bytes())
+    requests = _requests_beside(results)
+    code_en, en = _run("fill", results, "--lang", "en", "-o", folder / "en.xlsx")
+    code_zh, zh = _run("fill", results, "--lang", "zh", "-o", folder / "zh.xlsx")
+    assert code_en == code_zh == 0, (en, zh)
+    return {"folder": folder, "csv": results, "requests": requests, "workbook": folder / "zh.xlsx", "en": en,
+            "zh": zh}
+
+
+def test_the_checker_finds_english(sweep: dict[str, Any]) -> None:
+    """The check below can fail: the English fill is full of runs, each sentence of this issue's among them."""
+    runs = english_runs(sweep["en"], sweep["folder"], "sim")
+    for phrase in ("build the workbook", "store the computed values in the file", "measured requests from",
+                   "the separable model says", "longer prompt costs more at higher concurrency"):
+        assert any(phrase in run for run in runs), (phrase, runs)
+    assert english_runs("'Sheet'!A1: workbook 'not a formula here', reference 2") == []  # values are no sentence
+
+
+def test_fill_names_its_steps_and_says_its_notes_in_chinese(sweep: dict[str, Any]) -> None:
+    zh, en = sweep["zh"], sweep["en"]
+    steps, english_steps = STEP.findall(zh), STEP.findall(en)
+    assert len(steps) == len(english_steps) >= 7  # the same steps, each with its "scm-xl [  t s]"
+    assert steps[:4] == [f"读取 {sweep['csv']}", "生成工作簿", "保存工作簿", "用 ironcalc 重算"]
+    cells = re.search(r"compare ([\d,]+) formula cells with the reference", en)
+    assert cells and f"将 {cells.group(1)} 个公式单元格与参考值比较" in steps
+    assert "把计算出的值存入文件" in steps and steps[-1] == f"写入 {sweep['workbook']}"
+    joined = re.sub(r"\s+", "", zh)  # read across its wrapping
+    assert f"注意：逐请求记录：{sweep['csv'].with_name('r.requests.csv')}中的{sweep['requests']}个实测请求" in joined
+    assert f"per-request records: {sweep['requests']} measured requests from" in re.sub(r"\n +", " ", en)
+
+
+def test_the_separable_model_is_said_in_chinese_with_the_english_numbers(sweep: dict[str, Any]) -> None:
+    def separable(text: str, lead: str) -> str:
+        line = re.sub(r"\n +", " ", text).split("\n")
+        return next(part for part in line if part.startswith(lead))
+
+    en, zh = separable(sweep["en"], "separable model: "), separable(sweep["zh"], "可分离模型：")
+    assert en.startswith("separable model: a longer prompt costs more at higher concurrency: at concurrency 8 and "
+                         "640 prompt tokens TPS is ")  # the English as it always was
+    assert zh.replace(" ", "").startswith("可分离模型：较长的提示在较高并发下代价更大：在并发8、提示640token处，TPS比可分离模型的"
+                                          "预测低")
+    assert "可分离模型在以下位置不成立：" in zh.replace(" ", "") and "（2 行）" in zh
+    assert NUMBER.findall(zh) == NUMBER.findall(en)
+    assert english_runs(zh) == []
+
+
+def test_fill_and_verify_in_chinese_have_no_english_sentence(sweep: dict[str, Any]) -> None:
+    assert english_runs(sweep["zh"], sweep["folder"], "sim") == []
+    code, verified = _run("verify", sweep["workbook"], "--lang", "zh")
+    assert code == 0 and STEP.findall(verified)[:2] == [f"读取 {sweep['workbook']}", "用 ironcalc 重算"], verified
+    assert english_runs(verified, sweep["folder"], "sim") == []
+
+
+def test_verify_names_the_cells_that_disagree_in_chinese(sweep: dict[str, Any], tmp_path: Path) -> None:
+    import openpyxl
+
+    broken = tmp_path / "broken.xlsx"
+    book = openpyxl.load_workbook(sweep["workbook"])
+    sheet = book["系数标定"]
+    cell = next(c for row in sheet.iter_rows() for c in row if isinstance(c.value, str) and c.value.startswith("="))
+    cell.value = 12345
+    book.save(broken)
+    code, zh = _run("verify", broken, "--lang", "zh")
+    code_en, en = _run("verify", broken, "--lang", "en")
+    assert code == code_en == 1, zh
+    assert f"'系数标定'!{cell.coordinate}（不是公式：该单元格被手工覆盖），参考值 " in zh
+    assert f"'系数标定'!{cell.coordinate} (not a formula: the cell was typed over), reference " in en
+    differs = [line for line in zh.splitlines() if re.match(r"  '[^']+'![A-Z]+\d+：工作簿 .+，参考值 ", line)]
+    assert differs, zh
+    assert len(differs) == len([line for line in en.splitlines() if ": workbook " in line])
+    assert english_runs(zh, tmp_path, sweep["folder"], "sim") == []
+
+
+def test_the_rows_the_formulas_do_not_cover_and_an_empty_reference_in_chinese() -> None:
+    from scm_xl.report import render_verification
+    from scm_xl.report_texts import Text
+    from scm_xl.verify import Mismatch, Verification
+
+    rows = [Text("uncovered_row", row=412, exp_id="E411"), Text("uncovered_no_id", row=413)]
+    assert rows == ["row 412 (E411)", "row 413 (no exp_id)"]  # the English (and the JSON's) as before
+    v = Verification(engine="ironcalc", cells_compared=10, uncovered=rows, rows_covered=200,
+                     mismatches=[Mismatch("S", "B2", None, 1.5)])
+    zh = render_verification(v, lang="zh")
+    assert "  第 412 行（E411）" in zh and "  第 413 行（没有 exp_id）" in zh and "'S'!B2：工作簿 1.5，参考值 空白" in zh
+    assert "'S'!B2: workbook 1.5, reference None" in render_verification(v, lang="en")
+    assert english_runs(zh) == []
+    assert v.to_dict()["uncovered_rows"] == ["row 412 (E411)", "row 413 (no exp_id)"]
+
+
+@pytest.mark.parametrize("args", [
+    ("predict", "--concurrency", 3, "--max-tokens", 16, "--prompt-tokens", 32),
+    ("predict", "--concurrency", 4, "--max-tokens", 32),
+    ("predict", "--concurrency", 3, "--max-tokens", 16, "--method", "lsq"),
+    ("solve", "--prompt-tokens", 32),
+    ("solve",),
+    ("solve", "--target-tps", 100000),
+    ("solve", "--method", "lsq", "--target-tps", 300, "--max-concurrency", 4),
+])
+def test_predict_and_solve_on_the_sweep_have_no_english_sentence(sweep: dict[str, Any],
+                                                                  args: tuple[object, ...]) -> None:
+    command, *rest = args
+    code, zh = _run(command, sweep["csv"], *rest, "--lang", "zh")
+    code_en, en = _run(command, sweep["csv"], *rest, "--lang", "en")
+    assert code == code_en == 0, zh
+    assert english_runs(zh, sweep["folder"], "sim") == [], zh
+    assert english_runs(en, sweep["folder"], "sim")  # the same answer in English is English
+
+
+def test_a_sentence_of_the_library_is_data() -> None:
+    """A Text is the English as a str (the JSON's), and keeps its template and values to say it in
+    Chinese; a copy or a pickle keeps them too."""
+    import copy
+    import json
+    import pickle
+
+    from scm_xl.report_texts import Text, say
+
+    text = Text("comment_rewritten", where="'Raw'!A3", now=Text("comment_moved", where="'Raw'!A5", exp_id="E1"),
+                before="'x'", after="'y'")
+    assert text == "the comment on 'Raw'!A3 is kept on 'Raw'!A5 (moved with E1), but scm-xl rewrote that cell: 'x' is now 'y'"
+    assert json.dumps({"note": text}) == json.dumps({"note": str(text)})
+    said = say(text, "zh")
+    assert said == "'Raw'!A3 上的批注保留在 'Raw'!A5（随 E1 移动），但 scm-xl 改写了该单元格：'x' 现在是 'y'"
+    assert say(copy.deepcopy(text), "zh") == say(pickle.loads(pickle.dumps(text)), "zh") == said
+    assert say("plain", "zh") == "plain"

@@ -7,14 +7,24 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import resource
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from scm_xl.cli import main
 from scm_xl.collect import CollectConfig
+from scm_xl.collect.config import MAX_KEY_FILE_BYTES
+from scm_xl.collect.matrix import MAX_MATRIX_BYTES
 from scm_xl.collect.records import SUPERSEDED_MARK, USAGE_TOKENS_PER_CHUNK
 from scm_xl.errors import InputError, UsageError
-from scm_xl.results import RESULT_COLUMNS, read_results, read_results_many
+from scm_xl.results import MAX_CELL_CODE, RESULT_COLUMNS, read_results, read_results_many
+from scm_xl.rules import MAX_CONCURRENCY, MAX_EXPERIMENT_REQUESTS, MAX_EXPERIMENTS
 from scm_xl.simulator import SimConfig, running_simulator
 from test_collect_checks import STREAM, counting, run_cli
 from test_collector import SENTINEL_KEY, SSE_HEAD, collect, raw_server, read_request, requests_of, sse_chunk, \
@@ -114,6 +124,11 @@ def test_resume_runs_a_half_failed_experiment_again_and_keeps_its_old_requests(t
     (["-m", "bad\x01name"], {}, "control character U+0001"),
     (["-m", "ok", "-m", "tab\tname"], {}, "control character U+0009"),
     (["--gpu", "H100\x1b[31m"], {}, "control character U+001B"),
+    # sizes beyond what scm-xl runs (one home: scm_xl.rules): once an OverflowError after the pre-flight
+    (["-c", "99999999999999999999"], {}, f"concurrency 99,999,999,999,999,999,999 is above {MAX_CONCURRENCY:,}"),
+    (["-c", f"1,{MAX_CONCURRENCY + 1}"], {}, f"concurrency {MAX_CONCURRENCY + 1:,} is above {MAX_CONCURRENCY:,}"),
+    # levels whose workbook cell codes the results reader refuses: once collected, then refused by fill
+    (["--max-tokens", str(10 ** 14)], {}, f"only below {MAX_CELL_CODE:.0e} ({MAX_CELL_CODE:,}), so fill would refuse"),
 ])
 def test_refused_before_any_request(tmp_path, extra, env, problem):
     handle, heads = counting()
@@ -286,3 +301,143 @@ def test_a_prompts_file_that_is_a_device_is_refused_unread():
 
     with pytest.raises(InputError, match="/dev/zero"):
         load_prompts("/dev/zero")
+
+
+# -- inputs without end, and sizes without bound (issue 20's audit, items B and C) ---------------
+
+SCM_XL = str(Path(sys.executable).with_name("scm-xl"))
+NO_KEY_ENV = {name: value for name, value in os.environ.items()
+              if name not in ("SCM_XL_API_KEY", "SILICONFLOW_API_KEY", "OPENAI_API_KEY")}
+
+
+def _limited(cap: int = 3 << 30) -> None:
+    """A child that would read or allocate without end fails within seconds instead of taking the machine."""
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def collect_limited(base_url: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
+    """`scm-xl collect` of one tiny experiment as a child under a memory cap; its result and seconds."""
+    started = time.monotonic()
+    done = subprocess.run([SCM_XL, "collect", "--base-url", base_url, "-m", "m", "-c", "1", "--max-tokens", "2",
+                           "-n", "1", "-q", "--out", str(out / "results.csv"), *extra], capture_output=True,
+                          text=True, timeout=120, preexec_fn=_limited, env=NO_KEY_ENV)
+    return done, time.monotonic() - started
+
+
+@pytest.mark.parametrize("option", ["--api-key-file", "--matrix"])
+@pytest.mark.parametrize("source", ["/dev/zero", "a 300 MB file"])
+def test_a_key_file_or_matrix_without_end_is_refused_unread(tmp_path, option, source):
+    """Both were read whole: /dev/zero until memory ran out (a MemoryError traceback), a 300 MB key
+    file for half a minute. Now: a regular file of at most a cap (scm_xl.input_files), at once."""
+    if source == "/dev/zero":
+        if not os.path.exists(source):
+            pytest.skip("no /dev/zero")
+        path, says = source, f"{source}: " + ("cannot read the API key file: " if option == "--api-key-file" else "") \
+            + "not a regular file (a character device)"
+    else:
+        path = str(tmp_path / "big")
+        with open(path, "wb") as handle:
+            handle.write(SENTINEL_KEY.encode() + b"\n")  # the key, then 300 MB (sparse: no disk, no time)
+            handle.truncate(300 * 10 ** 6)
+        cap = "64 KiB" if option == "--api-key-file" else "16 MiB"
+        assert (MAX_KEY_FILE_BYTES, MAX_MATRIX_BYTES) == (64 * 1024, 16 * 1024 * 1024)
+        says = f"{path}: " + ("cannot read the API key file: " if option == "--api-key-file" else "") + \
+            f"refused: larger than {cap}, the most scm-xl reads of "
+    out = tmp_path / "out"
+    out.mkdir()
+    handle, heads = counting()
+    with raw_server(handle) as base_url:
+        done, seconds = collect_limited(base_url, out, option, path)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert says in " ".join(done.stderr.split()), done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and SENTINEL_KEY not in done.stdout + done.stderr
+    assert heads == [] and list(out.iterdir()) == []
+    assert seconds < 30
+
+
+@pytest.mark.parametrize("extra, problem", [
+    (["-n", "99999999999999999999"], f"sends 99,999,999,999,999,999,999 requests, above {MAX_EXPERIMENT_REQUESTS:,}"),
+    (["-c", "1000", "-n", "1001"], f"sends 1,001,000 requests, above {MAX_EXPERIMENT_REQUESTS:,}"),
+    (["--warmup", "99999999999999999999"], "and 99,999,999,999,999,999,999 warm-up requests"),
+    (["-r", "99999999999999999999"], f"experiments, above {MAX_EXPERIMENTS:,}, the most scm-xl runs in one"),
+])
+def test_sizes_that_would_fill_memory_are_refused_before_any_request(tmp_path, extra, problem):
+    """Each of these once went through the pre-flight and then allocated a record per request (or
+    a point per experiment) until the machine ran out of memory; now refused with the limit named."""
+    handle, heads = counting()
+    with raw_server(handle) as base_url:
+        done, seconds = collect_limited(base_url, tmp_path, *extra)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert problem in " ".join(done.stderr.split()), done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and heads == [] and list(tmp_path.iterdir()) == []
+    assert seconds < 30
+
+
+def test_a_plan_with_a_concurrency_beyond_the_limit_is_refused_naming_the_file(tmp_path):
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text('[[experiments]]\nexp_id = "E001"\nmodel = "m"\nconcurrency = 99999999999999999999\n'
+                      "max_tokens = 2\n", encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    handle, heads = counting()
+    with raw_server(handle) as base_url:
+        result = run_cli(["--base-url", base_url, "--matrix", str(matrix), "-n", "1", "-q",
+                          "--out", str(out / "results.csv")])
+    assert result.exit_code == 2, result.output
+    assert f"{matrix}: experiment 1: 'concurrency' 99,999,999,999,999,999,999 is above {MAX_CONCURRENCY:,}" in \
+        " ".join(result.output.split())
+    assert heads == [] and list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("extra, problem", [
+    (["-c", "99999999999999999999"], f"concurrency 99,999,999,999,999,999,999 is above {MAX_CONCURRENCY:,}"),
+    (["-c", "1000", "-n", "1001"], f"sends 1,001,000 requests, above {MAX_EXPERIMENT_REQUESTS:,}"),
+    (["--max-tokens", str(10 ** 14)], f"below {MAX_CELL_CODE:.0e} ({MAX_CELL_CODE:,}), so fill would refuse"),
+])
+def test_plan_refuses_a_matrix_collect_would_refuse_and_writes_nothing(tmp_path, extra, problem):
+    """`plan -c 99999999999999999999` wrote a matrix that collect then failed on after its pre-flight."""
+    result = CliRunner().invoke(main, ["plan", *extra, "-o", str(tmp_path / "matrix.toml")])
+    assert result.exit_code == 2, result.output
+    assert problem in " ".join(result.output.split()) and "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_refuses_repeats_without_bound_before_making_them(tmp_path):
+    """`plan -r 10**12` made a trillion experiments in memory before it wrote anything."""
+    from scm_xl.workbook.io import MAX_DATA_ROWS
+
+    assert MAX_EXPERIMENTS == MAX_DATA_ROWS  # the limit's reason: as many as one workbook holds
+    started = time.monotonic()
+    done = subprocess.run([SCM_XL, "plan", "-r", str(10 ** 12), "-o", str(tmp_path / "matrix.toml")],
+                          capture_output=True, text=True, timeout=120, preexec_fn=_limited)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"above {MAX_EXPERIMENTS:,}, the most scm-xl runs in one" in " ".join(done.stderr.split())
+    assert "Traceback" not in done.stderr and list(tmp_path.iterdir()) == []
+    assert time.monotonic() - started < 30
+
+
+# -- one shard alone (issue 20's audit, item D) --------------------------------------------------
+
+
+def test_one_shard_alone_names_the_missing_shards_as_several_do(tmp_path):
+    """`fill s1.csv` of shard 1/3 said nothing of 2/3 and 3/3: the single-file reader returned
+    before the check of shards. The words are those of several files read together."""
+    with running_simulator(SimConfig(ttft_s=0.001, itl_s=0.001)) as base_url:  # an ITL above 0 for fill's latency fit
+        first = run_shard(tmp_path, base_url, "1/3", "1,2,3,4,5,6", "s1")
+        second = run_shard(tmp_path, base_url, "2/3", "1,2,3,4,5,6", "s2")
+    matrix = read_results(first).rows[0].matrix_id
+    tail = "these results cover part of the matrix only"
+    alone = [f"shard {k}/3 of matrix {matrix} is missing (have 1/3 in {first}): {tail}" for k in (2, 3)]
+    assert [w for w in read_results(first).warnings if "missing" in w] == alone
+    assert [w for w in read_results_many([first]).warnings if "missing" in w] == alone
+    assert [w for w in read_results_many([first, second]).warnings if "missing" in w] == [
+        f"shard 3/3 of matrix {matrix} is missing (have 1/3 in {first}, 2/3 in {second}): {tail}"]
+    result = CliRunner().invoke(main, ["fill", str(first), "-o", str(tmp_path / "s1.xlsx"), "--lang", "en", "-q"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    said = " ".join(result.stderr.split())
+    assert all(f"warning: {warning}" in said for warning in alone), result.stderr
+    page = tmp_path / "s1.html"
+    reported = CliRunner().invoke(main, ["report", str(first), "-o", str(page), "--lang", "en"])
+    assert reported.exit_code == 0, reported.output
+    said = " ".join(reported.stderr.split())
+    assert all(f"warning: {warning}" in said for warning in alone), reported.stderr  # report says it too

@@ -3,6 +3,8 @@ the baseline's model on the new rows, and a verdict (stable / drift / insufficie
 
 from __future__ import annotations
 
+import re
+
 import dataclasses
 import json
 import math
@@ -112,9 +114,15 @@ def test_text_and_html_output(runs: dict[str, Path], tmp_path: Path) -> None:
     page = tmp_path / "drift.html"
     result = run("compare", runs["baseline"], runs["slower"], "--html", page, "--lang", "zh")
     assert result.exit_code == 0, result.output
-    assert "verdict: drift" in result.output and "BaseTPS" in result.output and "DRIFT" in result.output
+    assert "判定：漂移" in result.output and "BaseTPS" in result.output  # --lang sets what it prints too
     html = page.read_text(encoding="utf-8")
     assert 'data-verdict="drift"' in html and "漂移" in html and "<svg" in html and "https://" not in html
+    # the page's sentences (reasons, test, knee and latency notes) in its language, not only its labels
+    visible = re.sub(r"<(style|script|svg|code)\b.*?</\1>|<[^>]+>", " ", html, flags=re.S)
+    visible = re.sub(r"\S+/\S+|scm-xl|\w+\([^)]*\)", " ", visible)  # model names, scm-xl, C_model(m)
+    english = re.findall(r"\b[a-z]{3,}\b", visible)  # an English word (BaseTPS, MAPE, Welch are names)
+    assert not english, [visible[max(0, m.start() - 60):m.end() + 20] for m in
+                         re.finditer(r"\b[a-z]{3,}\b", visible)][:3]
     again = run("compare", runs["baseline"], runs["slower"], "--html", page)
     assert again.exit_code == 2 and "already exists" in again.output  # the overwrite policy
     assert run("compare", runs["baseline"], runs["slower"], "--html", page, "--force").exit_code == 0

@@ -20,8 +20,8 @@ from click.testing import CliRunner, Result
 from scm_xl.cli import main
 from scm_xl.errors import InputError
 from scm_xl.results import (
-    CHINESE_HEADERS, MAX_CELL_CODE, MAX_RESULTS_BYTES, MAX_WHOLE_NUMBER, REQUIRED_COLUMNS, read_results,
-    read_results_many,
+    CHINESE_HEADERS, MAX_CELL_CODE, MAX_RESULTS_BYTES, MAX_TPS, MAX_WHOLE_NUMBER, MIN_TPS, REQUIRED_COLUMNS,
+    read_results, read_results_many,
 )
 
 HEADER = ",".join(REQUIRED_COLUMNS)
@@ -88,6 +88,43 @@ def test_fill_refuses_the_ambiguous_file(tmp_path: Path) -> None:
     refused(run("fill", path, "-o", tmp_path / "out.xlsx", "--engine", "ironcalc"),
             f"{path}:2: total_output_tokens: ambiguous number \"2.000\"")
     assert not (tmp_path / "out.xlsx").exists()
+
+
+# The same in comma and tab files, whose decimals are written with ".": a whole-number column's
+# "2.000" (2, or 2000 with "." between thousands) was read as 2 without a word.
+
+@pytest.mark.parametrize("delimiter", [",", "\t"])
+def test_a_whole_number_with_a_dot_in_a_comma_or_tab_file_is_refused_when_nothing_shows_which(
+        tmp_path: Path, delimiter: str) -> None:
+    header = delimiter.join(REQUIRED_COLUMNS)
+    path = write(tmp_path, header + "\n" + "\n".join(delimiter.join(cells) for cells in (
+        ["E01", "m", "1", "10", "10", "50", "3", "250"], ["E02", "m", "2", "10", "20", "50", "4", "2.000"])) + "\n")
+    message = error_of(path)
+    assert message.startswith(f"{path}:3: total_output_tokens: ambiguous number \"2.000\": it is 2 with \".\" as "
+                              "the decimal point, 2000 with \".\" between thousands"), message
+    refused(run("fill", path, "-o", tmp_path / "out.xlsx", "--engine", "ironcalc"),
+            f"{path}:3: total_output_tokens: ambiguous number \"2.000\"")
+    assert not (tmp_path / "out.xlsx").exists()
+
+
+def test_a_comma_file_whose_other_numbers_show_the_convention_reads_dotted_whole_numbers_by_it(
+        tmp_path: Path) -> None:
+    # decimals elsewhere: "." is the decimal point, so 2.000 is 2 (as a semicolon file reads it)
+    path = write(tmp_path, HEADER + "\nE01,m,1,10,10,50,0.55,25\nE02,m,2,10,20,50,0.6,2.000\n")
+    assert [row.total_output_tokens for row in read_results(path).rows] == [25, 2]
+    # "." between thousands elsewhere (12.345.678 reads no other way): 2.000 is 2000
+    path = write(tmp_path, HEADER + "\nE01,m,1,1.000,1.000,50.000,3,2.000\nE02,m,2,10,20,50.000,4,1.000.000\n")
+    first, second = read_results(path).rows
+    assert (first.requests_per_slot, first.max_tokens, first.total_output_tokens) == (1000, 50_000, 2000)
+    assert second.total_output_tokens == 1_000_000
+    # both in one file: refused, naming both
+    path = write(tmp_path, HEADER + "\nE01,m,1,10,10,50,0.55,25\nE02,m,2,10,20,50000,4,12.345.678\n")
+    assert error_of(path).startswith(f"{path}:3: total_output_tokens: \"12.345.678\" writes \",\" as the decimal "
+                                     "point and \".\" between thousands, but \"0.55\" (line 2, total_time_s) "
+                                     "writes \".\" as the decimal point")
+    # a time with three decimals is a time: nothing to refuse in a comma file
+    path = write(tmp_path, HEADER + "\nE01,m,1,10,10,50,1.234,25\n")
+    assert read_results(path).rows[0].total_time_s == 1.234
 
 
 # --- 3. legacy encodings ----------------------------------------------------------------------
@@ -191,6 +228,31 @@ def test_the_largest_cell_codes_below_the_limit_decode_right_in_libreoffice(tmp_
     result = run("fill", path, "-o", tmp_path / "out.xlsx", "--engine", "libreoffice")
     assert result.exit_code == 0, result.output
     assert "cells recalculated by libreoffice match the Python reference" in result.output
+
+
+@pytest.mark.parametrize("time, says", [
+    ("1e308", f"= 5e-307 tok/s, below {MIN_TPS:g} tok/s, the least TPS the workbook computes right"),
+    ("1e20", f"= 5e-19 tok/s, below {MIN_TPS:g} tok/s"),
+    ("1e-17", f"= 5e+18 tok/s, above {MAX_TPS:g} tok/s, the most the workbook computes right"),
+])
+def test_a_time_whose_tps_the_workbook_cannot_hold_is_refused(tmp_path: Path, time: str, says: str) -> None:
+    """total_time_s 1e308 was read, then verification failed: the workbook took its TPS of 5e-307
+    for 0 ("no output tokens") where the reference did not."""
+    path = write(tmp_path, HEADER + f"\nE01,m,1,10,10,50,0.55,25\nE02,m,2,10,20,50,{time},50\n"
+                                    "E03,m,4,10,40,50,0.7,100\n")
+    refused(run("fill", path, "-o", tmp_path / "out.xlsx", "--engine", "ironcalc"),
+            f"{path}:3: total_time_s: total_output_tokens / total_time_s = 50 / {float(time)!r}", says)
+    assert not (tmp_path / "out.xlsx").exists()
+
+
+def test_rows_at_the_tps_limits_fill_and_verify(tmp_path: Path) -> None:
+    """The limits are what the workbook computes right: rows at both, with ordinary ones, verify."""
+    path = write(tmp_path, HEADER + f"\nE01,m,1,10,10,50,{25 / MIN_TPS!r},25\nE02,m,2,10,20,50,{50 / MAX_TPS!r},50\n"
+                                    "E03,m,4,10,40,50,0.7,100\nE04,m,1,10,10,100,0.9,50\n")
+    assert [row.tps for row in read_results(path).rows][:2] == [pytest.approx(MIN_TPS), pytest.approx(MAX_TPS)]
+    result = run("fill", path, "-o", tmp_path / "out.xlsx", "--engine", "ironcalc", "--lang", "en")
+    assert result.exit_code == 0, result.output
+    assert "match the Python reference" in result.output
 
 
 def test_a_whole_number_beyond_2_to_the_53_is_refused(tmp_path: Path) -> None:

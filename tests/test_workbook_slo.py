@@ -15,14 +15,17 @@ from pathlib import Path
 
 import openpyxl
 import pytest
+from openpyxl.utils import get_column_letter
 from click.testing import CliRunner
 
 from scm_xl import goodput
 from scm_xl.cli import main
 from scm_xl.collect.records import REQUEST_COLUMNS
 from scm_xl.results import ResultRow, read_results, write_results
-from scm_xl.workbook import slo_sheet, summary_sheet
+from scm_xl.workbook import printing, slo_sheet, summary_sheet
 from scm_xl.workbook.fill import fill, verify
+from scm_xl.workbook.layout import Lang
+from scm_xl.workbook.styles import BOLD_WIDTH, row_height, text_width, wrapped_lines
 from support.slo import collect_fixed_delays
 
 UNO_PYTHON = "/usr/bin/python3"
@@ -257,3 +260,56 @@ def test_a_requests_csv_too_large_for_a_workbook_is_refused(tmp_path: Path, monk
     assert "8 measured requests: a workbook holds at most 5 per-request records" in outcome.output
     assert str(goodput.requests_path_for(results)) in outcome.output
     assert "Traceback" not in outcome.output and not out.exists()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_tables_read_right_on_screen_and_on_paper(tmp_path: Path, lang: Lang) -> None:
+    """The tables' headers are TEXTS' h_ texts, each column as wide as its header's longest word
+    and the row as tall as the most lines; the helper columns are grouped and hidden (their
+    formulas there all the same: fill verified them); printed, the settings on two pages and
+    each table on pages of its own, at MIN_PRINT_SCALE or larger, each page's columns within
+    its width, down to the last experiment. Rebuilt (fill --workbook) it prints the same; a
+    workbook without per-request records prints its settings alone."""
+    results = _write(tmp_path, HAND, [_result("E001", 2), _result("E002", 4, total_requests=5, tokens=10)])
+    filled, again, bare = tmp_path / "filled.xlsx", tmp_path / "again.xlsx", tmp_path / "bare.xlsx"
+    assert fill(results, output=filled, engine="ironcalc", lang=lang, slo=SLO).verification.ok
+    assert fill(None, workbook=filled, output=again, engine="ironcalc").verification.ok
+    goodput.requests_path_for(results).unlink()
+    assert fill(results, output=bare, engine="ironcalc", lang=lang, slo=SLO).verification.ok
+    t = slo_sheet.TEXTS[lang]
+    hidden = set(slo_sheet.hidden_columns())
+    setups = []
+    for path in (filled, again):
+        ws = openpyxl.load_workbook(path)[slo_sheet.SHEET_TITLES[lang]]
+        for cols in (slo_sheet.EXP_COLS, slo_sheet.CELL_COLS):
+            for key, col in cols.items():
+                cell, dim = ws[f"{col}{slo_sheet.HEADER_ROW}"], ws.column_dimensions[col]
+                assert cell.value == t[f"h_{key}"]
+                assert (col in hidden) == bool(dim.hidden) == (dim.outlineLevel == 1), (key, col)
+                if col not in hidden:
+                    longest = max(text_width(word) for word in cell.value.split())
+                    assert dim.width >= longest * BOLD_WIDTH, (key, dim.width)
+                    assert row_height(wrapped_lines(cell.value, dim.width)) <= ws.row_dimensions[cell.row].height
+        assert ws[f"{slo_sheet.CELL_COLS['lat_sum']}{slo_sheet.FIRST}"].value.startswith("=SUMIFS(")
+        scale = ws.page_setup.scale or 0
+        assert scale >= 100 * printing.MIN_PRINT_SCALE and ws.sheet_properties.pageSetUpPr is not None
+        assert not ws.sheet_properties.pageSetUpPr.fitToPage  # the scale, not fitted to pages (which ignores breaks)
+        area = str(ws.print_area).rpartition("!")[2].replace("$", "")
+        assert area == f"A1:{list(slo_sheet.CELL_COLS.values())[-1]}{slo_sheet.FIRST + 1}"  # two experiments
+        breaks = [0] + [b.id for b in ws.col_breaks.brk] + [len(slo_sheet.EXP_KEYS) + 1 + len(slo_sheet.CELL_KEYS)]
+        assert len(slo_sheet.EXP_KEYS) + 1 in breaks  # the configurations start a page
+        for first, last in zip(breaks, breaks[1:]):
+            page = [get_column_letter(i) for i in range(first + 1, last + 1) if get_column_letter(i) not in hidden]
+            assert sum(ws.column_dimensions[col].width for col in page) <= printing.PAGE_WIDTH_CHARS * 100 / scale
+        assert [b.id for b in ws.row_breaks.brk] == [slo_sheet.ANSWER_ROWS["status"],
+                                                     slo_sheet.CAP_ANSWER_ROWS["binding"]]
+        assert ws.print_title_rows == f"${slo_sheet.HEADER_ROW}:${slo_sheet.HEADER_ROW}"
+        merged = sorted(str(r) for r in ws.merged_cells.ranges)  # the notes, written once though fill writes twice
+        assert len(set(merged)) == len(merged) and f"A{slo_sheet.NOTE_ROW}:{get_column_letter(breaks[1])}{slo_sheet.NOTE_ROW}" \
+            in merged
+        setups.append((scale, breaks, area, merged))
+    assert setups[0] == setups[1]
+    ws = openpyxl.load_workbook(bare)[slo_sheet.SHEET_TITLES[lang]]
+    area = str(ws.print_area).rpartition("!")[2].replace("$", "")
+    assert area.startswith("A1:") and area.endswith(f"{slo_sheet.CAP_ANSWER_ROWS['binding']}")
+    assert not ws.col_breaks.brk and [b.id for b in ws.row_breaks.brk] == [slo_sheet.ANSWER_ROWS["status"]]

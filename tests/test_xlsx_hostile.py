@@ -19,7 +19,7 @@ from openpyxl.comments import Comment
 
 from scm_xl.cli import main
 from scm_xl.errors import InputError
-from scm_xl.safety import DEFAULT_LIMITS, XlsxLimits, check_xlsx
+from scm_xl.safety import XlsxLimits, check_xlsx
 from support.paths import ARTICLE
 
 SCM_XL = str(Path(sys.executable).with_name("scm-xl"))
@@ -165,15 +165,6 @@ def test_sheets_are_limited(tmp_path: Path) -> None:
         check_xlsx(package(tmp_path / "s2.xlsx", parts), XlsxLimits(max_sheets=2))
 
 
-def test_the_limits_hold_scm_xls_own_largest_workbook() -> None:
-    # Measured: a 10,000-row fill holds 1,569,898 cells (704,094 in its largest sheet), rows to 11,072,
-    # 85 MiB unpacked (36 MiB its largest part), 14 sheets, 10 merged cells; 100,000 rows: about x10.
-    limits = DEFAULT_LIMITS
-    assert limits.max_cells >= 1.5 * 10 * 1_569_898 and limits.max_sheet_cells >= 1.5 * 10 * 704_094
-    assert limits.max_rows >= 2 * 110_072 and limits.max_total_bytes >= 2 * 10 * 85 * 1024 * 1024
-    assert limits.max_part_bytes >= 2 * 10 * 37 * 1024 * 1024 and limits.max_sheets >= 14
-
-
 # --- 17: XML that declares a DTD ------------------------------------------------------------
 
 XXE = (b'<?xml version="1.0"?><!DOCTYPE workbook [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>'
@@ -313,3 +304,16 @@ def test_a_workbook_with_broken_xml_is_a_clean_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["verify", str(broken)])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert "not a readable .xlsx workbook" in result.output and str(broken) in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("command", [("verify",), ("fill", "--workbook")])
+def test_a_results_csv_given_where_a_workbook_goes_is_refused_with_the_hint(tmp_path: Path,
+                                                                          command: tuple[str, ...]) -> None:
+    """openpyxl refuses any name but .xlsx/.xlsm/.xltx/.xltm with its own exception (a traceback once)."""
+    csv = tmp_path / "results.csv"
+    shutil.copy(ARTICLE, csv)
+    args = [*command, csv] if command == ("verify",) else ["fill", ARTICLE, "--workbook", csv, "-o",
+                                                           tmp_path / "out.xlsx"]
+    result = run(*args, "-q")
+    refused(result, str(csv), "not an .xlsx workbook", "scm-xl fill")
+    assert not (tmp_path / "out.xlsx").exists()

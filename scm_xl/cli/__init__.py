@@ -14,9 +14,10 @@ from scm_xl.cli import plan as _plan
 from scm_xl.cli import report as _report
 from scm_xl.cli import roofline as _roofline
 from scm_xl.cli import workbook as _workbook
+from scm_xl.cli._common import ScmXlGroup
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ScmXlGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="scm-xl")
 def main() -> None:
     """Measure an OpenAI-compatible LLM endpoint and calibrate a readable

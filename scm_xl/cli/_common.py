@@ -2,7 +2,8 @@
 
 Exit codes (STYLE.md): 0 ok; 1 a check failed (`CheckFailed`: a verify mismatch, an
 answer the data cannot give); 2 bad input or usage (`InputError`, `UsageError`,
-`EngineError`, click's own usage errors); 130 interrupted.
+`EngineError`, click's own usage errors); 130 interrupted. Errors are printed in the language of
+the command (resolve_lang): scm-xl's by `handle_errors`, click's own by the top group `ScmXlGroup`.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import io
 import math
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import click
 
-from scm_xl.errors import ScmXlError
+from scm_xl.errors import InputError, ScmXlError
 
 if TYPE_CHECKING:
     from scm_xl.rules import Lang
@@ -32,9 +34,8 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except ScmXlError as exc:
-            message = str(exc)
-            if message:  # an empty CheckFailed: the command already printed the answer
-                click.echo(_error_line(message), err=True)
+            if str(exc):  # an empty CheckFailed: the command already printed the answer
+                click.echo(_error_line(exc), err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -43,14 +44,120 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _error_line(message: str) -> str:
-    """`Error: message`, in the language of a command that has --lang (resolve_lang), else English."""
+def _error_line(exc: ScmXlError) -> str:
+    """`Error: message`, in the language of a command that has --lang (resolve_lang), else English;
+    an InputError raised `worded` says its problem in that language too (InputError.text)."""
     ctx = click.get_current_context(silent=True)
     if ctx is None or "lang" not in ctx.params:
-        return f"Error: {message}"
+        return f"Error: {exc}"
+    lang = resolve_lang(ctx.params["lang"])
+    message = exc.text(lang) if isinstance(exc, InputError) else str(exc)
+    return _in_words(lang, message)
+
+
+def _in_words(lang: "Lang", message: str) -> str:
     from scm_xl.report_texts import words
 
-    return words(resolve_lang(ctx.params["lang"]))["error"].format(text=message)
+    return words(lang)["error"].format(text=message)
+
+
+_ARGV = "scm_xl.argv"  # the command line, in the root context's meta (shared by every context below it)
+
+
+class ScmXlGroup(click.Group):
+    """scm-xl's top group: click's own usage errors (an invalid value, no such option, a missing
+    argument...), raised while any command's arguments are parsed, in the language of that command
+    (`usage_error_lang`); in English they are click's, untouched."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta.setdefault(_ARGV, list(args))
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            localised = _localised(exc, ctx.meta[_ARGV])
+            if localised is None:
+                raise
+            raise localised from exc
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            localised = _localised(exc, ctx.meta.get(_ARGV, []))
+            if localised is None:
+                raise
+            raise localised from exc
+
+
+# click's "no arguments: show the help" is a UsageError whose show() prints the help (click 8.2+)
+_SHOWS_HELP: tuple[type[BaseException], ...] = tuple(
+    kind for kind in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if kind is not None)
+
+
+def _localised(exc: click.UsageError, argv: list[str]) -> LocalisedUsageError | None:
+    """`exc` to show in the language of the command it stopped, None where that is English."""
+    if isinstance(exc, (LocalisedUsageError, *_SHOWS_HELP)):
+        return None
+    lang = usage_error_lang(exc, argv)
+    return None if lang == "en" else LocalisedUsageError(exc, lang)
+
+
+def usage_error_lang(exc: click.UsageError, argv: list[str]) -> "Lang":
+    """The language of a usage error: that of the command it stopped (its --lang, which need not be
+    parsed yet, so the command line is read for it: `lang_in_argv`; else the locale: resolve_lang).
+    A command without --lang speaks English, as the rest of its output does; a group (scm-xl,
+    scm-xl build: an unknown command) follows the command line and the locale."""
+    ctx = exc.ctx
+    command = ctx.command if ctx is not None else None
+    if command is not None and not isinstance(command, click.Group) and \
+            not any(param.name == "lang" for param in command.params):
+        return "en"
+    given = ctx.params.get("lang") if ctx is not None else None
+    return resolve_lang(given if given in ("zh", "en") else lang_in_argv(argv))
+
+
+def lang_in_argv(argv: list[str]) -> str | None:
+    """The last `--lang zh|en` (or `--lang=...`) on a command line, up to a `--`; None if none."""
+    found = None
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--lang" and index + 1 < len(argv):
+            value = argv[index + 1]
+        elif arg.startswith("--lang="):
+            value = arg[len("--lang="):]
+        else:
+            continue
+        if value in ("zh", "en"):
+            found = value
+    return found
+
+
+class LocalisedUsageError(click.UsageError):
+    """A click usage error shown in `lang`: its usage and "Try ... for help." lines and its message
+    translated by the patterns of scm_xl.error_texts (what no pattern knows stays English)."""
+
+    def __init__(self, original: click.UsageError, lang: "Lang") -> None:
+        super().__init__(original.format_message(), original.ctx)
+        self.original = original
+        self.lang = lang
+
+    def format_message(self) -> str:
+        from scm_xl.error_texts import click_message
+
+        return click_message(self.lang, self.original.format_message())
+
+    def show(self, file: Any = None) -> None:
+        from scm_xl.error_texts import click_usage
+
+        shown = io.StringIO()
+        self.original.show(shown)  # click's own lines, whatever its version prints above the error
+        text = shown.getvalue()
+        error = f"Error: {self.original.format_message()}\n"
+        head = text[:-len(error)] if text.endswith(error) else ""
+        color = self.ctx.color if self.ctx is not None else None
+        click.echo(click_usage(self.lang, head) + _in_words(self.lang, self.format_message()), file=file,
+                   err=True, color=color)
 
 
 class FiniteFloat(click.ParamType):

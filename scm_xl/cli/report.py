@@ -53,7 +53,11 @@ def report(source: str, output: str, lang: Lang | None, force: bool, slo: str | 
         parsed = parse_slo(slo, attainment)
     refuse_non_regular(source)  # /dev/urandom, a FIFO: refused before anything reads it
     check_outputs([Output("-o", output, HTML_SUFFIXES, "HTML report")], inputs=[source], force=force)
-    path = write_report(source, output, resolve_lang(lang), strict_physics=strict_physics, slo=parsed)
+    warned: list[str] = []  # what reading a results CSV warned of (a missing shard, say)
+    path = write_report(source, output, resolve_lang(lang), strict_physics=strict_physics, slo=parsed,
+                        warnings=warned)
+    for warning in warned:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
@@ -62,7 +66,7 @@ def report(source: str, output: str, lang: Lang | None, force: bool, slo: str | 
 @click.argument("new", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write the comparison as an HTML page.")
-@lang_option("Language of the HTML page. ")
+@lang_option()
 @click.option("--force", is_flag=True,
               help="Replace an output that already exists: the --html page, or BASELINE with --save-baseline "
                    "(otherwise refused).")
@@ -94,9 +98,13 @@ def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang:
     level; differing prompt levels are named, not compared) and each model's knee is
     compared; this does not change the verdict."""
     from scm_xl.compare import compare_sources, render_comparison
+    from scm_xl.compare_texts import verdict_word, words
     from scm_xl.outputs import CSV_SUFFIXES, HTML_SUFFIXES, Output, check_outputs
+    from scm_xl.report_texts import words as report_words
     from scm_xl.results import write_results
 
+    language = resolve_lang(lang)
+    w = words(language)
     parsed = None
     if slo is not None:
         from scm_xl.goodput import parse_slo
@@ -113,7 +121,7 @@ def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang:
 
         _, rows = analysis_from_source(new, strict_physics=strict_physics)
         write_results(baseline, rows)
-        click.echo(f"no baseline yet: saved the {len(rows)} rows of {new} as the baseline {baseline}")
+        click.echo(w["saved_first"].format(n=len(rows), new=new, baseline=baseline))
         return
     comparison, old_rows, new_rows = compare_sources(baseline, new, strict_physics=strict_physics)
     slo_comparison = None
@@ -124,26 +132,27 @@ def compare(baseline: str, new: str, as_json: bool, html_path: str | None, lang:
     if html_path:
         from scm_xl.htmlreport.compare_page import write_comparison_html
 
-        write_comparison_html(comparison, html_path, resolve_lang(lang))
+        write_comparison_html(comparison, html_path, language)
     if as_json:
         data = comparison.as_dict()
         if slo_comparison is not None:
             data["slo"] = slo_comparison.as_dict()
         click.echo(json.dumps(data))
     else:
-        click.echo(render_comparison(comparison))
+        click.echo(render_comparison(comparison, language))
         if slo_comparison is not None:
             from scm_xl.slo_compare import render_slo_comparison
 
-            click.echo("\n".join(render_slo_comparison(slo_comparison)))
+            click.echo("\n".join(render_slo_comparison(slo_comparison, language)))
         if html_path:
-            click.echo(f"wrote {html_path}")
+            click.echo(report_words(language)["wrote"].format(path=html_path))
     if save_baseline:
         if comparison.verdict != "stable":
-            click.echo(f"{comparison.verdict}: the baseline {baseline} is kept", err=True)
+            click.echo(w["kept"].format(verdict=verdict_word(comparison.verdict, language), baseline=baseline),
+                       err=True)
         else:
             write_results(baseline, new_rows)
-            click.echo(f"saved the {len(new_rows)} rows of {new} as the baseline {baseline}", err=True)
+            click.echo(w["saved"].format(n=len(new_rows), new=new, baseline=baseline), err=True)
     if fail_on_drift and comparison.verdict != "stable":
         sys.exit(1)
 

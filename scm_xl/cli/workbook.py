@@ -110,22 +110,25 @@ ENGINE_HELP = ("Recalculation engine. auto: IronCalc (embedded, at every size); 
 
 
 @contextlib.contextmanager
-def step_lines(enabled: bool, first: str) -> Iterator[Progress | None]:
+def step_lines(enabled: bool, first: str, lang: Lang = "en") -> Iterator[Progress | None]:
     """The progress callback for a long command: on a terminal the status line of
     `progress_display`; elsewhere one plain line per step on stderr with the seconds since the
     start (no spinner, no carriage returns: a CI log shows how far a run got and what is slow).
+    Each step is said in `lang` (the library names its steps with report_texts.Text).
     Yields None when disabled."""
+    from scm_xl.report_texts import say
+
     if not enabled:
         yield None
         return
     if sys.stderr.isatty():
-        with progress_display(True, first) as progress:
-            yield progress
+        with progress_display(True, str(say(first, lang))) as progress:
+            yield (lambda step: progress(str(say(step, lang)))) if progress is not None else None
         return
     start = time.perf_counter()
 
     def line(step: str) -> None:
-        click.echo(f"scm-xl [{time.perf_counter() - start:7.1f} s] {step}", err=True)
+        click.echo(f"scm-xl [{time.perf_counter() - start:7.1f} s] {say(step, lang)}", err=True)
 
     line(first)
     yield line
@@ -238,13 +241,15 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, f
     from scm_xl.report import (
         analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_latency, render_physics, render_verification, render_workbook_answers, write_json,
     )
+    from scm_xl.report_texts import say
     from scm_xl.terminal import wrapped
 
     t = _words(lang)
     for warning in report.warnings:
-        click.echo(wrapped(t["warning"].format(text=warning)) if lang != "en" else f"warning: {warning}", err=True)
+        click.echo(wrapped(t["warning"].format(text=say(warning, lang))) if lang != "en" else f"warning: {warning}",
+                   err=True)
     for note in getattr(report, "notes", None) or []:  # rows the workbook could not use, and why
-        click.echo(wrapped(t["note"].format(text=note)) if lang != "en" else f"note: {note}", err=True)
+        click.echo(wrapped(t["note"].format(text=say(note, lang))) if lang != "en" else f"note: {note}", err=True)
     click.echo(render_coefficients(report.analysis, lang=lang))
     click.echo()
     click.echo(render_consistency(report.analysis, lang=lang))
@@ -363,12 +368,15 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
                   inputs=[*results, None if in_place else workbook], force=force)
 
     existed = write_target(target).exists()
-    first = f"read {', '.join(results)}" if results else f"rebuild {workbook}"
-    with step_lines(not no_progress, first) as progress:
+    language = resolve_lang(lang)
+    t = _words(language)
+    first = t["step_read"].format(path=t["list_sep"].join(results)) if results \
+        else t["step_rebuild"].format(path=workbook)
+    with step_lines(not no_progress, first, language) as progress:
         # The policy is applied above; without --force the output is also created exclusively at
         # the end (another run may write it meanwhile).
         options: dict[str, Any] = dict(workbook=workbook, output=write_target(target), engine=engine,
-                                       lang=resolve_lang(lang),
+                                       lang=language,
                                        strict_physics=strict_physics, method=method, progress=progress,
                                        force=force, slo=parsed_slo, attainment=attainment)
         if typed_capacity:
@@ -381,12 +389,10 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
         else:
             report = call_supported(run_fill, results[0], **options)
         if progress is not None and getattr(report, "holdout", None) is None:
-            progress("hold-out (leave-one-out)")
+            progress(t["step_holdout"])
         holdout = _holdout_of(report)  # computed once, inside the status line
     set_aside = getattr(report, "set_aside", None)
     failed = ""
-    language = resolve_lang(lang)
-    t = _words(language)
     if set_aside is None:
         click.echo(t["wrote"].format(path=target))
     else:
@@ -447,12 +453,14 @@ def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_pr
 
     check_outputs([Output("--json", json_path, JSON_SUFFIXES, "JSON report")], inputs=[workbook], force=force)
     _check_workbook_input(workbook)
-    with step_lines(not no_progress, f"read {workbook}") as progress:
+    language = resolve_lang(lang)
+    t = _words(language)
+    with step_lines(not no_progress, t["step_read"].format(path=workbook), language) as progress:
         report = call_supported(run_verify, workbook, engine=engine, progress=progress)
         if progress is not None and getattr(report, "holdout", None) is None:
-            progress("hold-out (leave-one-out)")
+            progress(t["step_holdout"])
         holdout = _holdout_of(report)
-    _print_report(report, holdout, json_path, lang=resolve_lang(lang))
+    _print_report(report, holdout, json_path, lang=language)
 
 
 # Why the method that answers without --method does (the workbook's method cell; chain for a CSV).
@@ -497,7 +505,7 @@ def _knee_words(latency: Any, lang: Lang, model: str | None = None) -> str | Non
     fits = [latency.fit_for(model)] if model is not None else list(latency.fits.values())
     texts = [knee_words(fit.knee, PAGE[lang]) for fit in fits if fit is not None]
     if model is None and len(fits) > 1:
-        texts = [f"{fit.model}{':' if lang == 'en' else '：'} {text}" for fit, text in zip(fits, texts)]
+        texts = [f"{fit.model}{': ' if lang == 'en' else '：'}{text}" for fit, text in zip(fits, texts)]
     return ("; " if lang == "en" else "；").join(texts) or None
 
 
@@ -634,8 +642,10 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
                                model=model_name, method=caveat_method) if data["tps"] is None else []
     data.update(caveats=caveats, hints=hints, method_choice=choice.as_dict())
     if parsed_slo is not None:
-        data["slo"] = _measured_slo(source, rows, parsed_slo, concurrency, max_tokens, model_name, prompt_tokens,
-                                    latency)
+        from scm_xl.slo_answer import measured_slo
+
+        data["slo"] = measured_slo(source, rows, parsed_slo, concurrency, max_tokens, model_name, prompt_tokens,
+                                   latency)
     if as_json:
         click.echo(to_json(data))
         if data["tps"] is None:
@@ -666,69 +676,9 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
     why = _method_why(choice, requested, language)
     click.echo(wrapped("  " + t["method_line"].format(method=choice.method, why=why), indent="    "))
     if parsed_slo is not None:
-        click.echo(wrapped(f"  SLO: {data['slo']['text']}", indent="    "))
+        from scm_xl.slo_answer import measured_slo_line
 
-
-def _measured_slo(source: str, rows: Any, slo: Any, concurrency: float, max_tokens: int, model: str | None,
-                  prompt_tokens: float | None, latency: Any = None) -> dict[str, Any]:
-    """predict --slo: the measured attainment at this configuration when it was measured; between
-    measured concurrency levels the one scm_xl.slo_between predicts (labelled) with `latency`, the
-    latency model predict fitted (fitted here when it had none); else (no per-request CSV) the
-    measured per-experiment P95s there, each labelled for what it is."""
-    from scm_xl import goodput, slo_between
-    from scm_xl.constrained import measured_percentiles
-
-    key = ((model or "").casefold(), int(concurrency) if float(concurrency).is_integer() else None, max_tokens)
-    out: dict[str, Any] = {"slo": slo.describe(), "predicted": False, "source": None}
-    samples = goodput.read_samples(source)
-    table = goodput.evaluate(rows, samples, slo)
-    if table.experiments:
-        level = None if prompt_tokens is None else int(round(prompt_tokens))
-
-        def here(cells: list[Any]) -> list[Any]:
-            return [c for c in cells if (c.model.casefold(), c.concurrency, c.max_tokens) == key
-                    and (level is None or c.prompt_level is None or abs(c.prompt_level - level) <= 0.05 * c.prompt_level)]
-
-        measured = goodput.cells(table.experiments, slo)
-        found = here(measured)
-        why_not = ""
-        if not found and key[1] is not None:
-            from scm_xl.latency import latency_model
-
-            fitted = latency if latency is not None else latency_model(rows)
-            if fitted.available:
-                predicted, reasons = slo_between.between_cells(measured, samples.by_exp, fitted, slo)
-                found = here(predicted)
-                why_not = "; ".join(reasons)
-            else:
-                why_not = "no latency model (no experiment has TTFT, latency and ITL recorded)"
-        if not found:
-            out["text"] = ("this configuration has no measured requests, and attainment is predicted only at whole "
-                           "concurrency levels between measured ones" + (f" ({why_not})" if why_not else ""))
-            return out
-        cell = found[0]
-        t = cell.tally
-        low, high = t.interval
-        out.update(source="requests" if cell.predicted_from is None else "predicted_between_levels", **cell.as_dict())
-        out["predicted"] = cell.predicted_from is not None
-        where = "measured here" if cell.predicted_from is None else slo_between.predicted_from_words(cell)
-        counted = slo_between.requests_word(cell)
-        out["text"] = (f"{where}: attainment {t.attainment:.1%} ({goodput.WILSON_CONFIDENCE:.0%} "
-                       f"Wilson interval {low:.1%}-{high:.1%}, {t.good} of {t.requests} {counted}), goodput "
-                       f"{t.goodput_tps:.1f} tok/s; {'meets' if cell.meets else 'does not meet'} {slo.describe()}")
-        return out
-    cell_p95 = measured_percentiles(rows).get((key[0], key[1] or -1, key[2]))
-    why = table.reason or "no experiment could be judged per request"
-    if cell_p95 is None or (cell_p95.latency_p95_s is None and cell_p95.ttft_p95_s is None):
-        out["text"] = f"{why}, and no per-experiment P95 was measured at this configuration"
-        return out
-    out.update(source="per_experiment_p95", latency_p95_s=cell_p95.latency_p95_s, ttft_p95_s=cell_p95.ttft_p95_s)
-    parts = [f"{name} {value:.3g} s (limit {limit:g} s)" for name, value, limit in
-             (("P95 TTFT", cell_p95.ttft_p95_s, slo.ttft_s), ("P95 latency", cell_p95.latency_p95_s, slo.e2el_s))
-             if value is not None and limit is not None]
-    out["text"] = (f"{why}: fallback, the per-experiment P95s measured here (not a per-request "
-                   f"attainment): " + ("; ".join(parts) if parts else "none under this SLO's thresholds"))
-    return out
+        click.echo(wrapped("  " + measured_slo_line(data["slo"], language), indent="    "))
 
 
 @click.command()
@@ -820,7 +770,7 @@ def solve(source: str, target_tps: float | None, max_tokens: int | None, prompt_
 
         parsed = parse_slo(slo, attainment)
         if _solve_slo(source, rows, parsed, target_tps, model, prompt_tokens, price_in, price_out,
-                      gpu_hour_price, gpus, rpm, tpm, minimise, as_json, between_levels):
+                      gpu_hour_price, gpus, rpm, tpm, minimise, as_json, between_levels, lang=resolve_lang(lang)):
             return
         # no per-request CSV: the per-experiment P95s answer (ttft and e2el; tpot has none), and
         # nothing that needs the requests is silently dropped
@@ -861,7 +811,8 @@ def solve(source: str, target_tps: float | None, max_tokens: int | None, prompt_
 
 def _solve_slo(source: str, rows: Any, slo: Any, target_tps: float, model: str | None, prompt_tokens: float | None,
                price_in: float | None, price_out: float | None, gpu_hour_price: float | None, gpus: int | None,
-               rpm: float | None, tpm: float | None, minimise: str, as_json: bool, between: bool = False) -> bool:
+               rpm: float | None, tpm: float | None, minimise: str, as_json: bool, between: bool = False,
+               lang: Lang = "en") -> bool:
     """solve --slo on the per-request CSV; False (after saying why) when it is not there, so the
     per-experiment percentiles answer instead."""
     import json
@@ -878,12 +829,12 @@ def _solve_slo(source: str, rows: Any, slo: Any, target_tps: float, model: str |
     answer = slo_answer(source, list(rows), target_tps=target_tps, slo=slo, model=model, prompt_level=level,
                         pricing=pricing, rpm=rpm, tpm=tpm, minimise=minimise, between=between)
     if answer.fallback is not None:
-        click.echo(wrapped(answer.lines()[0], indent="  "), err=True)
+        click.echo(wrapped(answer.lines(lang)[0], indent="  "), err=True)
         return False
     if as_json:
         click.echo(json.dumps(answer.report(), indent=2, default=str))
     else:
-        for line in answer.lines():
+        for line in answer.lines(lang):
             click.echo(wrapped(line, indent="    "))
     if not answer.reachable:
         raise SystemExit(1)
@@ -960,10 +911,10 @@ def _answered_as_json_or_refused(data: dict[str, Any], as_json: bool, identified
 
 def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_json: bool, *,
                   latency: Any, choice: Any, lsq_report: Any, requested: str = "auto", lang: Lang = "en") -> None:
-    from scm_xl.constrained import solve_request
+    from scm_xl.constrained import describe_reasons, solve_request
     from scm_xl.report import caveats_to_dict, constrained_to_dict, excluded_here, render_caveats, unidentified_hints
+    from scm_xl.report_texts import say
     from scm_xl.terminal import wrapped
-    from scm_xl.report_texts import describe_reasons
 
     t = _words(lang)
 
@@ -1012,8 +963,8 @@ def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_
         for line in excluded_here(analysis, result.best.concurrency, result.best.max_tokens, result.best.model,
                                   t["what_best"], lang=lang):
             click.echo(wrapped(f"  {line}", indent="    "))
-    for note in result.notes:  # scm_xl.constrained's notes are English
-        click.echo(wrapped(t["note"].format(text=note)))
+    for note in result.notes:  # scm_xl.constrained's notes: English, and say(note, lang) another language
+        click.echo(wrapped(t["note"].format(text=say(note, lang))))
     click.echo(wrapped(t["method_line"].format(method=choice.method, why=_method_why(choice, requested, lang))))
     if method == "latency" and latency.knee_text():
         click.echo(wrapped(t["knee"].format(knee=_knee_words(latency, lang))))

@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Mapping, Sequence
 from urllib.parse import urlsplit
 
-from scm_xl.collect.matrix import MatrixPoint, check_cell, check_model_names, full_factorial, shard_points
+from scm_xl.collect.matrix import (
+    MatrixPoint, check_cell, check_matrix_size, check_model_names, full_factorial, shard_points,
+)
 from scm_xl.errors import InputError, UsageError
+from scm_xl.input_files import read_capped
 from scm_xl.rules import DEFAULT_MODEL
 
 DEFAULT_BASE_URL = "https://api.siliconflow.cn/v1"
@@ -29,6 +32,8 @@ DEFAULT_PROMPT = "Write a short story about a lighthouse keeper who finds a mess
 API_KEY_ENV_VARS: tuple[str, ...] = ("SCM_XL_API_KEY", "SILICONFLOW_API_KEY", "OPENAI_API_KEY")
 DEFAULT_MAX_LINE_BYTES = 1024 * 1024
 TRANSPORTS: tuple[str, ...] = ("auto", "fast", "httpx")
+# The most of an --api-key-file read: a key is some hundred bytes; /dev/zero or a 300 MB file is refused at once.
+MAX_KEY_FILE_BYTES = 64 * 1024
 
 
 def has_control_character(text: str) -> bool:
@@ -69,12 +74,15 @@ def resolve_api_key(api_key_file: str | Path | None = None,
     API_KEY_ENV_VARS. (None, None) when there is none.
     """
     if api_key_file is not None:
+        where = str(api_key_file)
+        try:  # a device or FIFO is refused unread, and no more than the cap is read
+            data = read_capped(where, MAX_KEY_FILE_BYTES, "an API key file")
+        except InputError as exc:  # its words name the file, never what it holds
+            raise InputError(f"cannot read the API key file: {exc.problem}", path=where) from None
         try:
-            value = Path(api_key_file).read_text(encoding="utf-8-sig").strip()  # a BOM is no part of a key
-        except OSError as exc:
-            raise InputError(f"cannot read the API key file: {exc.strerror}", path=str(api_key_file)) from None
+            value = data.decode("utf-8-sig").strip()  # a BOM is no part of a key
         except UnicodeDecodeError:
-            raise InputError("the API key file is not UTF-8 text", path=str(api_key_file)) from None
+            raise InputError("the API key file is not UTF-8 text", path=where) from None
         if not value:
             raise InputError("the API key file is empty", path=str(api_key_file))
         _check_key(value, f"the API key file {api_key_file}")
@@ -214,6 +222,26 @@ class CollectConfig:
         if self.resume and self.overwrite:
             raise UsageError("--resume and --force exclude each other")
         self._check_prompts()
+        self._check_size()
+
+    def _check_size(self) -> None:
+        """The matrix within what scm-xl runs and the workbook holds (matrix.check_matrix_size)."""
+        if self.experiments:
+            points = self.experiments
+            models = len({point.model.strip().casefold() for point in points})
+            levels = {point.prompt_level for point in points} - {None}
+            prompt_levels = len(levels) if self.prompts_path is None else 1
+            check_matrix_size(models=models, concurrency=[point.concurrency for point in points],
+                              max_tokens=[point.max_tokens for point in points], prompt_levels=prompt_levels,
+                              requests_per_slot=self.requests_per_slot, warmup=self.warmup,
+                              experiments=len(points))
+            return
+        prompt_levels = self.file_prompt_levels if self.prompts_path is not None else len(self.prompt_tokens)
+        experiments = (len(self.models) * len(self.concurrency) * len(self.max_tokens) * max(prompt_levels, 1)
+                       * self.repeats)
+        check_matrix_size(models=len(self.models), concurrency=self.concurrency, max_tokens=self.max_tokens,
+                          prompt_levels=prompt_levels, requests_per_slot=self.requests_per_slot, warmup=self.warmup,
+                          experiments=experiments)
 
     def _check_prompts(self) -> None:
         levels = self.prompt_tokens

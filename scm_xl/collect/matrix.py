@@ -17,9 +17,16 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from scm_xl.errors import InputError, UsageError
+from scm_xl.input_files import read_capped
 # The results CSV's rules for a cell (control characters, length, and for model and gpu the workbook's
-# rule for names used in COUNTIFS criteria), applied before any traffic rather than after it.
-from scm_xl.results import _check_value
+# rule for names used in COUNTIFS criteria), applied before any traffic rather than after it; and its
+# limit on the levels (the workbook's cell codes).
+from scm_xl.results import MAX_CELL_CODE, _check_value, cell_code_scale
+from scm_xl.rules import MAX_CONCURRENCY, MAX_EXPERIMENT_REQUESTS, MAX_EXPERIMENTS
+
+# The most of a matrix file read (`collect --matrix`) and written (`plan`): a plan of MAX_EXPERIMENTS
+# experiments is about 12 MiB (tomllib reads it in some 5 s).
+MAX_MATRIX_BYTES = 16 * 1024 * 1024
 
 # Keys of one `[[experiments]]` table, in the order `scm-xl plan` writes them; `prompt_tokens`
 # (the experiment's prompt level, MatrixPoint.prompt_level) only in a plan with prompt levels.
@@ -104,6 +111,38 @@ def check_cell(column: str, value: str) -> None:
         raise UsageError(problem) from None
 
 
+def check_matrix_size(*, models: int, concurrency: Sequence[int], max_tokens: Sequence[int], prompt_levels: int,
+                      requests_per_slot: int, warmup: int = 0, experiments: int) -> None:
+    """UsageError, before any traffic and before any file, for a matrix beyond what scm-xl runs
+    (scm_xl.rules: MAX_CONCURRENCY, MAX_EXPERIMENT_REQUESTS, MAX_EXPERIMENTS), or whose levels make
+    workbook cell codes the results reader would refuse (results.MAX_CELL_CODE, `check_cell_codes`).
+
+    `models` and `prompt_levels` count distinct ones (0 levels: the one plain prompt); `experiments`
+    the whole matrix, before any shard."""
+    largest = max(concurrency)
+    if largest > MAX_CONCURRENCY:
+        raise UsageError(f"concurrency {largest:,} is above {MAX_CONCURRENCY:,}, the most scm-xl runs at once "
+                         "(each slot holds its own connection, and a client reaches a server through at most "
+                         "65,535 ports)")
+    requests = largest * requests_per_slot + warmup
+    if requests > MAX_EXPERIMENT_REQUESTS:
+        warm = f" and {warmup:,} warm-up requests" if warmup else ""
+        raise UsageError(f"an experiment at concurrency {largest:,} with {requests_per_slot:,} requests per slot"
+                         f"{warm} sends {requests:,} requests, above {MAX_EXPERIMENT_REQUESTS:,}, the most scm-xl "
+                         "sends in one experiment (it holds each in memory): fewer requests per slot")
+    if experiments > MAX_EXPERIMENTS:
+        raise UsageError(f"the matrix holds {experiments:,} experiments, above {MAX_EXPERIMENTS:,}, the most scm-xl "
+                         "runs in one (as many rows as one workbook holds): fewer levels or repeats")
+    scale = cell_code_scale(models, max(max_tokens), prompt_levels, largest)
+    if scale > MAX_CELL_CODE:
+        raise UsageError(f"the levels are too large together: the workbook numbers each cell with one whole number, "
+                         f"at most (models + 1) x (largest max_tokens + 1) x (prompt levels + 1) x (largest "
+                         f"concurrency + 1) = ({models} + 1) x ({max(max_tokens):,} + 1) x ({prompt_levels} + 1) x "
+                         f"({largest:,} + 1) = {scale:.4g}, and a spreadsheet takes such a number apart exactly only "
+                         f"below {MAX_CELL_CODE:.0e} ({MAX_CELL_CODE:,}), so fill would refuse the results: use "
+                         "smaller levels")
+
+
 def matrix_id(points: Sequence[MatrixPoint]) -> str:
     """A short hash of the whole matrix (every experiment's exp_id and levels, in run order, before
     any shard): each results row records it, so that CSVs filled together can be told to be
@@ -158,12 +197,9 @@ _MATRIX_FIELDS: dict[str, str] = {"prompts": "prompts_path"}
 def load_matrix_file(path: str | Path) -> dict[str, Any]:
     """Read a TOML matrix file into CollectConfig field values (InputError on a bad one)."""
     where = str(path)
+    raw = read_capped(where, MAX_MATRIX_BYTES, "a matrix file")  # a device or FIFO is refused unread
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("file not found", path=where) from None
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror}", path=where) from None
+        data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise InputError("not a UTF-8 text file", path=where) from None
     except tomllib.TOMLDecodeError as exc:
@@ -185,6 +221,9 @@ def load_matrix_file(path: str | Path) -> dict[str, Any]:
         if key in ("concurrency", "max_tokens", "prompt_tokens") and not all(
                 isinstance(v, int) and not isinstance(v, bool) for v in items):
             raise InputError(f"{key!r} must be a list of integers", path=where)
+        if key == "concurrency" and any(v > MAX_CONCURRENCY for v in items):
+            raise InputError(f"'concurrency' {max(items):,} is above {MAX_CONCURRENCY:,}, the most scm-xl runs at "
+                             "once", path=where)
         if key == "models" and not all(isinstance(v, str) for v in items):
             raise InputError("'models' must be a list of strings", path=where)
         if key == "model":
@@ -214,6 +253,9 @@ def _experiments(tables: Any, where: str) -> tuple[MatrixPoint, ...]:
                             ("order", order), ("prompt_tokens", 1 if prompt is None else prompt)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"experiment {i}: {name!r} must be a positive integer", path=where)
+        if concurrency > MAX_CONCURRENCY:
+            raise InputError(f"experiment {i}: 'concurrency' {concurrency:,} is above {MAX_CONCURRENCY:,}, the most "
+                             "scm-xl runs at once", path=where)
         if (prompt is None) != ("prompt_tokens" not in tables[0]):
             raise InputError(f"experiment {i}: 'prompt_tokens' must be given in every experiment or in none",
                              path=where)

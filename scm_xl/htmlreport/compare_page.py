@@ -14,6 +14,8 @@ from scm_xl import __version__
 from scm_xl.compare import Comparison
 from scm_xl.htmlreport.page import write_text_atomic
 from scm_xl.htmlreport.svgchart import FONT
+from scm_xl.compare_texts import label_text, say
+from scm_xl.compare_texts import words as compare_words
 from scm_xl.htmlreport.texts import PAGE, Lang
 
 
@@ -95,11 +97,12 @@ COMPARE_TEXT: dict[Lang, dict[str, str]] = {
 
 def compare_context(comparison: Comparison, lang: Lang) -> dict[str, Any]:
     words = COMPARE_TEXT[lang]
-    rows = [{"label": s.label, "baseline": _fmt(s.baseline), "baseline_interval": _interval(s.baseline_interval),
+    rows = [{"label": say(label_text(s.label), lang), "baseline": _fmt(s.baseline), "baseline_interval": _interval(s.baseline_interval),
              "new": _fmt(s.new), "new_interval": _interval(s.new_interval), "change": _fmt(s.change_pct, 1),
              "p": "-" if s.p_value is None else f"{s.p_value:.2g}",
              "moved": words["drift_mark"] if s.drifted else (words["noise_mark"] if s.significant else
-                                                             ("-" if s.status == "compared" else s.status)),
+                                                             ("-" if s.status == "compared" else
+                                                              compare_words(lang).get(f"status_{s.status}", s.status))),
              "drifted": s.drifted} for s in comparison.coefficients]
     o = comparison.old_on_new
     lat = comparison.latency
@@ -110,11 +113,13 @@ def compare_context(comparison: Comparison, lang: Lang) -> dict[str, Any]:
 
         latency = {"status": lat.status, "compared": lat.status == "compared", "mape": _fmt(lat.mape_pct),
                    "max": _fmt(lat.max_pct), "rows": lat.predicted_rows, "unmatched": len(lat.unmatched),
-                   "inside": lat.inside_interval, "with": lat.with_interval, "notes": lat.notes,
+                   "inside": lat.inside_interval, "with": lat.with_interval,
+                   "notes": [say(n, lang) for n in lat.notes],
                    "baseline_levels": levels(lat.baseline_prompt_levels), "new_levels": levels(lat.new_prompt_levels),
-                   "knees": [{"model": k.model, "text": k.text, "moved": k.moved, "status": k.status}
+                   "knees": [{"model": k.model, "text": say(k.text, lang), "moved": k.moved, "status": k.status}
                              for k in lat.knees]}
     return {"w": words, "t": PAGE[lang], "c": comparison, "rows": rows, "version": __version__,
+            "reasons": [say(r, lang) for r in comparison.reasons], "test": comparison.test_description(lang),
             "verdict_text": words[f"verdicts_{comparison.verdict}"],
             "verdict_class": VERDICT_CLASS[comparison.verdict],
             "old": {"mape": _fmt(o.mape_pct), "max": _fmt(o.max_pct), "rows": o.predicted_rows,

@@ -21,6 +21,8 @@ from scm_xl.htmlreport.texts import LANGS, PAGE, Lang
 from scm_xl.lsq import LsqAnalysis, least_squares_analysis
 from scm_xl.model import Analysis, c_label, f_label, k_label
 from scm_xl.report import c_model_first_principles
+from scm_xl.report_texts import say
+from scm_xl.report_texts import words as report_words
 from scm_xl.rules import DEFAULT_METHOD, DEFAULT_TARGET
 
 VERDICT_CLASS = {"excellent": "ok", "good": "ok", "fail": "bad", "insufficient": "warn"}
@@ -132,15 +134,16 @@ def _levels(analysis: Analysis, lsq: LsqAnalysis) -> tuple[list[int], list[int],
     return concurrency, lengths, models
 
 
-def separable_summary(lsq: LsqAnalysis, texts: dict[str, Any]) -> str:
-    """The interaction check in the page's language (the cells it names keep their English detail)."""
+def separable_summary(lsq: LsqAnalysis, texts: dict[str, Any], lang: Lang = "en") -> str:
+    """The interaction check in the page's language, the cells it names too."""
     check = lsq.interactions
     if not check.testable and not check.plateaus:
         return texts["separable_untestable"]
     if check.separable:
         return texts["separable_ok"]
-    parts = [c.describe() for c in check.broken] + [p.describe() for p in check.plateaus]
-    return texts["separable_broken"] + "; ".join(parts)
+    parts = [str(say(c.describe(), lang)) for c in check.broken] + [str(say(p.describe(), lang))
+                                                                     for p in check.plateaus]
+    return texts["separable_broken"] + report_words(lang)["parts_sep"].join(parts)
 
 
 def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_name: str,
@@ -206,7 +209,7 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
         else list(forward_lengths),
         "inv_models": [inv_model] if inv_model else list(forward_models),
     }
-    slo_context, slo_data = slo_section(results_path, rows, slo, float(defaults["target"]), texts)
+    slo_context, slo_data = slo_section(results_path, rows, slo, float(defaults["target"]), texts, lang)
     payload = calculator_payload(analysis, lsq.fit, rows, latency_data, lang)
     payload["slo"] = slo_data
     return {
@@ -220,7 +223,7 @@ def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_n
         "consistency": consistency,
         "mape": percent(consistency.mape_pct, na), "max_dev": percent(consistency.max_deviation_pct, na),
         "holdouts": holdouts,
-        "separable": separable_summary(lsq, texts),
+        "separable": separable_summary(lsq, texts, lang),
         "physics_warned": sum(1 for s in analysis.statuses if s.physics.count),
         "coefficients": coefficient_rows(analysis, lsq, texts),
         "rows": row_lines(analysis, lang),
@@ -276,7 +279,8 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 
 
 def write_report(source: Any, path: str | Path, lang: Lang | None = None, *,
-                 rows: Sequence[Any] | None = None, strict_physics: bool | None = None, slo: Any = None) -> Path:
+                 rows: Sequence[Any] | None = None, strict_physics: bool | None = None, slo: Any = None,
+                 warnings: list[str] | None = None) -> Path:
     """Write the self-contained HTML report to `path` and return the path.
 
     `source` is one of:
@@ -307,7 +311,7 @@ def write_report(source: Any, path: str | Path, lang: Lang | None = None, *,
     else:
         from scm_xl.workbook.fill import analysis_from_source, questions_from_source
 
-        analysis, loaded = analysis_from_source(source, strict_physics=strict_physics)
+        analysis, loaded = analysis_from_source(source, strict_physics=strict_physics, warnings=warnings)
         rows, source_name, results_path = loaded, Path(source).name, source
         questions = questions_from_source(source, rows)
     return write_text_atomic(path, render_report(analysis, rows, lang or "zh", source_name, questions,

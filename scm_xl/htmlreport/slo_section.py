@@ -17,7 +17,8 @@ from typing import Any, Sequence
 
 from scm_xl import capacity, goodput
 from scm_xl.errors import UsageError
-from scm_xl.rules import RATE_LIMIT_WINDOW_S
+from scm_xl.rules import RATE_LIMIT_WINDOW_S, Lang
+from scm_xl.slo_texts import say
 
 NO_REQUESTS, NO_SLO, JUDGED = "no_requests", "no_slo", "judged"
 
@@ -40,17 +41,18 @@ def _cell_payload(cell: goodput.SloCell, planned: bool) -> dict[str, Any]:
 
 
 def slo_section(results_path: str | Path | None, rows: Sequence[Any], slo: goodput.Slo | None,
-                target_tps: float, texts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """(the section's context, the calculator's payload or None) for the page."""
+                target_tps: float, texts: dict[str, Any], lang: Lang = "en"
+                ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the section's context, the calculator's payload or None) for the page, its sentences in `lang`."""
     words = texts["slo"]
     conf = f"{goodput.WILSON_CONFIDENCE:.0%}"
     reason: str | None
     if results_path is None:
         samples = None
-        reason = "this page was made without a results CSV to look beside"
+        reason = words["no_results_csv"]
     else:
         samples = goodput.read_samples(results_path)
-        reason = (samples.reason or "no measured requests") if not samples.by_exp else None
+        reason = say(samples.reason or words["no_measured"], lang) if not samples.by_exp else None
     if reason is not None:
         return {"state": NO_REQUESTS, "line": words["no_requests"].format(reason=reason)}, None
     if slo is None:
@@ -58,31 +60,32 @@ def slo_section(results_path: str | Path | None, rows: Sequence[Any], slo: goodp
     assert samples is not None and results_path is not None
     table = goodput.evaluate(rows, samples, slo)
     if not table.experiments:
-        return {"state": NO_REQUESTS, "line": words["no_requests"].format(reason=table.reason)}, None
+        return {"state": NO_REQUESTS, "line": words["no_requests"].format(reason=say(table.reason, lang))}, None
     shown = goodput.cells(table.experiments, slo)
+    reason_words = goodput.reason_words(lang)
     plan_error = None
     try:  # the cells `solve --slo` plans over (one prompt level), and its answer
         planned_keys = {(c.model.casefold(), c.concurrency, c.max_tokens, c.prompt_level)
                         for c in goodput.select_cells(table.experiments, slo)}
         answer = _answer(results_path, rows, slo, target_tps)
     except UsageError as exc:
-        plan_error, answer, planned_keys = str(exc), None, set()
+        plan_error, answer, planned_keys = str(say(exc.args[0] if exc.args else str(exc), lang)), None, set()
     rows_out = [{"model": c.model, "concurrency": c.concurrency, "max_tokens": c.max_tokens,
                  "prompt_level": "" if c.prompt_level is None else c.prompt_level, "requests": c.tally.requests,
                  "good": c.tally.good, "attainment": _pct(c.tally.attainment),
                  "interval": f"{_pct(c.tally.interval[0])} – {_pct(c.tally.interval[1])}",
                  "tps": f"{c.tally.tps:.2f}", "goodput": f"{c.tally.goodput_tps:.2f}",
-                 "binding": goodput.REASON_WORDS.get(c.tally.binding, c.tally.binding) if c.tally.binding
+                 "binding": reason_words.get(c.tally.binding, c.tally.binding) if c.tally.binding
                  else words["nothing"], "meets": c.meets} for c in shown]
     binds = ""
     if answer is not None and answer.plan is not None:
-        binds = capacity.describe_reasons(answer.plan.binding) or capacity.describe_reasons(
-            answer.solution.binding if answer.solution else ()) or words["nothing"]
+        binds = capacity.describe_reasons(answer.plan.binding, lang) or capacity.describe_reasons(
+            answer.solution.binding if answer.solution else (), lang) or words["nothing"]
     context = {
         "state": JUDGED, "slo": slo.describe(), "cells": rows_out, "conf": conf,
         "answer_title": words["answer"].format(target=f"{target_tps:g}"),
-        "answer_lines": answer.lines() if answer is not None else [plan_error],
-        "binds": binds, "unjudged": [f"{k}: {v}" for k, v in table.unjudged.items()],
+        "answer_lines": answer.lines(lang) if answer is not None else [plan_error],
+        "binds": binds, "unjudged": [f"{k}: {say(v, lang)}" for k, v in table.unjudged.items()],
     }
     sent_rpm, sent_tpm = _provider_limits(rows)
     payload = {
@@ -91,7 +94,7 @@ def slo_section(results_path: str | Path | None, rows: Sequence[Any], slo: goodp
         "provider_rpm": sent_rpm, "provider_tpm": sent_tpm, "plan_error": plan_error,
         "cells": [_cell_payload(c, (c.model.casefold(), c.concurrency, c.max_tokens, c.prompt_level)
                                 in planned_keys) for c in shown],
-        "reason_words": {**goodput.REASON_WORDS, **capacity.REASON_WORDS},
+        "reason_words": {**reason_words, **capacity.reason_words(lang)},
     }
     return context, payload
 

@@ -10,6 +10,7 @@ from scm_xl.report_texts import WORDS
 from scm_xl.rules import (
     EXCELLENT_MAPE, EXCELLENT_MAX, EXCELLENT_MIN_ROWS, GOOD_MAPE, GOOD_MAX, ROLE_NAMES, VERDICT_NAMES, Lang,
 )
+from scm_xl.slo_texts import REASONS as SLO_REASONS, WORDS as SLO_WORDS
 
 LANGS: tuple[Lang, ...] = ("zh", "en")
 SEPARABLE_KEYS = ("separable_untestable", "separable_ok", "separable_broken")
@@ -344,6 +345,8 @@ _SLO_TEXTS: dict[Lang, dict[str, Any]] = {
         "no_requests": "No per-request records: {reason}. The SLO is not judged per request here; the latency "
                        "figures on this page are the per-experiment P95s.",
         "unjudged": "{n} experiment(s) not judged",
+        "no_results_csv": "this page was made without a results CSV to look beside",
+        "no_measured": "no measured requests",
         "calc_title": "Replicas and cost under the SLO",
         "calc_help": "As `scm-xl solve --slo` plans it: the configuration per replica, replicas = ⌈target ÷ "
                      "TPS per replica⌉ among the configurations meeting the SLO, the cost per million output "
@@ -383,6 +386,8 @@ _SLO_TEXTS: dict[Lang, dict[str, Any]] = {
                   "ttft=0.5,e2el=10` 查看每个配置在其下的达标率。上面的延迟上限是每个实验的 P95。",
         "no_requests": "没有逐请求记录：{reason}。此处不逐请求判定 SLO；本页的延迟数字是每个实验的 P95。",
         "unjudged": "{n} 个实验未判定",
+        "no_results_csv": "本页生成时旁边没有结果 CSV 可读",
+        "no_measured": "没有实测请求",
         "calc_title": "SLO 下的副本数与成本",
         "calc_help": "与 `scm-xl solve --slo` 的规划相同：在满足 SLO 的配置中，副本数 = ⌈目标 ÷ 单副本 TPS⌉；"
                      "每百万输出 token 的成本按此处输入的价格计算（每百万输入/输出 token 的价格，或每 GPU 小时的价格"
@@ -408,5 +413,9 @@ _SLO_TEXTS: dict[Lang, dict[str, Any]] = {
     },
 }
 for _lang, _texts in _SLO_TEXTS.items():
+    # why the calculator's plan rules a configuration out (goodput's and capacity's names), in the
+    # page's language: scm_xl.slo_texts, the one home of these words for `solve --slo` and the page
+    _texts["js"].update(reasons=dict(SLO_REASONS[_lang]), reasons_sep=SLO_WORDS[_lang]["reasons_sep"],
+                        label_sep=": " if _lang == "en" else "：")
     PAGE[_lang]["slo"] = {k: v for k, v in _texts.items() if k != "js"}
     PAGE[_lang]["js"]["slo"] = _texts["js"]

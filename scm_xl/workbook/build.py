@@ -9,15 +9,16 @@ are known.
 from __future__ import annotations
 
 import math
+from copy import copy
 from datetime import datetime
 from pathlib import Path
-from typing import Mapping, cast
+from typing import Mapping
 
 from openpyxl import Workbook
+from openpyxl.cell.cell import Cell
 from openpyxl.styles import Alignment
-from openpyxl.utils import get_column_letter, range_boundaries
+from openpyxl.utils import column_index_from_string, get_column_letter
 from openpyxl.worksheet.datavalidation import DataValidation
-from openpyxl.worksheet.properties import PageSetupProperties
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
@@ -27,7 +28,8 @@ from scm_xl.workbook.catalog_tables import CatalogLayout, physics_column_formula
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW, write_calculator
 from scm_xl.workbook.formulas import Formulas
-from scm_xl.workbook.stamp import save_workbook, write_filled
+from scm_xl.workbook.stamp import deferred_rows, save_workbook, write_filled
+from scm_xl.workbook.printing import MIN_PRINT_SCALE, PAGE_WIDTH_CHARS, pages_for, print_setup
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE,
@@ -221,71 +223,6 @@ def write_first_principles(ws: Worksheet, layout: Layout, catalog_layout: Catalo
     return names
 
 
-# The printable width of a landscape A4 page between print_setup's margins (784 pt), in
-# column-width units as LibreOffice prints them (6.3 to 7 pt each): the README's one column
-# must fit in it, as fitting to the page width never shrinks a sheet that is one column wide.
-PAGE_WIDTH_CHARS = 110
-MIN_PRINT_SCALE = 0.7  # a sheet too wide to print this large goes over more pages side by side
-ROWS_PER_PAGE = 50  # rows of a landscape A4 page at about MIN_PRINT_SCALE
-
-
-def pages_for(rows: int) -> int:
-    """Pages down for a print area of `rows` rows, so the last page is not one of empty slots."""
-    return max(1, math.ceil(rows / ROWS_PER_PAGE))
-
-
-def print_setup(ws: Worksheet, *, repeat_rows: str | None = None, pages_wide: int | None = None,
-                pages_tall: int | None = None, repeat_cols: str | None = None) -> None:
-    """Landscape, fitted to the page width (or to `pages_wide` pages side by side, with the
-    `repeat_cols` columns on each) and, given `pages_tall`, to that many pages down (a sheet
-    whose empty slots would otherwise spill onto a page of their own), header rows repeated,
-    an explicit print area. Called again (registry does, for every visible sheet) it keeps
-    what the sheet's own call set."""
-    ws.page_setup.orientation = "landscape"
-    ws.page_setup.paperSize = ws.PAPERSIZE_A4
-    if pages_wide is not None or not ws.page_setup.fitToWidth:
-        ws.page_setup.fitToWidth = pages_wide or 1
-    if pages_tall is not None or ws.page_setup.fitToHeight is None:
-        ws.page_setup.fitToHeight = pages_tall or 0  # 0: as many as it takes
-    # openpyxl always makes pageSetUpPr; its stubs allow None
-    cast(PageSetupProperties, ws.sheet_properties.pageSetUpPr).fitToPage = True
-    ws.print_options.gridLines = False
-    ws.page_margins.left = ws.page_margins.right = 0.4
-    ws.page_margins.top = ws.page_margins.bottom = 0.5
-    if repeat_rows:
-        ws.print_title_rows = repeat_rows
-    if repeat_cols:
-        ws.print_title_cols = repeat_cols
-
-
-def trim_print_areas(wb: Workbook, layout: Layout, rows: int, cells: int) -> None:
-    """Print what is there: the per-row tables (raw data, consistency, least squares) stop at
-    the last of the `rows` filled rows and the replicates table at its last of `cells` cells,
-    instead of running on through the empty slots kept for rows typed later (a printed
-    block of blank yellow or grey rows, and pages with nothing on them). Called by `fill`,
-    which knows the rows; the template keeps every slot. A row typed after the fill prints
-    once `scm-xl fill --workbook` has run again (the README says so)."""
-    from scm_xl.workbook import lsq_sheet, replicates_sheet
-
-    raw = wb[layout.title("raw")]
-    raw.print_area = f"A1:{get_column_letter(len(ENTRY_COLUMNS))}{layout.raw_header_row + max(rows, 1)}"
-    # the last printed column (a file path, often long) shrinks into its cell, not past the margin
-    path_col = layout.entry_col(ENTRY_COLUMNS[-1].key)
-    for row in range(layout.raw_first, layout.raw_header_row + rows + 1):
-        if raw[f"{path_col}{row}"].value is not None:
-            raw[f"{path_col}{row}"].alignment = Alignment(shrink_to_fit=True)
-    for title, slots, used in ((layout.title("consistency"), layout.rows, rows),
-                               (lsq_sheet.SHEET_TITLES[layout.lang], layout.rows, rows),
-                               (replicates_sheet.SHEET_TITLES[layout.lang], layout.cell_slots, cells)):
-        if title not in wb.sheetnames or not wb[title].print_area:
-            continue
-        ws = wb[title]
-        area = str(ws.print_area).split(",")[0].rpartition("!")[2].replace("$", "")
-        min_col, min_row, max_col, max_row = (bound or 1 for bound in range_boundaries(area))
-        last = max(min_row, max_row - (slots - min(max(used, 1), slots)))
-        ws.print_area = f"{get_column_letter(min_col)}{min_row}:{get_column_letter(max_col)}{last}"
-
-
 def write_readme(ws: Worksheet, lang: str) -> None:
     """One paragraph a row, wrapped within the printed page's width, each row as tall as its
     lines (no program sizes a wrapped row of an .xlsx it opens: without a height the lines
@@ -317,6 +254,8 @@ def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     write_filled(ws, letters, lambda _: display, rows, number_formats=formats)
     for letter in letters.values():
         ws.column_dimensions[letter].fill = FORMULA_FILL
+    wrap_column(ws, letters["show_status"], rows)
+    fill_column(ws, letters["show_tps"], rows)  # its number format made its cells' own style, white
     last_col = get_column_letter(len(ENTRY_COLUMNS))
     ws.auto_filter.ref = f"A{layout.raw_header_row}:{last_col}{layout.raw_last}"
     _validations(ws, layout)
@@ -470,6 +409,33 @@ def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     print_setup(ws, pages_tall=pages_for(layout.m_table_first + layout.m_slots - 1))
 
 
+# The consistency table's texts: they wrap within their columns (the physics checks are the last printed one).
+WRAPPED_CONSISTENCY_KEYS = ("note", "physics_text")
+WRAPPED = Alignment(wrap_text=True)  # at the bottom, beside its row's figures
+
+
+def wrap_column(ws: Worksheet, letter: str, rows: range) -> None:
+    """The formula texts of column `letter` wrap within it, on every row of `rows` (a deferred
+    shared formula's middle cells take the style of its first). Their rows get the height their
+    text needs only where the text is known: `cached_values` sizes them as it stores a filled
+    workbook's values (no program sizes a wrapped row of an .xlsx it opens); the template's
+    empty rows keep the default height."""
+    for cell in fill_column(ws, letter, rows):
+        cell.alignment = WRAPPED
+
+
+def fill_column(ws: Worksheet, letter: str, rows: range) -> list[Cell]:
+    """Give column `letter`'s cells in `rows` its fill (a cell's own style replaces its column's:
+    keep its colour) and return them; a deferred shared formula's middle cells are left alone,
+    as they take the style of its first."""
+    middle = deferred_rows(ws, column_index_from_string(letter))
+    fill = copy(ws.column_dimensions[letter].fill)
+    cells = [ws[f"{letter}{row}"] for row in rows if row not in middle]
+    for cell in cells:
+        cell.fill = fill
+    return cells
+
+
 def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str]) -> None:
     _label(ws, "A1", labels["consistency_title"])
     ws["A1"].font = TITLE_FONT
@@ -492,6 +458,8 @@ def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
         ws.column_dimensions[letters[key]].number_format = number_format
     rows = range(layout.cons_first, layout.cons_last + 1)
     write_filled(ws, letters, fx.consistency_row, rows, layout.raw_first - layout.cons_first)
+    for key in WRAPPED_CONSISTENCY_KEYS:
+        wrap_column(ws, letters[key], rows)
     # The helper columns (known flags, anchor) are grouped and collapsed.
     for key in ("f_known", "k_known", "c_known", "p_known", "anchor", "p_anchor"):
         ws.column_dimensions[letters[key]].hidden = True

@@ -7,7 +7,11 @@ engine computed, as Excel itself saves it: the formula stays, the value goes in
 <v>, with t="str" for text, "b" for booleans and "e" for errors. The cells of an
 array formula's range each get their own <v>.
 
-Only the <c> elements of formula cells (and of array ranges) change; every other
+Only the <c> elements of formula cells (and of array ranges) change, and the
+<row> of a formula cell whose style wraps text and whose value needs more lines
+than its row has: that row gets the height the text needs at its column's width
+(`_RowFitter`), as no program sizes the rows of an .xlsx it opens (LibreOffice
+prints the lines of a wrapped cell over the next rows otherwise). Every other
 byte of the sheet XML, and every other part of the package (styles, charts,
 defined names, data validation, other sheets), is copied as it is. The sheet XML
 is streamed row by row, so memory stays small on a 10,000-row sheet. The workbook
@@ -26,9 +30,11 @@ import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO
+from xml.etree import ElementTree
 
 from scm_xl.engines.base import CellError, CellValue
 from scm_xl.engines.xlsx_cells import ROW_ELEMENT, column_number, sheet_parts
+from scm_xl.workbook.styles import DEFAULT_FONT_SIZE, WIDE_WIDTH, row_height, wrapped_lines
 
 Position = tuple[int, int]  # (row, column), both from 1
 SheetValues = Mapping[Position, CellValue]
@@ -44,6 +50,13 @@ _TYPE = re.compile(rb'\st\s*=\s*("[^"]*"|\'[^\']*\')')
 _ATTR = re.compile(rb'\s([\w:]+)\s*=\s*("[^"]*"|\'[^\']*\')')
 _REF = re.compile(rb"([A-Z]+)([0-9]+)")
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_STYLE = re.compile(rb'\ss="([0-9]+)"')
+_COLS = re.compile(rb"<cols>.*?</cols>", re.S)
+_COL = re.compile(rb"<col\b[^>]*>")
+_FORMAT_PR = re.compile(rb"<sheetFormatPr\b[^>]*>")
+_HEIGHT_ATTRS = re.compile(rb'\s(?:ht|customHeight)\s*=\s*("[^"]*"|\'[^\']*\')')
+_MAIN_NS = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+EXCEL_COLUMN_WIDTH = 8.43  # a column with no width of its own, as Excel and openpyxl size it
 
 
 def write_cached_values(src: str | Path, dst: str | Path,
@@ -61,6 +74,7 @@ def write_cached_values(src: str | Path, dst: str | Path,
         if unknown:
             raise ValueError(f"{src}: no sheet named {', '.join(map(repr, unknown))}")
         by_part = {parts[title]: sheet_values for title, sheet_values in values.items()}
+        wrapping = _wrapping_styles(source)
         dst.parent.mkdir(parents=True, exist_ok=True)
         handle, temp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
         os.close(handle)
@@ -71,7 +85,7 @@ def write_cached_values(src: str | Path, dst: str | Path,
                     out_info = _copy_info(info)
                     if info.filename in by_part:
                         with source.open(info) as reader, target.open(out_info, "w", force_zip64=True) as writer:
-                            for piece in _rewrite_sheet(_chunks(reader), by_part[info.filename]):
+                            for piece in _rewrite_sheet(_chunks(reader), by_part[info.filename], wrapping):
                                 if isinstance(piece, int):
                                     written += piece
                                 else:
@@ -131,13 +145,96 @@ def _chunks(reader: IO[bytes]) -> Iterator[bytes]:
         yield block
 
 
+def _wrapping_styles(book: zipfile.ZipFile) -> dict[int, float]:
+    """The cell styles (cellXfs index) that wrap text, each with its font's size in points."""
+    try:
+        styles = ElementTree.fromstring(book.read("xl/styles.xml"))
+    except KeyError:
+        return {}
+    sizes = []
+    for font in styles.iterfind(f"{_MAIN_NS}fonts/{_MAIN_NS}font"):
+        size = font.find(f"{_MAIN_NS}sz")
+        try:
+            sizes.append(float(size.get("val", "")) if size is not None else DEFAULT_FONT_SIZE)
+        except ValueError:
+            sizes.append(DEFAULT_FONT_SIZE)
+    wrapping = {}
+    for index, xf in enumerate(styles.iterfind(f"{_MAIN_NS}cellXfs/{_MAIN_NS}xf")):
+        alignment = xf.find(f"{_MAIN_NS}alignment")
+        if alignment is not None and alignment.get("wrapText") in ("1", "true"):
+            font_id = int(xf.get("fontId", "0") or 0)
+            wrapping[index] = sizes[font_id] if 0 <= font_id < len(sizes) else DEFAULT_FONT_SIZE
+    return wrapping
+
+
+class _RowFitter:
+    """The height a row needs for the wrapped texts its formula cells hold: the lines each
+    text takes at its column's width (`styles.wrapped_lines`, the estimate every sheet's own
+    labels are sized by) at its font's line height; rows that need one line are left alone.
+    A wrapped cell merged across columns is sized by its first column (taller than it needs,
+    never clipped): the sheet names its merged ranges only after its rows."""
+
+    def __init__(self, wrapping: Mapping[int, float], header: bytes) -> None:
+        self.wrapping = wrapping
+        found = _FORMAT_PR.search(header)
+        attrs = dict(_ATTR.findall(found.group(0))) if found else {}
+        self.default = _number(attrs.get(b"defaultColWidth"), EXCEL_COLUMN_WIDTH)
+        self.widths: dict[int, float] = {}  # column -> width; 0 for a hidden one
+        cols = _COLS.search(header)
+        for col in _COL.findall(cols.group(0) if cols else b""):
+            col_attrs = dict(_ATTR.findall(col))
+            width = 0.0 if col_attrs.get(b"hidden", b'"0"')[1:-1] in (b"1", b"true") \
+                else _number(col_attrs.get(b"width"), self.default)
+            low = int(_number(col_attrs.get(b"min"), 0))
+            for column in range(low, int(_number(col_attrs.get(b"max"), low)) + 1):
+                self.widths[column] = width
+        self.lines: dict[tuple[str, float], int] = {}
+
+    def height(self, attrs: bytes, column: int, value: CellValue) -> float:
+        """Points the cell needs (0: one line is enough, or it does not wrap)."""
+        if not isinstance(value, str) or not value:
+            return 0.0
+        style = _STYLE.search(attrs)
+        size = self.wrapping.get(int(style.group(1))) if style else None
+        if size is None:
+            return 0.0
+        width = self.widths.get(column, self.default)
+        if width <= 0 or (len(value) * WIDE_WIDTH <= width - 0.5 and "\n" not in value):
+            return 0.0  # hidden, or one line even if every character were wide
+        key = (value, width)
+        lines = self.lines.get(key)
+        if lines is None:
+            lines = self.lines[key] = wrapped_lines(value, width)
+        return row_height(lines, size) if lines > 1 else 0.0
+
+    @staticmethod
+    def fitted(head: bytes, needed: float) -> bytes:
+        """The <row> start tag `head` at least `needed` points tall."""
+        attrs = dict(_ATTR.findall(head))
+        if _number(attrs.get(b"ht"), 0.0) >= needed:
+            return head
+        bare = _HEIGHT_ATTRS.sub(b"", head[:-1])
+        return bare + b' ht="' + repr(needed).encode("ascii") + b'" customHeight="1">'
+
+
+def _number(attr: bytes | None, default: float) -> float:
+    """A quoted XML attribute as a number (`default` when absent or not a number)."""
+    try:
+        return float(attr[1:-1]) if attr else default
+    except ValueError:
+        return default
+
+
 # -- the sheet -------------------------------------------------------------------------------------
 
 
-def _rewrite_sheet(chunks: Iterator[bytes], values: SheetValues) -> Iterator[bytes | int]:
-    """The sheet XML with values cached, in pieces; an int piece counts the cells written."""
+def _rewrite_sheet(chunks: Iterator[bytes], values: SheetValues,
+                   wrapping: Mapping[int, float] | None = None) -> Iterator[bytes | int]:
+    """The sheet XML with values cached, in pieces; an int piece counts the cells written.
+    `wrapping` (style index -> font size) names the styles whose rows are fitted to their text."""
     state = _SheetState(values)
     buffer = b""
+    header = b""  # what comes before <sheetData>: the column widths
     before = True
     for chunk in chunks:
         buffer += chunk
@@ -145,10 +242,13 @@ def _rewrite_sheet(chunks: Iterator[bytes], values: SheetValues) -> Iterator[byt
             start = re.search(rb"<sheetData\b[^>]*?(/?)>", buffer)
             if start is None:
                 keep = max(0, len(buffer) - 64)  # the tag may be split across chunks
+                header += buffer[:keep]
                 yield buffer[:keep]
                 buffer = buffer[keep:]
                 continue
             before = False
+            if wrapping:
+                state.fitter = _RowFitter(wrapping, header + buffer[:start.end()])
             yield buffer[:start.end()]
             buffer = buffer[start.end():]
             if start.group(1):  # <sheetData/>: no cells at all
@@ -183,6 +283,7 @@ class _SheetState:
         self.pending: dict[int, dict[int, None]] = {}  # array-range cells still to write, by row
         self.done = False
         self.row = 0
+        self.fitter: _RowFitter | None = None
 
     def rows(self, xml: bytes) -> Iterator[bytes | int]:
         at = 0
@@ -227,10 +328,12 @@ class _SheetState:
             fast = self._plain_row(number, body)
             if fast is not None:
                 yield fast[0]
-                yield head + fast[1] + tail
+                yield (self.fitter.fitted(head, fast[2]) if fast[2] and self.fitter else head) + fast[1] + tail
                 return
         out: list[bytes] = []
         written = 0
+        needed = 0.0
+        fitter = self.fitter
         column = 0
         at = 0
         extra = self.pending.pop(number, {})
@@ -258,6 +361,8 @@ class _SheetState:
                 out.append(_value_cell(None, _without_type(cell_attrs), self.values[key],
                                        formula.group(0), _extension(content)))
                 written += 1
+                if fitter is not None:
+                    needed = max(needed, fitter.height(cell_attrs, column, self.values[key]))
             elif formula is None and column in extra and key in self.values:
                 del extra[column]  # a styled empty cell inside an array range
                 out.append(_value_cell(None, _without_type(cell_attrs), self.values[key], b"", _extension(content)))
@@ -271,17 +376,20 @@ class _SheetState:
                 written += 1
         if written:
             yield written
-        yield head + b"".join(out) + tail
+        yield (fitter.fitted(head, needed) if needed and fitter else head) + b"".join(out) + tail
 
-    def _plain_row(self, number: int, body: bytes) -> tuple[int, bytes] | None:
+    def _plain_row(self, number: int, body: bytes) -> tuple[int, bytes, float] | None:
         """A row without array formulas, every cell naming its r="A1" (as every writer does):
-        one substitution over the row. None when a cell has no r, for the general path."""
+        one substitution over the row, and the height its wrapped texts need (0: no more than
+        it has). None when a cell has no r, for the general path."""
         values = self.values
+        fitter = self.fitter
         written = 0
+        needed = 0.0
         missing = False
 
         def cell(match: re.Match[bytes]) -> bytes:
-            nonlocal written, missing
+            nonlocal written, missing, needed
             content = match.group(4)
             if not content or b"<f" not in content:
                 return match.group(0)
@@ -297,10 +405,13 @@ class _SheetState:
                 return match.group(0)
             written += 1
             extension = _extension(content) if b"<extLst" in content else b""
-            return _value_cell(None, _without_type(match.group(1)), values[key], formula.group(0), extension)
+            value = values[key]
+            if fitter is not None and isinstance(value, str):
+                needed = max(needed, fitter.height(match.group(1), key[1], value))
+            return _value_cell(None, _without_type(match.group(1)), value, formula.group(0), extension)
 
         out = _CELL.sub(cell, body)
-        return None if missing else (written, out)
+        return None if missing else (written, out, needed)
 
     def _array_cell(self, row: int, col: int) -> bytes:
         if (row, col) not in self.values:

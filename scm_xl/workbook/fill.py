@@ -26,12 +26,14 @@ from scm_xl.engines import choose_engine
 from scm_xl.engines.base import Recalculated
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Analysis, Settings, analyze
+from scm_xl.report_texts import Text
 from scm_xl.results import ResultRow, read_results, read_results_many
 from scm_xl.verify import Verification, compare
 from scm_xl import goodput
 from scm_xl.slo_answer import provider_limits
 from scm_xl.workbook import charts, latency_sheet, slo_sheet, summary_sheet
-from scm_xl.workbook.build import OWN_COMMENTS, trim_print_areas
+from scm_xl.workbook.build import OWN_COMMENTS
+from scm_xl.workbook.printing import trim_print_areas
 from scm_xl.outputs import staging, write_target
 from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, remove_own_sheets
 from scm_xl.workbook.io import (
@@ -157,13 +159,13 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
     person: _PersonWork | None = None
     if workbook is not None:
         workbook = Path(workbook)
-        say(f"read {workbook}")
+        say(Text("step_read", path=workbook))
         user_wb = load(workbook)
         old_layout = read_layout(user_wb, workbook)
         old_inputs = read_inputs(user_wb, old_layout, workbook)
         rows = _keep_manual_cells(rows, old_inputs)
         layout = _layout_for(rows, old_layout.lang, at_least=old_layout, where=str(paths[0]))
-        say("build the workbook")
+        say(Text("step_build"))
         person = _PersonWork.take(user_wb, old_layout)
         remove_own_sheets(user_wb, old_layout)
         wb = build_workbook(layout, into=user_wb, deferred=True)
@@ -171,7 +173,7 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
         target = Path(output) if output else workbook
     else:
         layout = _layout_for(rows, lang, where=str(paths[0]))
-        say("build the workbook")
+        say(Text("step_build"))
         wb = build_workbook(layout, deferred=True)
         target = Path(output) if output else Path(paths[0].stem + ".xlsx")
         derivation = derivation or _measured_defaults(rows)
@@ -207,20 +209,16 @@ def _requests_data(rows: list[ResultRow],
     """The per-request records of `rows` for the workbook's per-request sheet (None: none), and
     what to tell; InputError when they are more than a workbook holds."""
     if samples is None:
-        return None, ["per-request records are read beside one results CSV: with several, the workbook has "
-                      "none (its SLO attainment and goodput stay empty)"]
+        return None, [Text("requests_several")]
     if not samples.by_exp:
-        return None, [f"{samples.reason}: the workbook has no per-request records (its SLO attainment and "
-                      "goodput stay empty)"]
+        return None, [Text("requests_none", reason=samples.reason)]
     bad = slo_sheet.wildcard_exp_id(rows)
     if bad is not None:
-        return None, [f"exp_id {bad!r} holds *, ? or ~, which spreadsheet lookups read as a pattern: the "
-                      "per-request records are not put in the workbook"]
+        return None, [Text("requests_wildcard", exp_id=bad)]
     data = slo_sheet.from_samples(rows, samples)
-    notes = [f"per-request records: {len(data.records):,} measured requests from {samples.path} "
-             "(the workbook's SLO sheet judges them)"]
+    notes: list[str] = [Text("requests_read", n=len(data.records), path=samples.path)]
     if samples.dropped_line is not None:
-        notes.append(f"{samples.path}:{samples.dropped_line}: a half-written last line is left out")
+        notes.append(Text("requests_half_line", path=samples.path, line=samples.dropped_line))
     return data, notes
 
 
@@ -228,7 +226,7 @@ def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress:
             force: bool = True) -> WorkbookReport:
     """Rebuild a workbook around every row typed into it (rows below what its formulas covered
     included), keeping its other sheets and hand-set cells."""
-    progress(f"read {workbook}")
+    progress(Text("step_read", path=workbook))
     user_wb = load(workbook)
     old_layout = read_layout(user_wb, workbook)
     old = read_inputs(user_wb, old_layout, workbook)
@@ -244,7 +242,7 @@ def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress:
     _refuse_beyond_capacity(layout, where)
     chosen, note = choose_engine(engine, len(typed))
     chosen.require()
-    progress("build the workbook")
+    progress(Text("step_build"))
     person = _PersonWork.take(user_wb, old_layout)
     remove_own_sheets(user_wb, old_layout)
     wb = build_workbook(layout, into=user_wb, deferred=True)
@@ -282,12 +280,12 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
     if not write_target(target).parent.is_dir():
         raise InputError(f"folder does not exist: {write_target(target).parent}", path=str(target))
     with staging(target, suffix=".xlsx") as staged:
-        say("save the workbook")
+        say(Text("step_save"))
         save_workbook(wb, staged.temp)
         report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say, analysis=analysis)
         _store_values(staged.temp, report.verification, say)
         if report.verification.ok:
-            say(f"write {target}")
+            say(Text("step_write", path=target))
             staged.put_in_place(exclusive=not force)
         else:  # a workbook that disagrees with the reference replaces nothing
             report.set_aside = staged.set_aside("failed")
@@ -361,16 +359,17 @@ class _PersonWork:
             if kept.exp_id is not None:
                 row = rows_of.get(kept.exp_id)
                 if row is None:
-                    notes.append(f"the comment on {where} (row of {kept.exp_id}) is not kept: {kept.exp_id} is not "
-                                 f"in the new data; it read: {_short(kept.text)}")
+                    notes.append(Text("comment_lost", where=where, exp_id=kept.exp_id, text=_short(kept.text)))
                     continue
                 address = f"{coordinate_from_string(kept.address)[0]}{row}"
             cell = wb[kept.sheet][address]
             cell.comment = Comment(kept.text, kept.author, height=kept.height, width=kept.width)
             if not is_formula(kept.value) and cell.value != kept.value:
-                now = f"'{kept.sheet}'!{address}" + (f" (moved with {kept.exp_id})" if address != kept.address else "")
-                notes.append(f"the comment on {where} is kept on {now}, but scm-xl rewrote that cell: "
-                             f"{_short(kept.value)} is now {_short(cell.value)}")
+                now: str = f"'{kept.sheet}'!{address}"
+                if address != kept.address:
+                    now = Text("comment_moved", where=now, exp_id=kept.exp_id)
+                notes.append(Text("comment_rewritten", where=where, now=now, before=_short(kept.value),
+                                  after=_short(cell.value)))
         return notes
 
     def _restore_order(self, wb: Any, layout: Layout) -> None:
@@ -423,7 +422,7 @@ def _store_values(path: Path, verification: Verification, say: Progress) -> None
     values = verification.values
     if not values:
         return
-    say("store the computed values in the file")
+    say(Text("step_store"))
     by_sheet: dict[str, dict[tuple[int, int], Any]] = {}
     from openpyxl.utils.cell import coordinate_to_tuple
 
@@ -473,21 +472,22 @@ def _holdout(analysis: Analysis) -> Any:
 def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: Any, note: str | None,
            say: Progress, analysis: Analysis | None = None) -> WorkbookReport:
     """Recalculate `path` with `engine` and compare every formula cell with the reference."""
-    say(f"recalculate with {engine.name}")
+    say(Text("step_recalculate", engine=engine.name))
     recalculated: Recalculated = engine.recalculate(path)
     analysis, expected = expected_cells(layout, inputs, analysis=analysis)
-    say(f"compare {len(recalculated.values):,} formula cells with the reference")
+    say(Text("step_compare", cells=len(recalculated.values)))
     verification = compare(expected, recalculated, set(own_sheet_titles(layout)) - {META_SHEET})
     # a formula typed over that reads (or answers for) an input: where to type instead
     verification.mismatches = [replace(m, hint=summary_sheet.typed_over_hint(layout, m.sheet, m.cell))
                                if m.typed_over else m for m in verification.mismatches]
     verification.note = note
-    verification.uncovered = [f"row {row} ({exp_id or 'no exp_id'})" for row, exp_id in inputs.uncovered]
+    verification.uncovered = [Text("uncovered_row", row=row, exp_id=exp_id) if exp_id
+                              else Text("uncovered_no_id", row=row) for row, exp_id in inputs.uncovered]
     verification.rows_covered = inputs.covered
     warnings = [note] if note else []
     if verification.cells_compared == 0:
         raise InputError("the engine returned no formula cells to compare", path=str(shown_as))
-    notes = list(inputs.notes) + [f"row {row}: {reason}" for row, reason in inputs.unusable]
+    notes = list(inputs.notes) + [Text("row_unusable", row=row, reason=reason) for row, reason in inputs.unusable]
     return WorkbookReport(path=shown_as, layout=layout, inputs=inputs, analysis=analysis,
                           verification=verification, warnings=warnings, holdout=_holdout(analysis), notes=notes)
 
@@ -503,11 +503,13 @@ def verify(path: str | Path, *, engine: str = "auto", progress: Progress | None 
     return _check(path, path, layout, inputs, chosen, note, say)
 
 
-def analysis_from_source(source: str | Path, *,
-                         strict_physics: bool | None = None) -> tuple[Analysis, list[ResultRow]]:
+def analysis_from_source(source: str | Path, *, strict_physics: bool | None = None,
+                         warnings: list[str] | None = None) -> tuple[Analysis, list[ResultRow]]:
     """The reference analysis of a results CSV or of a filled workbook's inputs.
 
     strict_physics overrides the workbook's switch (None keeps it; a CSV defaults to warnings only).
+    `warnings`, when given, gets what reading a CSV warned of (a missing shard, a renamed exp_id,
+    the encoding it guessed), for the command to print.
     """
     source = Path(source)
     if source.suffix.lower() in (".xlsx", ".xlsm"):
@@ -523,6 +525,8 @@ def analysis_from_source(source: str | Path, *,
         rows = [row for _, row in inputs.rows]
         return analyze(rows, settings), rows
     table = read_results(source)
+    if warnings is not None:
+        warnings.extend(table.warnings)
     check_model_names(table.rows, where=str(source))
     return analyze(table.rows, Settings(strict_physics=bool(strict_physics))), table.rows
 

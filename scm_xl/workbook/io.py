@@ -15,6 +15,7 @@ from openpyxl.utils import column_index_from_string
 from scm_xl.errors import InputError
 from scm_xl.model import Settings
 from scm_xl.results import FLOAT_COLUMNS, ResultRow, normalise_override
+from scm_xl.report_texts import Text
 from scm_xl.rules import Lang
 from scm_xl.workbook.stamp import deferred_rows, is_formula
 from scm_xl.workbook.styles import write_value
@@ -62,10 +63,19 @@ class Inputs:
     chart_groups: list[tuple[Any, Any]] = field(default_factory=list)  # (model, max_tokens) of each chart line
 
 
+# the names openpyxl opens (it refuses any other suffix, whatever the bytes)
+WORKBOOK_SUFFIXES = (".xlsx", ".xlsm", ".xltx", ".xltm")
+
+
 def load(path: str | Path, *, data_only: bool = False) -> Workbook:
     path = Path(path)
     if not path.exists():
         raise InputError("file not found", path=str(path))
+    if path.suffix.lower() not in WORKBOOK_SUFFIXES:
+        hint = " (a results CSV is filled into a workbook by `scm-xl fill`)" if path.suffix.lower() in (
+            ".csv", ".tsv", ".txt") else ""
+        raise InputError(f"not an .xlsx workbook: its name ends in {path.suffix or 'no suffix'!r}, and only "
+                         f"{', '.join(WORKBOOK_SUFFIXES)} are read{hint}", path=str(path))
     try:
         # A macro-enabled workbook keeps its macros (vbaProject.bin) through a fill.
         return openpyxl.load_workbook(path, data_only=data_only, keep_vba=path.suffix.lower() == ".xlsm")
@@ -229,7 +239,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         position = sheet_row - layout.raw_header_row
         if all(_entry_blank(values[key]) for key in _COMPUTED_INPUTS):
             if any(not _blank(values[key]) for key in RAW_INPUT_KEYS):
-                notes.append(f"row {sheet_row} holds only notes or a source and no experiment: it is not used")
+                notes.append(Text("row_only_notes", row=sheet_row))
             continue
         if position > covered:
             uncovered.append((sheet_row, str(values.get("exp_id") or "")))
@@ -248,8 +258,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
         rows.append((sheet_row, row))
     for sheet_row in range(layout.raw_first, min(last, layout.raw_header_row + layout.rows) + 1):
         if sheet_row not in display_rows and (sheet_row - layout.raw_header_row) in entry:
-            notes.append(f"row {sheet_row}'s TPS/role/status cells hold no formula (an inserted row?): they stay "
-                         "blank until `scm-xl fill --workbook` rebuilds them; the calculation is not affected")
+            notes.append(Text("row_no_display", row=sheet_row))
     check_model_names([r for _, r in rows], where=str(path))
 
     cal = wb[layout.title("calibration")]

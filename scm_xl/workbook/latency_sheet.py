@@ -22,6 +22,9 @@ normal-equation entries are SUMIFS over the rows at that knot. A = z'z (+1 on th
 term the data leave out, or an unused knot slot: its coefficient is then exactly 0), b = z'1,
 M = MINVERSE(A) and beta = M b / scale sit beside the coefficients, one block for ITL
 (knot slots + 2) and one for TTFT (4 x 4). Medians are single-cell MEDIAN(IF(...)) array formulas.
+With fewer than latency.MIN_ROWS used rows (one experiment), or fewer TTFT rows than TTFT terms
+(a typed knee below most rows), neither fit is solved, as `latency.fit_model` fits none: the
+coefficients, fitted columns and forecast stay blank.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "busy": "waited-out step identified (1/0: rows at c = 1 and two batches from 2)",
         "n_max": "largest served batch", "p_min": "shortest prompt (tokens)", "p_max": "longest prompt (tokens)",
         "l_min": "shortest output (tokens)", "l_max": "longest output (tokens)", "c_min": "lowest concurrency",
-        "c_max": "highest concurrency", "step_max": "largest fitted ITL (s)", "itl_ok": "ITL fit solved (1/0)",
+        "c_max": "highest concurrency", "step_max": "largest fitted ITL (s)",
+        "itl_ok": f"ITL fit solved (1/0; 0 below {latency.MIN_ROWS} rows or too few TTFT rows)",
         "ttft_ok": "TTFT fit solved (1/0)", "efficiency": "efficiency (median measured TPS / Little's law)",
         "output_ratio": "output ratio (median L_out / max_tokens)",
         "queue_share": "queue share (measured / the run's expected wait above K)",
@@ -102,7 +106,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "busy": "可识别等待中的步（1/0：有 c = 1 且有两个 ≥2 的批量）",
         "n_max": "最大服务批量", "p_min": "最短提示（Token）", "p_max": "最长提示（Token）",
         "l_min": "最短输出（Token）", "l_max": "最长输出（Token）", "c_min": "最低并发", "c_max": "最高并发",
-        "step_max": "最大拟合字间隔（秒）", "itl_ok": "字间隔拟合可解（1/0）", "ttft_ok": "首字拟合可解（1/0）",
+        "step_max": "最大拟合字间隔（秒）", "itl_ok": f"字间隔拟合可解（1/0；少于 {latency.MIN_ROWS} 行或首字行不足时为 0）",
+        "ttft_ok": "首字拟合可解（1/0）",
         "efficiency": "效率（实测TPS / 利特尔定律，中位数）", "output_ratio": "输出比例（L_out / max_tokens 中位数）",
         "queue_share": "排队比例（K以上实测等待 / 该次运行的预期等待）",
         "ttft_p95_ratio": "首字 P95 / 均值（中位数）", "latency_p95_ratio": "延迟 P95 / 均值（中位数）",
@@ -286,6 +291,12 @@ def _step_between(ll: LatencyLayout, n: str) -> str:
     return (f"IF({m}=1,INDEX({ll.steps},1),(1-{w})*INDEX({ll.steps},{lower})+{w}*INDEX({ll.steps},{lower}+1))")
 
 
+
+def _positive(value: str) -> str:
+    """1 when `value` is a number above 0, else 0 (an ITL, TTFT or latency of 0 is a row the fit
+    cannot use: every token came in one chunk, and the fit divides by them)."""
+    return f"IF(ISNUMBER({value}),({value}>0)*1,0)"
+
 def row_formulas(ll: LatencyLayout, row: int) -> dict[str, str]:
     lo = ll.layout
     calc = row + ll.offset
@@ -305,7 +316,7 @@ def row_formulas(ll: LatencyLayout, row: int) -> dict[str, str]:
     prompt = (f"IF(ISNUMBER({raw('prompt_tokens')}),{raw('prompt_tokens')},"
               f"IF(ISNUMBER({raw('prompt_level')}),{raw('prompt_level')},0))")
     used_text = (f"=IF({raw('present')}=1,(({raw('fault')}=0)*({raw('total_output_tokens')}>0)"
-                 f"*({raw('override')}<>\"exclude\")*ISNUMBER({itl_in})*ISNUMBER({ttft_in})*ISNUMBER({latency_in})"
+                 f"*({raw('override')}<>\"exclude\")*{_positive(itl_in)}*{_positive(ttft_in)}*{_positive(latency_in)}"
                  f"*({raw('model')}&\"\"={MODEL}))*1,0)")
     pv, batch = _s("prompt_varied"), f"({_s('knots')}>=2)"
     ttft_features = ("1", f"{batch}*{me('itl_hat')}", f"{_s('busy')}*{me('itl_hat')}*{_busy(n)}", f"{pv}*{p}",
@@ -324,8 +335,8 @@ def row_formulas(ll: LatencyLayout, row: int) -> dict[str, str]:
         "ze": f"=IF({used}=1,{n}*{p}/{out}/{ll.scale('e')}*{w},0)",
         "wzd": f"={w}*{me('zd')}",
         "wze": f"={w}*{me('ze')}",
-        "itl_hat": (f"=IF({used}=1,IFERROR(INDEX({ll.steps},MATCH({n},{ll.knots},0))+{_context(ll, n, p, out)},"
-                    f"\"\"),\"\")"),
+        "itl_hat": (f"=IF(AND({used}=1,{_s('itl_ok')}=1),IFERROR(INDEX({ll.steps},MATCH({n},{ll.knots},0))"
+                    f"+{_context(ll, n, p, out)},\"\"),\"\")"),
         "ttft_row": (f"=IF({used}=1,IF({HAS_KNEE},({raw('concurrency')}<={KNEE})*1,1),0)"),
         "ttft_hat": f"=IF(ISNUMBER({itl_hat}),{_ttft_value(ll, n, p, itl_hat)},\"\")",
         "latency_hat": f"=IF(ISNUMBER({ttft_hat}),{ttft_hat}+({out}-1)*{itl_hat},\"\")",
@@ -392,11 +403,24 @@ ARRAY_SUMMARY = ("itl_ok", "ttft_ok", "efficiency", "output_ratio", "queue_share
 
 def _solved(ll: LatencyLayout, block: str) -> str:
     """1 when A is invertible: max |A A^-1 - I| < 1e-6 on the engine's own inverse (one single-cell
-    array formula, as on the least-squares sheet; I from the index column)."""
+    array formula, as on the least-squares sheet; I from the index column), and the rows are
+    `_enough` for a fit."""
     a, index = ll.a(block), ll.index(block)
-    guard = f"{_s('used')}>0" if block == "itl" else f"AND({_s('used')}>0,{_s('itl_ok')}=1)"
+    enough = _enough(ll)
+    guard = enough if block == "itl" else f"AND({enough},{_s('itl_ok')}=1)"
     return (f"=IF({guard},IFERROR(IF(MAX(ABS(MMULT({a},MINVERSE({a}))-({index}=TRANSPOSE({index}))))"
             f"<1E-6,1,0),0),0)")
+
+
+def _enough(ll: LatencyLayout) -> str:
+    """`latency.fit_model`'s preconditions (no fit without them): latency.MIN_ROWS used rows or
+    more, and at least as many TTFT rows (at or below the knee) as TTFT terms the data identify
+    (t0, s and q with two knots, b, p and q with varied prompts): with fewer, neither block is
+    solved, though the ITL one alone could be."""
+    pv, batch = _s("prompt_varied"), f"({_s('knots')}>=2)"
+    terms = f"1+{batch}+{_s('busy')}+{pv}+{batch}*{pv}"
+    return (f"AND({_s('used')}>={latency.MIN_ROWS},"
+            f"COUNTIFS({ll.rows('used')},1,{ll.rows('ttft_row')},1)>={terms})")
 
 
 def _present(ll: LatencyLayout, name: str) -> str:
@@ -672,7 +696,8 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
     summary.update(used=len(used), prompt_varied=terms.prompt, output_varied=False, knots=len(knots),
                    busy=terms.busy, itl_ok=0,
                    ttft_ok=0, queue_share=1.0)
-    if used:
+    if used:  # statistics of the data, with or without a fit (the fit's own when it has one)
+        summary.update(efficiency=latency.efficiency_of(used), output_ratio=latency.output_ratio_of(used))
         summary.update(n_max=max(served(o.concurrency) for o in used), p_min=min(o.prompt for o in used),
                        p_max=max(o.prompt for o in used), l_min=min(o.output for o in used),
                        l_max=max(o.output for o in used), c_min=min(o.concurrency for o in used),
@@ -787,7 +812,10 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
     mask = np.array([present[name] for name in TTFT_TERMS], dtype=float)
     ttft_a = (y.T @ y) * np.outer(mask, mask) + np.diag(1 - mask)
     ttft_b = y.sum(axis=0) * mask
-    solved = {"itl": bool(used), "ttft": bool(used)}
+    # the sheet's guard of itl_ok / ttft_ok (_enough): fit_model's preconditions
+    ttft_rows = sum(1 for o in used if knee is None or o.concurrency <= knee)
+    enough = len(used) >= latency.MIN_ROWS and ttft_rows >= len(terms.ttft_names())
+    solved = {"itl": enough, "ttft": enough}
     for block, a, b in (("itl", itl_a, itl_b), ("ttft", ttft_a, ttft_b)):
         first, n_terms = ll.block(block)
         for i in range(n_terms):

@@ -22,7 +22,8 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.model import Analysis, Calibration, analyze
 from scm_xl.workbook import (
-    build, charts, expected, latency_sheet, lsq_sheet, protection, replicates_sheet, slo_sheet, summary_sheet,
+    build, charts, expected, latency_sheet, lsq_sheet, printing, protection, replicates_sheet, slo_sheet,
+    summary_sheet,
 )
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.formulas import Formulas
@@ -214,7 +215,7 @@ def build_workbook(layout: Layout, into: Workbook | None = None, *, deferred: bo
             ws.sheet_state = "hidden"
             ws.sheet_properties.tabColor = WORKINGS_TAB
         else:
-            build.print_setup(ws)
+            printing.print_setup(ws)
     protection.protect(wb, [sheets[spec.key].title for spec in SHEETS if spec.key not in protection.UNPROTECTED])
     meta = wb.create_sheet(META_SHEET)
     for i, (key, value) in enumerate(layout.meta().items(), start=1):

@@ -42,18 +42,24 @@ no array idiom, so IronCalc, LibreOffice and Gnumeric compute them alike.
 SLO and capacity inputs and the raw rows) and counts with goodput.tally / goodput.wilson_interval,
 then plans with capacity.option / capacity.plan on the pooled tallies.
 
+On screen and paper the tables' headers are words a person reads (the keys stay the formulas'
+and the JSON's), the helper columns (running sums, lookup positions, 1/0 flags, the order's
+stages) are grouped and hidden, and the sheet prints its settings and each table on pages of
+their own at a readable scale (`_print_setup`).
+
 Long because it holds two sheets and the Summary's SLO block, each in two languages, with their
 formulas, writer, reader and reference, all over the same addresses (one home for them).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from openpyxl.styles import Alignment, Protection
-from openpyxl.utils import get_column_letter
+from openpyxl.utils import column_index_from_string, get_column_letter
 from openpyxl.worksheet.datavalidation import DataValidation
 from openpyxl.worksheet.worksheet import Worksheet
 
@@ -192,7 +198,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "exp_table": "Per experiment", "cell_table": "Per configuration (repeats pooled, in cost order)",
         "no": "#", "exp_id": "exp_id", "cell_no": "configuration #", "position": "raw-data position",
         "prompt_level": "prompt level", "requests_c": "requests", "output_tokens": "output tokens",
-        "results_requests": "results row's requests", "results_tokens": "results row's output tokens",
+        "results_requests": "results row's requests", "results_tokens": "results row's tokens",
         "wall_s": "total time (s)", "judged": "judged", "good": "good requests", "good_tokens": "good output tokens",
         "experiments": "experiments", "level_code": "level code", "new_level": "new level",
         "meets": "meets the SLO", "qualifies": "meets it at the target",
@@ -299,6 +305,65 @@ for _lang, _texts in CAPACITY_TEXTS.items():
     # the order's stage columns: "cost per hour (no limits)", ...
     TEXTS[_lang].update({f"{s}_{stage}": _texts[f"o_{stage}"] + _texts[f"o_{s}"]
                          for s in ("free", "fits") for stage in ORDER_STAGES})
+
+# The two tables' column headers ("h_" + the key of EXP_KEYS or CELL_KEYS): words a person reads,
+# short enough that a column is as narrow as its figures (header_cells wraps them and widens a
+# column to its longest word; a Chinese header is spaced where it may wrap). The JSON and the
+# formulas keep the keys.
+HEADER_TEXTS: dict[str, dict[str, str]] = {
+    "zh": {  # a Chinese word after another on a line may wrap inside it: each starts a line of its own
+        "no": "#", "exp_id": "实验编号", "cell_no": "配置序号", "position": "原始数据\n位置", "model": "模型",
+        "concurrency": "并发数", "max_tokens": "max_tokens", "prompt_level": "提示档位", "requests": "请求数",
+        "output_tokens": "输出 token", "results_requests": "结果行\n请求数", "results_tokens": "结果行\n输出 token",
+        "wall_s": "总时长 (s)", "judged": "可判定 (1/0)", "good": "好请求数", "good_tokens": "好请求\n输出 token",
+        "attainment": "达成率", "low": "下限 (95%)", "high": "上限 (95%)", "tps": "TPS",
+        "goodput": "goodput (tok/s)", "lat_sum": "延迟合计 (s)", "lat_n": "有延迟的\n请求数",
+        "prompt_sum": "提示 token\n合计", "prompt_n": "有提示 token 的\n成功请求", "level_code": "档位代码",
+        "new_level": "新档位 (1/0)", "experiments": "实验数", "meets": "满足 SLO (1/0)",
+        "qualifies": "满足且\n达到目标 (1/0)", "mean_latency": "平均延迟 (s)", "mean_prompt": "平均提示 token",
+        "mean_output": "平均输出 token", "replicas": "副本数", "rpm": "满载 RPM", "tpm": "满载 TPM",
+        "rpm_ok": "RPM\n在限额内 (1/0)", "tpm_ok": "TPM\n在限额内\n(1/0; -1 = 未测)",
+        "input_per_output": "输入/输出 token", "cost_million": "百万输出 token\n成本", "cost_hour": "每小时成本",
+        "free": "候选副本数\n不计限流", "fits": "候选副本数\n限流内",
+    },
+    "en": {
+        "no": "#", "exp_id": "exp_id", "cell_no": "config #", "position": "raw-data position", "model": "model",
+        "concurrency": "concurrency", "max_tokens": "max_tokens", "prompt_level": "prompt level",
+        "requests": "requests", "output_tokens": "output tokens", "results_requests": "results row's requests",
+        "results_tokens": "results row's tokens", "wall_s": "total time (s)", "judged": "judged (1/0)",
+        "good": "good requests", "good_tokens": "good output tokens", "attainment": "attainment",
+        "low": "lower bound (95%)", "high": "upper bound (95%)", "tps": "TPS",
+        "goodput": "goodput (tok/s)", "lat_sum": "latency sum (s)", "lat_n": "requests with a latency",
+        "prompt_sum": "prompt tokens sum", "prompt_n": "succeeded requests with prompt tokens",
+        "level_code": "prompt level code", "new_level": "first of its level (1/0)", "experiments": "experiments",
+        "meets": "meets the SLO (1/0)", "qualifies": "meets it at the target TPS (1/0)",
+        "mean_latency": "mean latency (s)", "mean_prompt": "mean prompt tokens", "mean_output": "mean output tokens",
+        "replicas": "replicas", "rpm": "RPM at full load", "tpm": "TPM at full load",
+        "rpm_ok": "RPM within the limit (1/0)", "tpm_ok": "TPM within the limit (1/0, -1 = unmeasured)",
+        "input_per_output": "input / output tokens", "cost_million": "cost per 1M output tokens",
+        "cost_hour": "cost per hour", "free": "candidate: replicas (no limits)",
+        "fits": "candidate: replicas (within limits)",
+    },
+}
+for _lang, _headers in HEADER_TEXTS.items():
+    # the order's stage columns: "cost per hour (no limits)", ...
+    _headers.update({key: TEXTS[_lang][key] for key in CELL_KEYS if key not in _headers})
+    assert set(_headers) == set(EXP_KEYS) | set(CELL_KEYS), set(_headers) ^ (set(EXP_KEYS) | set(CELL_KEYS))
+    TEXTS[_lang].update({f"h_{key}": text for key, text in _headers.items()})
+# The columns a person does not need to read (running sums and counts, lookup positions, the 1/0
+# flags and the order's stages the answers are taken from): grouped and hidden, so they neither
+# crowd the screen nor print; they compute as every other column does.
+EXP_HELPER_KEYS = ("position", "lat_sum", "lat_n", "prompt_sum", "prompt_n")
+CELL_HELPER_KEYS = ("level_code", "new_level", "qualifies", "lat_sum", "lat_n", "prompt_sum", "prompt_n", "rpm_ok",
+                    "tpm_ok", *(f"{s}_{stage}" for s in ("free", "fits") for stage in ORDER_STAGES))
+TABLE_TEXT_KEYS = ("exp_id", "model")  # the tables' text columns: their headers sit left, the numbers' right
+# The least width of a table column (its header may widen it): text columns, the row numbers,
+# the widest figures (tokens a minute of a deployment), every other figure.
+TABLE_WIDTHS = {"exp_id": 10.0, "model": 24.0, "no": 5.0, "tpm": 11.0, "rpm": 9.0, "cost_million": 10.0, "free": 13.0,
+                "fits": 15.0}
+FIGURE_WIDTH = 8.0
+LABEL_WIDTH, VALUE_WIDTH, SPACER_WIDTH = 44.0, 12.0, 3.0  # columns A and B, the column between the tables
+TEXT_CELL = Alignment(horizontal="left", indent=1, shrink_to_fit=True)  # a long model name shrinks into its cell
 
 _Z = goodput._z(goodput.WILSON_CONFIDENCE)
 _Z2 = _Z ** 2
@@ -747,8 +812,7 @@ def write_requests_sheet(ws: Worksheet, layout: Layout, data: SloData | None = N
 
 def write_sheet(ws: Worksheet, layout: Layout, data: SloData | None = None) -> dict[str, str]:
     """The SLO sheet: effective SLO, the answer, the per-experiment and per-configuration tables."""
-    from scm_xl.workbook.styles import BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, KEY_FILL, NOTE_FONT, TITLE_FONT
-    from scm_xl.workbook.styles import _formula
+    from scm_xl.workbook.styles import BOLD, FORMULA_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _formula
 
     data = data or SloData()
     sizes = _sizes(data)
@@ -789,14 +853,7 @@ def write_sheet(ws: Worksheet, layout: Layout, data: SloData | None = None) -> d
     for key in ("bound", "replicas"):
         ws[cap_answer_cell(key)].fill = KEY_FILL
 
-    headers = {**{key: t.get(key, key) for key in EXP_KEYS}, "requests": t["requests_c"],
-               "attainment": t["attainment_a"]}
-    for key, col in EXP_COLS.items():
-        _header_cell(ws, f"{col}{HEADER_ROW}", headers[key], HEADER_FONT, HEADER_FILL)
-    cell_headers = {**{key: t.get(key, key) for key in CELL_KEYS}, "requests": t["requests_c"],
-                    "attainment": t["attainment_a"]}
-    for key, col in CELL_COLS.items():
-        _header_cell(ws, f"{col}{HEADER_ROW}", cell_headers[key], HEADER_FONT, HEADER_FILL)
+    _write_headers(ws, t)
     ws[f"A{HEADER_ROW - 1}"] = t["exp_table"]
     ws[f"A{HEADER_ROW - 1}"].font = BOLD
     ws[f"{CELL_COLS['no']}{HEADER_ROW - 1}"] = t["cell_table"]
@@ -807,29 +864,155 @@ def write_sheet(ws: Worksheet, layout: Layout, data: SloData | None = None) -> d
         ws[f"{EXP_COLS['no']}{row}"] = i + 1
         ws[f"{EXP_COLS['exp_id']}{row}"] = exp_id
         ws[f"{EXP_COLS['exp_id']}{row}"].data_type = "s"
+        ws[f"{EXP_COLS['exp_id']}{row}"].alignment = TEXT_CELL
         ws[f"{EXP_COLS['cell_no']}{row}"] = cell_no
         for key, text in experiment_formulas(layout, row, sizes).items():
             _formula(ws, f"{EXP_COLS[key]}{row}", text, formats.get(key), fill=FORMULA_FILL)
+        ws[f"{EXP_COLS['model']}{row}"].alignment = TEXT_CELL
     for i, (model, concurrency, max_tokens, level) in enumerate(data.cells):
         row = FIRST + i
         ws[f"{CELL_COLS['no']}{row}"] = i + 1
         ws[f"{CELL_COLS['model']}{row}"] = model
         ws[f"{CELL_COLS['model']}{row}"].data_type = "s"
+        ws[f"{CELL_COLS['model']}{row}"].alignment = TEXT_CELL
         ws[f"{CELL_COLS['concurrency']}{row}"] = concurrency
         ws[f"{CELL_COLS['max_tokens']}{row}"] = max_tokens
         ws[f"{CELL_COLS['prompt_level']}{row}"] = level
         for key, text in cell_formulas(layout, row, sizes).items():
             _formula(ws, f"{CELL_COLS[key]}{row}", text, formats.get(key), fill=FORMULA_FILL)
-    ws.column_dimensions["A"].width = 44
-    ws.column_dimensions["B"].width = 16
     ws.freeze_panes = f"A{FIRST}"
+    _print_setup(ws, t, data)
     return {}
 
 
-def _header_cell(ws: Worksheet, address: str, text: str, font: Any, fill: Any) -> None:
-    ws[address] = text
-    ws[address].font = font
-    ws[address].fill = fill
+def _write_headers(ws: Worksheet, t: Mapping[str, str]) -> None:
+    """Columns A and B (the settings' labels and values, above the per-experiment table's # and
+    exp_id), the helper columns grouped and hidden, the two tables' headers wrapped and their
+    columns widened to them (styles.header_cells), and a narrow column between the tables."""
+    from scm_xl.workbook.styles import header_cells
+
+    ws.column_dimensions["A"].width = LABEL_WIDTH
+    ws.column_dimensions["B"].width = VALUE_WIDTH
+    ws.column_dimensions[get_column_letter(len(EXP_KEYS) + 1)].width = SPACER_WIDTH
+    for letter in hidden_columns():
+        ws.column_dimensions[letter].hidden = True
+        ws.column_dimensions[letter].outlineLevel = 1
+    header_cells(ws, HEADER_ROW, [(key, col, t[f"h_{key}"], TABLE_WIDTHS.get(key, FIGURE_WIDTH))
+                                  for cols in (EXP_COLS, CELL_COLS) for key, col in cols.items()],
+                 text_keys=TABLE_TEXT_KEYS)
+    for key in TABLE_TEXT_KEYS:  # a text column's header and cells stand clear of the number left of them
+        for cols in (EXP_COLS, CELL_COLS):
+            if key in cols:
+                ws[f"{cols[key]}{HEADER_ROW}"].alignment = Alignment(wrap_text=True, vertical="center",
+                                                                      horizontal="left", indent=1)
+
+
+def hidden_columns() -> list[str]:
+    """The letters of the helper columns (EXP_HELPER_KEYS, CELL_HELPER_KEYS)."""
+    return [EXP_COLS[key] for key in EXP_HELPER_KEYS] + [CELL_COLS[key] for key in CELL_HELPER_KEYS]
+
+
+def print_rows(data: SloData) -> int:
+    """The last row the sheet prints: the plan's answer, or below it the longer table's last row."""
+    rows = max(len(data.experiments), len(data.cells))
+    return FIRST + rows - 1 if rows else CAP_ANSWER_ROWS[CAP_ANSWER_KEYS[-1]]
+
+
+def _print_setup(ws: Worksheet, t: Mapping[str, str], data: SloData) -> None:
+    """What prints, each on pages of its own: the SLO's settings and answer; the replicas, cost
+    and rate-limit settings and plan; and (when there are experiments) each table down to its
+    last row, never the slots below, its header row on every page. The helper columns stay out
+    (hidden). A table goes over as many pages side by side as keep it at MIN_PRINT_SCALE or
+    larger (RawData's measure), each page whole columns, at the largest scale that needs no
+    more pages; without tables the settings print as wide as that first page. The title and
+    notes wrap within the first page, a label longer than column A within A, and an answer's
+    text that could run past the first page within it."""
+    from openpyxl.worksheet.pagebreak import Break, ColBreak, RowBreak
+
+    from scm_xl.workbook.printing import print_setup
+    from scm_xl.workbook.styles import DEFAULT_FONT_SIZE, fit_row, text_width, wrapped_lines, wrapped_note
+
+    tables = bool(data.experiments or data.cells)
+    hidden = set(hidden_columns())
+
+    def shown(first: int, last: int) -> dict[str, float]:
+        return {letter: float(ws.column_dimensions[letter].width or 0)
+                for letter in map(get_column_letter, range(first, last + 1)) if letter not in hidden}
+
+    # the per-experiment table (with the spacer after it), then the per-configuration table
+    parts = [shown(1, len(EXP_KEYS) + 1), shown(len(EXP_KEYS) + 2, len(EXP_KEYS) + 1 + len(CELL_KEYS))]
+    scale, pages = print_scale(parts)
+    first_page = pages[0]
+    if not tables:
+        scale, pages = print_scale([{letter: parts[0][letter] for letter in first_page}])
+    width = sum(parts[0][letter] for letter in first_page)
+    last = first_page[-1]
+
+    def unmerged(address: str) -> None:
+        cell = ws[address]
+        for merged in [r for r in ws.merged_cells.ranges if r.min_row == cell.row and r.min_col == cell.column]:
+            ws.unmerge_cells(str(merged))  # written again (fill writes the data into a built sheet)
+
+    for row in (TITLE_ROW, NOTE_ROW, SOURCE_ROW):
+        unmerged(f"A{row}")
+        ws.row_dimensions[row].height = None  # the source note's text may differ
+        wrapped_note(ws, f"A{row}", last, width)
+    for row in (*SETTING_ROWS.values(), *ANSWER_ROWS.values(), *CAP_SETTING_ROWS.values(), *CAP_ANSWER_ROWS.values()):
+        label = str(ws[f"A{row}"].value or "")
+        if wrapped_lines(label, LABEL_WIDTH) > 1:
+            ws[f"A{row}"].alignment = Alignment(wrap_text=True, vertical="top")
+            fit_row(ws, row, [(label, LABEL_WIDTH, DEFAULT_FONT_SIZE)])
+    room = width - LABEL_WIDTH
+    for row, texts in _long_answers(t).items():
+        unmerged(f"B{row}")
+        if max(map(text_width, texts)) > room - 1:
+            ws.merge_cells(f"B{row}:{last}{row}")
+            ws[f"B{row}"].alignment = Alignment(wrap_text=True, vertical="top")
+            fit_row(ws, row, [(text, room, DEFAULT_FONT_SIZE) for text in texts])
+    last_col = get_column_letter(len(EXP_KEYS) + 1 + len(CELL_KEYS)) if tables else last
+    ws.print_area = f"A1:{last_col}{print_rows(data)}"
+    ws.row_breaks = RowBreak()
+    ws.col_breaks = ColBreak()
+    for row in (ANSWER_ROWS[ANSWER_KEYS[-1]], CAP_ANSWER_ROWS[CAP_ANSWER_KEYS[-1]])[:2 if tables else 1]:
+        ws.row_breaks.append(Break(id=row))  # a page ends after it
+    for page in pages[:-1]:
+        ws.col_breaks.append(Break(id=column_index_from_string(page[-1]), max=1_048_575))  # every row, as Excel writes it
+    print_setup(ws, repeat_rows=f"{HEADER_ROW}:{HEADER_ROW}" if tables else None, scale=scale)
+
+
+def _long_answers(t: Mapping[str, str]) -> dict[int, list[str]]:
+    """The answer cells that hold a text, each with the longest texts its formula gives."""
+    return {ANSWER_ROWS["status"]: [t[key] for key in ("no_slo", "no_requests", "no_target", "levels_many", "found",
+                                                       "none")],
+            CAP_SETTING_ROWS["pricing"]: [t[key] for key in ("p_both", "p_tokens", "p_gpu", "p_none")],
+            CAP_ANSWER_ROWS["status"]: [t["no_price"]],
+            CAP_ANSWER_ROWS["binding"]: [f"{t['why_rpm_limit']}; {t[key]}" for key in ("why_tpm_limit",
+                                                                                        "why_tpm_unmeasured")]}
+
+
+def print_scale(parts: Sequence[Mapping[str, float]]) -> tuple[int, list[list[str]]]:
+    """The scale (percent) and the pages side by side (each its column letters, in order) that
+    print `parts` (each letter -> width, in order; each part starts a page): as few pages as at
+    printing.MIN_PRINT_SCALE, at the largest scale (up to 100) that needs no more."""
+    from scm_xl.workbook.printing import MIN_PRINT_SCALE, PAGE_WIDTH_CHARS
+
+    def pack(percent: int) -> list[list[str]]:
+        room = PAGE_WIDTH_CHARS * 100 / percent
+        pages: list[list[str]] = []
+        for part in parts:
+            used = room  # each part starts a page
+            for letter, width in part.items():
+                if used + width > room and used > 0:  # a column wider than a page keeps one of its own
+                    pages.append([])
+                    used = 0.0
+                pages[-1].append(letter)
+                used += width
+        return pages
+
+    least = round(MIN_PRINT_SCALE * 100)
+    fewest = len(pack(least))
+    scale = max(percent for percent in range(least, 101) if len(pack(percent)) == fewest)
+    return scale, pack(scale)
 
 
 def write_summary_block(ws: Worksheet, layout: Layout, typed: Mapping[str, Any] | None = None,

@@ -104,6 +104,8 @@ def display_width(text: str) -> int:
 
 def text_width(text: str) -> float:
     """Column-width units `text` takes when printed (see NARROW_WIDTH, WIDE_WIDTH)."""
+    if text.isascii():  # no wide character: the same sum, without a lookup a character
+        return sum([NARROW_WIDTH] * len(text))
     return sum(WIDE_WIDTH if unicodedata.east_asian_width(ch) in "WF" else NARROW_WIDTH for ch in text)
 
 

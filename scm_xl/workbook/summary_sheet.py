@@ -380,7 +380,7 @@ def write_sheet(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
         ws.column_dimensions[col].width = 14
     last = COEF_FIRST + 1 + max(layout.c_slots, layout.l_slots, layout.m_slots)
     ws.print_area = f"A1:V{last}"  # the charts extend it to the last one drawn (workbook.charts.cover)
-    ws.page_setup.fitToHeight = 1  # the answer and its charts on one page (build.print_setup keeps it)
+    ws.page_setup.fitToHeight = 1  # the answer and its charts on one page (printing.print_setup keeps it)
 
 
 def write_inputs(ws: Worksheet, layout: Layout) -> None:

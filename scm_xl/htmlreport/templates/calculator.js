@@ -816,8 +816,8 @@
     }
     return { chosen: chosen, bound: limitBound ? "limit-bound" : "server-bound", binding: binding };
   }
-  function sloReasons(codes) {
-    return codes.map(function (c) { return SLO.reason_words[c] || c; }).join("; ");
+  function sloReasons(codes) {  // in the page's language (texts.py: slo_texts.REASONS), the payload's English else
+    return codes.map(function (c) { return ST.reasons[c] || SLO.reason_words[c] || c; }).join(ST.reasons_sep);
   }
   function updateSlo() {
     var out = $("slo-result");
@@ -864,7 +864,7 @@
     } else {
       html = "<p class='answer warn'>" + esc(ST.none.replace("{t}", String(target)).replace("{slo}", SLO.slo)) + "</p>";
     }
-    html += "<p><b>" + esc(ST.bound[p.bound]) + "</b>" + (p.binding.length ? " — " + esc(ST.binding_label) + ": "
+    html += "<p><b>" + esc(ST.bound[p.bound]) + "</b>" + (p.binding.length ? " — " + esc(ST.binding_label) + ST.label_sep
       + esc(sloReasons(p.binding)) : "") + "</p>";
     setResult(out, data, html);
   }
