@@ -14,7 +14,7 @@ from scm_xl.capacity import (
 )
 from scm_xl.errors import UsageError
 from scm_xl.goodput import E2EL, FAILED, TTFT, ExperimentGoodput, Slo, Tally, evaluate, read_samples, select_cells
-from test_goodput import HAND, result_row, write_requests
+from support.goodput import HAND, result_row, write_requests
 
 SLO = Slo(ttft_s=1.0, e2el_s=10.0)  # attainment 0.95: 100 good of 100 has a Wilson lower bound of 0.963
 

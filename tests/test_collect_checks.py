@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import socket
 from pathlib import Path
 
@@ -19,36 +18,9 @@ from scm_xl.collect import CollectConfig, CollectionReport, load_matrix_file, ma
 from scm_xl.collect.progress import summary_table
 from scm_xl.errors import UsageError
 from scm_xl.plan import make_plan, write_plan
-from scm_xl.results import ResultRow, read_results
+from scm_xl.results import read_results
 from scm_xl.simulator import SimConfig, running_simulator
-from test_collector import SENTINEL_KEY, SSE_HEAD, raw_server, read_request, requests_of, sse_chunk, token_event
-
-STREAM = SSE_HEAD + sse_chunk(token_event("a")) + sse_chunk(token_event("b")) + sse_chunk("data: [DONE]\n\n") \
-    + b"0\r\n\r\n"
-NO_KEYS = {"SCM_XL_API_KEY": None, "SILICONFLOW_API_KEY": None, "OPENAI_API_KEY": None}
-
-
-def counting(answer: bytes = STREAM):
-    """A raw_server handler answering every request with `answer`; `heads` lists what it received."""
-    heads: list[bytes] = []
-
-    async def handle(reader, writer):
-        while True:
-            heads.append(await read_request(reader))
-            writer.write(answer)
-            await writer.drain()
-
-    return handle, heads
-
-
-def answer(status: int, body: dict, content_type: str = "application/json") -> bytes:
-    data = json.dumps(body).encode()
-    return (f"HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {len(data)}\r\n\r\n"
-            .encode() + data)
-
-
-def run_cli(args: list[str], env: dict | None = None):
-    return CliRunner().invoke(main, ["collect", *args], env={**NO_KEYS, **(env or {})})
+from support.servers import NO_KEYS, SENTINEL_KEY, answer, counting, raw_server, requests_of, run_cli, wide_row
 
 
 def small(base_url: str, out: Path, *extra: str) -> list[str]:
@@ -292,21 +264,11 @@ def test_the_rate_is_the_experiments_so_far_never_a_flicker_to_zero():
     assert bar.rate() == "" and bar.label.startswith("[2/2] E002 c=4")
 
 
-def _row(exp_id: str, model: str, **values) -> ResultRow:
-    # wide figures: a fast endpoint at high concurrency, slow tails
-    base = dict(concurrency=1024, requests_per_slot=10, total_requests=10240, max_tokens=16384,
-                total_time_s=81.0, total_output_tokens=10_000_000, ok_requests=10000, failed_requests=200,
-                rate_limited_requests=40, latency_p50_s=123.456, latency_p99_s=4567.891, ttft_p50_s=12.3456,
-                ttft_p99_s=98.7654, mean_itl_s=1.23456)
-    base.update(values)
-    return ResultRow(exp_id=exp_id, model=model, **base)
-
-
 def test_the_summary_fits_80_columns_and_cuts_no_value(tmp_path):
     from rich.console import Console
 
     report = CollectionReport(results_path=tmp_path / "results.csv", requests_path=tmp_path / "requests.csv")
-    report.rows = [_row("E001-R12", "Qwen/Qwen2.5-72B-Instruct"), _row("E002-R1", "meta-llama/Llama-3.1-8B",
+    report.rows = [wide_row("E001-R12", "Qwen/Qwen2.5-72B-Instruct"), wide_row("E002-R1", "meta-llama/Llama-3.1-8B",
                                                                        latency_p50_s=None, latency_p99_s=None)]
     out = io.StringIO()
     Console(file=out, width=80).print(summary_table(report))

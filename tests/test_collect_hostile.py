@@ -26,9 +26,8 @@ from scm_xl.errors import InputError, UsageError
 from scm_xl.results import MAX_CELL_CODE, RESULT_COLUMNS, read_results, read_results_many
 from scm_xl.rules import MAX_CONCURRENCY, MAX_EXPERIMENT_REQUESTS, MAX_EXPERIMENTS
 from scm_xl.simulator import SimConfig, running_simulator
-from test_collect_checks import STREAM, counting, run_cli
-from test_collector import SENTINEL_KEY, SSE_HEAD, collect, raw_server, read_request, requests_of, sse_chunk, \
-    token_event
+from support.servers import SENTINEL_KEY, SSE_HEAD, STREAM, collect, counting, raw_server, read_request, requests_of, \
+    run_cli, sse_chunk, token_event
 
 
 def lying_stream(completion_tokens: int, words: int = 2) -> bytes:

@@ -8,13 +8,11 @@ leaves loopback.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
 import os
 import socket
-import threading
 from pathlib import Path
 
 import numpy
@@ -24,76 +22,17 @@ from click.testing import CliRunner
 from scm_xl import stats
 from scm_xl.cli import main
 from scm_xl.collect import (
-    REQUEST_COLUMNS, CollectConfig, Secret, load_matrix_file, matrix_points, open_senders, read_requests,
+    REQUEST_COLUMNS, CollectConfig, Secret, load_matrix_file, matrix_points, open_senders,
     resolve_api_key, run_collection,
 )
 from scm_xl.collect.run import _retry_delay
 from scm_xl.errors import InputError, UsageError
 from scm_xl.results import RESULT_COLUMNS, read_results
 from scm_xl.simulator import SimConfig, running_simulator
+from support.servers import SENTINEL_KEY, SSE_HEAD, collect, raw_server, read_request, requests_of, sse_chunk, \
+    token_event
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-SENTINEL_KEY = "sk-SENTINEL-0123456789abcdef"
-
-
-def collect(tmp_path: Path, base_url: str, *, senders=open_senders, check_first=True, **overrides):
-    values = dict(models=("m",), concurrency=(1, 2), max_tokens=(4,), requests_per_slot=2,
-                  results_path=tmp_path / "results.csv", base_url=base_url)
-    values.update(overrides)
-    return asyncio.run(run_collection(CollectConfig(**values), senders=senders, check_first=check_first))
-
-
-def requests_of(tmp_path: Path, *, warmup: bool = False) -> list[dict[str, str]]:
-    rows = read_requests(tmp_path / "requests.csv")
-    return [row for row in rows if (row["warmup"] == "true") == warmup]
-
-
-@contextlib.contextmanager
-def raw_server(handle):
-    """A tiny asyncio server in a thread, `handle(reader, writer)` per connection; yields its base URL."""
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    holder: dict = {}
-    handlers: set[asyncio.Task] = set()
-
-    async def tracked(reader, writer):
-        handlers.add(asyncio.current_task())
-        try:
-            await handle(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.transport.abort()
-
-    async def serve() -> None:
-        server = await asyncio.start_server(tracked, "127.0.0.1", 0)
-        holder["port"] = server.sockets[0].getsockname()[1]
-        holder["stop"] = asyncio.Event()
-        started.set()
-        async with server:
-            await holder["stop"].wait()
-            for task in handlers:
-                task.cancel()
-            await asyncio.gather(*handlers, return_exceptions=True)
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
-    thread.start()
-    started.wait()
-    try:
-        yield f"http://127.0.0.1:{holder['port']}/v1"
-    finally:
-        loop.call_soon_threadsafe(holder["stop"].set)
-        thread.join(5)
-        loop.run_until_complete(asyncio.sleep(0))  # let aborted transports finish closing
-        loop.close()
-
-
-async def read_request(reader: asyncio.StreamReader) -> bytes:
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length")), 0)
-    await reader.readexactly(length)
-    return head
 
 
 def answering(status: int, headers: dict[str, str], body: bytes, calls: list | None = None):
@@ -110,18 +49,6 @@ def answering(status: int, headers: dict[str, str], body: bytes, calls: list | N
             await writer.drain()
 
     return handle
-
-
-SSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-
-
-def sse_chunk(text: str) -> bytes:
-    data = text.encode()
-    return b"%x\r\n%b\r\n" % (len(data), data)
-
-
-def token_event(word: str = "hi") -> str:
-    return "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]}) + "\n\n"
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ from pathlib import Path
 import formulas
 import openpyxl
 import pytest
-from openpyxl.styles import PatternFill
-from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.formula import ArrayFormula
 
 from scm_xl.engines import (
@@ -26,74 +24,12 @@ from scm_xl.engines import (
 )
 from scm_xl.errors import EngineError, UsageError
 from support.engines import ALL_ENGINES as ENGINES
+from support.engines import EXPECTED, RAW, write_workbook
 from support.paths import ARTICLE
 
-RAW = "原始数据"
-KINDS = ["a", "b", "a", "a", "b", "a", "b", "a", "b", "a", "b"]  # rows 2..12
-NUMBERS = [1, 2, None, 4, 5, None, 7, 8, 9, None, 11]  # blank rows on purpose
-DOUBLED = [None if n is None else 2.0 * n for n in NUMBERS]
-COUNTS = [6.0 if kind == "a" else 5.0 for kind in KINDS]
-EXPECTED = {
-    **{(RAW, f"C{row}"): value for row, value in enumerate(DOUBLED, start=2)},
-    **{(RAW, f"D{row}"): value for row, value in enumerate(COUNTS, start=2)},
-    # the same two columns as ordinary per-row formulas, filled down
-    **{(RAW, f"E{row}"): value for row, value in enumerate(DOUBLED, start=2)},
-    **{(RAW, f"F{row}"): value for row, value in enumerate(COUNTS, start=2)},
-    ("Calc", "A1"): 47.0,
-    ("Calc", "A2"): 2.0,
-    ("Calc", "A3"): -1.0,
-    ("Calc", "A4"): CellError("#DIV/0!"),
-    ("Calc", "A5"): True,
-    ("Calc", "A6"): "total=47",
-    ("Calc", "A7"): 8.0,
-    ("Calc", "A8"): 1.0,
-    ("Calc", "A9"): 94.0,
-    ("Calc", "A10"): 11.0,
-    ("Calc", "A11"): None,
-    ("Calc", "A12"): 45293.0,
-    ("Calc", "B1"): False,
-    ("Calc", "B2"): True,  # D1 is empty but styled, as openpyxl writes an input cell nobody typed into
-    ("Calc", "B3"): False,
-}
 # Array (CSE) idioms that apply a scalar function element by element: IronCalc 0.9 computes them
 # wrongly (../shared/notes/recalc-engines.md), so its results are compared without them.
 ARRAY_IDIOMS = {(RAW, f"{col}{row}") for col in "CD" for row in range(2, 13)} | {("Calc", "A10")}
-
-
-def write_workbook(path: Path) -> Path:
-    book = openpyxl.Workbook()
-    raw = book.active
-    raw.title = RAW
-    raw.append(["kind", "number"])
-    for kind, number in zip(KINDS, NUMBERS):
-        raw.append([kind, number])
-    raw["C2"] = ArrayFormula("C2:C12", '=IF(ISNUMBER(B2:B12),B2:B12*2,"")')
-    raw["D2"] = ArrayFormula("D2:D12", "=COUNTIFS(A2:A12,A2:A12)")
-    for row in range(2, 13):
-        raw[f"E{row}"] = f'=IF(ISNUMBER(B{row}),B{row}*2,"")'
-        raw[f"F{row}"] = f"=COUNTIFS($A$2:$A$12,A{row})"
-    calc = book.create_sheet("Calc")
-    calc["A1"] = f"=SUM('{RAW}'!B2:B12)"
-    calc["A2"] = f"={RAW}!B2+1"  # unquoted reference to the Chinese-named sheet
-    calc["A3"] = "=IFERROR(1/0,-1)"
-    calc["A4"] = "=1/0"
-    calc["A5"] = "=A1>10"
-    calc["A6"] = '="total="&A1'
-    calc["A7"] = f"=_xlfn.MAXIFS('{RAW}'!B2:B12,'{RAW}'!A2:A12,\"a\")"
-    calc["A8"] = f"=_xlfn.MINIFS('{RAW}'!B2:B12,'{RAW}'!A2:A12,\"a\")"
-    calc["A9"] = "=Total*2"
-    calc["A10"] = ArrayFormula("A10", f'=SUM(COUNTIFS(\'{RAW}\'!A2:A12,{{"a","b"}}))')
-    calc["A11"] = '=IF(A1>0,"",1)'
-    calc["A12"] = "=DATE(2024,1,2)"
-    calc["A12"].number_format = "yyyy-mm-dd"  # read back as a datetime, reported as its serial
-    calc["B1"] = "=ISBLANK(A1)"
-    calc["D1"].fill = PatternFill("solid", fgColor="FFFF00")
-    calc["B2"] = "=ISBLANK(D1)"
-    calc["B3"] = '=D1<>""'
-    calc["C1"] = "not a formula"
-    book.defined_names["Total"] = DefinedName("Total", attr_text="Calc!$A$1")
-    book.save(path)
-    return path
 
 
 @pytest.fixture(scope="module")

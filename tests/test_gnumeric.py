@@ -14,7 +14,6 @@ from pathlib import Path
 import openpyxl
 import pytest
 from click.testing import CliRunner
-from test_engines import EXPECTED, write_workbook
 
 from scm_xl.cli import main
 from scm_xl.engines import CellError, GnumericEngine, get_engine
@@ -22,6 +21,7 @@ from scm_xl.errors import EngineError
 from scm_xl.report import render_verification
 from scm_xl.results import write_results
 from scm_xl.workbook.fill import WorkbookReport, fill
+from support.engines import EXPECTED, write_workbook
 from support.paths import ARTICLE
 
 ROOT = Path(__file__).resolve().parents[1]

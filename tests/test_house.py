@@ -97,3 +97,29 @@ def test_a_long_module_says_why() -> None:
             if "Long because" not in docstring:
                 unexplained.append(f"{path.relative_to(PACKAGE.parent)} ({text.count(chr(10))} lines)")
     assert not unexplained, unexplained
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def imported_test_modules(source: str) -> list[str]:
+    """The test modules a test module's source imports (`from test_x import ...`, `import test_x`),
+    at any depth (a function-level import counts)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0].startswith("test_"):
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.split(".")[0].startswith("test_")]
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared helpers and fixtures live in the toolbox (tests/support/, conftest.py), not in a test
+    module another one imports (which runs that module's fixtures and tests' imports twice, and ties
+    two files together)."""
+    offenders = {path.name: imported_test_modules(path.read_text(encoding="utf-8"))
+                 for path in sorted(TESTS.glob("test_*.py"))}
+    assert {name: found for name, found in offenders.items() if found} == {}
+    assert imported_test_modules("from test_collector import raw_server\nimport test_x as y\n") == [
+        "test_collector", "test_x"]  # the check can see one

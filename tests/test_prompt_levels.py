@@ -30,8 +30,8 @@ from scm_xl.errors import InputError, UsageError
 from scm_xl.plan import make_plan, write_plan
 from scm_xl.results import RESULT_COLUMNS, read_results
 from scm_xl.simulator import SimConfig, running_simulator
-from test_collect_checks import NO_KEYS, _row, answer
-from test_collector import SSE_HEAD, raw_server, requests_of, sse_chunk, token_event
+from support.servers import NO_KEYS, SSE_HEAD, answer, raw_server, requests_of, sse_chunk, token_event, wide_row
+from support.servers import fakellm  # noqa: F401  (the fixture)
 
 OVERHEAD = 12  # the recording server's chat template, in tokens
 
@@ -230,9 +230,6 @@ def test_fakellm_sends_no_usage_so_prompt_levels_stop(tmp_path, fakellm):
     assert result.exit_code == 2
     assert "prompt levels need usage.prompt_tokens" in " ".join(result.output.split())
     assert list(tmp_path.iterdir()) == []
-
-
-from test_transport import fakellm  # noqa: E402,F401  (the fixture)
 
 
 @pytest.mark.parametrize("other", [["--prompt-tokens", "128"], ["--prompts", "p.txt"]])
@@ -542,8 +539,8 @@ def test_the_summary_shows_the_prompt_level_within_80_columns(tmp_path):
 
     report = CollectionReport(results_path=tmp_path / "results.csv", requests_path=tmp_path / "requests.csv")
     # one model at the widest figures
-    report.rows = [_row("E001-R12", "Qwen/Qwen2.5-72B-Instruct", prompt_level=131072),
-                   _row("E002-R1", "Qwen/Qwen2.5-72B-Instruct", prompt_level=128)]
+    report.rows = [wide_row("E001-R12", "Qwen/Qwen2.5-72B-Instruct", prompt_level=131072),
+                   wide_row("E002-R1", "Qwen/Qwen2.5-72B-Instruct", prompt_level=128)]
     out = io.StringIO()
     Console(file=out, width=80).print(summary_table(report))
     text = out.getvalue()
@@ -552,7 +549,8 @@ def test_the_summary_shows_the_prompt_level_within_80_columns(tmp_path):
     # several models, at c 256 and max_tokens 4096
     wide = dict(concurrency=256, max_tokens=4096, total_requests=2560, latency_p50_s=12.3, latency_p99_s=99.4,
                 ttft_p50_s=1.234, ttft_p99_s=9.876, ok_requests=2500, failed_requests=40, rate_limited_requests=20)
-    report.rows = [_row("E001-R3", "a", prompt_level=32768, **wide), _row("E002-R1", "b", prompt_level=128, **wide)]
+    report.rows = [wide_row("E001-R3", "a", prompt_level=32768, **wide),
+                   wide_row("E002-R1", "b", prompt_level=128, **wide)]
     out = io.StringIO()
     Console(file=out, width=80).print(summary_table(report))
     text = out.getvalue()

@@ -9,7 +9,7 @@ import pytest
 from scm_xl.collect.ratelimit import RateLimitSeen, parse_duration, read_headers
 from scm_xl.results import read_results
 from scm_xl.simulator import RateLimiter, SimConfig, running_simulator
-from test_collector import collect
+from support.servers import collect
 
 
 @pytest.mark.parametrize("text,seconds", [("6m0s", 360.0), ("1s", 1.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5),

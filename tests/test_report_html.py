@@ -17,34 +17,20 @@ from click.testing import CliRunner
 from scm_xl.cli import main
 from data.gen import MODELS, replicated_factorial, write_csv
 from support.browser import browser, open_page, requests_made  # noqa: F401  (the fixture)
+from support.reports import calculator_rows, chart_elements
 
 REL = 1e-9
 
 
 # ---------------------------------------------------------------------------
 # Data: two models, four concurrency levels, three lengths, two repeats, with
-# measured P95 latency and TTFT (except one cell) and HTTP 429s at one level.
+# measured P95 latency and TTFT (except one cell) and HTTP 429s at one level
+# (support.reports.calculator_rows).
 # ---------------------------------------------------------------------------
-
-def _calculator_rows() -> list[Any]:
-    rng = random.Random(11)
-    rows = []
-    for row in replicated_factorial(seed=5, repeats=2, sigma=0.04, prefix="R"):
-        per_stream = row.total_output_tokens / row.total_time_s / row.concurrency
-        latency = row.max_tokens / per_stream * (1 + 0.1 * rng.random())
-        ttft = 0.05 * row.concurrency ** 0.5 * (1 + 0.1 * rng.random())
-        if (row.concurrency, row.max_tokens) == (4, 200):
-            latency = ttft = None  # a measured cell without percentiles
-        rows.append(dataclasses.replace(row, latency_p95_s=latency, ttft_p95_s=ttft))
-    # The provider answered 429 at concurrency 8 for the second model once.
-    i = next(i for i, r in enumerate(rows) if r.model == MODELS[1] and r.concurrency == 8)
-    rows[i] = dataclasses.replace(rows[i], ok_requests=rows[i].total_requests - 2, rate_limited_requests=2)
-    return rows
-
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_csv(tmp_path_factory.mktemp("report") / "results.csv", _calculator_rows())
+    return write_csv(tmp_path_factory.mktemp("report") / "results.csv", calculator_rows())
 
 
 def invoke(*args: object) -> str:
@@ -361,13 +347,6 @@ def test_write_report_takes_an_analysis_and_its_rows(tmp_path: Path) -> None:
     path = write_report(analyze(rows), tmp_path / "r.html", "zh", rows=rows)
     html = path.read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>") and 'lang="zh-CN"' in html and "结论" in html
-
-
-def chart_elements(markup: str) -> Any:
-    """A chart's markup (panels of SVG, the legend's HTML) as an XML tree: it must be well formed."""
-    import xml.etree.ElementTree as ET
-
-    return ET.fromstring(f"<div>{markup}</div>")
 
 
 @pytest.mark.parametrize("repeats", [1, 13])

@@ -133,7 +133,7 @@ def test_the_latency_charts_draw_both_metrics_with_units(source: Path) -> None:
     from scm_xl.htmlreport import charts
     from scm_xl.htmlreport.texts import PAGE
     from scm_xl.latency import latency_model
-    from test_report_html import chart_elements
+    from support.reports import chart_elements
 
     model = latency_model(read_results(source).rows)
     drawn = charts.latency_charts(model, PAGE["en"])

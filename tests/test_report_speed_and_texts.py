@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from scm_xl.cli import main
 from data.gen import MODELS, replicated_factorial, write_csv
 from support.browser import SET_INVERSE, browser, open_page  # noqa: F401  (the fixture)
-from test_report_html import _calculator_rows, chart_elements
+from support.reports import calculator_rows, chart_elements
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
@@ -37,7 +37,7 @@ def _report(source: Path, out: Path, lang: str) -> Path:
 @pytest.fixture(scope="module")
 def two_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two models x concurrency 1-8 x max_tokens 50, 100, 200, with P95 latency and TTFT."""
-    return write_csv(tmp_path_factory.mktemp("two") / "results.csv", _calculator_rows())
+    return write_csv(tmp_path_factory.mktemp("two") / "results.csv", calculator_rows())
 
 
 @pytest.fixture(scope="module")

@@ -11,22 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
 import socket
 import ssl
-import subprocess
-import sys
 import threading
-import time
-from pathlib import Path
 
 import httpx
 import pytest
 
 from scm_xl.collect import CollectConfig, FastTransport, HttpxSender, open_senders, run_collection
 from scm_xl.collect.send import FastSender
-from test_collector import SSE_HEAD, collect, raw_server, read_request, requests_of, sse_chunk, token_event
+from support.servers import SSE_HEAD, collect, raw_server, read_request, requests_of, sse_chunk, token_event
+from support.servers import fakellm  # noqa: F401  (the fixture)
 
 SSE_BODY = b"".join(sse_chunk(token_event(f"w{i}")) for i in range(3)) + sse_chunk("data: [DONE]\n\n") + b"0\r\n\r\n"
 SSE_TEXT = b"".join(token_event(f"w{i}").encode() for i in range(3)) + b"data: [DONE]\n\n"
@@ -295,36 +290,6 @@ def test_loopback_never_goes_through_a_proxy(monkeypatch):
 
 
 # -- a third-party OpenAI-compatible server ------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def fakellm(tmp_path_factory):
-    """fakellm (FastAPI on uvicorn) serving OpenAI's chat completions on 127.0.0.1."""
-    executable = shutil.which("fakellm") or str(Path(sys.executable).with_name("fakellm"))
-    if not os.path.exists(executable):
-        pytest.skip("fakellm is not installed (pip install -e '.[test]')")
-    folder = tmp_path_factory.mktemp("fakellm")
-    config = folder / "fakellm.yaml"
-    config.write_text('rules:\n  - respond:\n      content: "one two three four five"\n', encoding="utf-8")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([executable, "serve", "--host", "127.0.0.1", "--port", str(port), "--config",
-                                str(config)], cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"fakellm did not start: {process.stderr.read() if process.stderr else ''}")
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.terminate()
-        process.wait(10)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 @pytest.mark.parametrize("transport", ["fast", "httpx"])

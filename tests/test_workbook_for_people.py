@@ -17,10 +17,10 @@ from scm_xl.results import read_results
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.fill import fill
 from scm_xl.workbook.layout import WORKING_SHEETS, Layout
+from support.engines import ERROR_STRINGS
 from support.paths import ARTICLE
 
 ROOT = Path(__file__).resolve().parent.parent
-ERROR_STRINGS = ("#N/A", "#VALUE!", "###", "Err:", "#REF!", "#DIV/0!", "#NAME?", "#NUM!")
 
 
 @pytest.fixture(scope="module", params=["en", "zh"])

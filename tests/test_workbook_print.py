@@ -30,7 +30,8 @@ from scm_xl.workbook.layout import (
 from scm_xl.workbook.registry import build_workbook
 from scm_xl.workbook.stamp import save_workbook
 from scm_xl.workbook.styles import row_height, wrapped_lines
-from test_workbook_for_people import ARTICLE, ERROR_STRINGS
+from support.engines import ERROR_STRINGS
+from support.paths import ARTICLE
 
 pytestmark = pytest.mark.libreoffice
 

@@ -2,10 +2,18 @@
 
 * `support.paths`: the example data (the article's CSV) and the repository's folders.
 * `support.rows`: the one row factory, `make_row` (tests/data/gen.py builds its designs on it).
-* `support.engines`: the engines a workbook is checked on, as pytest parameters.
+* `support.engines`: the engines a workbook is checked on, as pytest parameters; a small workbook
+  of every value kind with what each engine must compute (`write_workbook`, `EXPECTED`); the
+  error strings a spreadsheet shows in a cell.
 * `support.parallel`: run independent slow measurements at once (each on a simulator of its own).
 * `support.latency`: the simulator design the latency tests share, and its measurements.
-* `support.reports`: the report pages in both languages; a verification that finds one wrong cell.
+* `support.reports`: the report pages in both languages; a verification that finds one wrong cell;
+  the page's charts and calculator rows.
+* `support.servers`: raw HTTP servers on 127.0.0.1 that speak SSE, the fake LLM fixture, a
+  collection run through the CLI and the request readers the collector tests share.
+* `support.goodput`: per-request records counted by hand (`HAND`) and the files they are written to.
+* `support.browser`, `support.slo`, `support.cli`, `support.text`: headless Chromium, the SLO tests'
+  fixed-delay collection, the CLI runner, reading printed tables.
 
-Test modules import from here (or from `data.gen`), never from one another.
+Test modules import from here (or from `data.gen`), never from one another (test_house checks it).
 """
