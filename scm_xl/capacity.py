@@ -59,13 +59,6 @@ COST_UNKNOWN = "cost_unknown"  # no server-counted prompt tokens: token pricing 
 # In words (the JSON keeps the names); Chinese: slo_texts.REASONS, the one home of both languages.
 REASON_WORDS: dict[str, str] = {name: REASONS["en"][name] for name in (RPM_LIMIT, TPM_LIMIT, TPM_UNMEASURED,
                                                                        COST_UNKNOWN)}
-
-
-def reason_words(lang: Lang = "en") -> dict[str, str]:
-    """REASON_WORDS in `lang`."""
-    return {name: REASONS.get(lang, REASONS["en"])[name] for name in REASON_WORDS}
-
-
 _SECONDS_PER_HOUR = 3600.0
 _PER_MILLION = 1e6
 

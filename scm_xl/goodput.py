@@ -45,7 +45,6 @@ from typing import Any
 
 from scm_xl.errors import InputError, UsageError
 from scm_xl.input_files import read_capped
-from scm_xl.rules import Lang
 from scm_xl.slo_texts import REASONS, Text
 
 TTFT, TPOT, E2EL = "ttft", "tpot", "e2el"
@@ -69,11 +68,6 @@ NEEDED_COLUMNS: tuple[str, ...] = ("exp_id", "warmup", "status", "error_class", 
 # What each name means, for people (the JSON keeps the names); Chinese: slo_texts.REASONS, the one
 # home of both languages.
 REASON_WORDS: dict[str, str] = {name: REASONS["en"][name] for name in (*THRESHOLDS, FAILED, SAMPLE_SIZE, TARGET_TPS)}
-
-
-def reason_words(lang: Lang = "en") -> dict[str, str]:
-    """REASON_WORDS in `lang`."""
-    return {name: REASONS.get(lang, REASONS["en"])[name] for name in REASON_WORDS}
 
 
 _ITEM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*([=:])\s*([^\s]*?)\s*(ms|s)?\s*", re.IGNORECASE)

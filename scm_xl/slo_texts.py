@@ -19,6 +19,7 @@ may itself be a Text, a `Joined` list or `Reasons`, each said in the same langua
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 from scm_xl.rules import Lang
@@ -231,6 +232,12 @@ WORDS: dict[Lang, dict[str, str]] = {
     },
 }
 assert WORDS["en"].keys() == WORDS["zh"].keys() and REASONS["en"].keys() == REASONS["zh"].keys()
+
+
+def reason_words(names: Iterable[str], lang: Lang = "en") -> dict[str, str]:
+    """The reasons `names` (goodput.REASON_WORDS', capacity.REASON_WORDS' names) in words in `lang`."""
+    table = REASONS.get(lang, REASONS["en"])
+    return {name: table[name] for name in names}
 
 
 def words(lang: Lang) -> dict[str, str]:

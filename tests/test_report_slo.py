@@ -10,14 +10,14 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from scm_xl import goodput
 from scm_xl.cli import main
-from support.browser import offline_chromium, open_page, requests_made
+from support.browser import SET_SLO, browser, open_page, requests_made  # noqa: F401  (browser: the fixture)
 from support.slo import collect_fixed_delays
 
 SLO_TEXT, ATTAINMENT = "ttft=0.5,e2el=0.03", 0.4  # 3 tokens take ~18 ms (good), 12 tokens ~54 ms (a miss)
@@ -120,22 +120,6 @@ def test_a_bad_slo_is_refused_and_writes_nothing(collected: Path, tmp_path: Path
 # The calculator in the browser
 # ---------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with offline_chromium() as driver:
-        yield driver
-
-
-SET_SLO = """
-const values = arguments[0];
-for (const [id, value] of Object.entries(values)) {
-  const el = document.getElementById(id);
-  el.value = value;
-  el.dispatchEvent(new Event('change'));
-}
-return document.getElementById(arguments[1]).getAttribute('data-result');
-"""
-
 PRICES = [
     {"slo-price-in": "0.5", "slo-price-out": "2"},
     {"slo-gpu-hour-price": "2.5", "slo-gpus": "2"},
@@ -160,7 +144,7 @@ def test_the_pages_replicas_and_cost_equal_solve_json(browser: Any, collected: P
     for target in (best * 0.9, best * 2.5):
         for prices in PRICES:
             fields = blank | prices | {"slo-target": repr(target)}
-            shown = json.loads(browser.execute_script(SET_SLO, fields, "slo-result"))
+            shown = json.loads(browser.execute_script(SET_SLO, fields, "slo-result")[0])
             args = [a for key, value in prices.items() for a in (OPTION[key], value)]
             answer = json.loads(run("solve", collected, "--slo", SLO_TEXT, "--attainment", ATTAINMENT,
                                     "--target-tps", repr(target), "--json", *args, codes=(0, 1)))
@@ -179,7 +163,7 @@ def test_the_pages_replicas_and_cost_equal_solve_json(browser: Any, collected: P
             assert shown["chosen"]["attainment_interval"] == pytest.approx(chosen["attainment_interval"], rel=REL)
     assert {"server-bound", "limit-bound"} <= set(verdicts)
     scaled = json.loads(browser.execute_script(SET_SLO, blank | PRICES[0] | {"slo-target": repr(best * 2.5)},
-                                               "slo-result"))
+                                               "slo-result")[0])
     assert scaled["chosen"]["replicas"] > 1
     # the forward answer at a measured configuration shows its attainment
     cell = next(c for c in _payload(page)["slo"]["cells"] if c["meets"])

@@ -31,7 +31,7 @@ from scm_xl.model import calibrate, filter_rows
 from scm_xl.results import read_results
 from scm_xl.slo_answer import measured_slo, measured_slo_line, slo_answer
 from scm_xl.slo_texts import REASONS, WORDS, say
-from support.browser import offline_chromium, open_page
+from support.browser import SET_SLO, offline_chromium, open_page
 from support.rows import make_row
 from support.slo import collect_fixed_delays
 
@@ -87,7 +87,7 @@ def test_every_template_and_reason_is_said_in_chinese() -> None:
     assert goodput.REASON_WORDS == {k: REASONS["en"][k] for k in goodput.REASON_WORDS}
     assert capacity.REASON_WORDS == {k: REASONS["en"][k] for k in capacity.REASON_WORDS}
     assert set(goodput.REASON_WORDS) | set(capacity.REASON_WORDS) == set(REASONS["en"])
-    assert goodput.reason_words("zh") == {k: REASONS["zh"][k] for k in goodput.REASON_WORDS}
+    assert slo_texts.reason_words(goodput.REASON_WORDS, "zh") == {k: REASONS["zh"][k] for k in goodput.REASON_WORDS}
 
 
 def test_a_text_is_its_english_and_survives_a_copy() -> None:
@@ -342,18 +342,6 @@ def test_the_pages_texts_carry_the_reasons_in_its_language() -> None:
     for lang in ("zh", "en"):
         words = PAGE[lang]["js"]["slo"]
         assert words["reasons"] == REASONS[lang] and words["reasons_sep"] == WORDS[lang]["reasons_sep"]
-
-
-SET_SLO = """
-const values = arguments[0];
-for (const [id, value] of Object.entries(values)) {
-  const el = document.getElementById(id);
-  el.value = value;
-  el.dispatchEvent(new Event('change'));
-}
-const out = document.getElementById(arguments[1]);
-return [out.getAttribute('data-result'), out.innerText];
-"""
 
 
 @pytest.mark.browser

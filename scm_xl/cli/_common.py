@@ -55,6 +55,16 @@ def _error_line(exc: ScmXlError) -> str:
     return _in_words(lang, message)
 
 
+def remark(kind: str, text: Any, lang: "Lang") -> str:
+    """A `kind` ("warning" or "note") line for stderr, its text said in `lang`: English as the
+    commands always printed it, other languages wrapped to the terminal."""
+    from scm_xl.report_texts import say, words
+    from scm_xl.terminal import wrapped
+
+    line = words(lang)[kind].format(text=say(text, lang))
+    return line if lang == "en" else wrapped(line)
+
+
 def _in_words(lang: "Lang", message: str) -> str:
     from scm_xl.report_texts import words
 

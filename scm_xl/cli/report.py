@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from scm_xl.cli._common import handle_errors, lang_option, resolve_lang
+from scm_xl.cli._common import handle_errors, lang_option, remark, resolve_lang
 
 if TYPE_CHECKING:
     from scm_xl.rules import Lang
@@ -57,7 +57,7 @@ def report(source: str, output: str, lang: Lang | None, force: bool, slo: str | 
     path = write_report(source, output, resolve_lang(lang), strict_physics=strict_physics, slo=parsed,
                         warnings=warned)
     for warning in warned:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(remark("warning", warning, resolve_lang(lang)), err=True)
     click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 

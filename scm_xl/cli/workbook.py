@@ -33,7 +33,7 @@ import click
 
 from scm_xl.cli._common import (
     LANG_HELP, FiniteFloat, Progress, accepts, call_supported, handle_errors, lang_option, parse_text_list,
-    progress_display, resolve_lang,
+    progress_display, remark, resolve_lang,
 )
 from scm_xl.cli.plan import int_list
 from scm_xl.engines import ENGINE_NAMES
@@ -241,15 +241,13 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, f
     from scm_xl.report import (
         analysis_to_dict, render_coefficients, render_consistency, render_holdout, render_latency, render_physics, render_verification, render_workbook_answers, write_json,
     )
-    from scm_xl.report_texts import say
     from scm_xl.terminal import wrapped
 
     t = _words(lang)
     for warning in report.warnings:
-        click.echo(wrapped(t["warning"].format(text=say(warning, lang))) if lang != "en" else f"warning: {warning}",
-                   err=True)
+        click.echo(remark("warning", warning, lang), err=True)
     for note in getattr(report, "notes", None) or []:  # rows the workbook could not use, and why
-        click.echo(wrapped(t["note"].format(text=say(note, lang))) if lang != "en" else f"note: {note}", err=True)
+        click.echo(remark("note", note, lang), err=True)
     click.echo(render_coefficients(report.analysis, lang=lang))
     click.echo()
     click.echo(render_consistency(report.analysis, lang=lang))

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from scm_xl import capacity, goodput
 from scm_xl.errors import UsageError
 from scm_xl.rules import RATE_LIMIT_WINDOW_S, Lang
-from scm_xl.slo_texts import say
+from scm_xl.slo_texts import reason_words, say
 
 NO_REQUESTS, NO_SLO, JUDGED = "no_requests", "no_slo", "judged"
 
@@ -62,7 +62,7 @@ def slo_section(results_path: str | Path | None, rows: Sequence[Any], slo: goodp
     if not table.experiments:
         return {"state": NO_REQUESTS, "line": words["no_requests"].format(reason=say(table.reason, lang))}, None
     shown = goodput.cells(table.experiments, slo)
-    reason_words = goodput.reason_words(lang)
+    words_of = reason_words(goodput.REASON_WORDS, lang)
     plan_error = None
     try:  # the cells `solve --slo` plans over (one prompt level), and its answer
         planned_keys = {(c.model.casefold(), c.concurrency, c.max_tokens, c.prompt_level)
@@ -75,7 +75,7 @@ def slo_section(results_path: str | Path | None, rows: Sequence[Any], slo: goodp
                  "good": c.tally.good, "attainment": _pct(c.tally.attainment),
                  "interval": f"{_pct(c.tally.interval[0])} – {_pct(c.tally.interval[1])}",
                  "tps": f"{c.tally.tps:.2f}", "goodput": f"{c.tally.goodput_tps:.2f}",
-                 "binding": reason_words.get(c.tally.binding, c.tally.binding) if c.tally.binding
+                 "binding": words_of.get(c.tally.binding, c.tally.binding) if c.tally.binding
                  else words["nothing"], "meets": c.meets} for c in shown]
     binds = ""
     if answer is not None and answer.plan is not None:
@@ -94,7 +94,7 @@ def slo_section(results_path: str | Path | None, rows: Sequence[Any], slo: goodp
         "provider_rpm": sent_rpm, "provider_tpm": sent_tpm, "plan_error": plan_error,
         "cells": [_cell_payload(c, (c.model.casefold(), c.concurrency, c.max_tokens, c.prompt_level)
                                 in planned_keys) for c in shown],
-        "reason_words": {**reason_words, **capacity.reason_words(lang)},
+        "reason_words": {**words_of, **reason_words(capacity.REASON_WORDS, lang)},
     }
     return context, payload
 

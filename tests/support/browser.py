@@ -51,6 +51,20 @@ document.getElementById('inv-method').dispatchEvent(new Event('change'));
 """
 
 
+# The SLO calculator's fields (element id -> value) set, each with its change event; returns
+# [data-result, text] of the element whose id is the second argument.
+SET_SLO = """
+const values = arguments[0];
+for (const [id, value] of Object.entries(values)) {
+  const el = document.getElementById(id);
+  el.value = value;
+  el.dispatchEvent(new Event('change'));
+}
+const out = document.getElementById(arguments[1]);
+return [out.getAttribute('data-result'), out.innerText];
+"""
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """The offline browser as a fixture, one per test module."""
