@@ -197,7 +197,9 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
         experiments = sum(len(DEMO_CONCURRENCY) * len(lengths) for _, _, _, lengths, _ in runs)
         tell(f"collect from {len(runs)} simulated deployments at once ({experiments} experiments)")
         names = [f"{key} p{prompt_level}" for _, _, key, _, prompt_level in runs]
-        asyncio.run(_collect_at_once(collects, names, progress=not quiet, console=console))
+        stopped = asyncio.run(_collect_at_once(collects, names, progress=not quiet, console=console))
+        if stopped is not None:  # raised here, out of the loop: see _collect_at_once
+            raise stopped
         simulators.close()  # all three stop here, or on the way out of an error or an interruption
         for collect in collects:
             renamed: dict[str, str] = {}
@@ -269,10 +271,13 @@ async def _guarded(collection: Any) -> Any:
 
 
 async def _collect_at_once(collects: list[CollectConfig], names: list[str], *, progress: bool,
-                           console: Any) -> None:
+                           console: Any) -> BaseException | None:
     """Run the collections side by side; with `progress`, a bar each (named by `names`) on one display
     under the caller's status line on `console`. The first failure, or an interruption, stops them all;
-    an interruption is raised again once every collection has ended."""
+    an interruption is returned once every collection has ended, for the caller to raise outside the
+    event loop. (Raised in here, it escaped from this task while `asyncio.run` was cancelling the
+    others after a signal had already left the loop through one of their requests: asyncio then
+    logged "Task exception was never retrieved" with a traceback.)"""
     stopped: BaseException | None = None
     with SharedBars(console) if progress else contextlib.nullcontext() as bars:
         tasks = [asyncio.ensure_future(_guarded(run_collection(collect, progress=progress,
@@ -286,8 +291,7 @@ async def _collect_at_once(collects: list[CollectConfig], names: list[str], *, p
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-    if stopped is not None:
-        raise stopped
+    return stopped
 
 
 def _write_requests(path: Path, fields: list[str], rows: list[dict[str, Any]]) -> None:

@@ -132,3 +132,35 @@ def test_a_deferred_build_saves_the_same_cells_as_a_full_one(tmp_path: Path) -> 
     assert compared > 60 * (len(RAW_COLUMNS) + len(CONSISTENCY_COLUMNS))
     assert deferred_rows(deferred[layout.title("calc")], 1) == range(layout.raw_first + 1, layout.raw_last)
     assert deferred_rows(full[layout.title("calc")], 1) == range(0)
+
+
+def test_values_written_with_the_deferred_cells_equal_values_written_over_the_saved_file(tmp_path: Path) -> None:
+    """`fill` writes its final file from openpyxl's (sparse) one, the deferred cells with their
+    values in the same pass; that file is byte for byte the one a second pass over the saved file
+    writes: numbers, texts long enough to wrap (their rows' heights), booleans, errors, empty
+    results, and cells with no value at all."""
+    from scm_xl.engines.base import CellError, cell_position, formula_refs
+    from scm_xl.workbook.cached_values import write_cached_values
+    from scm_xl.workbook.stamp import pending_fills
+
+    layout = Layout(lang="en", rows=60)
+    rows = [experiment(f"E{i}", "model-a", 2 ** (i % 4), 50 * (1 + i % 3), 40.0 + i) for i in range(25)]
+    wb = build_workbook(layout, deferred=True)
+    write_rows(wb, layout, rows, clear=False)
+    full, sparse = tmp_path / "full.xlsx", tmp_path / "sparse.xlsx"
+    save_workbook(wb, full, sparse=sparse)
+    fills = pending_fills(wb)
+    assert sum(fill.last - fill.first + 1 for columns in fills.values() for fill in columns) > 60 * 20
+    kinds = [1.5, 0.1 + 0.2, "a note long enough to need more than one line in any column of the sheet " * 2,
+             True, CellError("#N/A"), None, 3.0, float("inf"), "short", 7]
+    values: dict[str, dict[tuple[int, int], object]] = {}
+    for n, (title, refs) in enumerate(formula_refs(full).items()):
+        for i, ref in enumerate(refs):
+            if ":" not in ref and (i + n) % 11:  # every eleventh cell has no value
+                values.setdefault(title, {})[cell_position(ref)] = kinds[(i + n) % len(kinds)]
+    one, two = tmp_path / "one_pass.xlsx", tmp_path / "two_passes.xlsx"
+    assert write_cached_values(sparse, one, values, fills=fills) == write_cached_values(full, two, values)
+    with zipfile.ZipFile(one) as a, zipfile.ZipFile(two) as b:
+        assert a.namelist() == b.namelist()
+        for name in a.namelist():
+            assert a.read(name) == b.read(name), name

@@ -106,6 +106,36 @@ STYLED_EMPTY_CELL = re.compile(rb'<c r="[A-Z]+[0-9]+"(?: s="[0-9]+")?(?: t="n")?
 
 SheetRewrite = Callable[[Iterator[bytes]], Iterable[bytes]]
 
+_CELL_COLUMN = re.compile(rb'<c\b[^>]*?\sr="([A-Z]+)[0-9]+"[^>]*?(?:/>|>[^<]*(?:<(?!/c>)[^<]*)*</c>)')
+
+
+def with_cells(row_xml: bytes, extra: list[tuple[int, bytes]]) -> bytes:
+    """A <row> element's XML with the cells `extra` ((column, <c> XML), in column order) put in
+    among its own in column order; an empty styled cell already at one of their columns (a number
+    format set on it) gives way to it. Any other cell there is an error: two values for one cell."""
+    if row_xml.endswith(b"/>"):
+        return row_xml[:-2].rstrip() + b">" + b"".join(xml for _, xml in extra) + b"</row>"
+    open_end = row_xml.index(b">") + 1
+    body = row_xml[open_end:-len(b"</row>")]
+    pending = dict(extra)
+    out: list[bytes] = []
+    at = 0
+    for match in _CELL_COLUMN.finditer(body):
+        column = column_number(match.group(1))
+        out.append(body[at:match.start()])
+        at = match.end()
+        for col in sorted(c for c in pending if c < column):
+            out.append(pending.pop(col))
+        if column in pending:
+            if STYLED_EMPTY_CELL.fullmatch(match.group(0)) is None:
+                raise ValueError(f"cell {match.group(1).decode()} of a shared formula's range already holds something")
+            out.append(pending.pop(column))
+        else:
+            out.append(match.group(0))
+    out.append(body[at:])
+    out.extend(pending[col] for col in sorted(pending))
+    return row_xml[:open_end] + b"".join(out) + b"</row>"
+
 
 def copy_package(source: str | Path, target: str | Path, rewrite: Callable[[str], SheetRewrite | None], *,
                  compression: int = zipfile.ZIP_STORED) -> None:

@@ -27,13 +27,14 @@ import os
 import re
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 from xml.etree import ElementTree
 
 from scm_xl.engines.base import CellError, CellValue
-from scm_xl.engines.xlsx_cells import ROW_ELEMENT, column_number, sheet_parts
+from scm_xl.engines.xlsx_cells import ROW_ELEMENT, column_name, column_number, sheet_parts, with_cells
+from scm_xl.workbook.stamp import FilledColumn
 from scm_xl.workbook.styles import DEFAULT_FONT_SIZE, WIDE_WIDTH, row_height, wrapped_lines
 
 Position = tuple[int, int]  # (row, column), both from 1
@@ -59,21 +60,28 @@ _MAIN_NS = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 EXCEL_COLUMN_WIDTH = 8.43  # a column with no width of its own, as Excel and openpyxl size it
 
 
-def write_cached_values(src: str | Path, dst: str | Path,
-                        values: Mapping[str, SheetValues]) -> int:
+def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, SheetValues], *,
+                        fills: Mapping[str, Sequence[FilledColumn]] | None = None) -> int:
     """Copy the workbook `src` to `dst` with `values` (sheet title -> (row, col) -> value) cached
     in its formula cells; return how many cells got a value.
 
     Cells without a formula are left alone, and so are formula cells `values` has no entry for.
-    `dst` may be `src`; it is replaced only once the copy is complete.
+    `fills` (sheet title -> deferred shared columns, `stamp.pending_fills`) are the cells `src`
+    does not hold yet (openpyxl's file, saved with `stamp.save_workbook(sparse=...)`): each is
+    written straight with its value, in the same pass, as `stamp.save_workbook` would have
+    written it empty. `dst` may be `src`; it is replaced only once the copy is complete.
     """
     src, dst = Path(src), Path(dst)
     with zipfile.ZipFile(src) as source:
         parts = sheet_parts(source)
-        unknown = sorted(set(values) - set(parts))
+        fills = fills or {}
+        unknown = sorted((set(values) | set(fills)) - set(parts))
         if unknown:
             raise ValueError(f"{src}: no sheet named {', '.join(map(repr, unknown))}")
         by_part = {parts[title]: sheet_values for title, sheet_values in values.items()}
+        fills_of = {parts[title]: columns for title, columns in fills.items() if columns}
+        for part in fills_of:
+            by_part.setdefault(part, {})
         wrapping = _wrapping_styles(source)
         dst.parent.mkdir(parents=True, exist_ok=True)
         handle, temp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
@@ -85,7 +93,8 @@ def write_cached_values(src: str | Path, dst: str | Path,
                     out_info = _copy_info(info)
                     if info.filename in by_part:
                         with source.open(info) as reader, target.open(out_info, "w", force_zip64=True) as writer:
-                            for piece in _rewrite_sheet(_chunks(reader), by_part[info.filename], wrapping):
+                            for piece in _rewrite_sheet(_chunks(reader), by_part[info.filename], wrapping,
+                                                        fills_of.get(info.filename, ())):
                                 if isinstance(piece, int):
                                     written += piece
                                 else:
@@ -228,11 +237,12 @@ def _number(attr: bytes | None, default: float) -> float:
 # -- the sheet -------------------------------------------------------------------------------------
 
 
-def _rewrite_sheet(chunks: Iterator[bytes], values: SheetValues,
-                   wrapping: Mapping[int, float] | None = None) -> Iterator[bytes | int]:
+def _rewrite_sheet(chunks: Iterator[bytes], values: SheetValues, wrapping: Mapping[int, float] | None = None,
+                   fills: Sequence[FilledColumn] = ()) -> Iterator[bytes | int]:
     """The sheet XML with values cached, in pieces; an int piece counts the cells written.
-    `wrapping` (style index -> font size) names the styles whose rows are fitted to their text."""
-    state = _SheetState(values)
+    `wrapping` (style index -> font size) names the styles whose rows are fitted to their text;
+    `fills` are deferred shared columns to write in, each cell with its value."""
+    state = _SheetState(values, fills)
     buffer = b""
     header = b""  # what comes before <sheetData>: the column widths
     before = True
@@ -278,12 +288,57 @@ def _rewrite_sheet(chunks: Iterator[bytes], values: SheetValues,
 
 
 class _SheetState:
-    def __init__(self, values: SheetValues) -> None:
+    def __init__(self, values: SheetValues, fills: Sequence[FilledColumn] = ()) -> None:
         self.values = values
         self.pending: dict[int, dict[int, None]] = {}  # array-range cells still to write, by row
         self.done = False
         self.row = 0
         self.fitter: _RowFitter | None = None
+        # Deferred shared columns, in column order: (first, last, column, b' r="COL', the style
+        # attribute, the formula element, the style).
+        self.fills = sorted(((fill.first, fill.last, fill.column, b' r="' + column_name(fill.column).encode("ascii"),
+                              fill.style_attr, fill.formula, fill.style) for fill in fills), key=lambda item: item[2])
+        self.fill_last = max((fill.last for fill in fills), default=0)
+        self.fill_next = min((fill.first for fill in fills), default=1)  # the first row not written yet
+
+    def _filled(self, row: int) -> tuple[list[tuple[int, bytes]], int, float]:
+        """The deferred cells of `row` ((column, <c> XML), in column order), how many got a value,
+        and the height their wrapped texts need."""
+        cells: list[tuple[int, bytes]] = []
+        written = 0
+        needed = 0.0
+        number = str(row).encode("ascii")
+        values = self.values
+        fitter = self.fitter
+        wrapping = fitter.wrapping if fitter is not None else {}
+        for first, last, column, at, style, formula, style_id in self.fills:
+            if not first <= row <= last:
+                continue
+            attrs = at + number + b'"' + style
+            key = (row, column)
+            if key not in values:  # as `stamp.save_workbook` writes it
+                cells.append((column, b"<c" + attrs + b">" + formula + b"<v></v></c>"))
+                continue
+            value = values[key]
+            written += 1
+            if type(value) is float and math.isfinite(value):  # most cells: no type to write
+                cells.append((column, b"<c" + attrs + b">" + formula + b"<v>"
+                              + repr(value).removesuffix(".0").encode("ascii") + b"</v></c>"))
+                continue
+            cells.append((column, _value_cell(None, attrs, value, formula)))
+            if fitter is not None and style_id in wrapping and isinstance(value, str):
+                needed = max(needed, fitter.height(style, column, value))
+        return cells, written, needed
+
+    def _rows_before(self, number: int) -> Iterator[bytes | int]:
+        """The rows before `number` that the XML does not hold and that get cells: array-range
+        cells' and deferred columns'."""
+        rows = {r for r in self.pending if r < number}
+        if self.fills and self.fill_next < number:
+            rows.update(range(self.fill_next, min(number, self.fill_last + 1)))
+            self.fill_next = number
+        for row in sorted(rows):
+            yield from self._new_row(row)
 
     def rows(self, xml: bytes) -> Iterator[bytes | int]:
         at = 0
@@ -294,41 +349,57 @@ class _SheetState:
         yield xml[at:]
 
     def remaining_rows(self) -> Iterator[bytes | int]:
-        for row in sorted(self.pending):
-            yield from self._new_row(row)
+        yield from self._rows_before(max([self.fill_last, *self.pending]) + 1)
         self.pending.clear()
 
     def _new_row(self, row: int) -> Iterator[bytes | int]:
         cells = self.pending.pop(row, {})
-        parts = [_value_cell(_cell_name(row, col), b"", self.values[(row, col)])
+        parts = [(col, _value_cell(_cell_name(row, col), b"", self.values[(row, col)]))
                  for col in sorted(cells) if (row, col) in self.values]
+        written = len(parts)
+        needed = 0.0
+        if self.fills:
+            filled, filled_written, needed = self._filled(row)
+            if filled:
+                parts = sorted(parts + filled, key=lambda part: part[0]) if parts else filled
+                written += filled_written
         if parts:
-            yield len(parts)
-            yield b'<row r="%d">' % row + b"".join(parts) + b"</row>"
+            if written:
+                yield written
+            head = b'<row r="%d">' % row
+            yield (self.fitter.fitted(head, needed) if needed and self.fitter else head) \
+                + b"".join(xml for _, xml in parts) + b"</row>"
 
     def _row(self, xml: bytes) -> Iterator[bytes | int]:
         open_end = xml.index(b">") + 1
         attrs = dict(_ATTR.findall(xml[:open_end]))
         number = int(attrs[b"r"][1:-1]) if b"r" in attrs else self.row + 1
-        for earlier in sorted(r for r in self.pending if r < number):
-            yield from self._new_row(earlier)
+        yield from self._rows_before(number)
         self.row = number
+        filled: list[tuple[int, bytes]] = []
+        filled_written, filled_needed = 0, 0.0
+        if self.fills and self.fill_next <= number <= self.fill_last:
+            filled, filled_written, filled_needed = self._filled(number)
+            self.fill_next = number + 1
         if open_end == len(xml):  # <row .../>: a row with no cells
-            if number not in self.pending:
+            if number not in self.pending and not filled:
                 yield xml
                 return
             head, body = xml[:-2].rstrip() + b">", b""
         else:
             head, body = xml[:open_end], xml[open_end:-len(b"</row>")]
         tail = b"</row>"
-        if number not in self.pending and b"<f" not in body:
+        if number not in self.pending and b"<f" not in body and not filled:
             yield xml  # no formula and no array cell here: the row as it is
             return
         if number not in self.pending and b"array" not in body:
             fast = self._plain_row(number, body)
             if fast is not None:
-                yield fast[0]
-                yield (self.fitter.fitted(head, fast[2]) if fast[2] and self.fitter else head) + fast[1] + tail
+                written, needed = fast[0] + filled_written, max(fast[2], filled_needed)
+                if written:
+                    yield written
+                row_xml = (self.fitter.fitted(head, needed) if needed and self.fitter else head) + fast[1] + tail
+                yield with_cells(row_xml, filled) if filled else row_xml
                 return
         out: list[bytes] = []
         written = 0
@@ -374,9 +445,12 @@ class _SheetState:
             if (number, col) in self.values:
                 out.append(self._array_cell(number, col))
                 written += 1
+        written += filled_written
+        needed = max(needed, filled_needed)
         if written:
             yield written
-        yield (fitter.fitted(head, needed) if needed and fitter else head) + b"".join(out) + tail
+        row_xml = (fitter.fitted(head, needed) if needed and fitter else head) + b"".join(out) + tail
+        yield with_cells(row_xml, filled) if filled else row_xml
 
     def _plain_row(self, number: int, body: bytes) -> tuple[int, bytes, float] | None:
         """A row without array formulas, every cell naming its r="A1" (as every writer does):

@@ -23,7 +23,7 @@ from openpyxl.comments import Comment
 from openpyxl.utils.cell import column_index_from_string, coordinate_from_string
 
 from scm_xl.engines import choose_engine
-from scm_xl.engines.base import Recalculated
+from scm_xl.engines.base import Recalculated, cell_position
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Analysis, Settings, analyze
 from scm_xl.report_texts import Text
@@ -40,7 +40,8 @@ from scm_xl.workbook.io import (
     MAX_DATA_ROWS, Inputs, check_model_names, load, over_capacity, read_inputs, read_layout, set_method,
     set_strict_physics, write_hand_set, write_rows, write_typed,
 )
-from scm_xl.workbook.stamp import is_formula, save_workbook
+from scm_xl.workbook import cached_values
+from scm_xl.workbook.stamp import FilledColumn, is_formula, pending_fills, save_workbook
 from scm_xl.workbook.layout import (
     MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
 )
@@ -281,9 +282,16 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
         raise InputError(f"folder does not exist: {write_target(target).parent}", path=str(target))
     with staging(target, suffix=".xlsx") as staged:
         say(Text("step_save"))
-        save_workbook(wb, staged.temp)
-        report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say, analysis=analysis)
-        _store_values(staged.temp, report.verification, say)
+        # openpyxl's own file is kept beside: the values go in on the way from it, with the
+        # deferred cells, in one pass (not a second pass over every cell of the saved file).
+        sparse = staged.temp.with_name(staged.temp.name + ".sparse")
+        try:
+            save_workbook(wb, staged.temp, sparse=sparse)
+            report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say,
+                            analysis=analysis)
+            _store_values(staged.temp, report.verification, say, sparse=sparse, fills=pending_fills(wb))
+        finally:
+            sparse.unlink(missing_ok=True)
         if report.verification.ok:
             say(Text("step_write", path=target))
             staged.put_in_place(exclusive=not force)
@@ -412,25 +420,21 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _store_values(path: Path, verification: Verification, say: Progress) -> None:
+def _store_values(path: Path, verification: Verification, say: Progress, *, sparse: Path,
+                  fills: dict[str, list[FilledColumn]]) -> None:
     """Give every formula cell the value the verifying engine computed, so readers that do
-    not recalculate (openpyxl data_only, pandas, previews) see the numbers."""
-    try:
-        from scm_xl.workbook import cached_values
-    except ImportError:  # pragma: no cover - the module ships with the package
-        return
+    not recalculate (openpyxl data_only, pandas, previews) see the numbers: `path` is written
+    anew from `sparse` (openpyxl's file) with the deferred cells `fills`, each with its value."""
     values = verification.values
     if not values:
         return
     say(Text("step_store"))
     by_sheet: dict[str, dict[tuple[int, int], Any]] = {}
-    from openpyxl.utils.cell import coordinate_to_tuple
-
     for (sheet, cell), value in values.items():
-        by_sheet.setdefault(sheet, {})[coordinate_to_tuple(cell)] = value
+        by_sheet.setdefault(sheet, {})[cell_position(cell)] = value
     stored = path.with_name(path.name + ".values")
     try:
-        cached_values.write_cached_values(path, stored, by_sheet)
+        cached_values.write_cached_values(sparse, stored, by_sheet, fills=fills)
         os.replace(stored, path)
     finally:
         if stored.exists():

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.xlsx_cells import (
-    ROW_ELEMENT, STYLED_EMPTY_CELL, column_name, column_number, copy_package, sheet_parts,
+    ROW_ELEMENT, column_name, copy_package, sheet_parts, with_cells,
 )
 from scm_xl.workbook.styles import fonts_in_schema_order
 
@@ -182,23 +183,57 @@ def deferred_rows(ws: Worksheet, column: int) -> range:
 # -- writing the deferred cells into the saved file ----------------------------------------------
 
 _ROW_NUMBER = re.compile(rb'<row\b[^>]*?\sr="([0-9]+)"')
-_CELL = re.compile(rb'<c\b[^>]*?\sr="([A-Z]+)[0-9]+"[^>]*?(?:/>|>[^<]*(?:<(?!/c>)[^<]*)*</c>)')
 
 
-def save_workbook(wb: Workbook, path: str | Path) -> None:
+@dataclass(frozen=True)
+class FilledColumn:
+    """A deferred shared formula's middle cells, as the file holds them: rows `first` to `last`
+    of `column` (from 1), each `<c r=".." s="style"><f t="shared" si="index"/>`."""
+
+    column: int
+    first: int
+    last: int
+    index: int
+    style: int | None  # the cells' style (cellXfs index); None: unstyled
+
+    @property
+    def formula(self) -> bytes:
+        return b'<f t="shared" si="%d"/>' % self.index
+
+    @property
+    def style_attr(self) -> bytes:
+        return b"" if self.style is None else b' s="%d"' % self.style
+
+
+def pending_fills(wb: Workbook) -> dict[str, list[FilledColumn]]:
+    """Sheet title -> the deferred columns `save_workbook` writes into that sheet's XML (ask once
+    the workbook is saved: asking a cell's style_id before gives the styles other numbers)."""
+    by_sheet: dict[str, list[FilledColumn]] = {}
+    for fill in getattr(wb, "_scm_fills", None) or []:
+        anchor = fill.anchor
+        by_sheet.setdefault(anchor.parent.title, []).append(FilledColumn(
+            fill.column, fill.first, fill.last, fill.index, anchor.style_id if anchor.has_style else None))
+    return by_sheet
+
+
+def save_workbook(wb: Workbook, path: str | Path, *, sparse: str | Path | None = None) -> None:
     """Save `wb` to `path`; with `defer_fills`, write the shared columns' middle cells into the
-    sheets' XML (streamed, row by row), as openpyxl would have."""
+    sheets' XML (streamed, row by row), as openpyxl would have.
+
+    `sparse`, when given, keeps openpyxl's own file there (without the deferred cells), for
+    `cached_values.write_cached_values(..., fills=pending_fills(wb))` to write the final file
+    from in one pass, the deferred cells with their values."""
     fonts_in_schema_order(wb)  # Excel's order: a schema validator then predicts no repair
-    wb.save(path)
-    fills: list[_Fill] | None = getattr(wb, "_scm_fills", None)
-    if not fills:
-        return
-    by_sheet: dict[str, list[_Fill]] = {}
-    for fill in fills:
-        by_sheet.setdefault(fill.anchor.parent.title, []).append(fill)
     path = Path(path)
-    staged = path.with_name(path.name + ".fills")
-    with zipfile.ZipFile(path) as book:
+    first = Path(sparse) if sparse is not None else path
+    wb.save(first)
+    by_sheet = pending_fills(wb)  # after saving: a cell's style_id numbers its style, in the order asked
+    if not by_sheet:
+        if sparse is not None:
+            shutil.copyfile(first, path)
+        return
+    staged = path if sparse is not None else path.with_name(path.name + ".fills")
+    with zipfile.ZipFile(first) as book:
         parts = {sheet_parts(book)[title]: sheet_fills for title, sheet_fills in by_sheet.items()}
 
     def rewrite(name: str) -> Callable[[Iterator[bytes]], Iterator[bytes]] | None:
@@ -206,21 +241,21 @@ def save_workbook(wb: Workbook, path: str | Path) -> None:
         return None if fills is None else lambda blocks: _with_fills(blocks, fills)
 
     try:
-        copy_package(path, staged, rewrite, compression=zipfile.ZIP_DEFLATED)
-        os.replace(staged, path)
+        copy_package(first, staged, rewrite, compression=zipfile.ZIP_DEFLATED)
+        if staged != path:
+            os.replace(staged, path)
     finally:
-        if staged.exists():
+        if staged != path and staged.exists():
             staged.unlink()
 
 
-def _with_fills(blocks: Iterator[bytes], fills: list[_Fill]) -> Iterator[bytes]:
+def _with_fills(blocks: Iterator[bytes], fills: list[FilledColumn]) -> Iterator[bytes]:
     """The sheet XML with every deferred cell in its row, in column order."""
     cells = []  # (first, last, column, cell XML with %d for the row)
     for fill in fills:
-        style = b' s="%d"' % fill.anchor.style_id if fill.anchor.has_style else b""
         name = column_name(fill.column).encode("ascii")
         cells.append((fill.first, fill.last, fill.column,
-                      b'<c r="' + name + b'%d"' + style + b'><f t="shared" si="' + str(fill.index).encode() + b'"/><v></v></c>'))
+                      b'<c r="' + name + b'%d"' + fill.style_attr + b">" + fill.formula + b"<v></v></c>"))
     cells.sort(key=lambda item: item[2])
     first = min(item[0] for item in cells)
     last = max(item[1] for item in cells)
@@ -248,7 +283,7 @@ def _with_fills(blocks: Iterator[bytes], fills: list[_Fill]) -> Iterator[bytes]:
             at = match.end()
             out.append(new_rows(row))
             extra = added(row) if first <= row <= last else []
-            out.append(_merged(match.group(0), extra) if extra else match.group(0))
+            out.append(with_cells(match.group(0), extra) if extra else match.group(0))
             written = max(written, row)
         rest = block[at:]
         end = rest.find(b"</sheetData>")
@@ -257,31 +292,3 @@ def _with_fills(blocks: Iterator[bytes], fills: list[_Fill]) -> Iterator[bytes]:
         else:
             out.append(rest)
         yield b"".join(out)
-
-
-def _merged(row_xml: bytes, extra: list[tuple[int, bytes]]) -> bytes:
-    """A row's XML with the deferred cells `extra` (column, XML) put in column order; an empty
-    styled cell already there (a number format set on it) gives way to its formula cell."""
-    if row_xml.endswith(b"/>"):
-        return row_xml[:-2].rstrip() + b">" + b"".join(xml for _, xml in extra) + b"</row>"
-    open_end = row_xml.index(b">") + 1
-    body = row_xml[open_end:-len(b"</row>")]
-    pending = dict(extra)
-    out: list[bytes] = []
-    at = 0
-    for match in _CELL.finditer(body):
-        column = column_number(match.group(1))
-        out.append(body[at:match.start()])
-        at = match.end()
-        for col in sorted(c for c in pending if c < column):
-            out.append(pending.pop(col))
-        if column in pending:
-            empty = STYLED_EMPTY_CELL.fullmatch(match.group(0))
-            if empty is None:
-                raise ValueError(f"cell {match.group(1).decode()} of a shared formula's range already holds something")
-            out.append(pending.pop(column))
-        else:
-            out.append(match.group(0))
-    out.append(body[at:])
-    out.extend(pending[col] for col in sorted(pending))
-    return row_xml[:open_end] + b"".join(out) + b"</row>"
