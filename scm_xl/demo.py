@@ -236,7 +236,7 @@ def _run_in(folder: Path, start: float, *, target_tps: float, target_max_tokens:
         unreachable = (beyond, solve(cal, beyond, length))
     base_key = DEMO_MODELS[0][1]
     latency = latency_model(rows)
-    lsq_report = report.holdout or {}  # fill's least-squares analysis (with the chain's hold-out)
+    lsq_report = report.holdout  # fill's least-squares analysis (with the chain's hold-out)
     holdout_mape = {"chain": (lsq_report.get("chain_holdout") or {}).get("loo_mape_pct"),
                     "lsq": lsq_report.get("loo_mape_pct"), "latency": latency.holdout.mape_pct}
     workload = latency.forecast(DEMO_CONCURRENCY[1] + 1, DEMO_MAX_TOKENS[0], DEMO_MODELS[0][0],

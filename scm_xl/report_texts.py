@@ -136,7 +136,6 @@ WORDS: dict[Lang, dict[str, str]] = {
         "step_compare": "compare {cells:,} formula cells with the reference",
         "step_store": "store the computed values in the file",
         "step_write": "write {path}",
-        "step_holdout": "hold-out (leave-one-out)",
         # fill's notes: the per-request records, a person's comments, rows the workbook cannot use
         "requests_several": "per-request records are read beside one results CSV: with several, the workbook has "
                             "none (its SLO attainment and goodput stay empty)",
@@ -313,7 +312,6 @@ WORDS: dict[Lang, dict[str, str]] = {
         "step_compare": "将 {cells:,} 个公式单元格与参考值比较",
         "step_store": "把计算出的值存入文件",
         "step_write": "写入 {path}",
-        "step_holdout": "留一法检验",
         "requests_several": "逐请求记录只从单个结果 CSV 旁读取：给了多个结果 CSV 时，工作簿里没有逐请求记录（其 SLO "
                             "达成率和 goodput 留空）",
         "requests_none": "{reason}：工作簿里没有逐请求记录（其 SLO 达成率和 goodput 留空）",

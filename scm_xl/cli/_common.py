@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import io
 import math
 import sys
@@ -238,22 +237,6 @@ class StatusLine:
         text.truncate(max(self.console.width - 3, 10), overflow="ellipsis")  # one line beside the spinner
         self.spinner.update(text=text)
         self.live.refresh()  # each step is on screen at once, not at the next tick
-
-
-def call_supported(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call `func` with the keyword arguments its signature takes, dropping the others.
-
-    The workbook library gains options (progress, rename_duplicates) on its own schedule;
-    the CLI passes them where they exist.
-    """
-    parameters = inspect.signature(func).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return func(*args, **kwargs)
-    return func(*args, **{name: value for name, value in kwargs.items() if name in parameters})
-
-
-def accepts(func: Callable[..., Any], name: str) -> bool:
-    return name in inspect.signature(func).parameters
 
 
 def library_default(cls: Any, name: str) -> Any:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from scm_xl.cli._common import (
-    LANG_HELP, FiniteFloat, Progress, accepts, call_supported, handle_errors, lang_option, parse_text_list,
+    LANG_HELP, FiniteFloat, Progress, handle_errors, lang_option, parse_text_list,
     progress_display, remark, resolve_lang,
 )
 from scm_xl.cli.plan import int_list
@@ -208,16 +208,6 @@ def _check_workbook_input(path: str | Path) -> None:
     check_xlsx(path)
 
 
-def _holdout_of(report: Any) -> Any:
-    """The least-squares and chain hold-out of a fill/verify report (computed here if the library has none)."""
-    holdout = getattr(report, "holdout", None)
-    if holdout is None:
-        from scm_xl.lsq import least_squares_analysis
-
-        holdout = least_squares_analysis(report.analysis.statuses, report.analysis.settings)
-    return holdout.report() if hasattr(holdout, "report") else holdout
-
-
 def _latency_of(report: Any) -> Any:
     """The latency model of a fill/verify report's rows (None when no row recorded TTFT and ITL)."""
     from scm_xl.latency import latency_model
@@ -351,10 +341,6 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
     # -o naming the --workbook itself is the same request as leaving -o out: update it in place.
     in_place = workbook is not None and (output is None or write_target(output) == write_target(workbook))
     target = output or workbook or Path(results[0]).stem + ".xlsx"
-    if html_path is not None and _html_writer() is None:
-        from scm_xl.errors import UsageError
-
-        raise UsageError("--html needs the HTML report module, which this installation lacks")
     if in_place and not force:
         from scm_xl.errors import UsageError
 
@@ -379,16 +365,8 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
                                        force=force, slo=parsed_slo, attainment=attainment)
         if typed_capacity:
             options["capacity"] = typed_capacity
-        if accepts(run_fill, "rename_duplicates"):
-            source: Any = list(results) if len(results) != 1 else results[0]
-            report = call_supported(run_fill, source, rename_duplicates=rename_duplicates, **options)
-        elif len(results) > 1:
-            report = _fill_merged(run_fill, results, rename_duplicates, options)
-        else:
-            report = call_supported(run_fill, results[0], **options)
-        if progress is not None and getattr(report, "holdout", None) is None:
-            progress(t["step_holdout"])
-        holdout = _holdout_of(report)  # computed once, inside the status line
+        report = run_fill(list(results) if len(results) != 1 else results[0], rename_duplicates=rename_duplicates,
+                          **options)
     set_aside = getattr(report, "set_aside", None)
     failed = ""
     if set_aside is None:
@@ -401,36 +379,14 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
     if html_path is not None:
         _write_html(html_path, report)
         click.echo(t["wrote"].format(path=html_path))
-    _print_report(report, holdout, json_path, failed, language)
-
-
-def _fill_merged(run_fill: Any, results: tuple[str, ...], rename_duplicates: bool, options: dict[str, Any]) -> Any:
-    """Several CSVs with a library that takes one: merge them into one temporary CSV first."""
-    import tempfile
-
-    from scm_xl.results import read_results_many, write_results
-
-    table = read_results_many(results, rename_duplicates=rename_duplicates)
-    with tempfile.TemporaryDirectory(prefix="scm-xl-merge-") as folder:
-        merged = Path(folder) / "merged.csv"
-        write_results(merged, table.rows)
-        report = call_supported(run_fill, merged, **options)
-    report.warnings = [w for w in table.warnings] + [w for w in report.warnings]
-    return report
-
-
-def _html_writer() -> Any:
-    try:
-        from scm_xl.htmlreport import write_report
-    except ImportError:
-        return None
-    return write_report
+    _print_report(report, report.holdout, json_path, failed, language)
 
 
 def _write_html(path: str, report: Any) -> None:
+    from scm_xl.htmlreport import write_report
     from scm_xl.outputs import write_target
 
-    call_supported(_html_writer(), report, write_target(path))
+    write_report(report, write_target(path))
 
 
 @click.command()
@@ -454,11 +410,8 @@ def verify(workbook: str, engine: str, json_path: str | None, force: bool, no_pr
     language = resolve_lang(lang)
     t = _words(language)
     with step_lines(not no_progress, t["step_read"].format(path=workbook), language) as progress:
-        report = call_supported(run_verify, workbook, engine=engine, progress=progress)
-        if progress is not None and getattr(report, "holdout", None) is None:
-            progress(t["step_holdout"])
-        holdout = _holdout_of(report)
-    _print_report(report, holdout, json_path, lang=language)
+        report = run_verify(workbook, engine=engine, progress=progress)
+    _print_report(report, report.holdout, json_path, lang=language)
 
 
 # Why the method that answers without --method does (the workbook's method cell; chain for a CSV).

@@ -148,18 +148,20 @@ def separable_summary(lsq: LsqAnalysis, texts: dict[str, Any], lang: Lang = "en"
 
 def report_context(analysis: Analysis, rows: Sequence[Any], lang: Lang, source_name: str,
                    questions: dict[str, Any] | None = None, *, results_path: str | Path | None = None,
-                   slo: Any = None) -> dict[str, Any]:
+                   slo: Any = None, lsq: LsqAnalysis | None = None) -> dict[str, Any]:
     """Everything the page shows, computed once (the template only lays it out). The calculator
     opens on `questions` (a workbook's own, `fill.questions_from_inputs`), else on the questions
     every surface asks by default (`methods.default_questions`). "Under an SLO" judges the
-    per-request CSV beside `results_path` under `slo` (a goodput.Slo; None: none given)."""
+    per-request CSV beside `results_path` under `slo` (a goodput.Slo; None: none given). `lsq` is
+    the least-squares analysis of `analysis` when the caller has run it (`fill --html`)."""
     if lang not in LANGS:
         raise UsageError(f"unknown language {lang!r}: use zh or en")
     from scm_xl.latency import latency_model
     from scm_xl.methods import base_prompt, choose_method, default_questions
 
     texts = PAGE[lang]
-    lsq = least_squares_analysis(analysis.statuses, analysis.settings)
+    if lsq is None:
+        lsq = least_squares_analysis(analysis.statuses, analysis.settings)
     holdout = lsq.report()
     consistency = analysis.consistency
     concurrency, lengths, models = _levels(analysis, lsq)
@@ -263,10 +265,10 @@ def _template() -> jinja2.Template:
 
 def render_report(analysis: Analysis, rows: Sequence[Any], lang: Lang = "zh", source_name: str = "",
                   questions: dict[str, Any] | None = None, *, results_path: str | Path | None = None,
-                  slo: Any = None) -> str:
+                  slo: Any = None, lsq: LsqAnalysis | None = None) -> str:
     """The report as one HTML string: styles, script, charts and data inline."""
     return _template().render(**report_context(analysis, rows, lang, source_name, questions,
-                                               results_path=results_path, slo=slo))
+                                               results_path=results_path, slo=slo, lsq=lsq))
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -295,12 +297,14 @@ def write_report(source: Any, path: str | Path, lang: Lang | None = None, *,
     source_name = ""
     results_path = None
     questions = None
+    lsq = None
     if isinstance(source, Analysis):
         if rows is None:
             raise UsageError("write_report(analysis, ...) needs the rows the analysis was made from")
         analysis = source
     elif hasattr(source, "analysis") and hasattr(source, "inputs"):
         analysis = source.analysis
+        lsq = getattr(source, "lsq", None)  # fill's own, not a second fit
         rows = rows if rows is not None else [row for _, row in source.inputs.rows]
         layout = getattr(source, "layout", None)
         lang = lang or getattr(layout, "lang", None)
@@ -315,4 +319,4 @@ def write_report(source: Any, path: str | Path, lang: Lang | None = None, *,
         rows, source_name, results_path = loaded, Path(source).name, source
         questions = questions_from_source(source, rows)
     return write_text_atomic(path, render_report(analysis, rows, lang or "zh", source_name, questions,
-                                                 results_path=results_path, slo=slo))
+                                                 results_path=results_path, slo=slo, lsq=lsq))

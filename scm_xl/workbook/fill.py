@@ -24,6 +24,7 @@ from openpyxl.utils.cell import column_index_from_string, coordinate_from_string
 
 from scm_xl.engines import choose_engine
 from scm_xl.engines.base import Recalculated, cell_position
+from scm_xl.lsq import LsqAnalysis, least_squares_analysis
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Analysis, Settings, analyze
 from scm_xl.report_texts import Text
@@ -57,10 +58,17 @@ class WorkbookReport:
     analysis: Analysis
     verification: Verification
     warnings: list[str]
-    holdout: Any = None  # lsq hold-out report (leave-one-out of both methods)
+    # The least-squares analysis of the rows (fit, hold-out of both methods, interactions), run
+    # once per fill or verify: the text, the JSON, the HTML page and the demo all read this one.
+    lsq: LsqAnalysis
     notes: list[str] = field(default_factory=list)
     # Verification failed: the workbook was left here instead (the output was not touched).
     set_aside: Path | None = None
+
+    @property
+    def holdout(self) -> dict[str, Any]:
+        """The least-squares analysis as the JSON report's fields (`LsqAnalysis.report`)."""
+        return self.lsq.report()
 
 
 def _quiet(_: str) -> None:
@@ -467,12 +475,6 @@ def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
     return kept
 
 
-def _holdout(analysis: Analysis) -> Any:
-    from scm_xl import lsq
-
-    return lsq.least_squares_analysis(analysis.statuses, analysis.settings).report()
-
-
 def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: Any, note: str | None,
            say: Progress, analysis: Analysis | None = None) -> WorkbookReport:
     """Recalculate `path` with `engine` and compare every formula cell with the reference."""
@@ -493,7 +495,8 @@ def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: A
         raise InputError("the engine returned no formula cells to compare", path=str(shown_as))
     notes = list(inputs.notes) + [Text("row_unusable", row=row, reason=reason) for row, reason in inputs.unusable]
     return WorkbookReport(path=shown_as, layout=layout, inputs=inputs, analysis=analysis,
-                          verification=verification, warnings=warnings, holdout=_holdout(analysis), notes=notes)
+                          verification=verification, warnings=warnings,
+                          lsq=least_squares_analysis(analysis.statuses, analysis.settings), notes=notes)
 
 
 def verify(path: str | Path, *, engine: str = "auto", progress: Progress | None = None) -> WorkbookReport:
