@@ -7,7 +7,10 @@ engine computed, as Excel itself saves it: the formula stays, the value goes in
 <v>, with t="str" for text, "b" for booleans and "e" for errors. The cells of an
 array formula's range each get their own <v>.
 
-Only the <c> elements of formula cells (and of array ranges) change, and the
+`fill` writes its final file this way from openpyxl's own (sparse) file: the shared
+columns' middle cells, which openpyxl never held (`stamp.pending_fills`), are written in
+the same pass, each with its value, instead of a second pass over every cell of a saved
+file. Otherwise only the <c> elements of formula cells (and of array ranges) change, and the
 <row> of a formula cell whose style wraps text and whose value needs more lines
 than its row has: that row gets the height the text needs at its column's width
 (`_RowFitter`), as no program sizes the rows of an .xlsx it opens (LibreOffice
