@@ -198,7 +198,8 @@ QUERIES = [
     ("auto", 4, 24, 400.0),
     ("chain", 4, 24, 100.0),
     ("chain", 2, 8, 180.5),
-    ("chain", 8, 24, 256.0),
+    ("chain", 2, 24, 256.0),  # not beyond the knee (4 slots): there TPS is flat, and noise can make a row
+    # slower than the level below it, which the chain then leaves out (a monotonicity violation)
     ("chain", 4, 24, 32.0),
     ("chain", 4, 24, 20.0),
     ("chain", 2, 8, 400.0),
