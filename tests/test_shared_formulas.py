@@ -141,15 +141,13 @@ def test_values_written_with_the_deferred_cells_equal_values_written_over_the_sa
     results, and cells with no value at all."""
     from scm_xl.engines.base import CellError, cell_position, formula_refs
     from scm_xl.workbook.cached_values import write_cached_values
-    from scm_xl.workbook.stamp import pending_fills
 
     layout = Layout(lang="en", rows=60)
     rows = [experiment(f"E{i}", "model-a", 2 ** (i % 4), 50 * (1 + i % 3), 40.0 + i) for i in range(25)]
     wb = build_workbook(layout, deferred=True)
     write_rows(wb, layout, rows, clear=False)
     full, sparse = tmp_path / "full.xlsx", tmp_path / "sparse.xlsx"
-    save_workbook(wb, full, sparse=sparse)
-    fills = pending_fills(wb)
+    fills = save_workbook(wb, full, sparse=sparse)
     assert sum(fill.last - fill.first + 1 for columns in fills.values() for fill in columns) > 60 * 20
     kinds = [1.5, 0.1 + 0.2, "a note long enough to need more than one line in any column of the sheet " * 2,
              True, CellError("#N/A"), None, 3.0, float("inf"), "short", 7]

@@ -8,7 +8,7 @@ engine computed, as Excel itself saves it: the formula stays, the value goes in
 array formula's range each get their own <v>.
 
 `fill` writes its final file this way from openpyxl's own (sparse) file: the shared
-columns' middle cells, which openpyxl never held (`stamp.pending_fills`), are written in
+columns' middle cells, which openpyxl never held (`stamp.save_workbook` says which), are written in
 the same pass, each with its value, instead of a second pass over every cell of a saved
 file. Otherwise only the <c> elements of formula cells (and of array ranges) change, and the
 <row> of a formula cell whose style wraps text and whose value needs more lines
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO
 from xml.etree import ElementTree
 
-from scm_xl.engines.base import CellError, CellValue
+from scm_xl.engines.base import CellError, CellValue, cell_position
 from scm_xl.engines.xlsx_cells import ROW_ELEMENT, column_name, column_number, sheet_parts, with_cells
 from scm_xl.workbook.stamp import FilledColumn
 from scm_xl.workbook.styles import DEFAULT_FONT_SIZE, WIDE_WIDTH, row_height, wrapped_lines
@@ -69,7 +69,7 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
     in its formula cells; return how many cells got a value.
 
     Cells without a formula are left alone, and so are formula cells `values` has no entry for.
-    `fills` (sheet title -> deferred shared columns, `stamp.pending_fills`) are the cells `src`
+    `fills` (sheet title -> deferred shared columns, as `stamp.save_workbook` returns them) are the cells `src`
     does not hold yet (openpyxl's file, saved with `stamp.save_workbook(sparse=...)`): each is
     written straight with its value, in the same pass, as `stamp.save_workbook` would have
     written it empty. `dst` may be `src`; it is replaced only once the copy is complete.
@@ -119,7 +119,7 @@ def values_by_sheet(values: Mapping[tuple[str, str], CellValue]) -> dict[str, di
     """An engine's values keyed (sheet, "A1"), as write_cached_values takes them."""
     by_sheet: dict[str, dict[Position, CellValue]] = {}
     for (sheet, cell), value in values.items():
-        by_sheet.setdefault(sheet, {})[_position(cell.encode("ascii"))] = value
+        by_sheet.setdefault(sheet, {})[cell_position(cell)] = value
     return by_sheet
 
 
@@ -324,7 +324,7 @@ class _SheetState:
                 continue
             value = values[key]
             written += 1
-            if type(value) is float and math.isfinite(value):  # most cells: no type to write
+            if type(value) is float and math.isfinite(value):  # most cells, inline: `_typed`'s number, no call
                 cells.append((column, b"<c" + attrs + b">" + formula + b"<v>"
                               + repr(value).removesuffix(".0").encode("ascii") + b"</v></c>"))
                 continue

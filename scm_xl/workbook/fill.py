@@ -23,7 +23,7 @@ from openpyxl.comments import Comment
 from openpyxl.utils.cell import column_index_from_string, coordinate_from_string
 
 from scm_xl.engines import choose_engine
-from scm_xl.engines.base import Recalculated, cell_position
+from scm_xl.engines.base import Recalculated
 from scm_xl.lsq import LsqAnalysis, least_squares_analysis
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Analysis, Settings, analyze
@@ -42,7 +42,7 @@ from scm_xl.workbook.io import (
     set_strict_physics, write_hand_set, write_rows, write_typed,
 )
 from scm_xl.workbook import cached_values
-from scm_xl.workbook.stamp import FilledColumn, is_formula, pending_fills, save_workbook
+from scm_xl.workbook.stamp import FilledColumn, is_formula, save_workbook
 from scm_xl.workbook.layout import (
     MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
 )
@@ -294,10 +294,10 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
         # deferred cells, in one pass (not a second pass over every cell of the saved file).
         sparse = staged.temp.with_name(staged.temp.name + ".sparse")
         try:
-            save_workbook(wb, staged.temp, sparse=sparse)
+            fills = save_workbook(wb, staged.temp, sparse=sparse)
             report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say,
                             analysis=analysis)
-            _store_values(staged.temp, report.verification, say, sparse=sparse, fills=pending_fills(wb))
+            _store_values(staged.temp, report.verification, say, sparse=sparse, fills=fills)
         finally:
             sparse.unlink(missing_ok=True)
         if report.verification.ok:
@@ -437,12 +437,9 @@ def _store_values(path: Path, verification: Verification, say: Progress, *, spar
     if not values:
         return
     say(Text("step_store"))
-    by_sheet: dict[str, dict[tuple[int, int], Any]] = {}
-    for (sheet, cell), value in values.items():
-        by_sheet.setdefault(sheet, {})[cell_position(cell)] = value
     stored = path.with_name(path.name + ".values")
     try:
-        cached_values.write_cached_values(sparse, stored, by_sheet, fills=fills)
+        cached_values.write_cached_values(sparse, stored, cached_values.values_by_sheet(values), fills=fills)
         os.replace(stored, path)
     finally:
         if stored.exists():

@@ -205,8 +205,8 @@ class FilledColumn:
         return b"" if self.style is None else b' s="%d"' % self.style
 
 
-def pending_fills(wb: Workbook) -> dict[str, list[FilledColumn]]:
-    """Sheet title -> the deferred columns `save_workbook` writes into that sheet's XML (ask once
+def _pending_fills(wb: Workbook) -> dict[str, list[FilledColumn]]:
+    """Sheet title -> the deferred columns `save_workbook` writes into that sheet's XML (asked once
     the workbook is saved: asking a cell's style_id before gives the styles other numbers)."""
     by_sheet: dict[str, list[FilledColumn]] = {}
     for fill in getattr(wb, "_scm_fills", None) or []:
@@ -216,22 +216,23 @@ def pending_fills(wb: Workbook) -> dict[str, list[FilledColumn]]:
     return by_sheet
 
 
-def save_workbook(wb: Workbook, path: str | Path, *, sparse: str | Path | None = None) -> None:
+def save_workbook(wb: Workbook, path: str | Path, *,
+                  sparse: str | Path | None = None) -> dict[str, list[FilledColumn]]:
     """Save `wb` to `path`; with `defer_fills`, write the shared columns' middle cells into the
-    sheets' XML (streamed, row by row), as openpyxl would have.
+    sheets' XML (streamed, row by row), as openpyxl would have. Returns those columns, by sheet.
 
     `sparse`, when given, keeps openpyxl's own file there (without the deferred cells), for
-    `cached_values.write_cached_values(..., fills=pending_fills(wb))` to write the final file
+    `cached_values.write_cached_values(..., fills=<what this returned>)` to write the final file
     from in one pass, the deferred cells with their values."""
     fonts_in_schema_order(wb)  # Excel's order: a schema validator then predicts no repair
     path = Path(path)
     first = Path(sparse) if sparse is not None else path
     wb.save(first)
-    by_sheet = pending_fills(wb)  # after saving: a cell's style_id numbers its style, in the order asked
+    by_sheet = _pending_fills(wb)  # after saving: a cell's style_id numbers its style, in the order asked
     if not by_sheet:
         if sparse is not None:
             shutil.copyfile(first, path)
-        return
+        return by_sheet
     staged = path if sparse is not None else path.with_name(path.name + ".fills")
     with zipfile.ZipFile(first) as book:
         parts = {sheet_parts(book)[title]: sheet_fills for title, sheet_fills in by_sheet.items()}
@@ -247,6 +248,7 @@ def save_workbook(wb: Workbook, path: str | Path, *, sparse: str | Path | None =
     finally:
         if staged != path and staged.exists():
             staged.unlink()
+    return by_sheet
 
 
 def _with_fills(blocks: Iterator[bytes], fills: list[FilledColumn]) -> Iterator[bytes]:
