@@ -132,11 +132,13 @@ def cell_formulas(layout: Layout, row: int, slot: int) -> dict[str, str]:
     level = _level_cell(layout, slot)
     crit = (f"{calc('model')},${col['model']}{row},{calc('max_tokens')},${col['max_tokens']}{row},"
             f"{calc('concurrency')},${col['concurrency']}{row},{calc('p0_included')},1")
+    # a slot without a level is #N/A at once: its averages would scan every row to find none
+    known = f"ISNUMBER(${col['concurrency']}{row})"
     return {
         col["concurrency"]: f"=IF(ISNUMBER({level}),{level},NA())",
-        col["tps"]: f"=IFERROR(EXP(AVERAGEIFS({calc('ln_tps')},{crit})),NA())",
-        col["latency"]: f"=IFERROR(AVERAGEIFS({calc('latency_p95_s')},{crit}),NA())",
-        col["ttft"]: f"=IFERROR(AVERAGEIFS({calc('ttft_p95_s')},{crit}),NA())",
+        col["tps"]: f"=IF({known},IFERROR(EXP(AVERAGEIFS({calc('ln_tps')},{crit})),NA()),NA())",
+        col["latency"]: f"=IF({known},IFERROR(AVERAGEIFS({calc('latency_p95_s')},{crit}),NA()),NA())",
+        col["ttft"]: f"=IF({known},IFERROR(AVERAGEIFS({calc('ttft_p95_s')},{crit}),NA()),NA())",
     }
 
 

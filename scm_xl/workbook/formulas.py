@@ -123,7 +123,7 @@ class Formulas:
             "cell_code": (f"=IF(AND(ISNUMBER({me('model_no')}),ISNUMBER({p_index})),(({me('model_no')}"
                           f"*{lo.scale_cell('l_scale')}+{me('max_tokens')})*{lo.scale_cell('p_scale')}+{p_index})"
                           f"*{lo.scale_cell('c_scale')}+{me('concurrency')},\"\")"),
-            "lower_max": f"=IF({present}=1,{self.cell_lookup('lower_max', me('cell_key'))},\"\")",
+            "lower_max": f"=IF({present}=1,{self.cell_lookup('lower_max', me('cell_code'))},\"\")",
             "mono": (f"=IF({present}=1,({me('lower_max')}>{me('tps')}*(1+{tol}/100+{MONOTONIC_EPSILON!r}))*1,"
                      f"\"\")"),
             "included": (
@@ -215,10 +215,10 @@ class Formulas:
                 f"=IF({present}=1,({me('total_output_tokens')}<{self.name('ShortOutputRatio')}*{length}"
                 f"*{me('total_requests')})*1,0)"
             ),
-            "group_low_c": f"=IF({present}=1,{self.cell_lookup('group_low_c', me('cell_key'))},\"\")",
+            "group_low_c": f"=IF({present}=1,{self.cell_lookup('group_low_c', me('cell_code'))},\"\")",
             "superlinear": (
                 f"=IF({present}=1,IF({me('group_low_c')}>0,IF({conc}>{me('group_low_c')},"
-                f"({me('tps')}/{self.cell_lookup('group_base', me('cell_key'))}>{conc}/{me('group_low_c')}"
+                f"({me('tps')}/{self.cell_lookup('group_base', me('cell_code'))}>{conc}/{me('group_low_c')}"
                 f"*(1+{SUPERLINEAR_TOLERANCE!r}))*1,0),0),0)"
             ),
             "ceiling": (
@@ -237,9 +237,10 @@ class Formulas:
             "physics_text": "=" + "&".join(text),
         }
 
-    def cell_lookup(self, key: str, cell_key: str) -> str:
-        """A cells-sheet figure for a row's cell (0 when the cell has no slot)."""
-        return f"SUMIFS({self.lo.cells_range(key)},{self.lo.cells_range('key')},{cell_key})"
+    def cell_lookup(self, key: str, cell_code: str) -> str:
+        """A cells-sheet figure for a row's cell, found by its numeric code (0 when the row has no
+        code or its cell no slot)."""
+        return f"IF(ISNUMBER({cell_code}),SUMIFS({self.lo.cells_range(key)},{self.lo.cells_range('code')},{cell_code}),0)"
 
     # -- the raw-data sheet's display cells ------------------------------------
     def display(self) -> dict[str, str]:
@@ -280,11 +281,14 @@ class Formulas:
 
         has = f"{me('key')}<>\"\""
         number = me("model_no")
-        eligible = f"{raw('cell_key')},{me('key')},{raw('eligible')},1"
+        # rows are matched to their slot by the numeric cell code, not the text key: the same rows
+        # (the code is the key, numbered), and a number criterion costs an engine a fraction of a
+        # text one (which it reads case-blind, with wildcards)
+        codes, code = raw("cell_code"), me("code")
+        eligible = f"{codes},{code},{raw('eligible')},1"
         group = (f"{c('model')},{me('model')},{c('max_tokens')},{me('max_tokens')},{c('p_index')},{me('p_index')},"
                  f"{c('eligible')},\">0\"")
         lower = f"{group},{c('concurrency')},\"<\"&{me('concurrency')}"  # the same group's lower levels
-        codes, code = raw("cell_code"), me("code")
         if row == lo.cells_first:  # the smallest code
             order = {"code": f"=IF(COUNT({codes})>0,MIN({codes}),\"\")"}
         else:  # the smallest code above the slot before
@@ -307,8 +311,8 @@ class Formulas:
                              f"\"\")"),
             "key": (f"=IF(ISNUMBER({number}),{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')}"
                     f"&IF({p_index}>0,\"|P\"&{p_index},\"\"),\"\")"),
-            "first_row": f"=IF(ISNUMBER({number}),MATCH({me('key')},{raw('cell_key')},0),\"\")",
-            "rows": f"=IF({has},COUNTIF({raw('cell_key')},{me('key')}),\"\")",
+            "first_row": f"=IF(ISNUMBER({number}),MATCH({code},{codes},0),\"\")",
+            "rows": f"=IF({has},COUNTIF({codes},{code}),\"\")",
             "eligible": f"=IF({has},COUNTIFS({eligible}),\"\")",
             # an eligible row's tps is a number (eligible means tps > 0): the eligible count guards
             "max_tps": f"=IF({has},{ifs_or_zero('MAXIFS', raw('tps'), eligible, me('eligible'))},\"\")",

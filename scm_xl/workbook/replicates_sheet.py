@@ -65,7 +65,7 @@ TABLE_COLS = {key: get_column_letter(i + 1) for i, key in enumerate(TABLE_KEYS)}
 # The printed columns' widths (characters); column A holds the labels above the table too.
 WIDTHS = {"A": 40, "B": 14, "C": 24, "D": 10, "E": 11, "F": 9, "G": 11, "H": 11, "I": 9, "J": 8, "K": 12,
           "L": 11, "M": 10}
-HELPER_KEYS = ("cell_slot",)
+HELPER_KEYS = ("cell_slot", "dev", "dev_sq")
 HELPER_COLS = {key: get_column_letter(len(TABLE_KEYS) + 2 + i) for i, key in enumerate(HELPER_KEYS)}
 PRINT_COLS = f"A:{TABLE_COLS['prompt_level']}"
 
@@ -85,6 +85,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "max_tokens": "max_tokens", "n": "运行次数", "median": "TPS中位数", "mean": "TPS均值", "cv": "CV",
         "flagged_col": "标记", "repeats_needed": "所需重复次数", "more_repeats": "还需次数", "prompt_level": "提示长度档位",
         "cell_slot": "该行组合的 #（计算过程）",
+        "dev": "TPS − 组合首次运行的 TPS（计算过程）",
+        "dev_sq": "上一列的平方（计算过程）",
     },
     "en": {
         "title": "Replicates: runs of the same (model, concurrency, max_tokens, prompt level) summarised by their median",
@@ -103,6 +105,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "flagged_col": "flagged", "repeats_needed": "repeats needed", "more_repeats": "more repeats",
         "prompt_level": "prompt level",
         "cell_slot": "# of this row's cell (workings)",
+        "dev": "TPS − its cell's first run's TPS (workings)",
+        "dev_sq": "its square (workings)",
     },
 }
 
@@ -186,21 +190,29 @@ def _cells_cell(rl: ReplicatesLayout, key: str, row: int) -> str:
 
 
 def helper_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
-    """The per-row helper on sheet row `row`: the slot number of the row's cell, looked up by its key on
-    the cells sheet (the workbook's one list of cells, `model.cell_order`); "" for a row that is not present
-    or whose cell has no slot."""
+    """The per-row helper on sheet row `row`: the slot number of the row's cell, looked up by its numeric
+    code on the cells sheet (the workbook's one list of cells, `model.cell_order`); "" for a row that is
+    not present, has no code, or whose cell has no slot."""
     lo = rl.layout
     calc = rl.calc_row(row)
+    code = lo.raw_cell("cell_code", calc)
+    slot, dev = f"${HELPER_COLS['cell_slot']}{row}", f"${HELPER_COLS['dev']}{row}"
     return {
-        "cell_slot": (f"=IF({lo.raw_cell('present', calc)}=1,IFERROR(MATCH({lo.raw_cell('cell_key', calc)},"
-                      f"{lo.cells_range('key')},0),\"\"),\"\")"),
+        "cell_slot": (f"=IF({lo.raw_cell('present', calc)}=1,IF(ISNUMBER({code}),IFERROR(MATCH({code},"
+                      f"{lo.cells_range('code')},0),\"\"),\"\"),\"\")"),
+        # the deviation from the cell's first run, and its square, which the CV sums: SUMIFS over
+        # the rows instead of an array STDEV per slot, at a fraction of the cost. Shifted by a run of
+        # the cell, not by the mean: identical runs give deviations of exactly 0, and so a CV of 0
+        "dev": (f"=IF(ISNUMBER({slot}),{lo.raw_cell('tps', calc)}-INDEX({lo.raw_range('tps')},"
+                f"INDEX({lo.cells_range('first_row')},{slot})),\"\")"),
+        "dev_sq": f"=IF(ISNUMBER({dev}),{dev}*{dev},\"\")",
     }
 
 
 def slot_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
-    """Every formula of the table row `row` (one slot): ordinary formulas, but for median and CV, which
-    are single-cell array formulas (MEDIAN and STDEV over IF(..., TPS, ""): with "" and not FALSE for the
-    other rows, which IronCalc would count as 0)."""
+    """Every formula of the table row `row` (one slot): ordinary formulas, but for the median, a
+    single-cell array formula (MEDIAN over IF(..., TPS, ""): with "" and not FALSE for the other rows,
+    which IronCalc would count as 0)."""
     lo = rl.layout
     c = {key: f"${col}{row}" for key, col in TABLE_COLS.items()}
     first, cv, n, mean, needed = c["first_row"], c["cv"], c["n"], c["mean"], c["repeats_needed"]
@@ -208,9 +220,10 @@ def slot_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
     thr = _abs(rl.threshold_cell)
     slots = rl.helper("cell_slot")
     runs = f"IF({slots}={c['slot']},{lo.raw_range('tps')},\"\")"
-    # STDEV of the deviations from the mean, not of the TPS: the same number, but IronCalc's one-pass
-    # STDEV of 40 identical 177.78s is 4.7e-6 (or #NUM!, the root of a negative), of their deviations 0
-    deviations = f"IF({slots}={c['slot']},{lo.raw_range('tps')}-{mean},\"\")"
+    # the sample variance from the deviations d from the cell's first run: (Σd² − (Σd)²/n) / (n − 1).
+    # IronCalc's STDEV of 40 identical 177.78s is 4.7e-6 (or #NUM!, the root of a negative); this is 0
+    sums = f"SUMIFS({rl.helper('dev')},{slots},{c['slot']})"
+    squares = f"SUMIFS({rl.helper('dev_sq')},{slots},{c['slot']})"
     ratio = f"({Z_90!r}*{cv}/{thr})"
     ceiling = f"-INT(-({ratio}*{ratio}-0.000000000001))"
     cells_first = _cells_cell(rl, "first_row", row)
@@ -223,14 +236,14 @@ def slot_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
         "n": f"=IF({has},COUNTIF({slots},{c['slot']}),\"\")",
         "median": f"=IF({has},MEDIAN({runs}),\"\")",
         "mean": f"=IF({has},AVERAGEIFS({lo.raw_range('tps')},{slots},{c['slot']}),\"\")",
-        "cv": f"=IF({has},IF(AND({n}>=2,{mean}<>0),STDEV({deviations})/{mean},\"\"),\"\")",
+        "cv": f"=IF({has},IF(AND({n}>=2,{mean}<>0),SQRT(MAX(0,{squares}-{sums}*{sums}/{n})/({n}-1))/{mean},\"\"),\"\")",
         "flagged": f"=IF({has},IF(ISNUMBER({cv}),IF({cv}>{thr},1,0),0),\"\")",
         "repeats_needed": f"=IF(ISNUMBER({cv}),IF({ceiling}<2,2,{ceiling}),\"\")",
         "more_repeats": f"=IF(ISNUMBER({needed}),IF({needed}-{n}>0,{needed}-{n},0),\"\")",
     }
 
 
-ARRAY_KEYS = ("median", "cv")
+ARRAY_KEYS = ("median",)
 
 
 def summary_formulas(rl: ReplicatesLayout) -> dict[str, str]:
@@ -364,10 +377,12 @@ def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_S
         return (row.model.casefold(), row.max_tokens, prompt_index(row, base_level, levels), row.concurrency)
 
     summaries = {key_of(c): c for c in summarize(statuses, cv_threshold=thr)}
-    cells = [summaries[key] for key in order]
+    keys = list(order)
+    cells = [summaries[key] for key in keys]
     slot_numbers = {key: slot for slot, key in enumerate(order, start=1)}
     first_of: dict[tuple[str, int, int | None, int], int] = {}
     slot_of: dict[int, int] = {}  # sheet row -> its cell's slot (1-based, as the cells sheet numbers them)
+    tps_of = {sheet_row: s.tps for s, sheet_row in zip(statuses, rows)}
     for s, sheet_row in zip(statuses, rows):
         cell_key = key_of(s)
         first_of.setdefault(cell_key, sheet_row)
@@ -379,8 +394,13 @@ def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_S
     for i in range(layout.rows):
         slot = slot_of.get(layout.raw_first + i)
         # the cells sheet holds layout.cell_slots cells; a row of a cell beyond them has no slot
-        out[(title, f"{HELPER_COLS['cell_slot']}{TABLE_FIRST_ROW + i}")] = (
-            float(slot) if slot is not None and slot <= layout.cell_slots else None)
+        slot = slot if slot is not None and slot <= layout.cell_slots else None
+        out[(title, f"{HELPER_COLS['cell_slot']}{TABLE_FIRST_ROW + i}")] = None if slot is None else float(slot)
+        tps = tps_of.get(layout.raw_first + i)
+        first = tps_of.get(first_of[keys[slot - 1]]) if slot is not None else None
+        dev = tps - first if tps is not None and first is not None else None
+        out[(title, f"{HELPER_COLS['dev']}{TABLE_FIRST_ROW + i}")] = dev
+        out[(title, f"{HELPER_COLS['dev_sq']}{TABLE_FIRST_ROW + i}")] = None if dev is None else dev * dev
 
     for i in range(slots):
         row = TABLE_FIRST_ROW + i
