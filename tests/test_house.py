@@ -123,3 +123,21 @@ def test_no_test_module_imports_another() -> None:
     assert {name: found for name, found in offenders.items() if found} == {}
     assert imported_test_modules("from test_collector import raw_server\nimport test_x as y\n") == [
         "test_collector", "test_x"]  # the check can see one
+
+
+HEAVY = ("numpy", "openpyxl", "ironcalc", "httpx")  # what only the commands that use them load
+
+
+def test_the_command_line_imports_light() -> None:
+    """`import scm_xl.cli` (every command's first step, `scm-xl -h` included) loads none of the
+    heavy libraries: the engines, the workbook and the collector's transport load them when a
+    command runs."""
+    import subprocess
+    import sys
+
+    code = ("import sys, scm_xl.cli\n"
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            cwd=PACKAGE.parent)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -70,17 +70,14 @@ class Engine(abc.ABC):
         return f"{type(self).__name__}()"
 
 
-# Every engine by name, filled by scm_xl.engines (which imports this module, so it cannot be
-# imported from here).
-REGISTRY: dict[str, type[Engine]] = {}
-
-
 def engine_failed(engine: str, path: Path, problem: object) -> EngineError:
     """The error for an engine that could not load or recalculate `path`, naming the other
     engines that can run here. Each engine has its own xlsx reader (IronCalc's is stricter about
     a package's structure than Excel's or LibreOffice's), so one engine's failure does not show
     the workbook is broken: the message says which other one to try."""
-    others = sorted((name for name, cls in REGISTRY.items() if name != engine and cls().available()),
+    from scm_xl.engines import ENGINE_CLASSES, engine_class  # the package lists the engines
+
+    others = sorted((name for name in ENGINE_CLASSES if name != engine and engine_class(name)().available()),
                     key=lambda name: name == "formulas")  # the slow one last
     words = {"formulas": "--engine formulas (slow: minutes on a large workbook)"}
     hint = ""
