@@ -1,11 +1,19 @@
 """What each sheet's (or column's) formulas cost IronCalc's `evaluate`, on a filled workbook of N
-rows: the formulas of one group are taken out of a copy (their stored values stay, so the cells
-that read them still compute), and IronCalc evaluates the copy; the time saved against the whole
-workbook, alternating whole and stripped runs, is that group's cost (with what it makes IronCalc
-evaluate of the cells it reads). The first lever of the house issue is fewer or cheaper cells
-per row: this says which. Writes benchmarks/results/formula_costs.md.
+rows. Two ways:
+
+- by default, the formulas of one group are taken out of a copy (their stored values stay, so the
+  cells that read them still compute), and IronCalc evaluates the copy; the time saved against the
+  whole workbook, alternating whole and stripped runs, is that group's cost (with what it makes
+  IronCalc evaluate of the cells it reads). A small saving drowns in the machine's noise.
+- `--alone`: every formula but the group's is taken out (values kept), and IronCalc evaluates only
+  the group's, reading stored values; with nothing kept the copy gives the floor. Far steadier,
+  and the groups' times add up to about the whole.
+
+The first lever of the house issue is fewer or cheaper cells per row: this says which. Writes
+benchmarks/results/formula_costs[_alone][_<sheet>].md.
 
     python benchmarks/bench_formula_costs.py --rows 10000 --rounds 2
+    python benchmarks/bench_formula_costs.py --rows 10000 --alone
     python benchmarks/bench_formula_costs.py --rows 10000 --columns Work_Rows
 """
 
@@ -66,11 +74,36 @@ def stripped(source: Path, part: str, columns: set[str] | None, out: Path) -> in
     return taken
 
 
+def alone(source: Path, keep: str | None, columns: set[str] | None, parts: dict[str, str], out: Path) -> int:
+    """A copy of `source` with every formula taken out but those of sheet part `keep` (only
+    `columns`, when given), their cached values kept; how many formulas it kept."""
+    kept = 0
+
+    def cell(match: re.Match[bytes]) -> bytes:
+        nonlocal kept
+        if columns is None or match.group(1).decode() in columns:
+            kept += len(_FORMULA.findall(match.group(0)))
+            return match.group(0)
+        return _FORMULA.sub(b"", match.group(0))
+
+    sheets = set(parts.values())
+    with zipfile.ZipFile(source) as book, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as copy:
+        for info in book.infolist():
+            data = book.read(info)
+            if info.filename in sheets:
+                data = _CELL.sub(cell, data) if info.filename == keep else _CELL.sub(
+                    lambda m: _FORMULA.sub(b"", m.group(0)), data)
+            copy.writestr(info, data)
+    return kept
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=10000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--columns", help="one sheet: time each of its formula columns instead of each sheet")
+    parser.add_argument("--alone", action="store_true",
+                        help="time each group evaluated alone (every other formula taken out)")
     args = parser.parse_args()
     from scm_xl.engines.xlsx_cells import sheet_parts
     from scm_xl.workbook.fill import fill
@@ -96,6 +129,9 @@ def main() -> None:
         whole: list[float] = []
         costs: dict[str, list[float]] = {name: [] for name, _, _ in groups}
         counts: dict[str, int] = {}
+        if args.alone:
+            report_alone(args, commit, book, groups, parts, folder)
+            return
         for _ in range(args.rounds):
             for name, part, columns in groups:
                 copy = folder / "stripped.xlsx"
@@ -119,6 +155,39 @@ def main() -> None:
               for cost, name in rows]
     text = "\n".join(lines) + "\n"
     name = "formula_costs" + (f"_{args.columns.lower()}" if args.columns else "") + ".md"
+    (HERE / "results" / name).write_text(text, encoding="utf-8")
+    print(text)
+
+
+def report_alone(args: argparse.Namespace, commit: str, book: Path, groups: list[tuple[str, str, set[str] | None]],
+                 parts: dict[str, str], folder: Path) -> None:
+    copy = folder / "alone.xlsx"
+    times: dict[str, list[float]] = {name: [] for name, _, _ in groups}
+    counts: dict[str, int] = {}
+    whole: list[float] = []
+    floor: list[float] = []
+    for _ in range(args.rounds):
+        whole.append(evaluate_seconds(book))
+        alone(book, None, None, parts, copy)
+        floor.append(evaluate_seconds(copy))
+        for name, part, columns in groups:
+            counts[name] = alone(book, part, columns, parts, copy)
+            times[name].append(evaluate_seconds(copy))
+            print(f"{name}: {counts[name]} formulas alone {times[name][-1]:.2f} s", flush=True)
+    rows = sorted(((statistics.median(v), name) for name, v in times.items()), reverse=True)
+    base = statistics.median(floor)
+    what = f"each formula column of {args.columns}" if args.columns else "each sheet"
+    lines = [f"# What {what} costs IronCalc's evaluate alone at {args.rows:,} rows ({commit})", "",
+             f"`python benchmarks/bench_formula_costs.py --rows {args.rows} --rounds {args.rounds} --alone"
+             + (f" --columns {args.columns}" if args.columns else "") + "`: every formula but the group's "
+             "taken out of a copy (values kept), IronCalc evaluates the rest; medians of "
+             f"{args.rounds}. The whole workbook: {statistics.median(whole):.1f} s; the copy with no formula "
+             f"(the floor, in every time below): {base:.2f} s.", "",
+             "| group | formulas | s alone | s above the floor | µs per formula |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {counts[name]:,} | {t:.2f} | {t - base:.2f} | {(t - base) / max(counts[name], 1) * 1e6:.1f} |"
+              for t, name in rows]
+    text = "\n".join(lines) + "\n"
+    name = "formula_costs_alone" + (f"_{args.columns.lower()}" if args.columns else "") + ".md"
     (HERE / "results" / name).write_text(text, encoding="utf-8")
     print(text)
 
