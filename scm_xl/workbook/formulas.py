@@ -240,7 +240,8 @@ class Formulas:
     def cell_lookup(self, key: str, cell_code: str) -> str:
         """A cells-sheet figure for a row's cell, found by its numeric code (0 when the row has no
         code or its cell no slot)."""
-        return f"IF(ISNUMBER({cell_code}),SUMIFS({self.lo.cells_range(key)},{self.lo.cells_range('code')},{cell_code}),0)"
+        found = f"SUMIFS({self.lo.cells_range(key)},{self.lo.cells_range('code')},{cell_code})"
+        return f"IF(ISNUMBER({cell_code}),{found},0)"
 
     # -- the raw-data sheet's display cells ------------------------------------
     def display(self) -> dict[str, str]:
