@@ -162,7 +162,7 @@ class PhysicsChecks:
                                         ("over_ceiling", self.above_ceiling), ("kv_over", self.kv_over_memory))
                 if flag]
 
-    def text(self, lang: Lang = "en", only: str | None = None) -> str:
+    def text(self, lang: Lang = "en") -> str:
         texts = TEXTS[lang]
         values = {
             "tokens": str(self.output_tokens), "expected": str(self.expected_tokens),
@@ -171,8 +171,6 @@ class PhysicsChecks:
         }
         parts = []
         for code in self.codes():
-            if only is not None and code != only:
-                continue
             text = texts[code]
             for key, value in values.items():
                 text = text.replace("{" + key + "}", value)

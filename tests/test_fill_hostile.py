@@ -21,7 +21,7 @@ from scm_xl.cli import main
 from scm_xl.results import read_results
 from scm_xl.workbook.build import OWN_COMMENTS
 from scm_xl.workbook import fill as filling
-from scm_xl.workbook.io import read_layout
+from scm_xl.workbook.io import MAX_LAYOUT_ROWS, read_layout
 from support.paths import ARTICLE
 from support.reports import one_wrong_cell
 
@@ -161,7 +161,7 @@ def tampered(template: Path, folder: Path, sizes: dict[str, int]) -> tuple[Path,
 
 SIZES = {
     # (sizes typed, the key whose cell the message names, what it says)
-    "a million rows": ({"rows": 1_000_000}, "rows", "not a whole number from 1 to 110,000"),
+    "a million rows": ({"rows": 1_000_000}, "rows", f"not a whole number from 1 to {MAX_LAYOUT_ROWS:,}"),
     "every slot at the old limits": ({"c_slots": 10_000, "l_slots": 10_000, "m_slots": 10_000, "cell_slots": 100_000,
                                       "p_slots": 10_000}, "c_slots", "not a whole number from 1 to 1,000"),
     "slots each allowed, together too many": ({"c_slots": 600, "l_slots": 600}, "c_slots",

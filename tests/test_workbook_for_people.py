@@ -16,7 +16,8 @@ from scm_xl.model import analyze
 from scm_xl.results import read_results
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.fill import fill
-from scm_xl.workbook.layout import WORKING_SHEETS, Layout
+from scm_xl.workbook.layout import Layout
+from scm_xl.workbook.registry import SHEETS
 from support.engines import ERROR_STRINGS
 from support.paths import ARTICLE
 
@@ -88,7 +89,7 @@ def test_charts_have_no_phantom_series_and_no_error_cells(article: tuple[Path, L
 def test_workings_are_hidden_and_at_the_end(article: tuple[Path, Layout]) -> None:
     path, layout = article
     wb = openpyxl.load_workbook(path)
-    working = [layout.title(key) for key in WORKING_SHEETS]
+    working = [spec.title(layout.lang) for spec in SHEETS if spec.working]
     for title in working:
         assert wb[title].sheet_state == "hidden"
     visible = [ws.title for ws in wb.worksheets if ws.sheet_state == "visible"]

@@ -141,7 +141,7 @@ def absolute_cells(ref: str) -> Iterator[tuple[int, int, str]]:
             yield row, col, f"{get_column_letter(col)}{row}"
 
 
-def cells_of(ref: str) -> Iterator[tuple[int, int, str]]:
+def range_cells(ref: str) -> Iterator[tuple[int, int, str]]:
     """(row offset, column offset, "A1") for each cell of "A1" or "A1:C3", row by row."""
     min_col, min_row, max_col, max_row = _bounds(ref)
     for row in range(min_row, max_row + 1):

@@ -11,7 +11,7 @@ from typing import Any
 from openpyxl.cell.cell import ERROR_CODES
 from openpyxl.utils.cell import coordinate_to_tuple
 
-from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated, cells_of, formula_refs, normalise
+from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated, formula_refs, normalise, range_cells
 from scm_xl.errors import EngineError
 
 UNAVAILABLE = "the excel engine needs Microsoft Excel on Windows or macOS and `pip install 'scm-xl[excel]'`"
@@ -61,7 +61,7 @@ def _sheet_values(sheet: Any, refs: list[str]) -> dict[tuple[str, str], CellValu
     grid = used.options(ndim=2, err_to_str=True).value
     values: dict[tuple[str, str], CellValue] = {}
     for ref in refs:
-        for _, _, cell in cells_of(ref):
+        for _, _, cell in range_cells(ref):
             row, col = coordinate_to_tuple(cell)
             grid_row, grid_col = row - used.row, col - used.column
             inside = 0 <= grid_row < len(grid) and 0 <= grid_col < len(grid[0])

@@ -13,7 +13,7 @@ import schedula
 from formulas.ranges import Ranges
 from formulas.tokens.operand import XlError
 
-from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated, cells_of, formula_refs, normalise
+from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated, formula_refs, normalise, range_cells
 from scm_xl.errors import EngineError
 
 
@@ -36,7 +36,7 @@ class FormulasEngine(Engine):
             for ref in sheet_refs:
                 # formulas keys an array formula by its whole range, a plain formula by its cell
                 found = solution.get((sheet.upper(), ref))
-                for row, col, cell in cells_of(ref):
+                for row, col, cell in range_cells(ref):
                     if found is None:
                         value = solution.get((sheet.upper(), cell), [[None]])[0][0]
                     else:

@@ -23,7 +23,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
 from scm_xl.outputs import replacing
-from scm_xl.rules import verdict_rule
+from scm_xl.rules import OVERRIDE_VALUES, verdict_rule
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_column_formulas, write_tables
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW, write_calculator
@@ -480,8 +480,8 @@ def _validations(ws: Worksheet, layout: Layout) -> None:
                            showErrorMessage=True, error="a whole number ≥ 0")
     seconds = DataValidation(type="decimal", operator="greaterThan", formula1="0", allow_blank=True,
                              showErrorMessage=True, error="seconds > 0")
-    override = DataValidation(type="list", formula1='"include,exclude"', allow_blank=True,
-                              showErrorMessage=True, error="include, exclude or blank")
+    override = DataValidation(type="list", formula1=f'"{",".join(OVERRIDE_VALUES)}"', allow_blank=True,
+                              showErrorMessage=True, error=f"{', '.join(OVERRIDE_VALUES)} or blank")
     for dv in (positive_int, count, seconds, override):
         ws.add_data_validation(dv)
     for key in ("concurrency", "requests_per_slot", "total_requests", "max_tokens"):

@@ -297,9 +297,6 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
                 "superlinear": _num(s.physics.superlinear), "ceiling": s.physics.ceiling_tps,
                 "over_ceiling": _num(s.physics.above_ceiling), "kv_over": _num(s.physics.kv_over_memory),
                 "physics": float(s.physics.count), "physics_text": _text(s.physics.text(layout.lang)),
-                **{key: _text(s.physics.text(layout.lang, only=code)) for key, code in (
-                    ("short_text", "short_output"), ("superlinear_text", "superlinear"),
-                    ("ceiling_text", "over_ceiling"), ("kv_text", "kv_over"))},
             })
         for key, value in values.items():
             exp[(title, f"{layout.raw_col(key)}{sheet_row}")] = value

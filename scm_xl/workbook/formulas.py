@@ -193,17 +193,14 @@ class Formulas:
             text_with(t("over_ceiling"), ceiling=f"ROUND(IF(ISNUMBER({me('ceiling')}),{me('ceiling')},0),0)"),
             text_with(t("kv_over"), c=conc),
         ]
-        text_keys = ["short_text", "superlinear_text", "ceiling_text", "kv_text"]
+        # one cell: each warning's sentence where its flag is up, joined by "; " (a column per
+        # sentence would be 11,000 more text cells per 10,000 rows in every save and recalculation)
         text = []
-        for i, (flag, key) in enumerate(zip(flags, text_keys)):
+        for i, (flag, piece) in enumerate(zip(flags, pieces)):
             if i:
                 earlier = "+".join(flags[:i])
                 text.append(f"IF(({earlier})*{flag}>0,\"; \",\"\")")
-            text.append(me(key))
-        piece_columns = {
-            key: f"=IF({present}=1,IF({flag}=1,{piece},\"\"),\"\")"
-            for key, flag, piece in zip(text_keys, flags, pieces)
-        }
+            text.append(f"IF({flag}=1,{piece},\"\")")
         return {
             "model_id": (f"=IF({present}=1,SUMIFS({cat.model_alias('id')},{cat.model_alias('alias')},{model}),"
                          f"\"\")"),
@@ -233,8 +230,7 @@ class Formulas:
                 f"*{mfield('phys_kv_bytes_per_token')}*({prompt}+{length}))>{gfield('memory_bytes')})*1,0),0)"
             ),
             "physics": f"=IF({present}=1,{'+'.join(flags)},\"\")",
-            **piece_columns,
-            "physics_text": "=" + "&".join(text),
+            "physics_text": f"=IF({present}=1," + "&".join(text) + ",\"\")",
         }
 
     def cell_lookup(self, key: str, cell_code: str) -> str:

@@ -22,6 +22,10 @@ from scm_xl.rules import Lang
 LAYOUT_VERSION = 5  # 4: the questions and method typed on the Summary; 5: the capacity plan's order there
 DEFAULT_ROWS = 200  # capacity of a template; a filled workbook is sized to its data
 ROW_HEADROOM = 50  # rows a person can type under the data of a filled workbook
+# ... or a tenth of the data, up to this many: more rows than that are a paste, not typing (verify
+# names each row below the formulas, and fill --workbook grows them), and every spare row costs
+# each per-row sheet its formulas, in the file and in every recalculation
+ROW_HEADROOM_MAX = 500
 MIN_FILLED_ROWS = 30
 DEFAULT_CONCURRENCY_SLOTS = 16
 DEFAULT_LENGTH_SLOTS = 12
@@ -35,7 +39,6 @@ META_SHEET = "_scm_meta"
 # least-squares sheets are placed by their own modules after "derivation".
 SHEET_KEYS = ("summary", "raw", "calibration", "consistency", "derivation", "first_principles", "readme",
               "calc", "cells", "chart_data")
-WORKING_SHEETS = ("calc", "cells", "chart_data")
 SHEET_TITLES: dict[Lang, dict[str, str]] = {
     "zh": {
         "summary": "总览",
@@ -163,10 +166,6 @@ RAW_COLUMNS: tuple[Column, ...] = (Column("in_range", "在引用范围内", "in_
     Column("over_ceiling", "超物理上限", "above_ceiling", "formula", 9),
     Column("kv_over", "KV超显存", "kv_over_memory", "formula", 9),
     Column("physics", "物理警告数", "physics_warnings", "formula", 9),
-    Column("short_text", "输出过短说明", "short_output_text", "formula", 12),
-    Column("superlinear_text", "超线性说明", "superlinear_text", "formula", 12),
-    Column("ceiling_text", "超上限说明", "ceiling_text", "formula", 12),
-    Column("kv_text", "KV说明", "kv_text", "formula", 12),
     Column("physics_text", "物理检查", "physics_checks", "formula", 50),
 )
 RAW_FORMULA_KEYS = tuple(c.key for c in RAW_COLUMNS)
@@ -598,7 +597,7 @@ def fitted_layout(lang: Lang, n_rows: int, n_concurrency: int, n_lengths: int, n
     """A layout sized to the data, with headroom for rows, levels and cells typed in later."""
     return Layout(
         lang=lang,
-        rows=max(min_rows, n_rows + max(ROW_HEADROOM, n_rows // 10)),
+        rows=max(min_rows, n_rows + max(ROW_HEADROOM, min(n_rows // 10, ROW_HEADROOM_MAX))),
         c_slots=max(DEFAULT_CONCURRENCY_SLOTS, n_concurrency),
         l_slots=max(DEFAULT_LENGTH_SLOTS, n_lengths),
         m_slots=max(DEFAULT_MODEL_SLOTS, n_models),
@@ -614,7 +613,7 @@ __all__ = [
     "DISPLAY_KEYS", "PROMPT_TABLE",
     "ENTRY_COLUMNS", "INVERSE_TABLE", "LAYOUT_VERSION", "LENGTH_TABLE", "Lang", "Layout", "META_SHEET",
     "MAX_MODELS", "MIN_FILLED_ROWS", "MODEL_TABLE", "NUMERIC_INPUT_KEYS", "RAW_COLUMNS", "RAW_FORMULA_KEYS", "RAW_INPUT_KEYS",
-    "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "SEEN_MODELS_TABLE", "SHEET_KEYS", "SHEET_TITLES", "WORKING_SHEETS", "fitted_layout",
+    "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "ROW_HEADROOM_MAX", "SEEN_MODELS_TABLE", "SHEET_KEYS", "SHEET_TITLES", "fitted_layout",
     # the rules, re-exported for the sheet modules (their home is scm_xl.rules)
     "DEFAULT_FORWARD", "DEFAULT_PHYSICS_PRECISION", "DEFAULT_SHORT_OUTPUT_RATIO", "DEFAULT_TARGET", "EXCELLENT_MAPE",
     "EXCELLENT_MAX", "GOOD_MAPE", "GOOD_MAX", "METHODS", "OVERRIDE_VALUES", "ROLES", "SUPERLINEAR_TOLERANCE", "TEXTS",

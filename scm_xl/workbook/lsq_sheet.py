@@ -94,7 +94,6 @@ DEFINED_NAMES = {
 """Workbook-scoped names -> summary keys."""
 
 STATUSES = ("ok", "aliased", "no data")
-ROLES = ("base", "identified", "unidentified")
 SCALE = 1048576  # 2^20: MINVERSE(A / SCALE) / SCALE is exact scaling
 INVERTIBLE_TOL = "0.000001"
 LEVERAGE_ONE = "0.000000001"  # lsq._LEVERAGE_ONE, written out
@@ -775,5 +774,5 @@ def _cell(value: object) -> CellValue:
 
 
 __all__ = [
-    "DEFINED_NAMES", "ROLES", "SHEET_TITLES", "STATUSES", "LsqLayout", "expected_sheet", "write_sheet",
+    "DEFINED_NAMES", "SHEET_TITLES", "STATUSES", "LsqLayout", "expected_sheet", "write_sheet",
 ]
