@@ -66,14 +66,15 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     codes = [s.physics.codes() for s in analysis_from_source(out / "results.csv")[0].statuses]
     assert int(warned.group(1)) == sum(1 for c in codes if c) <= 2, codes
     assert {code for c in codes for code in c} <= {"superlinear"}, codes
-    # 28 rows: 8 identify (K_in(1024) at concurrency 1 among them) and 20 check, K_in checked at 2, 4
-    # and 8. A busy machine can measure one level slower than the level below it, and that row is
-    # then excluded (monotonicity) and counted as such: at most two of them, every row counted.
+    # 28 rows: on a quiet machine 8 identify (K_in(1024) at concurrency 1 among them) and 20 check,
+    # K_in checked at 2, 4 and 8. A busy machine can measure a level slower than the one below it;
+    # that row is then excluded (monotonicity), and a coefficient it identified leaves its rows
+    # unidentified: every row counted, at most two excluded, most rows still checked.
     counts = re.search(r"check rows: (\d+)\s+identify: (\d+)\s+unidentified: (\d+)\s+excluded: (\d+)", text)
     assert counts is not None, text
     check, identify, unidentified, excluded = map(int, counts.groups())
-    assert check + identify + unidentified + excluded == 28 and identify == 8 and unidentified == 0
-    assert check >= 18 and check + excluded == 20
+    assert check + identify + unidentified + excluded == 28 and excluded <= 2 and check >= 16, counts.groups()
+    assert excluded > 0 or (check, identify, unidentified) == (20, 8, 0), counts.groups()
     assert "verdict: insufficient" not in text
     flowing = " ".join(text.split())  # the two lines are wrapped to 80 columns
     assert "Workload: a 528-token prompt at concurrency 3, max_tokens 16 (neither measured)" in flowing
