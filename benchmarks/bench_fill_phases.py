@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from bench_workbook import make_csv  # noqa: E402  (the benchmark's one data generator)
+from bench_workbook import head_commit, make_csv  # noqa: E402  (the benchmark's one data generator)
 
 
 def memory_mb() -> tuple[float, float]:
@@ -63,8 +62,7 @@ def main() -> None:
         timed(fill_module, name)
     timed(ironcalc_engine, "formula_refs")
     timed(ironcalc_engine, "_evaluated")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
+    commit = head_commit()
     with tempfile.TemporaryDirectory(prefix="scm-phases-") as tmp:
         folder = Path(tmp)
         csv, out = folder / "rows.csv", folder / "out.xlsx"

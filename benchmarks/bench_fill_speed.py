@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_workbook import make_csv  # noqa: E402  (the benchmark's one data generator)
+from bench_workbook import head_commit, make_csv  # noqa: E402  (the benchmark's one data generator)
 
 
 def measure(label: str, source: Path, csv: Path, engine: str | None, folder: Path) -> dict[str, object]:
@@ -48,8 +48,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          cwd=ROOT, check=True).stdout.strip()
+    head = head_commit()
     with tempfile.TemporaryDirectory(prefix="scm-bench-") as tmp:
         folder = Path(tmp)
         base, current = folder / "base", folder / "head"

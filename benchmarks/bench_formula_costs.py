@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from bench_workbook import make_csv  # noqa: E402  (the benchmark's one data generator)
+from bench_workbook import head_commit, make_csv  # noqa: E402  (the benchmark's one data generator)
 
 _FORMULA = re.compile(rb"<f\b[^>]*/>|<f\b[^>]*>[^<]*</f>")
 _CELL = re.compile(rb'<c r="([A-Z]+)[0-9]+"[^>]*?(?:/>|>[^<]*(?:<(?!/c>)[^<]*)*</c>)')
@@ -108,8 +107,7 @@ def main() -> None:
     from scm_xl.engines.xlsx_cells import sheet_parts
     from scm_xl.workbook.fill import fill
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
+    commit = head_commit()
     with tempfile.TemporaryDirectory(prefix="scm-costs-") as tmp:
         folder = Path(tmp)
         csv, book = folder / "rows.csv", folder / "filled.xlsx"
@@ -153,8 +151,13 @@ def main() -> None:
              "| group | formulas | s saved (median) | µs per formula |", "|---|---:|---:|---:|"]
     lines += [f"| {name} | {counts[name]:,} | {cost:.1f} | {cost / max(counts[name], 1) * 1e6:.1f} |"
               for cost, name in rows]
+    write_results("formula_costs", args, lines)
+
+
+def write_results(stem: str, args: argparse.Namespace, lines: list[str]) -> None:
+    """benchmarks/results/<stem>[_<sheet>].md, and the same on standard output."""
     text = "\n".join(lines) + "\n"
-    name = "formula_costs" + (f"_{args.columns.lower()}" if args.columns else "") + ".md"
+    name = stem + (f"_{args.columns.lower()}" if args.columns else "") + ".md"
     (HERE / "results" / name).write_text(text, encoding="utf-8")
     print(text)
 
@@ -186,10 +189,7 @@ def report_alone(args: argparse.Namespace, commit: str, book: Path, groups: list
              "| group | formulas | s alone | s above the floor | µs per formula |", "|---|---:|---:|---:|---:|"]
     lines += [f"| {name} | {counts[name]:,} | {t:.2f} | {t - base:.2f} | {(t - base) / max(counts[name], 1) * 1e6:.1f} |"
               for t, name in rows]
-    text = "\n".join(lines) + "\n"
-    name = "formula_costs_alone" + (f"_{args.columns.lower()}" if args.columns else "") + ".md"
-    (HERE / "results" / name).write_text(text, encoding="utf-8")
-    print(text)
+    write_results("formula_costs_alone", args, lines)
 
 
 if __name__ == "__main__":

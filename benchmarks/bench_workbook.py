@@ -24,6 +24,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def head_commit() -> str:
+    """The short hash of this checkout's HEAD, which the benchmarks' results name."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=HERE.parent, check=True).stdout.strip()
+
+
 def make_csv(path: Path, n: int, seed: int = 1) -> None:
     """A noisy full factorial repeated until n rows: 2 models x 8 concurrency x 5 lengths."""
     from scm_xl.results import ResultRow, write_results
