@@ -24,7 +24,9 @@ from scm_xl.cli import main
 from scm_xl.engines.xlsx_cells import sheet_parts
 from scm_xl.workbook.fill import fill
 from scm_xl.workbook.formulas import Formulas
-from scm_xl.workbook.layout import CELLS_TABLE, CONSISTENCY_COLUMNS, MAX_MODELS, RAW_COLUMNS, Layout
+from scm_xl.workbook.layout import (
+    CELLS_TABLE, CONSISTENCY_COLUMNS, MAX_MODELS, RAW_COLUMNS, WORKINGS_KEYS, WORKINGS_WIDTH, Layout, workings_columns,
+)
 from scm_xl.workbook.registry import build_workbook
 from scm_xl.workbook.io import write_rows
 from scm_xl.workbook.stamp import SharedFormula, deferred_rows, save_workbook, shares, stamp_rows, write_filled
@@ -42,16 +44,16 @@ def test_every_per_row_cell_reads_back_as_its_own_formula(tmp_path: Path) -> Non
     build_workbook(layout).save(path)
     fx = Formulas(layout)
     checked = 0
-    for title, template, first, letters, related in (
-        (layout.title("calc"), fx.raw_row, layout.raw_first,
+    for titles, template, first, letters, related in (
+        ({c.key: layout.title(layout.raw_sheet(c.key)) for c in RAW_COLUMNS}, fx.raw_row, layout.raw_first,
          {c.key: layout.raw_col(c.key) for c in RAW_COLUMNS}, (1 - layout.raw_first,)),
-        (layout.title("consistency"), fx.consistency_row, layout.cons_first,
+        ({c.key: layout.title("consistency") for c in CONSISTENCY_COLUMNS}, fx.consistency_row, layout.cons_first,
          {c.key: layout.cons_col(c.key) for c in CONSISTENCY_COLUMNS}, (layout.raw_first - layout.cons_first,)),
     ):
-        stored = _formulas_by_cell(path, title)
+        stored = {title: _formulas_by_cell(path, title) for title in set(titles.values())}
         for row, formulas in stamp_rows(template, range(first, first + layout.rows), *related):
             for key, text in formulas.items():
-                assert stored[f"{letters[key]}{row}"] == text, (title, key, row)
+                assert stored[titles[key]][f"{letters[key]}{row}"] == text, (titles[key], key, row)
                 checked += 1
     assert checked == layout.rows * (len(RAW_COLUMNS) + len(CONSISTENCY_COLUMNS))
 
@@ -61,12 +63,19 @@ def test_the_workings_are_shared_formulas_in_the_file(tmp_path: Path) -> None:
     path = tmp_path / "t.xlsx"
     build_workbook(layout).save(path)
     with zipfile.ZipFile(path) as book:
-        xml = book.read(sheet_parts(book)[layout.title("calc")])
+        xml = b"".join(book.read(sheet_parts(book)[layout.title(key)]) for key in WORKINGS_KEYS)
     anchors = re.findall(rb'<f t="shared" ref="[A-Z]+2:[A-Z]+41" si="[0-9]+"', xml)
     followers = re.findall(rb'<f t="shared" si="[0-9]+"\s*(?:/>|></f>)', xml)
     plain = re.findall(rb"<f>", xml)
     assert len(anchors) == len(RAW_COLUMNS) and plain == []
     assert len(followers) == len(RAW_COLUMNS) * (layout.rows - 1)
+
+
+def test_the_workings_sheets_are_narrow() -> None:
+    """IronCalc's range scans cost in proportion to the width of the rows they visit: every
+    workings sheet holds at most WORKINGS_WIDTH columns, and every workings column has one."""
+    widths = [len(workings_columns(key)) for key in WORKINGS_KEYS]
+    assert max(widths) <= WORKINGS_WIDTH and sum(widths) == len(RAW_COLUMNS)
 
 
 def test_a_column_that_is_not_one_relative_formula_is_written_cell_by_cell() -> None:

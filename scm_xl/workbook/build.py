@@ -33,8 +33,8 @@ from scm_xl.workbook.printing import MIN_PRINT_SCALE, PAGE_WIDTH_CHARS, pages_fo
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE,
-    MODEL_TABLE, NUMERIC_INPUT_KEYS, PROMPT_TABLE, RAW_COLUMNS, SEEN_MODELS_TABLE, SHEET_TITLES, Layout,
-    unusable_tests,
+    MODEL_TABLE, NUMERIC_INPUT_KEYS, PROMPT_TABLE, SEEN_MODELS_TABLE, SHEET_TITLES, Layout,
+    unusable_tests, workings_columns,
 )
 from scm_xl.workbook.styles import (
     DEFAULT_FONT_SIZE, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _formula,
@@ -173,7 +173,7 @@ README_TEXT = {
         "以及在目标 TPS 下满足 SLO 的最便宜实测配置；阈值与达成目标在总览表输入，逐请求记录在隐藏的计算_逐请求表。",
         "第一性原理：屋顶线计算器（每 Token 2N FLOPs、权重字节 ÷ 显存带宽、KV 缓存容量）和 GPU/模型目录，物理检查以此为上限。",
         "说明：本页。",
-        "计算_逐行、计算_单元、计算_图表、计算_逐请求：隐藏的中间计算表（右键“取消隐藏”可查看），请勿编辑。",
+        "计算_逐行（至计算_逐行5：一张逐行计算表分列在五张表上）、计算_单元、计算_图表、计算_逐请求：隐藏的中间计算表（右键“取消隐藏”可查看），请勿编辑。",
         "",
         "可覆盖的行数：公式覆盖原始数据表的前若干行（见隐藏的 _scm_meta 表 rows）；超出的行 scm-xl verify 会指出。",
         "校验：scm-xl verify 本文件 —— 用真实公式引擎重算每个公式单元格，并与 Python 参考实现逐一比较。",
@@ -196,7 +196,7 @@ README_TEXT = {
         "SLO: under a per-request SLO (the DistServe definition: a request is good when it succeeded and every threshold set holds), each experiment's and configuration's attainment, its Wilson 95% interval and goodput, and the cheapest measured configuration meeting the SLO at the target TPS; the thresholds and the attainment target are typed on the Summary, the records are on the hidden Work_Requests sheet.",
         "FirstPrinciples: the roofline calculator (2N FLOPs per token, weight bytes / memory bandwidth, KV cache capacity) and the GPU/model catalog the physics checks use.",
         "README: this page.",
-        "Work_Rows, Work_Cells, Work_Charts, Work_Requests: hidden workings (right-click a tab, Unhide, to look); do not edit them.",
+        "Work_Rows (to Work_Rows5: one per-row table, its columns wrapped onto five sheets), Work_Cells, Work_Charts, Work_Requests: hidden workings (right-click a tab, Unhide, to look); do not edit them.",
         "",
         "Rows covered: the formulas cover the first rows of RawData (see 'rows' on the hidden _scm_meta sheet); scm-xl verify names any row beyond them.",
         "Check it: scm-xl verify THIS_FILE recalculates every formula cell with a real engine and compares it with the Python reference.",
@@ -307,18 +307,27 @@ def _hint_inserted_rows(ws: Worksheet, layout: Layout, display: Mapping[str, str
     header.comment = Comment(INSERTED_ROW_HINT[layout.lang], "scm-xl", width=340, height=150)
 
 
-def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
-    _header(ws, layout.raw_header_row, 1, RAW_COLUMNS, layout.lang)
-    ws.freeze_panes = f"B{layout.raw_first}"
+def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas, sheet_key: str) -> None:
+    """One of the workings sheets: its share of the workings columns (`workings_columns`)."""
+    columns = workings_columns(sheet_key)
+    _header(ws, layout.raw_header_row, 1, columns, layout.lang)
+    ws.freeze_panes = f"A{layout.raw_first}"
     rows = range(layout.raw_first, layout.raw_last + 1)
     position_offset = 1 - layout.raw_first  # position k = row + offset
-    letters = {column.key: layout.raw_col(column.key) for column in RAW_COLUMNS}
-    write_filled(ws, letters, fx.raw_row, rows, position_offset)
+    letters = {column.key: layout.raw_col(column.key) for column in columns}
+
+    def template(row: int) -> dict[str, str]:
+        formulas = fx.raw_row(row)
+        return {key: formulas[key] for key in letters}
+
+    write_filled(ws, letters, template, rows, position_offset)
     for key, number_format in (("tps", "0.00"), ("ln_tps", "0.0000")):
-        ws.column_dimensions[letters[key]].number_format = number_format
-    ws[f"{layout.messages_col}1"] = "unusable_messages"
-    for code, (_, _, message) in enumerate(unusable_tests(layout.lang), start=1):
-        ws[f"{layout.messages_col}{1 + code}"] = message
+        if key in letters:
+            ws.column_dimensions[letters[key]].number_format = number_format
+    if layout.raw_sheet("unusable") == sheet_key:
+        ws[f"{layout.messages_col}1"] = "unusable_messages"
+        for code, (_, _, message) in enumerate(unusable_tests(layout.lang), start=1):
+            ws[f"{layout.messages_col}{1 + code}"] = message
 
 
 def write_cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:

@@ -101,17 +101,16 @@ def display(exp: Expected, layout: Layout, inputs: Inputs) -> None:
     """The raw-data sheet's display cells, wherever they hold their formulas."""
     title = layout.title("raw")
     cons = layout.title("consistency")
-    calc = layout.title("calc")
     for sheet_row in inputs.display_rows:
         position = sheet_row - layout.raw_header_row
         values: dict[str, CellValue] = {key: None for key in DISPLAY_KEYS}
         if 1 <= position <= layout.rows:
             calc_row = layout.raw_first + position - 1
             cons_row = layout.cons_first + position - 1
-            unusable = exp.get((calc, f"{layout.raw_col('unusable')}{calc_row}"))
+            unusable = exp.get(layout.raw_address("unusable", calc_row))
             note = exp.get((cons, f"{layout.cons_col('note')}{cons_row}")) or ""
-            physics = exp.get((calc, f"{layout.raw_col('physics_text')}{calc_row}")) or ""
-            values["show_tps"] = exp.get((calc, f"{layout.raw_col('tps')}{calc_row}"))
+            physics = exp.get(layout.raw_address("physics_text", calc_row)) or ""
+            values["show_tps"] = exp.get(layout.raw_address("tps", calc_row))
             if unusable:
                 values["show_role"] = "unusable"
                 values["show_status"] = unusable
@@ -247,7 +246,6 @@ def cells(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> 
 
 def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
     """The per-row workings: row k holds the k-th row under the raw-data header."""
-    title = layout.title("calc")
     by_row = {sheet_row: (row, status) for (sheet_row, row), status in zip(inputs.rows, analysis.statuses)}
     unusable = dict(inputs.unusable)
     numbers = model_numbers([row for _, row in inputs.rows], layout.m_slots)
@@ -299,7 +297,7 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
                 "physics": float(s.physics.count), "physics_text": _text(s.physics.text(layout.lang)),
             })
         for key, value in values.items():
-            exp[(title, f"{layout.raw_col(key)}{sheet_row}")] = value
+            exp[layout.raw_address(key, sheet_row)] = value
 
 
 def _typed(value: Any) -> CellValue:

@@ -86,8 +86,8 @@ class Formulas:
         # same relative formula (one shared formula per column in the file).
         position = _row_minus(lo.raw_first - 1)
 
-        def me(key: str) -> str:
-            return f"${lo.raw_col(key)}{row}"
+        def me(key: str) -> str:  # the row's own cell of a workings column, on whichever sheet holds it
+            return lo.raw_cell(key, row)
 
         present = me("present")
         base_level = self.name("BasePromptLevel")
@@ -104,7 +104,8 @@ class Formulas:
                         f"\"\")")
         out["has_input"] = "=((" + "&".join(me(key) for key in MIRRORED_KEYS) + ")<>\"\")*1"
         out["unusable_code"] = f"=IF({me('has_input')}=1,{self._unusable_chain(me)},0)"
-        messages = f"${lo.messages_col}$2:${lo.messages_col}${1 + len(unusable_tests(lo.lang))}"
+        messages = (f"{lo.qtitle(lo.raw_sheet('unusable'))}!${lo.messages_col}$2:${lo.messages_col}"
+                    f"${1 + len(unusable_tests(lo.lang))}")
         out["unusable"] = f"=IF({me('unusable_code')}>0,INDEX({messages},{me('unusable_code')}),\"\")"
         out.update({
             "present": f"=IF({me('has_input')}=1,IF({me('unusable_code')}=0,({me('total_time_s')}>0)*1,0),0)",

@@ -19,7 +19,8 @@ from openpyxl.utils import get_column_letter
 from scm_xl.results import NUMERIC_INPUT_COLUMNS, REQUIRED_COLUMNS
 from scm_xl.rules import Lang
 
-LAYOUT_VERSION = 5  # 4: the questions and method typed on the Summary; 5: the capacity plan's order there
+LAYOUT_VERSION = 6  # 4: the questions and method typed on the Summary; 5: the capacity plan's order there;
+# 6: the per-row workings wrapped onto sheets of at most WORKINGS_WIDTH columns
 DEFAULT_ROWS = 200  # capacity of a template; a filled workbook is sized to its data
 ROW_HEADROOM = 50  # rows a person can type under the data of a filled workbook
 # ... or a tenth of the data, up to this many: more rows than that are a paste, not typing (verify
@@ -35,10 +36,20 @@ DEFAULT_PROMPT_SLOTS = 8
 
 META_SHEET = "_scm_meta"
 
+# The per-row workings are one table (RAW_COLUMNS) wrapped onto hidden sheets of at most this many
+# columns, the first columns on "calc", the next on "calc2" and so on. Why: IronCalc (the default
+# engine) pays for every cell a range scan visits in proportion to the number of cells in that
+# cell's row, and the aggregates (the cells sheet's counts, the calibration's averages, the
+# charts' points) scan the workings' columns: on one sheet of 60 columns they cost it most of a
+# 10,000-row recalculation; at 12 columns a sheet, a fraction (benchmarks/results/fill_speed.md).
+WORKINGS_WIDTH = 12
+WORKINGS_SHEETS = 5  # ceil(len(RAW_COLUMNS) / WORKINGS_WIDTH): checked where RAW_COLUMNS is defined
+
 # Visible sheets in tab order, then the workings (hidden, at the end). The replicates and
 # least-squares sheets are placed by their own modules after "derivation".
 SHEET_KEYS = ("summary", "raw", "calibration", "consistency", "derivation", "first_principles", "readme",
-              "calc", "cells", "chart_data")
+              "calc", "calc2", "calc3", "calc4", "calc5", "cells", "chart_data")
+WORKINGS_KEYS = SHEET_KEYS[SHEET_KEYS.index("calc"):SHEET_KEYS.index("calc") + WORKINGS_SHEETS]
 SHEET_TITLES: dict[Lang, dict[str, str]] = {
     "zh": {
         "summary": "总览",
@@ -49,6 +60,10 @@ SHEET_TITLES: dict[Lang, dict[str, str]] = {
         "derivation": "双向推导",
         "first_principles": "第一性原理",
         "calc": "计算_逐行",
+        "calc2": "计算_逐行2",
+        "calc3": "计算_逐行3",
+        "calc4": "计算_逐行4",
+        "calc5": "计算_逐行5",
         "cells": "计算_单元",
         "chart_data": "计算_图表",
     },
@@ -61,6 +76,10 @@ SHEET_TITLES: dict[Lang, dict[str, str]] = {
         "derivation": "Derivation",
         "first_principles": "FirstPrinciples",
         "calc": "Work_Rows",
+        "calc2": "Work_Rows2",
+        "calc3": "Work_Rows3",
+        "calc4": "Work_Rows4",
+        "calc5": "Work_Rows5",
         "cells": "Work_Cells",
         "chart_data": "Work_Charts",
     },
@@ -169,6 +188,15 @@ RAW_COLUMNS: tuple[Column, ...] = (Column("in_range", "在引用范围内", "in_
     Column("physics_text", "物理检查", "physics_checks", "formula", 50),
 )
 RAW_FORMULA_KEYS = tuple(c.key for c in RAW_COLUMNS)
+assert -(-len(RAW_COLUMNS) // WORKINGS_WIDTH) == WORKINGS_SHEETS, "WORKINGS_SHEETS must fit RAW_COLUMNS"
+# Each workings column's sheet and column number (from 1) on it: RAW_COLUMNS in order, wrapped.
+RAW_PLACES: dict[str, tuple[str, int]] = {
+    column.key: (WORKINGS_KEYS[i // WORKINGS_WIDTH], i % WORKINGS_WIDTH + 1) for i, column in enumerate(RAW_COLUMNS)}
+
+
+def workings_columns(sheet_key: str) -> tuple[Column, ...]:
+    """The workings columns on one workings sheet, in order."""
+    return tuple(column for column in RAW_COLUMNS if RAW_PLACES[column.key][0] == sheet_key)
 
 
 def unusable_tests(lang: Lang) -> list[tuple[str, str, str]]:
@@ -302,6 +330,15 @@ from scm_xl.rules import (  # noqa: E402  (re-exported for the sheet modules)
 )
 
 _LETTERS: dict[tuple[int, int], dict[str, str]] = {}
+_COLUMN_LETTERS: dict[int, str] = {}
+
+
+def _column_letter(number: int) -> str:
+    """get_column_letter, cached (formula writers ask millions of times)."""
+    letter = _COLUMN_LETTERS.get(number)
+    if letter is None:
+        letter = _COLUMN_LETTERS[number] = get_column_letter(number)
+    return letter
 
 
 def _letters(table: tuple[Column, ...], start_col: int) -> dict[str, str]:
@@ -345,18 +382,27 @@ class Layout:
         return self.raw_first + self.rows - 1
 
     def raw_col(self, key: str) -> str:
-        return _letters(RAW_COLUMNS, 1)[key]
+        """The column of a workings key on its own workings sheet (`raw_sheet`)."""
+        return _column_letter(RAW_PLACES[key][1])
+
+    def raw_sheet(self, key: str) -> str:
+        """The key of the workings sheet that holds a workings column."""
+        return RAW_PLACES[key][0]
 
     def raw_range(self, key: str, *, sheet: bool = True, absolute: bool = True) -> str:
         col = self.raw_col(key)
         d = "$" if absolute else ""
         ref = f"{d}{col}{d}{self.raw_first}:{d}{col}{d}{self.raw_last}"
-        return f"{self.qtitle('calc')}!{ref}" if sheet else ref
+        return f"{self.qtitle(self.raw_sheet(key))}!{ref}" if sheet else ref
 
     def raw_cell(self, key: str, row: int, *, sheet: bool = True) -> str:
-        """One workings cell (row = the workings row, raw_first.. raw_last)."""
+        """One workings cell (row = the workings row, raw_first.. raw_last), with its sheet."""
         ref = f"${self.raw_col(key)}{row}"
-        return f"{self.qtitle('calc')}!{ref}" if sheet else ref
+        return f"{self.qtitle(self.raw_sheet(key))}!{ref}" if sheet else ref
+
+    def raw_address(self, key: str, row: int) -> tuple[str, str]:
+        """(sheet title, "A1") of one workings cell: where the reference values go."""
+        return self.title(self.raw_sheet(key)), f"{self.raw_col(key)}{row}"
 
     def qtitle(self, key: str) -> str:
         return f"'{self.title(key)}'"
@@ -378,10 +424,11 @@ class Layout:
                 out[self.entry_name(column.key)] = f"{col}{self.raw_header_row}:{col}{self.raw_last}"
         return out
 
-    # The workings sheet keeps the unusable-row messages (constants) in this column, one a row.
+    # The workings sheet of the unusable-row reason keeps the messages (constants) in this column,
+    # one a row, after a blank column.
     @property
     def messages_col(self) -> str:
-        return get_column_letter(len(RAW_COLUMNS) + 2)
+        return get_column_letter(len(workings_columns(self.raw_sheet("unusable"))) + 2)
 
     def entry_range(self, key: str) -> str:
         """An input column from the header row down to the last covered row. Starting at the
@@ -613,7 +660,8 @@ __all__ = [
     "DISPLAY_KEYS", "PROMPT_TABLE",
     "ENTRY_COLUMNS", "INVERSE_TABLE", "LAYOUT_VERSION", "LENGTH_TABLE", "Lang", "Layout", "META_SHEET",
     "MAX_MODELS", "MIN_FILLED_ROWS", "MODEL_TABLE", "NUMERIC_INPUT_KEYS", "RAW_COLUMNS", "RAW_FORMULA_KEYS", "RAW_INPUT_KEYS",
-    "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "ROW_HEADROOM_MAX", "SEEN_MODELS_TABLE", "SHEET_KEYS", "SHEET_TITLES", "fitted_layout",
+    "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "ROW_HEADROOM_MAX", "RAW_PLACES", "SEEN_MODELS_TABLE", "SHEET_KEYS", "SHEET_TITLES",
+    "WORKINGS_KEYS", "WORKINGS_SHEETS", "WORKINGS_WIDTH", "fitted_layout", "workings_columns",
     # the rules, re-exported for the sheet modules (their home is scm_xl.rules)
     "DEFAULT_FORWARD", "DEFAULT_PHYSICS_PRECISION", "DEFAULT_SHORT_OUTPUT_RATIO", "DEFAULT_TARGET", "EXCELLENT_MAPE",
     "EXCELLENT_MAX", "GOOD_MAPE", "GOOD_MAX", "METHODS", "OVERRIDE_VALUES", "ROLES", "SUPERLINEAR_TOLERANCE", "TEXTS",

@@ -28,7 +28,7 @@ from scm_xl.workbook import (
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.io import Inputs
-from scm_xl.workbook.layout import META_SHEET, SHEET_TITLES, Lang, Layout
+from scm_xl.workbook.layout import META_SHEET, SHEET_TITLES, WORKINGS_KEYS, Lang, Layout
 from scm_xl.workbook.stamp import defer_fills
 from scm_xl.workbook.styles import WORKINGS_TAB
 
@@ -126,6 +126,10 @@ def _raw_writer(ws: Worksheet, b: Building) -> dict[str, str]:
     return {**_names_on("raw")(b), **b.layout.entry_names()}
 
 
+def _workings_writer(key: str) -> Callable[[Worksheet, Building], None]:
+    return lambda ws, b: build.write_workings_rows(ws, b.layout, b.fx, key)
+
+
 def _first_principles_writer(ws: Worksheet, b: Building) -> dict[str, str]:
     return build.write_first_principles(ws, b.layout, b.catalog)
 
@@ -156,8 +160,11 @@ SHEETS: tuple[SheetSpec, ...] = (
               lambda c: expected.first_principles(c.exp, c.layout, c.inputs, c.analysis)),
     SheetSpec("readme", _core("readme"), _core_writer("readme", lambda ws, b: build.write_readme(ws, b.layout.lang)),
               lambda c: None),
-    SheetSpec("calc", _core("calc"), _core_writer("calc", lambda ws, b: build.write_workings_rows(ws, b.layout, b.fx)),
-              lambda c: expected.workings_rows(c.exp, c.layout, c.inputs, c.analysis), working=True),
+    # the per-row workings, wrapped onto WORKINGS_SHEETS sheets; the first's reference fills them all
+    *(SheetSpec(key, _core(key), _core_writer(key, _workings_writer(key)),
+                (lambda c: expected.workings_rows(c.exp, c.layout, c.inputs, c.analysis)) if key == "calc"
+                else lambda c: None, working=True)
+      for key in WORKINGS_KEYS),
     SheetSpec("cells", _core("cells"), _core_writer("cells", lambda ws, b: build.write_cells(ws, b.layout, b.fx)),
               lambda c: expected.cells(c.exp, c.layout, c.inputs, c.analysis), working=True),
     SheetSpec("chart_data", _core("chart_data"), _core_writer("chart_data", lambda ws, b: charts.write_sheet(ws, b.layout)),
@@ -167,7 +174,7 @@ SHEETS: tuple[SheetSpec, ...] = (
               lambda c: None, working=True),  # its formula cells' reference: the slo sheet's (one pass)
 )
 BY_KEY = {spec.key: spec for spec in SHEETS}
-EXPECTED_ORDER = ("calc", "cells", "calibration", "consistency", "lsq", "latency", "replicates", "derivation",
+EXPECTED_ORDER = (*WORKINGS_KEYS, "cells", "calibration", "consistency", "lsq", "latency", "replicates", "derivation",
                   "first_principles", "raw", "summary", "chart_data", "readme", "slo", "requests")
 assert sorted(EXPECTED_ORDER) == sorted(BY_KEY)
 
