@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -29,17 +30,56 @@ sys.path.insert(0, str(HERE))
 from bench_workbook import head_commit, make_csv  # noqa: E402  (the benchmark's one data generator)
 
 
+def tree_rss_kb(root: int) -> int:
+    """The resident memory of `root` and every process under it, summed (kB)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+        except OSError:
+            pass
+    return total
+
+
 def measure(label: str, source: Path, csv: Path, engine: str | None, folder: Path) -> dict[str, object]:
     out = folder / f"{label}.xlsx"
     out.unlink(missing_ok=True)
     command = ["/usr/bin/time", "-f", "%e %U %S %M", sys.executable, "-m", "scm_xl", "fill", str(csv),
                "-o", str(out)] + (["--engine", engine] if engine else [])
     env = {**os.environ, "PYTHONPATH": str(source)}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600, cwd=folder)
-    wall, user, system, peak_kb = done.stderr.strip().splitlines()[-1].split()
-    return {"label": label, "exit": done.returncode, "wall": float(wall), "cpu": float(user) + float(system),
-            "peak_mb": int(peak_kb) / 1024,  # the largest of the process and its children
-            "verified": "verified:" in done.stdout}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               cwd=folder)
+    summed = 0
+    sampler_done = threading.Event()
+
+    def sample() -> None:  # every process of the command at once (fill may run its engine in another)
+        nonlocal summed
+        while not sampler_done.wait(0.05):
+            summed = max(summed, tree_rss_kb(process.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    stdout, stderr = process.communicate(timeout=3600)
+    sampler_done.set()
+    sampler.join()
+    wall, user, system, peak_kb = stderr.strip().splitlines()[-1].split()
+    return {"label": label, "exit": process.returncode, "wall": float(wall), "cpu": float(user) + float(system),
+            "peak_mb": int(peak_kb) / 1024,  # the largest of the process and its children, each alone
+            "summed_mb": summed / 1024,  # all of them at once, sampled every 50 ms
+            "verified": "verified:" in stdout}
 
 
 def main() -> None:
@@ -77,12 +117,16 @@ def main() -> None:
     lines = [f"# `scm-xl fill` at {args.rows:,} rows: {head} against {args.base} and against LibreOffice", "",
              f"`python benchmarks/bench_fill_speed.py --base {args.base} --rows {args.rows} --rounds {args.rounds}`"
              f" (load average {load} at the end; 2-core machine shared with other jobs)", "",
-             "| run | commit | engine | wall s | CPU s | peak MB | exit | verified |", "|---|---|---|---:|---:|---:|---:|---|"]
+             "Peak memory two ways: the largest process (GNU time's maximum resident set, what earlier runs "
+             "reported) and every process of the command at once (sampled every 50 ms): `fill` evaluates a "
+             "large workbook in an IronCalc worker process, LibreOffice runs soffice.", "",
+             "| run | commit | engine | wall s | CPU s | peak MB, largest process | peak MB, all at once | exit "
+             "| verified |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
     for i, r in enumerate(runs):
         commit = args.base if r["label"] == "base" else head
         engine = "libreoffice" if r["label"] == "head-libreoffice" else "default (auto)"
         lines.append(f"| {i // 3 + 1} | {commit} | {engine} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['peak_mb']:.0f} "
-                     f"| {r['exit']} | {'yes' if r['verified'] else 'no'} |")
+                     f"| {r['summed_mb']:.0f} | {r['exit']} | {'yes' if r['verified'] else 'no'} |")
     lines += ["", "Medians: "
               f"{head} default {median('head', 'wall'):.1f} s wall / {median('head', 'cpu'):.1f} CPU-s / "
               f"{median('head', 'peak_mb'):.0f} MB; {args.base} default {median('base', 'wall'):.1f} s / "
@@ -91,7 +135,9 @@ def main() -> None:
               f"Ratios (wall): {args.base} / {head} = {median('base', 'wall') / median('head', 'wall'):.2f}x "
               "(target 3x); LibreOffice / default = "
               f"{median('head-libreoffice', 'wall') / median('head', 'wall'):.2f}x (target 4x); peak memory "
-              f"{head} / {args.base} = {median('head', 'peak_mb') / median('base', 'peak_mb'):.0%} (target at most 60%)."]
+              f"{head} / {args.base} = {median('head', 'peak_mb') / median('base', 'peak_mb'):.0%} by the largest "
+              f"process, {median('head', 'summed_mb') / median('base', 'summed_mb'):.0%} by all processes at once "
+              "(target at most 60%)."]
     (HERE / "results" / "fill_speed.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

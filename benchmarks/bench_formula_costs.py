@@ -42,7 +42,7 @@ _CELL = re.compile(rb'<c r="([A-Z]+)[0-9]+"[^>]*?(?:/>|>[^<]*(?:<(?!/c>)[^<]*)*<
 def evaluate_seconds(path: Path) -> float:
     import ironcalc
 
-    from scm_xl.engines.ironcalc_engine import _for_ironcalc
+    from scm_xl.engines.ironcalc_worker import for_ironcalc as _for_ironcalc
 
     with tempfile.TemporaryDirectory() as folder:
         model = ironcalc.load_from_xlsx(str(_for_ironcalc(path, Path(folder))), "en", "UTC")

@@ -10,9 +10,12 @@ exactly; "" and an empty cell are the same; errors must have the same code.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scm_xl.engines.base import CellError, CellValue, Recalculated
+from scm_xl.engines.values import ABSENT, CellGrid
+from scm_xl.engines.xlsx_cells import column_name
 from scm_xl.report_texts import words
 from scm_xl.rules import Lang
 
@@ -63,7 +66,7 @@ class Verification:
     uncovered: list[str] = field(default_factory=list)
     rows_covered: int | None = None
     # The engine's values of every formula cell, kept so they can be stored in the file.
-    values: dict[tuple[str, str], CellValue] = field(default_factory=dict, repr=False)
+    values: Mapping[tuple[str, str], CellValue] = field(default_factory=dict, repr=False)
 
     @property
     def typed_over(self) -> list[Mismatch]:
@@ -115,9 +118,11 @@ def same_value(expected: CellValue, actual: CellValue) -> bool:
     return expected == actual
 
 
-def compare(expected: dict[tuple[str, str], CellValue], recalculated: Recalculated,
+def compare(expected: Mapping[tuple[str, str], CellValue], recalculated: Recalculated,
             sheets: set[str]) -> Verification:
     """Every formula cell of `sheets` in the recalculation, against the reference."""
+    if isinstance(expected, CellGrid) and isinstance(recalculated.values, CellGrid):
+        return _compare_grids(expected, recalculated, sheets)
     result = Verification(engine=recalculated.engine, cells_compared=0, seconds=recalculated.seconds,
                           values=recalculated.values)
     for (sheet, cell), actual in recalculated.values.items():
@@ -136,6 +141,59 @@ def compare(expected: dict[tuple[str, str], CellValue], recalculated: Recalculat
             result.cells_compared += 1
             result.mismatches.append(Mismatch(sheet, cell, value, NOT_A_FORMULA, typed_over=True))
     # Sort only what is reported (sorting every compared cell costs seconds on large sheets).
+    result.mismatches.sort(key=lambda m: (m.sheet, _order(m.cell)))
+    result.unexpected.sort()
+    return result
+
+
+def _compare_grids(expected: CellGrid, recalculated: Recalculated, sheets: set[str]) -> Verification:
+    """`compare` column by column: the same verdicts, without a key string per cell (a million
+    cells at 10,000 rows). Two values equal as Python sees them are the same value for
+    `same_value` too, and most are; two floats are checked with the tolerance inline."""
+    actual_grid = recalculated.values
+    assert isinstance(actual_grid, CellGrid)
+    result = Verification(engine=recalculated.engine, cells_compared=0, seconds=recalculated.seconds,
+                          values=actual_grid)
+    compared = 0
+    for sheet in actual_grid.sheets():
+        if sheet not in sheets:
+            continue
+        wanted = expected.columns(sheet)
+        for col, column in actual_grid.columns(sheet).items():
+            reference = wanted.get(col)
+            ref_first = reference.first if reference is not None else 0
+            ref_values = reference.values if reference is not None else []
+            ref_len = len(ref_values)
+            first = column.first
+            for at, actual in enumerate(column.values):
+                if actual is ABSENT:
+                    continue
+                i = first + at - ref_first
+                value = ref_values[i] if 0 <= i < ref_len else ABSENT
+                if value is ABSENT:
+                    result.unexpected.append(f"'{sheet}'!{column_name(col)}{first + at}")
+                    continue
+                compared += 1
+                if actual == value:
+                    continue
+                if type(actual) is float and type(value) is float:
+                    difference = abs(actual - value)  # nan or inf: not <=, and same_value decides
+                    if difference <= ABS_TOL or difference <= REL_TOL * max(abs(actual), abs(value)):
+                        continue
+                if not same_value(value, actual):
+                    result.mismatches.append(Mismatch(sheet, f"{column_name(col)}{first + at}", value, actual))
+    # A formula cell typed over with a constant is not in the engine's formula cells at all.
+    for sheet in expected.sheets():
+        if sheet not in sheets:
+            continue
+        for col, column in expected.columns(sheet).items():
+            first = column.first
+            for at, value in enumerate(column.values):
+                if value is not ABSENT and actual_grid.lookup(sheet, first + at, col) is ABSENT:
+                    compared += 1
+                    result.mismatches.append(Mismatch(sheet, f"{column_name(col)}{first + at}", value,
+                                                      NOT_A_FORMULA, typed_over=True))
+    result.cells_compared = compared
     result.mismatches.sort(key=lambda m: (m.sheet, _order(m.cell)))
     result.unexpected.sort()
     return result

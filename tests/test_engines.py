@@ -300,7 +300,7 @@ def test_ironcalc_reads_absolute_relationship_targets(workbook: Path, tmp_path: 
 
 
 def test_relative_targets_keeps_external_links() -> None:
-    from scm_xl.engines.ironcalc_engine import relative_targets
+    from scm_xl.engines.ironcalc_worker import relative_targets
 
     rels = (b'<Relationships><Relationship Id="a" Target="/xl/comments/comment1.xml"/>'
             b"<Relationship Id='b' Target='/home/me/other.xlsx' TargetMode='External'/>"

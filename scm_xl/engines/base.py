@@ -6,32 +6,25 @@ import abc
 import datetime
 import numbers
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsFloat, cast
 from xml.etree.ElementTree import ParseError
 
 import numpy as np
-from openpyxl.utils.cell import column_index_from_string, get_column_letter, range_boundaries
+from openpyxl.utils.cell import get_column_letter, range_boundaries
 from openpyxl.utils.datetime import to_excel
 
 from scm_xl.engines import xlsx_cells
 from scm_xl.errors import EngineError
 
 
-@dataclass(frozen=True)
-class CellError:
-    """A spreadsheet error value such as #DIV/0!."""
+# The value types live with the grid that holds many of them (engines.values: no numpy or
+# openpyxl there, so the IronCalc worker process imports little); every engine names them here.
+from scm_xl.engines.values import CellError, CellKey, CellValue, cell_position  # noqa: E402,F401
 
-    code: str
-
-    def __str__(self) -> str:
-        return self.code
-
-
-CellValue = float | str | bool | CellError | None
-CellKey = tuple[str, str]  # (sheet title exactly as in the workbook, "A1")
+FormulaCells = Mapping[str, Sequence[str]]  # sheet title -> "A1", or "A1:C9" where every cell holds a formula
 
 
 @dataclass
@@ -39,7 +32,7 @@ class Recalculated:
     """The computed value of every formula cell of one workbook, as one engine saw it."""
 
     engine: str
-    values: dict[CellKey, CellValue]
+    values: MutableMapping[CellKey, CellValue]  # a dict, or a CellGrid (engines.values) for many cells
     seconds: float
 
     def get(self, sheet: str, cell: str) -> CellValue:
@@ -52,8 +45,11 @@ class Engine(abc.ABC):
     name: str
 
     @abc.abstractmethod
-    def recalculate(self, path: Path) -> Recalculated:
-        """Recalculate the workbook at `path`; raise EngineError if that cannot be done."""
+    def recalculate(self, path: Path, cells: FormulaCells | None = None) -> Recalculated:
+        """Recalculate the workbook at `path`; raise EngineError if that cannot be done. `cells`:
+        the formula cells of each sheet ("A1", or "A1:C9" where every cell holds a formula), when
+        the caller knows them (fill, which wrote them); an engine may read them from the file
+        instead."""
 
     @abc.abstractmethod
     def available(self) -> bool:
@@ -116,18 +112,6 @@ def formula_refs(path: Path) -> dict[str, list[str]]:
 def _bounds(ref: str) -> tuple[int, int, int, int]:
     """range_boundaries of a range with both corners (None comes only for whole rows or columns)."""
     return cast("tuple[int, int, int, int]", range_boundaries(ref))
-
-
-_COLUMN_NUMBERS: dict[str, int] = {}  # column letters -> number, each spelled once per process
-
-
-def cell_position(ref: str) -> tuple[int, int]:
-    """(row, column) of one cell "A1": the hot path of reading back a million formula cells."""
-    letters = ref.rstrip("0123456789")
-    column = _COLUMN_NUMBERS.get(letters)
-    if column is None:
-        column = _COLUMN_NUMBERS[letters] = column_index_from_string(letters)
-    return int(ref[len(letters):]), column
 
 
 def absolute_cells(ref: str) -> Iterator[tuple[int, int, str]]:

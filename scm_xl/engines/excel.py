@@ -5,13 +5,16 @@ from __future__ import annotations
 import importlib.util
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from openpyxl.cell.cell import ERROR_CODES
 from openpyxl.utils.cell import coordinate_to_tuple
 
-from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated, formula_refs, normalise, range_cells
+from scm_xl.engines.base import (
+    CellError, CellValue, Engine, FormulaCells, Recalculated, formula_refs, normalise, range_cells,
+)
 from scm_xl.errors import EngineError
 
 UNAVAILABLE = "the excel engine needs Microsoft Excel on Windows or macOS and `pip install 'scm-xl[excel]'`"
@@ -25,14 +28,14 @@ class ExcelEngine(Engine):
         # xlwings imports on Linux too, but it cannot calculate there
         return sys.platform in ("win32", "darwin") and importlib.util.find_spec("xlwings") is not None
 
-    def recalculate(self, path: Path) -> Recalculated:
+    def recalculate(self, path: Path, cells: FormulaCells | None = None) -> Recalculated:
         if not self.available():
             raise EngineError(UNAVAILABLE)
         import xlwings
 
         path = Path(path)
         start = time.perf_counter()
-        refs = formula_refs(path)
+        refs = cells if cells is not None else formula_refs(path)
         try:
             app = xlwings.App(visible=False, add_book=False)
         except Exception as exc:
@@ -54,7 +57,7 @@ class ExcelEngine(Engine):
         return Recalculated(self.name, values, time.perf_counter() - start)
 
 
-def _sheet_values(sheet: Any, refs: list[str]) -> dict[tuple[str, str], CellValue]:
+def _sheet_values(sheet: Any, refs: Sequence[str]) -> dict[tuple[str, str], CellValue]:
     """The values of one xlwings sheet's formula cells, read in one call through its used range."""
     used = sheet.used_range
     # err_to_str: errors as "#DIV/0!" rather than None; ndim=2 even for one row or cell

@@ -13,7 +13,9 @@ import schedula
 from formulas.ranges import Ranges
 from formulas.tokens.operand import XlError
 
-from scm_xl.engines.base import CellError, CellValue, Engine, Recalculated, formula_refs, normalise, range_cells
+from scm_xl.engines.base import (
+    CellError, CellValue, Engine, FormulaCells, Recalculated, formula_refs, normalise, range_cells,
+)
 from scm_xl.errors import EngineError
 
 
@@ -23,10 +25,10 @@ class FormulasEngine(Engine):
     def available(self) -> bool:
         return True
 
-    def recalculate(self, path: Path) -> Recalculated:
+    def recalculate(self, path: Path, cells: FormulaCells | None = None) -> Recalculated:
         path = Path(path)
         start = time.perf_counter()
-        refs = formula_refs(path)
+        refs = cells if cells is not None else formula_refs(path)
         try:
             solution = _solve(path)
         except Exception as exc:

@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 from xml.etree.ElementTree import ParseError
 
-from scm_xl.engines.base import Engine, Recalculated, engine_failed, formula_refs
+from scm_xl.engines.base import Engine, FormulaCells, Recalculated, engine_failed, formula_refs
 # One reader of an engine's saved copy: ssconvert's xlsx is read exactly as soffice's is.
 from scm_xl.engines.libreoffice import _read_values
 from scm_xl.errors import EngineError
@@ -51,7 +51,7 @@ class GnumericEngine(Engine):
     def available(self) -> bool:
         return ssconvert_path() is not None
 
-    def recalculate(self, path: Path) -> Recalculated:
+    def recalculate(self, path: Path, cells: FormulaCells | None = None) -> Recalculated:
         path = Path(path)
         ssconvert = ssconvert_path()
         if ssconvert is None:
@@ -59,7 +59,7 @@ class GnumericEngine(Engine):
         if not path.is_file():
             raise EngineError(f"no such workbook: {path}")
         start = time.perf_counter()
-        refs = formula_refs(path)  # the original knows which cells hold formulas
+        refs = cells if cells is not None else formula_refs(path)  # the original knows which cells hold formulas
         with tempfile.TemporaryDirectory(prefix="scm-xl-gnumeric-") as folder:
             converted = self._convert(ssconvert, path, Path(folder))
             try:

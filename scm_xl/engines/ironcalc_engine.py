@@ -5,7 +5,8 @@ costs a few microseconds. On scm-xl's per-row layout it agrees with LibreOffice 
 Python reference on every formula cell (benchmarks/results/engines.md).
 Known limits: it reads an empty styled cell written as <c s=".." t="n"/> as 0, and it cannot
 find a part named by an absolute relationship target (Target="/xl/comments/comment1.xml", as
-openpyxl writes a cell comment's): both worked around in the copy it is given. It computes
+openpyxl writes a cell comment's): both worked around in the copy it is given
+(`ironcalc_worker.for_ironcalc`). It computes
 some array (CSE) idioms wrongly: ISNUMBER/ISTEXT applied to a range, COUNTIF/MATCH with a
 range as criteria or lookup value, SMALL with an array k. Ordinary per-row formulas,
 SUMPRODUCT, MMULT, MINVERSE, TRANSPOSE and scalar MINIFS/MAXIFS it computes right. When it
@@ -15,19 +16,16 @@ fails on a file, the error names the other engines installed (`base.engine_faile
 from __future__ import annotations
 
 import importlib
-import posixpath
-import re
-import tempfile
+import pickle
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from scm_xl.engines import xlsx_cells
-from scm_xl.engines.base import (
-    CellError, CellValue, Engine, Recalculated, absolute_cells, cell_position, engine_failed, formula_refs,
-    normalise,
-)
+from scm_xl.engines import ironcalc_worker
+from scm_xl.engines.base import Engine, Recalculated, engine_failed
+from scm_xl.engines.ironcalc_worker import FormulaCells
+from scm_xl.engines.values import CellGrid, cell_position
 from scm_xl.errors import EngineError
 
 UNAVAILABLE = "the ironcalc engine needs the ironcalc package: pip install 'ironcalc>=0.9.1,<0.10'"
@@ -44,109 +42,66 @@ class IronCalcEngine(Engine):
             return False
         return True
 
-    def recalculate(self, path: Path) -> Recalculated:
+    def recalculate(self, path: Path, cells: FormulaCells | None = None) -> Recalculated:
+        """IronCalc's values of every formula cell of `path` (`cells`: the formula cells, when the
+        caller knows them). A workbook of WORKER_CELLS formula cells or more is evaluated in a
+        process of its own (`ironcalc_worker`); a smaller one here, where starting a process would
+        cost more than it saves."""
         self.require()
-        import ironcalc
-
         path = Path(path)
         start = time.perf_counter()
-        refs = formula_refs(path)  # also refuses a missing or unreadable file, as every engine does
-        model = _evaluated(ironcalc, path)
-        sheet_index = {props["name"]: i for i, props in enumerate(model.get_worksheets_properties())}
-        values: dict[tuple[str, str], CellValue] = {}
-        for sheet, sheet_refs in refs.items():
-            if not sheet_refs:
-                continue
-            index = sheet_index.get(sheet)
-            if index is None:
-                raise EngineError(f"ironcalc did not load sheet {sheet!r} of {path}")
-            for ref in sheet_refs:
-                if ":" in ref:  # an array formula's range
-                    for row, col, cell in absolute_cells(ref):
-                        values[(sheet, cell)] = _value(ironcalc, model, index, row, col)
-                    continue
-                row, col = cell_position(ref)  # most formula cells: one cell, no generator to build
-                values[(sheet, ref)] = _value(ironcalc, model, index, row, col)
+        try:
+            size = path.stat().st_size  # a missing file: the worker's reading refuses it, as every engine does
+        except OSError:
+            size = 0
+        own_process = (sum(_count(ref) for refs in cells.values() for ref in refs) if cells is not None
+                       else size // WORKER_BYTES_PER_CELL) >= WORKER_CELLS
+        try:
+            values = _in_worker(path, cells) if own_process else ironcalc_worker.evaluate(path, cells)
+        except ironcalc_worker.ReadFailed as exc:
+            raise EngineError(str(exc)) from exc
+        except ironcalc_worker.EngineFailed as exc:
+            raise engine_failed("ironcalc", path, exc) from exc
         return Recalculated(self.name, values, time.perf_counter() - start)
 
 
-# An empty cell that only carries a style (<c r="B4" s="11"/>, every yellow input cell a
-# person has not typed into): IronCalc 0.9.1 reads it as the number 0, so `=B4<>""` is TRUE
-# there and FALSE in Excel and LibreOffice. And IronCalc 0.9.1 looks a relationship's target
-# up as written, so an absolute one ("/xl/comments/comment1.xml": openpyxl writes every cell
-# comment so) is "not found in archive" and the whole workbook fails to load. IronCalc gets a
-# copy without those cells and with every internal target made relative to its part.
-def _for_ironcalc(path: Path, into: Path) -> Path:
-    copy = into / path.name
-
-    def strip(blocks: Iterator[bytes]) -> Iterator[bytes]:
-        return (xlsx_cells.STYLED_EMPTY_CELL.sub(b"", block) for block in blocks)
-
-    def rewrite(name: str) -> xlsx_cells.SheetRewrite | None:
-        if _is_sheet(name):
-            return strip
-        if name.endswith(".rels"):
-            return lambda blocks: (relative_targets(name, block) for block in blocks)
-        return None
-
-    xlsx_cells.copy_package(path, copy, rewrite)
-    return copy
+# From about this many formula cells (a filled workbook of a thousand rows has 150,000) the
+# evaluation runs in a worker process: it then overlaps the reference's computation, and its
+# model's memory is the worker's. Below, the worker's start (about 0.1 s) is most of the gain.
+WORKER_CELLS = 100_000
+WORKER_BYTES_PER_CELL = 6  # a filled workbook's compressed bytes per formula cell, about (for a file given alone)
 
 
-_RELATIONSHIP = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?Relationship\b[^>]*>")
-_ABSOLUTE_TARGET = re.compile(rb"""(\sTarget\s*=\s*["'])/([^"']*)(["'])""")
-_EXTERNAL = re.compile(rb"""\sTargetMode\s*=\s*["']External["']""")
+def _count(ref: str) -> int:
+    if ":" not in ref:
+        return 1
+    first, last = ref.split(":")
+    (top, left), (bottom, right) = cell_position(first), cell_position(last)
+    return (bottom - top + 1) * (right - left + 1)
 
 
-def relative_targets(rels_name: str, xml: bytes) -> bytes:
-    """The relationships part `rels_name` ("xl/worksheets/_rels/sheet1.xml.rels") with each
-    absolute internal target ("/xl/comments/comment1.xml") written relative to the part the
-    relationships belong to ("../comments/comment1.xml"); external targets (links) as they are."""
-    base = posixpath.dirname(posixpath.dirname(rels_name)) or "."  # the folder above _rels/
-
-    def relative(match: re.Match[bytes]) -> bytes:
-        if _EXTERNAL.search(match.group(0)):
-            return match.group(0)
-        return _ABSOLUTE_TARGET.sub(
-            lambda t: t.group(1) + posixpath.relpath(t.group(2).decode("utf-8") or ".", base).encode("utf-8")
-            + t.group(3), match.group(0))
-
-    return _RELATIONSHIP.sub(relative, xml)
-
-
-def _is_sheet(name: str) -> bool:
-    return name.startswith("xl/worksheets/sheet") and name.endswith(".xml")
-
-
-def _evaluated(ironcalc: Any, path: Path) -> Any:
+def _in_worker(path: Path, cells: FormulaCells | None) -> CellGrid:
+    """`ironcalc_worker.evaluate` in a process of its own."""
+    request = pickle.dumps({"path": str(path), "cells": None if cells is None else dict(cells)},
+                           protocol=pickle.HIGHEST_PROTOCOL)
+    process = subprocess.Popen([sys.executable, "-m", "scm_xl.engines.ironcalc_worker"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        with tempfile.TemporaryDirectory(prefix="scm-xl-ironcalc-") as folder:
-            model = ironcalc.load_from_xlsx(str(_for_ironcalc(path, Path(folder))), "en", "UTC")
-        model.evaluate()
-    except Exception as exc:
-        raise engine_failed("ironcalc", path, exc) from exc
-    except BaseException as exc:
-        # A Rust panic arrives as pyo3's PanicException, which derives from BaseException only.
-        if type(exc).__name__ != "PanicException":
-            raise
-        raise engine_failed("ironcalc", path, exc) from exc
-    return model
-
-
-def _value(ironcalc: Any, model: Any, sheet: int, row: int, col: int) -> CellValue:
-    """One computed value. IronCalc gives a number as float, a logical as bool, a text or an
-    error as str, an empty cell as None; only a str that starts with "#" needs the cell's type
-    (an error, or a text that looks like one), so most cells cost one call."""
-    value = model.get_cell_value(sheet, row, col)
-    kind = type(value)
-    if kind is float or kind is bool:
-        return value
-    if kind is str:
-        if value.startswith("#") and model.get_cell_type(sheet, row, col) == ironcalc.CellType.ErrorValue:
-            # The standard codes match the other engines'. IronCalc's own (#N/IMPL! for a function it
-            # lacks, #CIRC!, #SPILL!) are kept as they are: each is a disagreement worth seeing.
-            return CellError(value)
-        return value or None
-    if model.get_cell_type(sheet, row, col) == ironcalc.CellType.LogicalValue:
-        return bool(value)
-    return normalise(value)  # anything else as every engine reports it: empty as None
+        out, err = process.communicate(request)
+    except BaseException:  # interrupted: the worker goes with the command
+        process.kill()
+        process.wait()
+        raise
+    try:
+        answer = pickle.loads(out) if out else None
+    except Exception:  # a worker killed half-way through its answer
+        answer = None
+    if not isinstance(answer, dict):
+        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {process.returncode}"]
+        raise ironcalc_worker.EngineFailed(f"the worker process ended without an answer ({tail[0]})")
+    if "read_failed" in answer:
+        raise ironcalc_worker.ReadFailed(answer["read_failed"])
+    if "engine_failed" in answer:
+        raise ironcalc_worker.EngineFailed(answer["engine_failed"])
+    values: CellGrid = answer["values"]
+    return values

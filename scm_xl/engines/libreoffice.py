@@ -21,7 +21,7 @@ from typing import IO, cast
 
 from scm_xl.engines import xlsx_cells
 from scm_xl.engines.base import (
-    CellError, CellValue, Engine, Recalculated, absolute_cells, formula_refs, normalise,
+    CellError, CellValue, Engine, FormulaCells, Recalculated, absolute_cells, formula_refs, normalise,
 )
 from scm_xl.errors import EngineError
 
@@ -59,10 +59,10 @@ class LibreOfficeEngine(Engine):
     def available(self) -> bool:
         return soffice_path() is not None
 
-    def recalculate(self, path: Path) -> Recalculated:
+    def recalculate(self, path: Path, cells: FormulaCells | None = None) -> Recalculated:
         path = Path(path)
         start = time.perf_counter()
-        refs = formula_refs(path)  # the original knows which cells hold formulas
+        refs = cells if cells is not None else formula_refs(path)  # the original knows which cells hold formulas
         soffice = self._soffice_for(path)
         with _Session(soffice, self.timeout) as session:
             # read inside the session: its folder goes away with soffice, on every exit path
@@ -234,7 +234,7 @@ def _sigterm_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _read_values(converted: Path, refs: dict[str, list[str]]) -> dict[tuple[str, str], CellValue]:
+def _read_values(converted: Path, refs: FormulaCells) -> dict[tuple[str, str], CellValue]:
     """The values LibreOffice stored in the formula cells (and array ranges) named by `refs`."""
     values: dict[tuple[str, str], CellValue] = {}
     with zipfile.ZipFile(converted) as book:

@@ -30,12 +30,13 @@ import os
 import re
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 from xml.etree import ElementTree
 
 from scm_xl.engines.base import CellError, CellValue, cell_position
+from scm_xl.engines.values import ABSENT, CellGrid, SheetView
 from scm_xl.engines.xlsx_cells import ROW_ELEMENT, column_name, column_number, sheet_parts, with_cells
 from scm_xl.workbook.stamp import FilledColumn
 from scm_xl.workbook.styles import DEFAULT_FONT_SIZE, WIDE_WIDTH, row_height, wrapped_lines
@@ -115,12 +116,15 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
     return written
 
 
-def values_by_sheet(values: Mapping[tuple[str, str], CellValue]) -> dict[str, dict[Position, CellValue]]:
-    """An engine's values keyed (sheet, "A1"), as write_cached_values takes them."""
+def values_by_sheet(values: Mapping[tuple[str, str], CellValue]) -> dict[str, SheetValues]:
+    """An engine's values keyed (sheet, "A1"), as write_cached_values takes them (a CellGrid's
+    own sheets, viewed by position, without a copy)."""
+    if isinstance(values, CellGrid):
+        return {sheet: values.sheet_view(sheet) for sheet in values.sheets()}
     by_sheet: dict[str, dict[Position, CellValue]] = {}
     for (sheet, cell), value in values.items():
         by_sheet.setdefault(sheet, {})[cell_position(cell)] = value
-    return by_sheet
+    return dict(by_sheet)
 
 
 # -- the package -----------------------------------------------------------------------------------
@@ -301,8 +305,17 @@ class _SheetState:
         # attribute, the formula element, the style).
         self.fills = sorted(((fill.first, fill.last, fill.column, b' r="' + column_name(fill.column).encode("ascii"),
                               fill.style_attr, fill.formula, fill.style) for fill in fills), key=lambda item: item[2])
+        self.fill_lookups = [self._column_lookup(item[2]) for item in self.fills]
         self.fill_last = max((fill.last for fill in fills), default=0)
         self.fill_next = min((fill.first for fill in fills), default=1)  # the first row not written yet
+
+    def _column_lookup(self, col: int) -> Callable[[int], Any]:
+        """row -> the value of `col` at that row, or ABSENT (a CellGrid's column read directly)."""
+        values = self.values
+        column = values.column(col) if isinstance(values, SheetView) else None
+        if column is not None:
+            return column.get
+        return lambda row: values.get((row, col), ABSENT)
 
     def _filled(self, row: int) -> tuple[list[tuple[int, bytes]], int, float]:
         """The deferred cells of `row` ((column, <c> XML), in column order), how many got a value,
@@ -311,18 +324,16 @@ class _SheetState:
         written = 0
         needed = 0.0
         number = str(row).encode("ascii")
-        values = self.values
         fitter = self.fitter
         wrapping = fitter.wrapping if fitter is not None else {}
-        for first, last, column, at, style, formula, style_id in self.fills:
+        for (first, last, column, at, style, formula, style_id), lookup in zip(self.fills, self.fill_lookups):
             if not first <= row <= last:
                 continue
             attrs = at + number + b'"' + style
-            key = (row, column)
-            if key not in values:  # as `stamp.save_workbook` writes it
+            value = lookup(row)
+            if value is ABSENT:  # as `stamp.save_workbook` writes it
                 cells.append((column, b"<c" + attrs + b">" + formula + b"<v></v></c>"))
                 continue
-            value = values[key]
             written += 1
             if type(value) is float and math.isfinite(value):  # most cells, inline: `_typed`'s number, no call
                 cells.append((column, b"<c" + attrs + b">" + formula + b"<v>"

@@ -7,7 +7,7 @@ one function here per sheet.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from scm_xl.workbook.layout import (
 )
 from openpyxl.utils import get_column_letter
 
-Expected = dict[tuple[str, str], CellValue]
+Expected = MutableMapping[tuple[str, str], CellValue]  # a CellGrid when the registry computes them
 NA = CellError("#N/A")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from openpyxl.comments import Comment
 from openpyxl.utils.cell import column_index_from_string, coordinate_from_string
 
 from scm_xl.engines import choose_engine
-from scm_xl.engines.base import Recalculated
+from scm_xl.engines.base import FormulaCells, Recalculated
 from scm_xl.lsq import LsqAnalysis, least_squares_analysis
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Analysis, Settings, analyze
@@ -42,7 +43,7 @@ from scm_xl.workbook.io import (
     set_strict_physics, write_hand_set, write_rows, write_typed,
 )
 from scm_xl.workbook import cached_values
-from scm_xl.workbook.stamp import FilledColumn, is_formula, save_workbook
+from scm_xl.workbook.stamp import FilledColumn, formula_cells, is_formula, save_workbook
 from scm_xl.workbook.layout import (
     MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
 )
@@ -296,7 +297,7 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
         try:
             fills = save_workbook(wb, staged.temp, sparse=sparse)
             report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say,
-                            analysis=analysis)
+                            analysis=analysis, cells=formula_cells(wb, fills))
             _store_values(staged.temp, report.verification, say, sparse=sparse, fills=fills)
         finally:
             sparse.unlink(missing_ok=True)
@@ -473,11 +474,21 @@ def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
 
 
 def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: Any, note: str | None,
-           say: Progress, analysis: Analysis | None = None) -> WorkbookReport:
-    """Recalculate `path` with `engine` and compare every formula cell with the reference."""
+           say: Progress, analysis: Analysis | None = None, cells: FormulaCells | None = None) -> WorkbookReport:
+    """Recalculate `path` with `engine` and compare every formula cell with the reference.
+
+    The engine works in a thread while this one computes the reference: an engine that works in
+    a process of its own (IronCalc on a large workbook, LibreOffice, Gnumeric) waits there
+    without Python's lock, so the two overlap; one that holds the lock just runs first."""
     say(Text("step_recalculate", engine=engine.name))
-    recalculated: Recalculated = engine.recalculate(path)
-    analysis, expected = expected_cells(layout, inputs, analysis=analysis)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="scm-xl-engine") as pool:
+        pending = pool.submit(engine.recalculate, path, cells)
+        try:
+            analysis, expected = expected_cells(layout, inputs, analysis=analysis)
+        except BaseException:
+            pending.cancel()
+            raise
+        recalculated: Recalculated = pending.result()
     say(Text("step_compare", cells=len(recalculated.values)))
     verification = compare(expected, recalculated, set(own_sheet_titles(layout)) - {META_SHEET})
     # a formula typed over that reads (or answers for) an input: where to type instead

@@ -7,6 +7,10 @@ Nothing else in scm-xl spells a cell address.
 Sizes are parameters (raw-row capacity and level slots), so a workbook can grow
 to fit the data; the chosen sizes are stored on a hidden meta sheet so the
 verifier rebuilds exactly the layout the builder used.
+
+Long because it is the geometry of the six core sheets (raw data, workings, cells,
+calibration, consistency, derivation) in one place; the house issue's one-module-per-sheet
+shape is where it splits.
 """
 
 from __future__ import annotations
@@ -330,15 +334,6 @@ from scm_xl.rules import (  # noqa: E402  (re-exported for the sheet modules)
 )
 
 _LETTERS: dict[tuple[int, int], dict[str, str]] = {}
-_COLUMN_LETTERS: dict[int, str] = {}
-
-
-def _column_letter(number: int) -> str:
-    """get_column_letter, cached (formula writers ask millions of times)."""
-    letter = _COLUMN_LETTERS.get(number)
-    if letter is None:
-        letter = _COLUMN_LETTERS[number] = get_column_letter(number)
-    return letter
 
 
 def _letters(table: tuple[Column, ...], start_col: int) -> dict[str, str]:
@@ -383,7 +378,7 @@ class Layout:
 
     def raw_col(self, key: str) -> str:
         """The column of a workings key on its own workings sheet (`raw_sheet`)."""
-        return _column_letter(RAW_PLACES[key][1])
+        return get_column_letter(RAW_PLACES[key][1])  # openpyxl keeps a table of them
 
     def raw_sheet(self, key: str) -> str:
         """The key of the workings sheet that holds a workings column."""

@@ -20,6 +20,7 @@ from openpyxl import Workbook
 from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.worksheet import Worksheet
 
+from scm_xl.engines.values import CellGrid
 from scm_xl.model import Analysis, Calibration, analyze
 from scm_xl.workbook import (
     build, charts, expected, latency_sheet, lsq_sheet, printing, protection, replicates_sheet, slo_sheet,
@@ -51,7 +52,7 @@ class Checking:
     layout: Layout
     inputs: Inputs
     analysis: Analysis
-    exp: expected.Expected = field(default_factory=dict)
+    exp: expected.Expected = field(default_factory=CellGrid)
     chosen: Calibration | None = None  # the calibration the method cell chose (after the lsq sheet)
 
 

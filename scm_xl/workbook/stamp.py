@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,6 +203,29 @@ class FilledColumn:
     @property
     def style_attr(self) -> bytes:
         return b"" if self.style is None else b' s="%d"' % self.style
+
+
+def formula_cells(wb: Workbook, fills: Mapping[str, Sequence[FilledColumn]]) -> dict[str, list[str]]:
+    """Each sheet's formula cells in the file `save_workbook` wrote from `wb` (given the deferred
+    columns it returned): "A1" for a formula openpyxl held, an array formula's whole range, and
+    each deferred column as one range. An engine then need not read a million cells' XML to
+    find them (`Engine.recalculate(cells=...)`)."""
+    cells: dict[str, list[str]] = {}
+    for ws in wb.worksheets:
+        refs = cells.setdefault(ws.title, [])
+        for cell in ws._cells.values():
+            if cell.data_type != "f":
+                continue
+            value = cell.value
+            if isinstance(value, ArrayFormula) and not isinstance(value, SharedFormula) and value.ref \
+                    and ":" in value.ref:
+                refs.append(value.ref.replace("$", ""))  # the array's range: a formula in every cell
+            else:
+                refs.append(cell.coordinate)
+        for fill in fills.get(ws.title, ()):
+            name = column_name(fill.column)
+            refs.append(f"{name}{fill.first}:{name}{fill.last}")
+    return cells
 
 
 def _pending_fills(wb: Workbook) -> dict[str, list[FilledColumn]]:

@@ -1,0 +1,204 @@
+"""IronCalc's work on one workbook: load it, evaluate it, read every formula cell back.
+
+`IronCalcEngine` runs this in the caller's process for a small workbook and, for a large one,
+in a process of its own (`python -m scm_xl.engines.ironcalc_worker`: the request, a pickle on
+standard input, names the workbook and, when the caller knows them, its formula cells; the
+answer, a pickle on standard output, is the values or the failure). A process of its own,
+because at 10,000 rows IronCalc's model is a few hundred megabytes that the command then
+never holds, because IronCalc holds Python's lock while it evaluates (the caller computes the
+reference meanwhile), and because a Rust panic or abort then ends the worker, not the command.
+This module imports no more than it needs (no numpy, no openpyxl): the worker starts in a
+tenth of a second.
+"""
+
+from __future__ import annotations
+
+import pickle
+import posixpath
+import re
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from xml.etree.ElementTree import ParseError
+
+from scm_xl.engines import xlsx_cells
+from scm_xl.engines.values import CellError, CellGrid, CellValue, cell_position
+
+FormulaCells = Mapping[str, Sequence[str]]  # sheet title -> "A1", or "A1:C9" where every cell holds a formula
+# (engines.base names it too: this module imports nothing heavy, base imports numpy)
+
+
+class ReadFailed(Exception):
+    """The workbook could not be read as an xlsx package (the engine never saw it)."""
+
+
+class EngineFailed(Exception):
+    """IronCalc could not load or evaluate the workbook."""
+
+
+def formula_cells(path: Path) -> dict[str, list[str]]:
+    """Each sheet's formulas: "A1" for a plain formula, the whole range "C2:C12" for an array formula."""
+    try:
+        with zipfile.ZipFile(path) as book:
+            members = set(book.namelist())
+            return {title: xlsx_cells.formula_refs(book, part)
+                    for title, part in xlsx_cells.sheet_parts(book).items() if part in members}
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, ParseError) as exc:
+        raise ReadFailed(f"cannot read workbook {path}: {exc}") from exc
+
+
+def evaluate(path: Path, cells: FormulaCells | None = None) -> CellGrid:
+    """Every formula cell's value as IronCalc computes it (`cells`: the formula cells, when the
+    caller knows them; else read from the file)."""
+    import ironcalc
+
+    refs = cells if cells is not None else formula_cells(path)
+    try:
+        with tempfile.TemporaryDirectory(prefix="scm-xl-ironcalc-") as folder:
+            model = ironcalc.load_from_xlsx(str(for_ironcalc(path, Path(folder))), "en", "UTC")
+        model.evaluate()
+    except Exception as exc:
+        raise EngineFailed(str(exc)) from exc
+    except BaseException as exc:
+        # A Rust panic arrives as pyo3's PanicException, which derives from BaseException only.
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise EngineFailed(str(exc)) from exc
+    sheet_index = {props["name"]: i for i, props in enumerate(model.get_worksheets_properties())}
+    values = CellGrid()
+    reader = _Reader(ironcalc, model)
+    for sheet, sheet_refs in refs.items():
+        if not sheet_refs:
+            continue
+        index = sheet_index.get(sheet)
+        if index is None:
+            raise EngineFailed(f"ironcalc did not load sheet {sheet!r} of {path}")
+        for ref in sheet_refs:
+            if ":" not in ref:
+                row, col = cell_position(ref)
+                values.put(sheet, row, col, reader.one(index, row, col))
+                continue
+            first, last = ref.split(":")
+            (top, left), (bottom, right) = cell_position(first), cell_position(last)
+            for col in range(left, right + 1):
+                column = reader.column(index, col, top, bottom)
+                if values.columns(sheet).get(col) is None:
+                    values.put_column(sheet, col, top, column)
+                else:
+                    for at, value in enumerate(column):
+                        values.put(sheet, top + at, col, value)
+    return values
+
+
+class _Reader:
+    """IronCalc's computed values as every engine reports them. IronCalc gives a number as float,
+    a logical as bool, a text or an error as str, an empty result as None: only a str that starts
+    with "#" needs the cell's type (an error, or a text that looks like one), and a None whether
+    it is a logical, so most cells cost one call."""
+
+    def __init__(self, ironcalc: Any, model: Any) -> None:
+        self.get = model.get_cell_value
+        self.kind = model.get_cell_type
+        self.error = ironcalc.CellType.ErrorValue
+        self.logical = ironcalc.CellType.LogicalValue
+
+    def one(self, sheet: int, row: int, col: int) -> CellValue:
+        value = self.get(sheet, row, col)
+        kind = type(value)
+        if kind is float or kind is bool:
+            return value
+        return self._other(sheet, row, col, value)
+
+    def column(self, sheet: int, col: int, top: int, bottom: int) -> list[CellValue]:
+        get = self.get
+        out = [get(sheet, row, col) for row in range(top, bottom + 1)]
+        for at, value in enumerate(out):
+            kind = type(value)
+            if kind is not float and kind is not bool:
+                out[at] = self._other(sheet, top + at, col, value)
+        return out
+
+    def _other(self, sheet: int, row: int, col: int, value: Any) -> CellValue:
+        if isinstance(value, str):
+            if value.startswith("#") and self.kind(sheet, row, col) == self.error:
+                # The standard codes match the other engines'. IronCalc's own (#N/IMPL! for a function it
+                # lacks, #CIRC!, #SPILL!) are kept as they are: each is a disagreement worth seeing.
+                return CellError(value)
+            return value or None
+        if value is None:
+            return False if self.kind(sheet, row, col) == self.logical else None
+        if isinstance(value, (int, float)):
+            return float(value)
+        raise EngineFailed(f"unexpected cell value {value!r} of type {type(value).__name__}")
+
+
+# An empty cell that only carries a style (<c r="B4" s="11"/>, every yellow input cell a
+# person has not typed into): IronCalc 0.9.1 reads it as the number 0, so `=B4<>""` is TRUE
+# there and FALSE in Excel and LibreOffice. And IronCalc 0.9.1 looks a relationship's target
+# up as written, so an absolute one ("/xl/comments/comment1.xml": openpyxl writes every cell
+# comment so) is "not found in archive" and the whole workbook fails to load. IronCalc gets a
+# copy without those cells and with every internal target made relative to its part.
+def for_ironcalc(path: Path, into: Path) -> Path:
+    copy = into / path.name
+
+    def strip(blocks: Iterator[bytes]) -> Iterator[bytes]:
+        return (xlsx_cells.STYLED_EMPTY_CELL.sub(b"", block) for block in blocks)
+
+    def rewrite(name: str) -> xlsx_cells.SheetRewrite | None:
+        if _is_sheet(name):
+            return strip
+        if name.endswith(".rels"):
+            return lambda blocks: (relative_targets(name, block) for block in blocks)
+        return None
+
+    try:
+        xlsx_cells.copy_package(path, copy, rewrite)
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise ReadFailed(f"cannot read workbook {path}: {exc}") from exc
+    return copy
+
+
+_RELATIONSHIP = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?Relationship\b[^>]*>")
+_ABSOLUTE_TARGET = re.compile(rb"""(\sTarget\s*=\s*["'])/([^"']*)(["'])""")
+_EXTERNAL = re.compile(rb"""\sTargetMode\s*=\s*["']External["']""")
+
+
+def relative_targets(rels_name: str, xml: bytes) -> bytes:
+    """The relationships part `rels_name` ("xl/worksheets/_rels/sheet1.xml.rels") with each
+    absolute internal target ("/xl/comments/comment1.xml") written relative to the part the
+    relationships belong to ("../comments/comment1.xml"); external targets (links) as they are."""
+    base = posixpath.dirname(posixpath.dirname(rels_name)) or "."  # the folder above _rels/
+
+    def relative(match: re.Match[bytes]) -> bytes:
+        if _EXTERNAL.search(match.group(0)):
+            return match.group(0)
+        return _ABSOLUTE_TARGET.sub(
+            lambda t: t.group(1) + posixpath.relpath(t.group(2).decode("utf-8") or ".", base).encode("utf-8")
+            + t.group(3), match.group(0))
+
+    return _RELATIONSHIP.sub(relative, xml)
+
+
+def _is_sheet(name: str) -> bool:
+    return name.startswith("xl/worksheets/sheet") and name.endswith(".xml")
+
+
+def main() -> int:
+    """The worker process: one request in, one answer out (a failure is an answer too)."""
+    request = pickle.load(sys.stdin.buffer)
+    try:
+        answer: dict[str, Any] = {"values": evaluate(Path(request["path"]), request.get("cells"))}
+    except ReadFailed as exc:
+        answer = {"read_failed": str(exc)}
+    except EngineFailed as exc:
+        answer = {"engine_failed": str(exc)}
+    pickle.dump(answer, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

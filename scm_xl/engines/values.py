@@ -1,0 +1,236 @@
+"""Many cell values, held column by column: what an engine computed, or what the reference says.
+
+A filled 10,000-row workbook has about 1.4 million formula cells. Held as a dict keyed
+(sheet, "A1"), each value costs a dict entry, a key tuple and an address string: about 180
+bytes, 250 MB for the engine's values and as much again for the reference's. `CellGrid` keeps a
+list per (sheet, column), from the column's first row: a value costs a list slot (and the float
+itself). It is a mapping keyed (sheet title, "A1") like the dict it replaces, so every reader
+of one value (a test, a mismatch's details) reads it as before, and the hot paths (comparing the
+two grids, storing the values in the file) walk the columns (`columns`, `sheet_view`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from scm_xl.engines.xlsx_cells import column_name
+
+
+@dataclass(frozen=True)
+class CellError:
+    """A spreadsheet error value such as #DIV/0!."""
+
+    code: str
+
+    def __str__(self) -> str:
+        return self.code
+
+
+CellValue = float | str | bool | CellError | None
+CellKey = tuple[str, str]  # (sheet title exactly as in the workbook, "A1")
+
+_COLUMN_NUMBERS: dict[str, int] = {}  # column letters -> number, each spelled once per process
+MAX_COLUMN = 16384  # XFD
+
+
+def cell_position(ref: str) -> tuple[int, int]:
+    """(row, column) of one cell "A1": the hot path of reading back a million formula cells."""
+    letters = ref.rstrip("0123456789")
+    column = _COLUMN_NUMBERS.get(letters)
+    if column is None:
+        if not letters or len(letters) > 3 or not letters.isascii() or not letters.isupper() \
+                or not letters.isalpha():
+            raise ValueError(f"{ref!r} is not a cell reference")
+        column = 0
+        for ch in letters:
+            column = column * 26 + ord(ch) - 64
+        if column > MAX_COLUMN:
+            raise ValueError(f"{ref!r} is not a cell reference")
+        _COLUMN_NUMBERS[letters] = column
+    digits = ref[len(letters):]
+    if not digits:
+        raise ValueError(f"{ref!r} is not a cell reference")
+    return int(digits), column
+
+
+class _Absent:
+    """No value here (None is a value: an empty cell or empty text)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __reduce__(self) -> str:  # unpickled as the one ABSENT, which the grid compares by identity
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
+
+
+class Column:
+    """One column's values from row `first` on; ABSENT where the column holds no value."""
+
+    __slots__ = ("first", "values")
+
+    def __init__(self, first: int, values: list[Any]) -> None:
+        self.first = first
+        self.values = values
+
+    def get(self, row: int) -> Any:
+        at = row - self.first
+        return self.values[at] if 0 <= at < len(self.values) else ABSENT
+
+
+class CellGrid(MutableMapping[CellKey, CellValue]):
+    """Cell values keyed (sheet title, "A1"), stored as a list per (sheet, column)."""
+
+    __slots__ = ("_sheets", "_count")
+
+    def __init__(self, items: Mapping[CellKey, CellValue] | Iterable[tuple[CellKey, CellValue]] = ()) -> None:
+        self._sheets: dict[str, dict[int, Column]] = {}
+        self._count = 0
+        self.update(items)
+
+    # -- by position ---------------------------------------------------------------------------
+    def put(self, sheet: str, row: int, col: int, value: CellValue) -> None:
+        columns = self._sheets.get(sheet)
+        if columns is None:
+            columns = self._sheets[sheet] = {}
+        column = columns.get(col)
+        if column is None:
+            columns[col] = Column(row, [value])
+            self._count += 1
+            return
+        at = row - column.first
+        values = column.values
+        if at < 0:  # above the first row held: the list starts earlier
+            column.values = values = [ABSENT] * -at + values
+            column.first = row
+            at = 0
+        if at >= len(values):
+            values.extend([ABSENT] * (at - len(values) + 1))
+        if values[at] is ABSENT:
+            self._count += 1
+        values[at] = value
+
+    def put_column(self, sheet: str, col: int, first: int, values: list[Any]) -> None:
+        """A whole column at once (`values` from row `first`, ABSENT where there is none); it
+        must not hold values yet."""
+        columns = self._sheets.setdefault(sheet, {})
+        if col in columns:
+            raise ValueError(f"column {column_name(col)} of {sheet!r} holds values already")
+        columns[col] = Column(first, values)
+        self._count += sum(1 for value in values if value is not ABSENT)
+
+    def lookup(self, sheet: str, row: int, col: int) -> Any:
+        """The value at (row, col) of `sheet`, or ABSENT."""
+        column = self._sheets.get(sheet, {}).get(col)
+        return ABSENT if column is None else column.get(row)
+
+    def sheets(self) -> list[str]:
+        return list(self._sheets)
+
+    def columns(self, sheet: str) -> dict[int, Column]:
+        """The columns of `sheet` (column number from 1 -> its values); empty when none."""
+        return self._sheets.get(sheet, {})
+
+    def sheet_view(self, sheet: str) -> SheetView:
+        """The values of one sheet keyed (row, column), as `cached_values` takes them."""
+        return SheetView(self._sheets.get(sheet, {}))
+
+    # -- the mapping (sheet, "A1") -> value ---------------------------------------------------
+    def __setitem__(self, key: CellKey, value: CellValue) -> None:
+        sheet, ref = key
+        row, col = cell_position(ref)
+        self.put(sheet, row, col, value)
+
+    def __getitem__(self, key: CellKey) -> CellValue:
+        sheet, ref = key
+        try:
+            row, col = cell_position(ref)
+        except (ValueError, KeyError):
+            raise KeyError(key) from None
+        value = self.lookup(sheet, row, col)
+        if value is ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        try:
+            self[key]
+        except KeyError:
+            return False
+        return True
+
+    def __delitem__(self, key: CellKey) -> None:
+        sheet, ref = key
+        row, col = cell_position(ref)
+        column = self._sheets.get(sheet, {}).get(col)
+        if column is None or column.get(row) is ABSENT:
+            raise KeyError(key)
+        column.values[row - column.first] = ABSENT
+        self._count -= 1
+
+    def __iter__(self) -> Iterator[CellKey]:
+        for sheet, columns in self._sheets.items():
+            for col, column in columns.items():
+                name = column_name(col)
+                for at, value in enumerate(column.values):
+                    if value is not ABSENT:
+                        yield sheet, f"{name}{column.first + at}"
+
+    def items(self) -> Iterator[tuple[CellKey, CellValue]]:  # type: ignore[override]
+        for sheet, columns in self._sheets.items():
+            for col, column in columns.items():
+                name = column_name(col)
+                for at, value in enumerate(column.values):
+                    if value is not ABSENT:
+                        yield (sheet, f"{name}{column.first + at}"), value
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __repr__(self) -> str:
+        return f"CellGrid({self._count} values in {len(self._sheets)} sheets)"
+
+
+class SheetView(Mapping[tuple[int, int], CellValue]):
+    """One sheet of a CellGrid keyed (row, column)."""
+
+    __slots__ = ("_columns",)
+
+    def __init__(self, columns: dict[int, Column]) -> None:
+        self._columns = columns
+
+    def __getitem__(self, key: tuple[int, int]) -> CellValue:
+        column = self._columns.get(key[1])
+        value = ABSENT if column is None else column.get(key[0])
+        if value is ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        column = self._columns.get(key[1])
+        return column is not None and column.get(key[0]) is not ABSENT
+
+    def column(self, col: int) -> Column | None:
+        return self._columns.get(col)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        for col, column in self._columns.items():
+            for at, value in enumerate(column.values):
+                if value is not ABSENT:
+                    yield column.first + at, col
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+__all__ = ["ABSENT", "CellError", "CellGrid", "CellKey", "CellValue", "Column", "SheetView", "cell_position"]

@@ -1,0 +1,138 @@
+"""The value grid (engines.values.CellGrid), IronCalc in its worker process, and the formula
+cells fill names to the engine instead of having it read them from the file."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+from pathlib import Path
+
+import pytest
+
+from scm_xl.engines import CellError, IronCalcEngine, ironcalc_engine  # noqa: F401
+from scm_xl.engines.base import Recalculated, formula_refs
+from scm_xl.engines.values import ABSENT, CellGrid, cell_position
+from scm_xl.errors import EngineError
+from scm_xl.verify import NOT_A_FORMULA, compare
+from scm_xl.workbook.registry import build_workbook
+from scm_xl.workbook.layout import Layout
+from scm_xl.workbook.stamp import formula_cells, save_workbook
+from support.engines import EXPECTED, write_workbook
+
+
+def test_the_grid_is_a_mapping_keyed_by_sheet_and_address() -> None:
+    grid = CellGrid()
+    grid[("S", "B3")] = 1.5
+    grid[("S", "B1")] = "text"
+    grid[("S", "A2")] = None  # a value (an empty result), not an absence
+    grid[("T", "AB12")] = CellError("#N/A")
+    assert len(grid) == 4
+    assert dict(grid.items()) == {("S", "B3"): 1.5, ("S", "B1"): "text", ("S", "A2"): None,
+                                  ("T", "AB12"): CellError("#N/A")}
+    assert set(grid) == set(dict(grid.items()))
+    assert ("S", "A2") in grid and ("S", "B2") not in grid and ("U", "A1") not in grid
+    with pytest.raises(KeyError):
+        grid[("S", "B2")]
+    assert grid.get(("S", "B2"), "none") == "none"
+    grid[("S", "B3")] = 2.5  # replaced, not counted twice
+    del grid[("S", "B1")]
+    assert len(grid) == 3 and grid[("S", "B3")] == 2.5 and ("S", "B1") not in grid
+    assert grid.lookup("S", 2, 1) is None and grid.lookup("S", 9, 1) is ABSENT
+
+
+def test_a_grid_survives_pickling_with_its_absent_cells() -> None:
+    grid = CellGrid({("S", "B1"): 1.0, ("S", "B4"): "x"})  # B2 and B3 held as ABSENT in the column
+    copy = pickle.loads(pickle.dumps(grid))
+    assert dict(copy.items()) == dict(grid.items()) and len(copy) == 2
+    assert copy.lookup("S", 2, 2) is ABSENT
+
+
+def test_cell_positions_are_read_and_bad_ones_refused() -> None:
+    assert cell_position("A1") == (1, 1) and cell_position("XFD1048576") == (1048576, 16384)
+    for bad in ("1", "A", "a1", "XFE1", "ABCD1", "", "A1:B2"):
+        with pytest.raises(ValueError):
+            cell_position(bad)
+
+
+def _recalculated(values: dict[tuple[str, str], object]) -> Recalculated:
+    return Recalculated("test", values, 0.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("grids", [False, True])
+def test_comparing_grids_finds_what_comparing_dicts_finds(grids: bool) -> None:
+    expected = {("S", "A1"): 1.0, ("S", "A2"): 1.0, ("S", "A3"): "x", ("S", "A4"): None, ("S", "A5"): 2.0,
+                ("S", "B1"): True, ("S", "B2"): CellError("#DIV/0!"), ("Other", "A1"): 5.0}
+    actual = {("S", "A1"): 1.0 + 1e-12, ("S", "A2"): 1.1, ("S", "A3"): "x", ("S", "A4"): "",
+              ("S", "B1"): 1.0, ("S", "B2"): CellError("#DIV/0!"), ("S", "C9"): 3.0, ("Other", "A1"): 6.0}
+    exp = CellGrid(expected) if grids else expected
+    act = CellGrid(actual) if grids else actual
+    result = compare(exp, _recalculated(act), {"S"})  # type: ignore[arg-type]
+    assert [(m.cell, m.expected, m.actual) for m in result.mismatches] == [
+        ("A2", 1.0, 1.1), ("A5", 2.0, NOT_A_FORMULA)]
+    assert result.typed_over[0].cell == "A5" and result.unexpected == ["'S'!C9"]
+    assert result.cells_compared == 7  # A1-A5, B1, B2; C9 has no reference value; Other is not compared
+
+
+def test_known_formula_cells_are_the_cells_in_the_file(tmp_path: Path) -> None:
+    """What fill names to the engine is every formula cell the saved file holds, no more."""
+    layout = Layout(lang="en", rows=40)
+    wb = build_workbook(layout, deferred=True)
+    path = tmp_path / "built.xlsx"
+    fills = save_workbook(wb, path)
+    known = formula_cells(wb, fills)
+    parsed = formula_refs(path)
+
+    def expand(refs: dict[str, list[str]]) -> set[tuple[str, int, int]]:
+        out = set()
+        for sheet, sheet_refs in refs.items():
+            for ref in sheet_refs:
+                first, _, last = ref.partition(":")
+                (top, left), (bottom, right) = cell_position(first), cell_position(last or first)
+                out |= {(sheet, row, col) for row in range(top, bottom + 1) for col in range(left, right + 1)}
+        return out
+
+    assert expand(known) == expand(parsed)
+    assert sum(":" in ref for refs in known.values() for ref in refs) > 50  # the deferred columns, as ranges
+
+
+@pytest.fixture
+def in_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ironcalc_engine, "WORKER_CELLS", 1)  # every workbook evaluated in the worker
+
+
+def test_the_worker_process_computes_what_ironcalc_computes_here(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    book = write_workbook(tmp_path / "engines.xlsx")
+    here = IronCalcEngine().recalculate(book)
+    monkeypatch.setattr(ironcalc_engine, "WORKER_CELLS", 1)
+    called = []
+    real = ironcalc_engine._in_worker
+    monkeypatch.setattr(ironcalc_engine, "_in_worker", lambda *a: called.append(1) or real(*a))
+    there = IronCalcEngine().recalculate(book)
+    assert called and isinstance(there.values, CellGrid)
+    assert dict(there.values.items()) == dict(here.values.items())
+    assert set(there.values) == set(EXPECTED)  # every formula cell (some computed wrongly: array idioms)
+    assert there.values[("Calc", "A4")] == CellError("#DIV/0!") and there.values[("Calc", "A11")] is None
+
+
+def test_a_workbook_the_worker_cannot_read_is_an_engine_error(tmp_path: Path, in_worker: None) -> None:
+    broken = tmp_path / "broken.xlsx"
+    broken.write_bytes(b"PK\x03\x04 not a zip at all" * 200)
+    with pytest.raises(EngineError, match="cannot read workbook"):
+        IronCalcEngine().recalculate(broken)
+
+
+def test_a_worker_that_dies_is_an_engine_error_naming_the_other_engines(tmp_path: Path, in_worker: None,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    book = write_workbook(tmp_path / "engines.xlsx")
+    real_popen = ironcalc_engine.subprocess.Popen
+
+    def dying(*args: object, **kwargs: object) -> object:  # the worker is killed as it starts
+        process = real_popen(*args, **kwargs)  # type: ignore[call-overload]
+        os.kill(process.pid, signal.SIGKILL)
+        return process
+
+    monkeypatch.setattr(ironcalc_engine.subprocess, "Popen", dying)
+    with pytest.raises(EngineError, match="ironcalc failed on .*ended without an answer.*--engine"):
+        IronCalcEngine().recalculate(book)
