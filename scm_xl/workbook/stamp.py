@@ -265,7 +265,11 @@ def save_workbook(wb: Workbook, path: str | Path, *,
         return None if fills is None else lambda blocks: _with_fills(blocks, fills)
 
     try:
-        copy_package(first, staged, rewrite, compression=zipfile.ZIP_DEFLATED)
+        # With `sparse`, `path` is the engine's input, read once and then replaced by the file
+        # `write_cached_values` writes: stored, not compressed (a 10,000-row workbook's sheets are
+        # a hundred megabytes of XML, seconds to deflate)
+        compression = zipfile.ZIP_STORED if sparse is not None else zipfile.ZIP_DEFLATED
+        copy_package(first, staged, rewrite, compression=compression)
         if staged != path:
             os.replace(staged, path)
     finally:
