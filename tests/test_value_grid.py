@@ -107,8 +107,13 @@ def test_the_worker_process_computes_what_ironcalc_computes_here(tmp_path: Path,
     here = IronCalcEngine().recalculate(book)
     monkeypatch.setattr(ironcalc_engine, "WORKER_CELLS", 1)
     called = []
-    real = ironcalc_engine._in_worker
-    monkeypatch.setattr(ironcalc_engine, "_in_worker", lambda *a: called.append(1) or real(*a))
+    real = ironcalc_engine._Worker
+
+    def counted(*args: object) -> object:
+        called.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ironcalc_engine, "_Worker", counted)
     there = IronCalcEngine().recalculate(book)
     assert called and isinstance(there.values, CellGrid)
     assert dict(there.values.items()) == dict(here.values.items())
@@ -121,6 +126,15 @@ def test_a_workbook_the_worker_cannot_read_is_an_engine_error(tmp_path: Path, in
     broken.write_bytes(b"PK\x03\x04 not a zip at all" * 200)
     with pytest.raises(EngineError, match="cannot read workbook"):
         IronCalcEngine().recalculate(broken)
+
+
+def test_an_interrupted_fill_ends_its_worker(tmp_path: Path, in_worker: None) -> None:
+    """`cancel` (what an interrupted fill calls) ends the worker process at once."""
+    book = write_workbook(tmp_path / "engines.xlsx")
+    pending = IronCalcEngine().start(book)
+    pending.cancel()
+    with pytest.raises(EngineError, match="ended without an answer"):
+        pending.result()
 
 
 def test_a_worker_that_dies_is_an_engine_error_naming_the_other_engines(tmp_path: Path, in_worker: None,

@@ -6,7 +6,7 @@ import abc
 import datetime
 import numbers
 import zipfile
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsFloat, cast
@@ -39,6 +39,22 @@ class Recalculated:
         return self.values[(sheet, cell.replace("$", "").upper())]
 
 
+class Pending:
+    """A recalculation under way, or about to run: `result()` waits for its values (or raises
+    its EngineError), `cancel()` gives it up (an interrupted command ends the engine's process)."""
+
+    def __init__(self, result: Callable[[], Recalculated], cancel: Callable[[], None] | None = None) -> None:
+        self._result = result
+        self._cancel = cancel
+
+    def result(self) -> Recalculated:
+        return self._result()
+
+    def cancel(self) -> None:
+        if self._cancel is not None:
+            self._cancel()
+
+
 class Engine(abc.ABC):
     """Recalculates a saved workbook."""
 
@@ -50,6 +66,12 @@ class Engine(abc.ABC):
         the formula cells of each sheet ("A1", or "A1:C9" where every cell holds a formula), when
         the caller knows them (fill, which wrote them); an engine may read them from the file
         instead."""
+
+    def start(self, path: Path, cells: FormulaCells | None = None) -> Pending:
+        """Begin recalculating `path`; the caller may work meanwhile, then asks `Pending.result`.
+        An engine that works in a process of its own starts it now (IronCalc on a large
+        workbook); by default the work is done when the result is asked for."""
+        return Pending(lambda: self.recalculate(path, cells))
 
     @abc.abstractmethod
     def available(self) -> bool:

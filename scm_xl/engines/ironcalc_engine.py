@@ -20,10 +20,11 @@ import pickle
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from scm_xl.engines import ironcalc_worker
-from scm_xl.engines.base import Engine, Recalculated, engine_failed
+from scm_xl.engines.base import Engine, Pending, Recalculated, engine_failed
 from scm_xl.engines.ironcalc_worker import FormulaCells
 from scm_xl.engines.values import CellGrid, cell_position
 from scm_xl.errors import EngineError
@@ -43,10 +44,13 @@ class IronCalcEngine(Engine):
         return True
 
     def recalculate(self, path: Path, cells: FormulaCells | None = None) -> Recalculated:
+        return self.start(path, cells).result()
+
+    def start(self, path: Path, cells: FormulaCells | None = None) -> Pending:
         """IronCalc's values of every formula cell of `path` (`cells`: the formula cells, when the
         caller knows them). A workbook of WORKER_CELLS formula cells or more is evaluated in a
-        process of its own (`ironcalc_worker`); a smaller one here, where starting a process would
-        cost more than it saves."""
+        process of its own (`ironcalc_worker`), started now; a smaller one here, when the result
+        is asked for: starting a process would cost more than it saves."""
         self.require()
         path = Path(path)
         start = time.perf_counter()
@@ -56,8 +60,14 @@ class IronCalcEngine(Engine):
             size = 0
         own_process = (sum(_count(ref) for refs in cells.values() for ref in refs) if cells is not None
                        else size // WORKER_BYTES_PER_CELL) >= WORKER_CELLS
+        if not own_process:
+            return Pending(lambda: self._recalculated(path, start, lambda: ironcalc_worker.evaluate(path, cells)))
+        worker = _Worker(path, cells)
+        return Pending(lambda: self._recalculated(path, start, worker.values), worker.kill)
+
+    def _recalculated(self, path: Path, start: float, evaluate: Callable[[], CellGrid]) -> Recalculated:
         try:
-            values = _in_worker(path, cells) if own_process else ironcalc_worker.evaluate(path, cells)
+            values = evaluate()
         except ironcalc_worker.ReadFailed as exc:
             raise EngineError(str(exc)) from exc
         except ironcalc_worker.EngineFailed as exc:
@@ -80,28 +90,49 @@ def _count(ref: str) -> int:
     return (bottom - top + 1) * (right - left + 1)
 
 
-def _in_worker(path: Path, cells: FormulaCells | None) -> CellGrid:
-    """`ironcalc_worker.evaluate` in a process of its own."""
-    request = pickle.dumps({"path": str(path), "cells": None if cells is None else dict(cells)},
-                           protocol=pickle.HIGHEST_PROTOCOL)
-    process = subprocess.Popen([sys.executable, "-m", "scm_xl.engines.ironcalc_worker"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = process.communicate(request)
-    except BaseException:  # interrupted: the worker goes with the command
-        process.kill()
-        process.wait()
-        raise
-    try:
-        answer = pickle.loads(out) if out else None
-    except Exception:  # a worker killed half-way through its answer
-        answer = None
-    if not isinstance(answer, dict):
-        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {process.returncode}"]
-        raise ironcalc_worker.EngineFailed(f"the worker process ended without an answer ({tail[0]})")
-    if "read_failed" in answer:
-        raise ironcalc_worker.ReadFailed(answer["read_failed"])
-    if "engine_failed" in answer:
-        raise ironcalc_worker.EngineFailed(answer["engine_failed"])
-    values: CellGrid = answer["values"]
-    return values
+class _Worker:
+    """`ironcalc_worker.evaluate` in a process of its own, started at once: the request goes to
+    its standard input now, `values` waits for the answer on its standard output."""
+
+    def __init__(self, path: Path, cells: FormulaCells | None) -> None:
+        request = pickle.dumps({"path": str(path), "cells": None if cells is None else dict(cells)},
+                               protocol=pickle.HIGHEST_PROTOCOL)
+        self.process = subprocess.Popen([sys.executable, "-m", "scm_xl.engines.ironcalc_worker"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stdin = self.process.stdin
+        assert stdin is not None
+        try:
+            stdin.write(request)  # the worker reads it at once; its answer comes only at its end
+            stdin.close()
+        except BrokenPipeError:  # the worker died at its start: `values` says so
+            pass
+        except BaseException:
+            self.kill()
+            raise
+        self.process.stdin = None  # written and closed: communicate() only reads
+
+    def values(self) -> CellGrid:
+        try:
+            out, err = self.process.communicate()
+        except BaseException:  # interrupted: the worker goes with the command
+            self.kill()
+            raise
+        try:
+            answer = pickle.loads(out) if out else None
+        except Exception:  # a worker killed half-way through its answer
+            answer = None
+        if not isinstance(answer, dict):
+            tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [
+                f"exit status {self.process.returncode}"]
+            raise ironcalc_worker.EngineFailed(f"the worker process ended without an answer ({tail[0]})")
+        if "read_failed" in answer:
+            raise ironcalc_worker.ReadFailed(answer["read_failed"])
+        if "engine_failed" in answer:
+            raise ironcalc_worker.EngineFailed(answer["engine_failed"])
+        values: CellGrid = answer["values"]
+        return values
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()

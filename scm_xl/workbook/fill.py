@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -477,18 +476,17 @@ def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: A
            say: Progress, analysis: Analysis | None = None, cells: FormulaCells | None = None) -> WorkbookReport:
     """Recalculate `path` with `engine` and compare every formula cell with the reference.
 
-    The engine works in a thread while this one computes the reference: an engine that works in
-    a process of its own (IronCalc on a large workbook, LibreOffice, Gnumeric) waits there
-    without Python's lock, so the two overlap; one that holds the lock just runs first."""
+    The engine is started first and the reference computed while it works: an engine that works
+    in a process of its own (IronCalc on a large workbook) then runs beside this one."""
     say(Text("step_recalculate", engine=engine.name))
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="scm-xl-engine") as pool:
-        pending = pool.submit(engine.recalculate, path, cells)
-        try:
-            analysis, expected = expected_cells(layout, inputs, analysis=analysis)
-        except BaseException:
-            pending.cancel()
-            raise
+    pending = engine.start(path, cells)
+    try:
+        analysis, expected = expected_cells(layout, inputs, analysis=analysis)
+        lsq = least_squares_analysis(analysis.statuses, analysis.settings)
         recalculated: Recalculated = pending.result()
+    except BaseException:  # interrupted, or the reference failed: the engine's work is given up
+        pending.cancel()
+        raise
     say(Text("step_compare", cells=len(recalculated.values)))
     verification = compare(expected, recalculated, set(own_sheet_titles(layout)) - {META_SHEET})
     # a formula typed over that reads (or answers for) an input: where to type instead
@@ -503,8 +501,7 @@ def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: A
         raise InputError("the engine returned no formula cells to compare", path=str(shown_as))
     notes = list(inputs.notes) + [Text("row_unusable", row=row, reason=reason) for row, reason in inputs.unusable]
     return WorkbookReport(path=shown_as, layout=layout, inputs=inputs, analysis=analysis,
-                          verification=verification, warnings=warnings,
-                          lsq=least_squares_analysis(analysis.statuses, analysis.settings), notes=notes)
+                          verification=verification, warnings=warnings, lsq=lsq, notes=notes)
 
 
 def verify(path: str | Path, *, engine: str = "auto", progress: Progress | None = None) -> WorkbookReport:
