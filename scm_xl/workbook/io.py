@@ -317,20 +317,22 @@ def _number_or_none(value: Any) -> float | int | None:
 def _row_from_cells(values: dict[str, Any], layout: Layout, path: str | Path, sheet_row: int) -> ResultRow:
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
-        address = f"{layout.entry_col(key)}{sheet_row}"
-        where = _where(path, layout, "raw", address)
         if _blank(value):
             if key in ("exp_id", "model", "concurrency", "requests_per_slot", "total_requests", "max_tokens",
                        "total_time_s", "total_output_tokens"):
-                raise InputError("required cell is blank", path=where, column=key)
+                raise InputError("required cell is blank",
+                                 path=_where(path, layout, "raw", f"{layout.entry_col(key)}{sheet_row}"), column=key)
             continue
         if key in _NUMERIC_INPUTS:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InputError(f"{str(value)[:40]!r} is not a number (type a number, not text)",
-                                 path=where, column=key)
+                                 path=_where(path, layout, "raw", f"{layout.entry_col(key)}{sheet_row}"),
+                                 column=key)
             if key not in _FLOAT_INPUTS:
                 if not float(value).is_integer():
-                    raise InputError(f"{value!r} is not a whole number", path=where, column=key)
+                    raise InputError(f"{value!r} is not a whole number",
+                                     path=_where(path, layout, "raw", f"{layout.entry_col(key)}{sheet_row}"),
+                                     column=key)
                 value = int(value)
             else:
                 value = float(value)
@@ -338,7 +340,8 @@ def _row_from_cells(values: dict[str, Any], layout: Layout, path: str | Path, sh
             try:
                 value = normalise_override(str(value))
             except InputError as exc:
-                raise InputError(exc.problem, path=where, column=key) from None
+                raise InputError(exc.problem, path=_where(path, layout, "raw", f"{layout.entry_col(key)}{sheet_row}"),
+                                 column=key) from None
         else:
             value = str(value).strip() if key in ("exp_id", "model") else str(value)
         if key in _RESULT_FIELDS:

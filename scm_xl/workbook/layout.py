@@ -15,6 +15,7 @@ shape is where it splits.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -203,7 +204,8 @@ def workings_columns(sheet_key: str) -> tuple[Column, ...]:
     return tuple(column for column in RAW_COLUMNS if RAW_PLACES[column.key][0] == sheet_key)
 
 
-def unusable_tests(lang: Lang) -> list[tuple[str, str, str]]:
+@functools.cache  # asked once per typed row
+def unusable_tests(lang: Lang) -> tuple[tuple[str, str, str], ...]:
     """Why a typed row cannot be used, tested in this order: (input key, "blank" | "text",
     message). The workings number the first failing test (its code, 1-based) and show its
     message; the reference walks the same list."""
@@ -218,7 +220,7 @@ def unusable_tests(lang: Lang) -> list[tuple[str, str, str]]:
             tests.append((column.key, "blank", TEXTS[lang]["unusable_blank"].format(column=header)))
         if column.key in NUMERIC_INPUT_KEYS:
             tests.append((column.key, "text", TEXTS[lang]["unusable_text"].format(column=header)))
-    return tests
+    return tuple(tests)
 
 # Consistency sheet: one row per raw row, array formulas aligned with the raw rows.
 CONSISTENCY_COLUMNS: tuple[Column, ...] = (
