@@ -22,7 +22,7 @@ and stops at the first limit passed:
 
 The limits (`XlsxLimits`, one home; the README's "Limits" section lists them) sit well above
 the largest workbook scm-xl writes: 100,000 raw rows, estimated from a measured 10,000-row fill
-(1.59 million cells, 89 MiB unpacked, rows to 11,074, 2,571 cells in merged ranges and array
+(1.51 million cells, 84 MiB unpacked, rows to 10,574, 2,571 cells in merged ranges and array
 formulas), and hold it with its 200,000 per-request records too (tests/test_safety.py builds
 small ones and checks the figures on their lines to those sizes). The scan counts the
 XML as text, in pieces cut before a `<` so no tag is ever split; it reads 70-100 MiB of XML a
@@ -54,8 +54,8 @@ EXCEL_COLUMNS = 16_384
 @dataclass(frozen=True)
 class XlsxLimits:
     """What a workbook may hold. The defaults, against scm-xl's own 100,000-row workbook
-    (estimated from 10,000 rows measured, x10): 15.8M cells, 7M in its largest sheet, rows to
-    about 110,100, 98 columns, 0.9 GiB unpacked, 0.4 GiB its largest part, 32 parts, 16 sheets,
+    (estimated from 10,000 rows measured, x10): 15M cells, 2.6M in its largest sheet, rows to
+    about 100,600, 98 columns, 0.85 GiB unpacked, 0.14 GiB its largest part, 36 parts, 20 sheets,
     2,571 cells in merged ranges and array formulas, compressed 10 to 1; each at least 1.5 times
     inside its limit. With 200,000 per-request records beside (slo_sheet.MAX_REQUEST_ROWS): 22.4M
     cells, rows to 200,001, 1.4 GiB unpacked, still inside."""
