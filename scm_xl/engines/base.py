@@ -5,12 +5,10 @@ from __future__ import annotations
 import abc
 import datetime
 import numbers
-import zipfile
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsFloat, cast
-from xml.etree.ElementTree import ParseError
 
 import numpy as np
 from openpyxl.utils.cell import get_column_letter, range_boundaries
@@ -123,12 +121,9 @@ def normalise(value: object) -> CellValue:
 def formula_refs(path: Path) -> dict[str, list[str]]:
     """Each sheet's formulas: "A1" for a plain formula, the whole range "C2:C12" for an array formula."""
     try:
-        with zipfile.ZipFile(path) as book:
-            members = set(book.namelist())
-            return {title: xlsx_cells.formula_refs(book, part)
-                    for title, part in xlsx_cells.sheet_parts(book).items() if part in members}
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile, ParseError) as exc:
-        raise EngineError(f"cannot read workbook {path}: {exc}") from exc
+        return xlsx_cells.workbook_formula_refs(path)
+    except xlsx_cells.Unreadable as exc:
+        raise EngineError(str(exc)) from exc
 
 
 def _bounds(ref: str) -> tuple[int, int, int, int]:

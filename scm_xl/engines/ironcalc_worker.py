@@ -22,7 +22,6 @@ import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from xml.etree.ElementTree import ParseError
 
 from scm_xl.engines import xlsx_cells
 from scm_xl.engines.values import CellError, CellGrid, CellValue, cell_position
@@ -42,12 +41,9 @@ class EngineFailed(Exception):
 def formula_cells(path: Path) -> dict[str, list[str]]:
     """Each sheet's formulas: "A1" for a plain formula, the whole range "C2:C12" for an array formula."""
     try:
-        with zipfile.ZipFile(path) as book:
-            members = set(book.namelist())
-            return {title: xlsx_cells.formula_refs(book, part)
-                    for title, part in xlsx_cells.sheet_parts(book).items() if part in members}
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile, ParseError) as exc:
-        raise ReadFailed(f"cannot read workbook {path}: {exc}") from exc
+        return xlsx_cells.workbook_formula_refs(path)
+    except xlsx_cells.Unreadable as exc:
+        raise ReadFailed(str(exc)) from exc
 
 
 def evaluate(path: Path, cells: FormulaCells | None = None) -> CellGrid:

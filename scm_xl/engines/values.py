@@ -153,17 +153,12 @@ class CellGrid(MutableMapping[CellKey, CellValue]):
             row, col = cell_position(ref)
         except (ValueError, KeyError):
             raise KeyError(key) from None
-        value = self.lookup(sheet, row, col)
-        if value is ABSENT:
-            raise KeyError(key)
-        return value
+        return _found(self.lookup(sheet, row, col), key)
 
     def __contains__(self, key: object) -> bool:
-        if not isinstance(key, tuple) or len(key) != 2:
-            return False
         try:
-            self[key]
-        except KeyError:
+            self[key]  # type: ignore[index]
+        except (KeyError, TypeError, ValueError):
             return False
         return True
 
@@ -199,6 +194,13 @@ class CellGrid(MutableMapping[CellKey, CellValue]):
         return f"CellGrid({self._count} values in {len(self._sheets)} sheets)"
 
 
+def _found(value: Any, key: object) -> CellValue:
+    """A looked-up value, or KeyError where the grid holds none."""
+    if value is ABSENT:
+        raise KeyError(key)
+    return value
+
+
 class SheetView(Mapping[tuple[int, int], CellValue]):
     """One sheet of a CellGrid keyed (row, column)."""
 
@@ -209,16 +211,7 @@ class SheetView(Mapping[tuple[int, int], CellValue]):
 
     def __getitem__(self, key: tuple[int, int]) -> CellValue:
         column = self._columns.get(key[1])
-        value = ABSENT if column is None else column.get(key[0])
-        if value is ABSENT:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:
-        if not isinstance(key, tuple) or len(key) != 2:
-            return False
-        column = self._columns.get(key[1])
-        return column is not None and column.get(key[0]) is not ABSENT
+        return _found(ABSENT if column is None else column.get(key[0]), key)
 
     def column(self, col: int) -> Column | None:
         return self._columns.get(col)

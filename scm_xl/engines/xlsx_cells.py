@@ -81,6 +81,21 @@ def _cells_counted(block: bytes) -> Iterator[Cell]:
             yield last_row, column, cell.group(1), cell.group(2) or b""
 
 
+class Unreadable(ValueError):
+    """A file that is not an xlsx package this module can read."""
+
+
+def workbook_formula_refs(path: str | Path) -> dict[str, list[str]]:
+    """Each sheet's formulas (`formula_refs`), by sheet title; Unreadable for a file that is not
+    an xlsx package (missing, not a zip, a broken part)."""
+    try:
+        with zipfile.ZipFile(path) as book:
+            members = set(book.namelist())
+            return {title: formula_refs(book, part) for title, part in sheet_parts(book).items() if part in members}
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, ElementTree.ParseError) as exc:
+        raise Unreadable(f"cannot read workbook {path}: {exc}") from exc
+
+
 def formula_refs(book: zipfile.ZipFile, part: str) -> list[str]:
     """A sheet's formulas: "A1" for a plain formula, the whole range "C2:C12" for an array formula."""
     refs = []
