@@ -39,7 +39,7 @@ def main() -> None:
 
     import ironcalc
 
-    from scm_xl.engines import ironcalc_engine, ironcalc_worker
+    from scm_xl.engines import ironcalc_worker
     from scm_xl.engines.base import cell_position
     from scm_xl.workbook import fill as fill_module
 
@@ -61,8 +61,8 @@ def main() -> None:
     for name in ("read_inputs", "analyze", "save_workbook", "formula_cells", "_check", "expected_cells", "compare",
                  "_store_values"):
         timed(fill_module, name)
-    # the engine, in its thread (and, at this size, its worker process): it overlaps expected_cells
-    timed(ironcalc_engine.IronCalcEngine, "recalculate")
+    # _check starts the engine (at this size IronCalc's worker process), computes the reference
+    # (expected_cells) while it works, waits for its values and compares them
     commit = head_commit()
     with tempfile.TemporaryDirectory(prefix="scm-phases-") as tmp:
         folder = Path(tmp)
@@ -101,7 +101,9 @@ def main() -> None:
 
     lines = [f"# `fill` at {args.rows:,} rows, phase by phase ({commit})", "",
              f"`python benchmarks/bench_fill_phases.py --rows {args.rows}`: one process, the library's `fill` "
-             f"(no CLI); {total:.1f} s in all, peak resident memory {peak:.0f} MB.", "",
+             f"(no CLI); {total:.1f} s in all, peak resident memory {peak:.0f} MB (this process; IronCalc's "
+             "worker process has its own). `_check` holds `expected_cells` (computed while the engine works), "
+             "the wait for the engine's values and `compare`.", "",
              "| phase | s | RSS before MB | RSS after MB | peak so far MB |", "|---|---:|---:|---:|---:|"]
     lines += [f"| {name} | {seconds:.1f} | {before:.0f} | {after:.0f} | {high:.0f} |"
               for name, seconds, before, after, high in phases]
