@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import datetime
 import numbers
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsFloat, cast
@@ -20,9 +20,7 @@ from scm_xl.errors import EngineError
 
 # The value types live with the grid that holds many of them (engines.values: no numpy or
 # openpyxl there, so the IronCalc worker process imports little); every engine names them here.
-from scm_xl.engines.values import CellError, CellKey, CellValue, cell_position  # noqa: E402,F401
-
-FormulaCells = Mapping[str, Sequence[str]]  # sheet title -> "A1", or "A1:C9" where every cell holds a formula
+from scm_xl.engines.values import CellError, CellKey, CellValue, FormulaCells, cell_position  # noqa: E402,F401
 
 
 @dataclass

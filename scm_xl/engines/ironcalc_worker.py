@@ -19,15 +19,12 @@ import re
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from scm_xl.engines import xlsx_cells
-from scm_xl.engines.values import CellError, CellGrid, CellValue, cell_position
-
-FormulaCells = Mapping[str, Sequence[str]]  # sheet title -> "A1", or "A1:C9" where every cell holds a formula
-# (engines.base names it too: this module imports nothing heavy, base imports numpy)
+from scm_xl.engines.values import CellError, CellGrid, CellValue, FormulaCells, cell_position
 
 
 class ReadFailed(Exception):

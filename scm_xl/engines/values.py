@@ -11,7 +11,7 @@ two grids, storing the values in the file) walk the columns (`columns`, `sheet_v
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ class CellError:
 
 CellValue = float | str | bool | CellError | None
 CellKey = tuple[str, str]  # (sheet title exactly as in the workbook, "A1")
+FormulaCells = Mapping[str, Sequence[str]]  # sheet title -> "A1", or "A1:C9" where every cell holds a formula
 
 _COLUMN_NUMBERS: dict[str, int] = {}  # column letters -> number, each spelled once per process
 MAX_COLUMN = 16384  # XFD
@@ -226,4 +227,5 @@ class SheetView(Mapping[tuple[int, int], CellValue]):
         return sum(1 for _ in self)
 
 
-__all__ = ["ABSENT", "CellError", "CellGrid", "CellKey", "CellValue", "Column", "SheetView", "cell_position"]
+__all__ = ["ABSENT", "CellError", "CellGrid", "CellKey", "CellValue", "Column", "FormulaCells", "SheetView",
+           "cell_position"]
