@@ -73,7 +73,8 @@ def cell_by_cell(workbook: Path) -> dict[str, object]:
     from scm_xl.verify import compare, same_value
     from scm_xl.workbook.registry import own_sheet_titles
     from scm_xl.workbook.registry import expected_cells
-    from scm_xl.workbook.io import load, read_inputs, read_layout
+    from scm_xl.workbook.io import load, read_inputs
+    from scm_xl.workbook.registry import read_layout
     from scm_xl.workbook.layout import META_SHEET
 
     book = load(workbook)

@@ -91,7 +91,8 @@ def test_same_file_twice_is_refused() -> None:
 
 
 def _workbook_rows(path: Path) -> list[tuple[str, str, float]]:
-    from scm_xl.workbook.io import load, read_inputs, read_layout
+    from scm_xl.workbook.io import load, read_inputs
+    from scm_xl.workbook.registry import read_layout
 
     wb = load(path)
     layout = read_layout(wb, path)

@@ -16,7 +16,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 from scm_xl.cli import main
 from scm_xl.results import read_results
 from scm_xl.workbook import summary_sheet
-from scm_xl.workbook.io import read_layout
+from scm_xl.workbook.registry import read_layout
 from scm_xl.workbook.layout import Layout
 from support.paths import ARTICLE
 

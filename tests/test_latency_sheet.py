@@ -49,7 +49,7 @@ def _values(path: Path) -> openpyxl.worksheet.worksheet.Worksheet:
 
 def _rows(path: Path) -> LatencyLayout:
     """The sheet's layout in the filled workbook (its sizes from the hidden meta sheet)."""
-    from scm_xl.workbook.io import read_layout
+    from scm_xl.workbook.registry import read_layout
 
     return LatencyLayout(read_layout(openpyxl.load_workbook(path), path))
 

@@ -41,7 +41,8 @@ def cli_json(*args: object) -> dict[str, Any]:
 def workbook_answers(path: Path) -> dict[str, Any]:
     """The workbook's question (its input cells) and its answers as IronCalc recalculates the file."""
     from scm_xl.engines import get_engine
-    from scm_xl.workbook.io import load, read_inputs, read_layout
+    from scm_xl.workbook.io import load, read_inputs
+    from scm_xl.workbook.registry import read_layout
 
     wb = load(path)
     layout = read_layout(wb, path)
@@ -176,7 +177,8 @@ def test_the_language_follows_the_locale(monkeypatch: pytest.MonkeyPatch, env: d
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_fill_report_and_template_speak_the_locale(tmp_path: Path, lang: str) -> None:
-    from scm_xl.workbook.io import load, read_layout
+    from scm_xl.workbook.io import load
+    from scm_xl.workbook.registry import read_layout
 
     env = {"LC_ALL": "", "LC_MESSAGES": "", "LANG": {"zh": "zh_CN.UTF-8", "en": "en_US.UTF-8"}[lang]}
     book, page, template = tmp_path / "a.xlsx", tmp_path / "a.html", tmp_path / "t.xlsx"

@@ -22,7 +22,8 @@ from scm_xl.report import render_verification
 from scm_xl.rules import METHODS
 from scm_xl.workbook import protection, summary_sheet
 from scm_xl.workbook.fill import fill, verify
-from scm_xl.workbook.io import load, read_layout
+from scm_xl.workbook.io import load
+from scm_xl.workbook.registry import read_layout
 from scm_xl.workbook.layout import LAYOUT_VERSION, META_SHEET, Layout
 from scm_xl.workbook.stamp import is_formula
 from support.paths import ARTICLE

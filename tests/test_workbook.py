@@ -26,7 +26,7 @@ from scm_xl.report import render_verification
 from scm_xl.verify import Verification
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.fill import WorkbookReport, fill, verify
-from scm_xl.workbook.io import read_layout
+from scm_xl.workbook.registry import read_layout
 from scm_xl.workbook.layout import (
     CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, META_SHEET, MODEL_TABLE,
     RAW_FORMULA_KEYS, Layout,

@@ -111,7 +111,7 @@ def _csv(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def _latency_sheet(path: Path):  # type: ignore[no-untyped-def]
-    from scm_xl.workbook.io import read_layout
+    from scm_xl.workbook.registry import read_layout
     from scm_xl.workbook.latency_sheet import LatencyLayout
 
     ll = LatencyLayout(read_layout(openpyxl.load_workbook(path), path))

@@ -121,37 +121,6 @@ def display(exp: Expected, layout: Layout, inputs: Inputs) -> None:
             exp[(title, f"{layout.entry_col(key)}{sheet_row}")] = value
 
 
-def lsq_calibration(layout: Layout, chain: Calibration, cells: Expected) -> Calibration:
-    """The least-squares sheet's coefficients in the chain's shape, as the sheet shows them."""
-    ll = lsq_sheet.LsqLayout(layout)
-    title = ll.title
-
-    def block(kind: str) -> list[tuple[CellValue, float | None]]:
-        first, size = ll.blocks[kind]
-        out = []
-        for i in range(size):
-            row = ll.coef_first + first + i
-            value = cells.get((title, f"{lsq_sheet.COEF_COLS['value']}{row}"))
-            level = cells.get((title, f"{lsq_sheet.COEF_COLS['level']}{row}"))
-            out.append((level, float(value) if isinstance(value, float) else None))
-        return out
-
-    base = cells.get((title, ll.summary_cell("base_tps")))
-    return Calibration(
-        base_model=chain.base_model, base_max_tokens=chain.base_max_tokens,
-        base_concurrency=chain.base_concurrency, base_rows=chain.base_rows,
-        base_tps=base if isinstance(base, float) else None,
-        concurrency_levels=[ConcurrencyLevel(int(level), 0, value) for level, value in block("f")
-                            if isinstance(level, float)],
-        length_levels=[LengthLevel(int(level), None, None, value) for level, value in block("K_len")
-                       if isinstance(level, float)],
-        models=[ModelLevel(str(level), 0, None, value) for level, value in block("C_model") if level],
-        base_prompt_level=chain.base_prompt_level,
-        prompt_levels=[PromptLevel(int(level), None, None, value) for level, value in block("K_in")
-                       if isinstance(level, float)],
-    )
-
-
 def first_principles(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
     """The catalog's computed columns and the calculator."""
     _catalog(exp, layout, analysis)

@@ -36,9 +36,9 @@ from scm_xl.workbook import charts, latency_sheet, slo_sheet, summary_sheet
 from scm_xl.workbook.build import OWN_COMMENTS
 from scm_xl.workbook.printing import trim_print_areas
 from scm_xl.outputs import staging, write_target
-from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, remove_own_sheets
+from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, read_layout, remove_own_sheets
 from scm_xl.workbook.io import (
-    MAX_DATA_ROWS, Inputs, check_model_names, load, over_capacity, read_inputs, read_layout, set_method,
+    MAX_DATA_ROWS, Inputs, check_model_names, load, over_capacity, read_inputs, set_method,
     set_strict_physics, write_hand_set, write_rows, write_typed,
 )
 from scm_xl.workbook import cached_values

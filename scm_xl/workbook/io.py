@@ -24,7 +24,7 @@ from scm_xl.workbook.first_principles import read_calculator_inputs, set_calcula
 from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshold
 from scm_xl.workbook.layout import (
     DEFAULT_CELL_SLOTS, DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_PROMPT_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
-    DISPLAY_KEYS, ENTRY_COLUMNS, META_SHEET, NUMERIC_INPUT_KEYS, RAW_INPUT_KEYS, SHEET_KEYS,
+    DISPLAY_KEYS, ENTRY_COLUMNS, META_SHEET, NUMERIC_INPUT_KEYS, RAW_INPUT_KEYS,
     MAX_MODELS, Layout, fitted_layout, unusable_tests,
 )
 
@@ -83,7 +83,7 @@ def load(path: str | Path, *, data_only: bool = False) -> Workbook:
         raise InputError(f"not a readable .xlsx workbook ({type(exc).__name__})", path=str(path)) from exc
 
 
-def read_layout(wb: Workbook, path: str | Path) -> Layout:
+def read_meta_layout(wb: Workbook, path: str | Path) -> Layout:
     if META_SHEET not in wb.sheetnames:
         raise InputError(f"not an scm-xl workbook: it has no {META_SHEET} sheet "
                          "(build one with `scm-xl build template`)", path=str(path))
@@ -112,9 +112,6 @@ def read_layout(wb: Workbook, path: str | Path) -> Layout:
         raise InputError(f"the {META_SHEET} sheet's sizes{where}: {why}: the workbook was changed by hand or is "
                          "not one scm-xl wrote",
                          path=str(path))
-    for key in SHEET_KEYS:
-        if layout.title(key) not in wb.sheetnames:
-            raise InputError(f"sheet {layout.title(key)!r} is missing", path=str(path))
     return layout
 
 

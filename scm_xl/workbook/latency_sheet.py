@@ -41,6 +41,7 @@ from scm_xl import latency
 from scm_xl.engines.base import CellValue
 from scm_xl.model import Analysis, same_model
 from scm_xl.workbook.layout import Layout
+from scm_xl.workbook.sheet import Building, Checking, SheetSpec
 
 SHEET_TITLES: dict[str, str] = {"zh": "延迟模型", "en": "LatencyModel"}
 
@@ -858,3 +859,16 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
     for key in FORWARD_OUTPUTS:
         put(f"B{ll.forward_rows[key]}", values[key])
     return out
+
+
+
+def _write(ws: Worksheet, b: Building) -> dict[str, str]:
+    return write_sheet(ws, b.layout)
+
+
+def _reference(c: Checking) -> None:
+    c.exp.update(expected_sheet(c.layout, c.analysis, [row for _, row in c.inputs.rows], c.inputs.latency,
+                                sheet_rows=[sheet_row for sheet_row, _ in c.inputs.rows]))
+
+
+SHEET = SheetSpec("latency", SHEET_TITLES, _write, _reference)

@@ -50,11 +50,9 @@ META_SHEET = "_scm_meta"
 WORKINGS_WIDTH = 12
 WORKINGS_SHEETS = 5  # ceil(len(RAW_COLUMNS) / WORKINGS_WIDTH): checked where RAW_COLUMNS is defined
 
-# Visible sheets in tab order, then the workings (hidden, at the end). The replicates and
-# least-squares sheets are placed by their own modules after "derivation".
-SHEET_KEYS = ("summary", "raw", "calibration", "consistency", "derivation", "first_principles", "readme",
-              "calc", "calc2", "calc3", "calc4", "calc5", "cells", "chart_data")
-WORKINGS_KEYS = SHEET_KEYS[SHEET_KEYS.index("calc"):SHEET_KEYS.index("calc") + WORKINGS_SHEETS]
+# The workings sheets' keys ("calc", "calc2", ...); their titles are below, the order of all the
+# sheets is the registry's (scm_xl.workbook.registry.SHEETS).
+WORKINGS_KEYS = ("calc", *(f"calc{i}" for i in range(2, WORKINGS_SHEETS + 1)))
 SHEET_TITLES: dict[Lang, dict[str, str]] = {
     "zh": {
         "summary": "总览",
@@ -657,7 +655,7 @@ __all__ = [
     "DISPLAY_KEYS", "PROMPT_TABLE",
     "ENTRY_COLUMNS", "INVERSE_TABLE", "LAYOUT_VERSION", "LENGTH_TABLE", "Lang", "Layout", "META_SHEET",
     "MAX_MODELS", "MIN_FILLED_ROWS", "MODEL_TABLE", "NUMERIC_INPUT_KEYS", "RAW_COLUMNS", "RAW_FORMULA_KEYS", "RAW_INPUT_KEYS",
-    "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "ROW_HEADROOM_MAX", "RAW_PLACES", "SEEN_MODELS_TABLE", "SHEET_KEYS", "SHEET_TITLES",
+    "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "ROW_HEADROOM_MAX", "RAW_PLACES", "SEEN_MODELS_TABLE", "SHEET_TITLES",
     "WORKINGS_KEYS", "WORKINGS_SHEETS", "WORKINGS_WIDTH", "fitted_layout", "workings_columns",
     # the rules, re-exported for the sheet modules (their home is scm_xl.rules)
     "DEFAULT_FORWARD", "DEFAULT_PHYSICS_PRECISION", "DEFAULT_SHORT_OUTPUT_RATIO", "DEFAULT_TARGET", "EXCELLENT_MAPE",

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -70,9 +70,13 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl import lsq
 from scm_xl.engines.base import CellValue
-from scm_xl.model import Analysis, RowStatus, Settings, f_label, k_label, p_label, same_model, verdict_for
+from scm_xl.model import (
+    Analysis, Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, PromptLevel, RowStatus, Settings, f_label, k_label,
+    p_label, same_model, verdict_for,
+)
 from scm_xl.rules import EXCELLENT_MIN_ROWS, verdict_rule
 from scm_xl.workbook.layout import EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, Layout
+from scm_xl.workbook.sheet import Building, Checking, SheetSpec
 
 SHEET_TITLES: dict[str, str] = {"zh": "最小二乘", "en": "LeastSquares"}
 
@@ -773,6 +777,57 @@ def _cell(value: object) -> CellValue:
     return str(value)
 
 
+def as_calibration(layout: Layout, chain: Calibration, cells: Mapping[tuple[str, str], CellValue]) -> Calibration:
+    """The sheet's coefficients (`cells`: its reference values) in the chain's shape, as the sheet
+    shows them."""
+    ll = LsqLayout(layout)
+    title = ll.title
+
+    def block(kind: str) -> list[tuple[CellValue, float | None]]:
+        first, size = ll.blocks[kind]
+        out = []
+        for i in range(size):
+            row = ll.coef_first + first + i
+            value = cells.get((title, f"{COEF_COLS['value']}{row}"))
+            level = cells.get((title, f"{COEF_COLS['level']}{row}"))
+            out.append((level, float(value) if isinstance(value, float) else None))
+        return out
+
+    base = cells.get((title, ll.summary_cell("base_tps")))
+    return Calibration(
+        base_model=chain.base_model, base_max_tokens=chain.base_max_tokens,
+        base_concurrency=chain.base_concurrency, base_rows=chain.base_rows,
+        base_tps=base if isinstance(base, float) else None,
+        concurrency_levels=[ConcurrencyLevel(int(level), 0, value) for level, value in block("f")
+                            if isinstance(level, float)],
+        length_levels=[LengthLevel(int(level), None, None, value) for level, value in block("K_len")
+                       if isinstance(level, float)],
+        models=[ModelLevel(str(level), 0, None, value) for level, value in block("C_model") if level],
+        base_prompt_level=chain.base_prompt_level,
+        prompt_levels=[PromptLevel(int(level), None, None, value) for level, value in block("K_in")
+                       if isinstance(level, float)],
+    )
+
+
+def chosen_calibration(c: Checking) -> Calibration:
+    """The calibration the method cell chooses: this sheet's coefficients when the method is "lsq",
+    else the chain's. A reference that asks reads this sheet (`reads=("lsq",)`)."""
+    chain = c.analysis.calibration
+    return as_calibration(c.layout, chain, c.exp) if c.analysis.settings.method == "lsq" else chain
+
+
+def _write(ws: Worksheet, b: Building) -> dict[str, str]:
+    return write_sheet(ws, b.layout)
+
+
+def _reference(c: Checking) -> None:
+    c.exp.update(expected_sheet(c.layout, c.analysis, sheet_rows=[sheet_row for sheet_row, _ in c.inputs.rows]))
+
+
+SHEET = SheetSpec("lsq", SHEET_TITLES, _write, _reference)
+
+
 __all__ = [
-    "DEFINED_NAMES", "SHEET_TITLES", "STATUSES", "LsqLayout", "expected_sheet", "write_sheet",
+    "DEFINED_NAMES", "SHEET", "SHEET_TITLES", "STATUSES", "LsqLayout", "as_calibration", "chosen_calibration",
+    "expected_sheet", "write_sheet",
 ]

@@ -1,18 +1,23 @@
 """The workbook's sheets, one registry: building, removing scm-xl's own sheets from a person's
-workbook, and verification all loop over `SHEETS`.
+workbook, reading a workbook's layout and verification all loop over `SHEETS`, and nothing else
+lists the sheets (tests/test_house.py checks).
 
-Each entry names the sheet (title in both languages, where the sheet's own module keeps it),
-how to write it (returning the defined names that live on it) and how to compute what its
-formula cells must hold. A new sheet is one module and one entry here.
+Each entry is a `sheet.SheetSpec`: the sheet's titles, its writer and its reference, with the
+sheets its reference reads. A sheet module that owns its sheet declares its spec (`SHEET`);
+the six core sheets (raw data, workings, cells, calibration, consistency, derivation), whose
+geometry is `layout.py`'s and whose formulas and references are `formulas.py`'s and
+`expected.py`'s, and the summary and chart-data sheets (written with other sheets' blocks) have
+theirs here.
 
 Tab order is the order of `SHEETS`: the sheets a person reads, then the hidden workings. The
-reference values are computed in `EXPECTED_ORDER`, each sheet after the sheets it reads.
+reference values are computed in `EXPECTED_ORDER`: that order, each sheet moved after the sheets
+it reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import graphlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -20,164 +25,159 @@ from openpyxl import Workbook
 from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.worksheet import Worksheet
 
-from scm_xl.engines.values import CellGrid
-from scm_xl.model import Analysis, Calibration, analyze
+from scm_xl.errors import InputError
+from scm_xl.model import Analysis, analyze
 from scm_xl.workbook import (
-    build, charts, expected, latency_sheet, lsq_sheet, printing, protection, replicates_sheet, slo_sheet,
+    build, charts, expected, io, latency_sheet, lsq_sheet, printing, protection, replicates_sheet, slo_sheet,
     summary_sheet,
 )
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import META_SHEET, SHEET_TITLES, WORKINGS_KEYS, Lang, Layout
+from scm_xl.workbook.sheet import Building, Checking, SheetSpec, names_on, no_reference
 from scm_xl.workbook.stamp import defer_fills
 from scm_xl.workbook.styles import WORKINGS_TAB
-
-
-@dataclass
-class Building:
-    """What every sheet writer may need."""
-
-    wb: Workbook
-    layout: Layout
-    fx: Formulas
-    catalog: CatalogLayout
-    labels: Mapping[str, str]
-
-
-@dataclass
-class Checking:
-    """What every sheet's reference needs, and what the sheets computed before it left."""
-
-    layout: Layout
-    inputs: Inputs
-    analysis: Analysis
-    exp: expected.Expected = field(default_factory=CellGrid)
-    chosen: Calibration | None = None  # the calibration the method cell chose (after the lsq sheet)
-
-
-Writer = Callable[[Worksheet, Building], Mapping[str, str]]  # -> defined name: "A1" on the sheet
-Reference = Callable[[Checking], None]
-
-
-@dataclass(frozen=True)
-class SheetSpec:
-    key: str
-    titles: Mapping[str, str]  # language -> title
-    write: Writer
-    expected: Reference
-    working: bool = False  # hidden workings at the end of the tabs
-
-    def title(self, lang: Lang) -> str:
-        return self.titles[lang]
 
 
 def _core(key: str) -> dict[str, str]:
     return {lang: SHEET_TITLES[lang][key] for lang in SHEET_TITLES}
 
 
-def _names_on(key: str) -> Callable[[Building], dict[str, str]]:
-    """The layout's defined names that live on sheet `key`."""
-    def names(b: Building) -> dict[str, str]:
-        return {name: cell.address for name, cell in b.layout.defined_names().items() if cell.sheet == key}
-    return names
+# -- the core sheets' writers and references, each with the one signature of sheet.SheetSpec --
 
-
-def _core_writer(key: str, write: Callable[[Worksheet, Building], None]) -> Writer:
-    def writer(ws: Worksheet, b: Building) -> dict[str, str]:
-        write(ws, b)
-        return _names_on(key)(b)
-    return writer
-
-
-def _lsq_reference(c: Checking) -> None:
-    rows = [sheet_row for sheet_row, _ in c.inputs.rows]
-    cells = lsq_sheet.expected_sheet(c.layout, c.analysis, sheet_rows=rows)
-    c.exp.update(cells)
-    c.chosen = expected.lsq_calibration(c.layout, c.analysis.calibration, cells) \
-        if c.analysis.settings.method == "lsq" else c.analysis.calibration
-
-
-def _latency_reference(c: Checking) -> None:
-    c.exp.update(latency_sheet.expected_sheet(c.layout, c.analysis, [row for _, row in c.inputs.rows],
-                                              c.inputs.latency, sheet_rows=[r for r, _ in c.inputs.rows]))
-
-
-def _replicates_reference(c: Checking) -> None:
-    rows = [sheet_row for sheet_row, _ in c.inputs.rows]
-    c.exp.update(replicates_sheet.expected_sheet(c.layout, c.analysis, slots=c.layout.cell_slots,
-                                                 threshold=c.inputs.cv_threshold, sheet_rows=rows))
-
-
-def _slo_reference(c: Checking) -> None:
-    c.exp.update(slo_sheet.expected_sheets(c.layout, c.inputs.slo_typed, c.inputs.slo_data, c.inputs.rows,
-                                           c.inputs.inverse.get("target_tps"), c.inputs.slo_capacity))
-
-
-def _summary_writer(ws: Worksheet, b: Building) -> dict[str, str]:
+def _write_summary(ws: Worksheet, b: Building) -> dict[str, str]:
     summary_sheet.write_sheet(ws, b.layout, b.fx)
     slo_sheet.write_summary_block(ws, b.layout)
     charts.add_fit_chart(ws, b.wb[b.layout.title("chart_data")], b.layout, summary_sheet.CHART_ANCHOR_COL)
-    return _names_on("summary")(b)
+    return names_on(b.layout, "summary")
 
 
-def _raw_writer(ws: Worksheet, b: Building) -> dict[str, str]:
+def _summary(c: Checking) -> None:
+    expected.summary(c.exp, c.layout, c.inputs, c.analysis)
+
+
+def _write_raw(ws: Worksheet, b: Building) -> dict[str, str]:
     """The raw-data sheet, and a defined name for each input column's range."""
     build.write_raw_entry(ws, b.layout, b.fx)
-    return {**_names_on("raw")(b), **b.layout.entry_names()}
+    return {**names_on(b.layout, "raw"), **b.layout.entry_names()}
 
 
-def _workings_writer(key: str) -> Callable[[Worksheet, Building], None]:
-    return lambda ws, b: build.write_workings_rows(ws, b.layout, b.fx, key)
+def _raw(c: Checking) -> None:
+    expected.display(c.exp, c.layout, c.inputs)
 
 
-def _first_principles_writer(ws: Worksheet, b: Building) -> dict[str, str]:
+def _write_calibration(ws: Worksheet, b: Building) -> dict[str, str]:
+    build.write_calibration(ws, b.layout, b.fx, b.labels)
+    return names_on(b.layout, "calibration")
+
+
+def _calibration(c: Checking) -> None:
+    expected.calibration(c.exp, c.layout, c.analysis, c.inputs)
+
+
+def _write_consistency(ws: Worksheet, b: Building) -> dict[str, str]:
+    build.write_consistency(ws, b.layout, b.fx, b.labels)
+    return names_on(b.layout, "consistency")
+
+
+def _consistency(c: Checking) -> None:
+    expected.consistency(c.exp, c.layout, c.inputs, c.analysis)
+
+
+def _write_derivation(ws: Worksheet, b: Building) -> dict[str, str]:
+    build.write_derivation(ws, b.layout, b.fx, b.labels)
+    return names_on(b.layout, "derivation")
+
+
+def _derivation(c: Checking) -> None:
+    expected.derivation(c.exp, c.layout, c.inputs, c.analysis, lsq_sheet.chosen_calibration(c))
+
+
+def _write_first_principles(ws: Worksheet, b: Building) -> dict[str, str]:
     return build.write_first_principles(ws, b.layout, b.catalog)
 
 
+def _first_principles(c: Checking) -> None:
+    expected.first_principles(c.exp, c.layout, c.inputs, c.analysis)
+
+
+def _write_readme(ws: Worksheet, b: Building) -> dict[str, str]:
+    build.write_readme(ws, b.layout.lang)
+    return names_on(b.layout, "readme")
+
+
+def _workings_writer(key: str) -> Callable[[Worksheet, Building], dict[str, str]]:
+    def write(ws: Worksheet, b: Building) -> dict[str, str]:
+        build.write_workings_rows(ws, b.layout, b.fx, key)
+        return names_on(b.layout, key)
+    return write
+
+
+def _workings(c: Checking) -> None:
+    """Every workings sheet's cells, in one pass over the rows (on the first sheet's spec)."""
+    expected.workings_rows(c.exp, c.layout, c.inputs, c.analysis)
+
+
+def _write_cells(ws: Worksheet, b: Building) -> dict[str, str]:
+    build.write_cells(ws, b.layout, b.fx)
+    return names_on(b.layout, "cells")
+
+
+def _cells(c: Checking) -> None:
+    expected.cells(c.exp, c.layout, c.inputs, c.analysis)
+
+
+def _write_chart_data(ws: Worksheet, b: Building) -> dict[str, str]:
+    charts.write_sheet(ws, b.layout)
+    return names_on(b.layout, "chart_data")
+
+
+def _chart_data(c: Checking) -> None:
+    expected.chart_data(c.exp, c.layout, c.inputs, c.analysis)
+
+
 SHEETS: tuple[SheetSpec, ...] = (
-    SheetSpec("summary", _core("summary"), _summary_writer,
-              lambda c: expected.summary(c.exp, c.layout, c.inputs, c.analysis)),
-    SheetSpec("raw", _core("raw"), _raw_writer,
-              lambda c: expected.display(c.exp, c.layout, c.inputs)),
-    SheetSpec("calibration", _core("calibration"),
-              _core_writer("calibration", lambda ws, b: build.write_calibration(ws, b.layout, b.fx, b.labels)),
-              lambda c: expected.calibration(c.exp, c.layout, c.analysis, c.inputs)),
-    SheetSpec("consistency", _core("consistency"),
-              _core_writer("consistency", lambda ws, b: build.write_consistency(ws, b.layout, b.fx, b.labels)),
-              lambda c: expected.consistency(c.exp, c.layout, c.inputs, c.analysis)),
-    SheetSpec("derivation", _core("derivation"),
-              _core_writer("derivation", lambda ws, b: build.write_derivation(ws, b.layout, b.fx, b.labels)),
-              lambda c: expected.derivation(c.exp, c.layout, c.inputs, c.analysis,
-                                            c.chosen or c.analysis.calibration)),
-    SheetSpec("replicates", replicates_sheet.SHEET_TITLES,
-              lambda ws, b: replicates_sheet.write_sheet(ws, b.layout, slots=b.layout.cell_slots),
-              _replicates_reference),
-    SheetSpec("lsq", lsq_sheet.SHEET_TITLES, lambda ws, b: lsq_sheet.write_sheet(ws, b.layout), _lsq_reference),
-    SheetSpec("latency", latency_sheet.SHEET_TITLES, lambda ws, b: latency_sheet.write_sheet(ws, b.layout),
-              _latency_reference),
-    SheetSpec("slo", slo_sheet.SHEET_TITLES, lambda ws, b: slo_sheet.write_sheet(ws, b.layout), _slo_reference),
-    SheetSpec("first_principles", _core("first_principles"), _first_principles_writer,
-              lambda c: expected.first_principles(c.exp, c.layout, c.inputs, c.analysis)),
-    SheetSpec("readme", _core("readme"), _core_writer("readme", lambda ws, b: build.write_readme(ws, b.layout.lang)),
-              lambda c: None),
+    SheetSpec("summary", _core("summary"), _write_summary, _summary,
+              reads=("calibration", "consistency", "derivation", "lsq", "latency")),
+    SheetSpec("raw", _core("raw"), _write_raw, _raw, reads=(*WORKINGS_KEYS, "consistency")),
+    SheetSpec("calibration", _core("calibration"), _write_calibration, _calibration),
+    SheetSpec("consistency", _core("consistency"), _write_consistency, _consistency),
+    SheetSpec("derivation", _core("derivation"), _write_derivation, _derivation, reads=("lsq",)),
+    replicates_sheet.SHEET,
+    lsq_sheet.SHEET,
+    latency_sheet.SHEET,
+    slo_sheet.SHEET,
+    SheetSpec("first_principles", _core("first_principles"), _write_first_principles, _first_principles),
+    SheetSpec("readme", _core("readme"), _write_readme, no_reference),
     # the per-row workings, wrapped onto WORKINGS_SHEETS sheets; the first's reference fills them all
-    *(SheetSpec(key, _core(key), _core_writer(key, _workings_writer(key)),
-                (lambda c: expected.workings_rows(c.exp, c.layout, c.inputs, c.analysis)) if key == "calc"
-                else lambda c: None, working=True)
+    *(SheetSpec(key, _core(key), _workings_writer(key), _workings if key == WORKINGS_KEYS[0] else no_reference,
+                reads=() if key == WORKINGS_KEYS[0] else (WORKINGS_KEYS[0],), working=True)
       for key in WORKINGS_KEYS),
-    SheetSpec("cells", _core("cells"), _core_writer("cells", lambda ws, b: build.write_cells(ws, b.layout, b.fx)),
-              lambda c: expected.cells(c.exp, c.layout, c.inputs, c.analysis), working=True),
-    SheetSpec("chart_data", _core("chart_data"), _core_writer("chart_data", lambda ws, b: charts.write_sheet(ws, b.layout)),
-              lambda c: expected.chart_data(c.exp, c.layout, c.inputs, c.analysis), working=True),
-    SheetSpec("requests", slo_sheet.REQUESTS_TITLES,
-              lambda ws, b: slo_sheet.write_requests_sheet(ws, b.layout),
-              lambda c: None, working=True),  # its formula cells' reference: the slo sheet's (one pass)
+    SheetSpec("cells", _core("cells"), _write_cells, _cells, working=True),
+    SheetSpec("chart_data", _core("chart_data"), _write_chart_data, _chart_data,
+              reads=("consistency", "calibration"), working=True),
+    slo_sheet.REQUESTS_SHEET,  # its formula cells' reference: the slo sheet's (one pass)
 )
 BY_KEY = {spec.key: spec for spec in SHEETS}
-EXPECTED_ORDER = (*WORKINGS_KEYS, "cells", "calibration", "consistency", "lsq", "latency", "replicates", "derivation",
-                  "first_principles", "raw", "summary", "chart_data", "readme", "slo", "requests")
-assert sorted(EXPECTED_ORDER) == sorted(BY_KEY)
+
+
+def _reference_order(sheets: tuple[SheetSpec, ...]) -> tuple[str, ...]:
+    """The sheets' keys in tab order, each moved after the sheets its reference reads."""
+    sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
+    position = {spec.key: i for i, spec in enumerate(sheets)}
+    for spec in sheets:
+        sorter.add(spec.key, *spec.reads)
+    sorter.prepare()
+    order: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready(), key=position.__getitem__)
+        order += ready
+        sorter.done(*ready)
+    return tuple(order)
+
+
+EXPECTED_ORDER = _reference_order(SHEETS)
 
 
 def _absolute(address: str) -> str:
@@ -186,6 +186,16 @@ def _absolute(address: str) -> str:
         column = "".join(ch for ch in cell if ch.isalpha())
         return f"${column}${cell[len(column):]}"
     return ":".join(one(part) for part in address.split(":"))
+
+
+def read_layout(wb: Workbook, path: str | Path) -> Layout:
+    """The layout a workbook was built with (its meta sheet: `io.read_meta_layout`), refused where one of
+    scm-xl's sheets is missing from it."""
+    layout = io.read_meta_layout(wb, path)
+    for spec in SHEETS:
+        if spec.title(layout.lang) not in wb.sheetnames:
+            raise InputError(f"sheet {spec.title(layout.lang)!r} is missing", path=str(path))
+    return layout
 
 
 def own_sheet_titles(layout: Layout) -> list[str]:
@@ -261,7 +271,7 @@ def expected_cells(layout: Layout, inputs: Inputs,
     analysis = analysis or analyze([row for _, row in inputs.rows], inputs.settings)
     checking = Checking(layout, inputs, analysis)
     for key in EXPECTED_ORDER:
-        BY_KEY[key].expected(checking)
+        BY_KEY[key].reference(checking)
     return analysis, checking.exp
 
 
@@ -271,5 +281,5 @@ def build_template(path: str | Path, *, lang: Lang = "zh", rows: int | None = No
     return Path(path)
 
 
-__all__ = ["BY_KEY", "SHEETS", "SheetSpec", "build_template", "build_workbook", "expected_cells",
-           "own_sheet_titles", "remove_own_sheets"]
+__all__ = ["BY_KEY", "EXPECTED_ORDER", "SHEETS", "SheetSpec", "build_template", "build_workbook", "expected_cells",
+           "own_sheet_titles", "read_layout", "remove_own_sheets"]

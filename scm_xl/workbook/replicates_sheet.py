@@ -40,6 +40,7 @@ from scm_xl.model import Analysis, cell_order, prompt_index
 from scm_xl.replicates import DEFAULT_CV_THRESHOLD, Z_90, summarize
 from scm_xl.workbook.layout import CELLS_TABLE, Layout
 from scm_xl.workbook.literals import q as _q
+from scm_xl.workbook.sheet import Building, Checking, SheetSpec
 
 SHEET_TITLES: dict[str, str] = {"zh": "重复实验", "en": "Replicates"}
 DEFAULT_SLOTS = 64
@@ -430,7 +431,20 @@ def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_S
     return out
 
 
+
+def _write(ws: Worksheet, b: Building) -> dict[str, str]:
+    return write_sheet(ws, b.layout, slots=b.layout.cell_slots)
+
+
+def _reference(c: Checking) -> None:
+    c.exp.update(expected_sheet(c.layout, c.analysis, slots=c.layout.cell_slots, threshold=c.inputs.cv_threshold,
+                                sheet_rows=[sheet_row for sheet_row, _ in c.inputs.rows]))
+
+
+SHEET = SheetSpec("replicates", SHEET_TITLES, _write, _reference)
+
+
 __all__ = [
-    "DEFAULT_SLOTS", "DEFINED_NAMES", "SHEET_TITLES", "ReplicatesLayout", "effective_threshold",
+    "SHEET", "DEFAULT_SLOTS", "DEFINED_NAMES", "SHEET_TITLES", "ReplicatesLayout", "effective_threshold",
     "expected_sheet", "read_threshold", "write_sheet",
 ]

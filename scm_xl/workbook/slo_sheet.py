@@ -73,6 +73,7 @@ from scm_xl.safety import DEFAULT_LIMITS
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.layout import Layout
 from scm_xl.workbook.literals import q as _q
+from scm_xl.workbook.sheet import Building, Checking, SheetSpec, no_reference
 
 SHEET_TITLES: dict[str, str] = {"zh": "SLO达成", "en": "SLO"}
 REQUESTS_TITLES: dict[str, str] = {"zh": "计算_逐请求", "en": "Work_Requests"}
@@ -1531,8 +1532,27 @@ def capacity_settings(typed: Mapping[str, Any], derivation_target: float | None)
         else capacity.MINIMISE_CONCURRENCY)
 
 
+
+def _write(ws: Worksheet, b: Building) -> dict[str, str]:
+    return write_sheet(ws, b.layout)
+
+
+def _write_requests(ws: Worksheet, b: Building) -> dict[str, str]:
+    return write_requests_sheet(ws, b.layout)
+
+
+def _reference(c: Checking) -> None:
+    """Both sheets' formula cells (the per-request sheet's with them, in one pass)."""
+    c.exp.update(expected_sheets(c.layout, c.inputs.slo_typed, c.inputs.slo_data, c.inputs.rows,
+                                 c.inputs.inverse.get("target_tps"), c.inputs.slo_capacity))
+
+
+SHEET = SheetSpec("slo", SHEET_TITLES, _write, _reference)
+REQUESTS_SHEET = SheetSpec("requests", REQUESTS_TITLES, _write_requests, no_reference, working=True)
+
+
 __all__ = [
-    "MAX_REQUEST_ROWS", "REQUESTS_TITLES", "SHEET_TITLES", "SLO_INPUTS", "SloData", "expected_sheets",
+    "REQUESTS_SHEET", "SHEET", "MAX_REQUEST_ROWS", "REQUESTS_TITLES", "SHEET_TITLES", "SLO_INPUTS", "SloData", "expected_sheets",
     "from_samples", "read_data", "read_typed", "set_inputs", "slo_inputs", "write_data", "write_requests_sheet",
     "write_sheet", "write_summary_block",
 ]

@@ -1,0 +1,80 @@
+"""The one protocol every sheet of the workbook is built and checked through.
+
+A sheet is a `SheetSpec`: its key, its titles, a writer that lays out its cells and formulas
+(returning the defined names that live on it) and a reference that computes, independently of
+those formulas, what each of its formula cells must hold. Every writer takes the same
+`Building`, every reference the same `Checking`; a reference names the sheets whose reference
+values it reads (`reads`), and the registry computes them in an order that respects that.
+
+The registry (`scm_xl.workbook.registry.SHEETS`) lists the sheets, in tab order; nothing else
+lists them (tests/test_house.py checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scm_xl.engines.values import CellGrid
+from scm_xl.model import Analysis
+
+if TYPE_CHECKING:  # types only: the sheet modules that import this are imported by these
+    from openpyxl import Workbook
+    from openpyxl.worksheet.worksheet import Worksheet
+
+    from scm_xl.workbook.catalog_tables import CatalogLayout
+    from scm_xl.workbook.formulas import Formulas
+    from scm_xl.workbook.io import Inputs
+    from scm_xl.workbook.layout import Lang, Layout
+
+
+@dataclass
+class Building:
+    """What every sheet writer may need."""
+
+    wb: Workbook
+    layout: Layout
+    fx: Formulas
+    catalog: CatalogLayout
+    labels: Mapping[str, str]
+
+
+@dataclass
+class Checking:
+    """What every sheet's reference needs, and the reference values of the sheets computed before
+    it (`exp`: (sheet title, "A1") -> value)."""
+
+    layout: Layout
+    inputs: Inputs
+    analysis: Analysis
+    exp: CellGrid = field(default_factory=CellGrid)
+
+
+Writer = Callable[["Worksheet", Building], Mapping[str, str]]  # -> defined name: "A1" on the sheet
+Reference = Callable[[Checking], None]
+
+
+def no_reference(c: Checking) -> None:
+    """For a sheet without formula cells of its own to check (or checked with another sheet's)."""
+
+
+@dataclass(frozen=True)
+class SheetSpec:
+    key: str
+    titles: Mapping[str, str]  # language -> title
+    write: Writer
+    reference: Reference
+    reads: tuple[str, ...] = ()  # the sheets whose reference values `reference` reads
+    working: bool = False  # hidden workings at the end of the tabs
+
+    def title(self, lang: Lang) -> str:
+        return self.titles[lang]
+
+
+def names_on(layout: Layout, key: str) -> dict[str, str]:
+    """The layout's defined names that live on sheet `key` (name -> "A1")."""
+    return {name: cell.address for name, cell in layout.defined_names().items() if cell.sheet == key}
+
+
+__all__ = ["Building", "Checking", "Reference", "SheetSpec", "Writer", "names_on", "no_reference"]

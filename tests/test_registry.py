@@ -1,0 +1,154 @@
+"""The registry is the one list of the workbook's sheets: every sheet a module declares is in it,
+nothing else lists the sheets, and each sheet's reference reads only the sheets it says it reads
+(so the order the registry computes them in is right)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from collections.abc import Iterator, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scm_xl.workbook import registry
+from scm_xl.workbook.sheet import Checking, SheetSpec
+from support.paths import ARTICLE
+
+WORKBOOK = Path(registry.__file__).parent
+KEYS = {spec.key for spec in registry.SHEETS}
+
+
+def _declared_specs() -> Iterator[tuple[str, str, SheetSpec]]:
+    """(module, attribute, spec) for every SheetSpec a workbook module holds at its top level."""
+    for path in sorted(WORKBOOK.glob("*.py")):
+        module = importlib.import_module(f"scm_xl.workbook.{path.stem}")
+        for name, value in vars(module).items():
+            if isinstance(value, SheetSpec):
+                yield path.stem, name, value
+            elif isinstance(value, tuple) and value and all(isinstance(v, SheetSpec) for v in value):
+                for spec in value:
+                    yield path.stem, name, spec
+
+
+def test_every_sheet_a_module_declares_is_in_the_registry() -> None:
+    listed = {id(spec) for spec in registry.SHEETS}
+    missing = [f"{module}.{name} ({spec.key})" for module, name, spec in _declared_specs() if id(spec) not in listed]
+    assert not missing, f"sheets not in registry.SHEETS: {missing}"
+    assert len(KEYS) == len(registry.SHEETS), "two sheets share a key"
+    for lang in ("zh", "en"):
+        titles = [spec.title(lang) for spec in registry.SHEETS]
+        assert len(set(titles)) == len(titles), f"two sheets share a {lang} title"
+
+
+def sheet_key_lists(source: str, keys: set[str], at_least: int = 3) -> list[int]:
+    """The lines of `source` where a tuple, list or set literal spells `at_least` sheet keys or more."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            spelled = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+            if len(spelled & keys) >= at_least:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_nothing_but_the_registry_lists_the_sheets() -> None:
+    found = {}
+    for path in sorted(WORKBOOK.parent.rglob("*.py")):
+        if path.name == "registry.py" and path.parent == WORKBOOK:
+            continue
+        lines = sheet_key_lists(path.read_text(encoding="utf-8"), KEYS)
+        if lines:
+            found[str(path.relative_to(WORKBOOK.parent.parent))] = lines
+    assert not found, f"sheets listed outside scm_xl/workbook/registry.py (file: lines): {found}"
+
+
+def test_the_listing_check_finds_a_listing() -> None:
+    assert sheet_key_lists('ORDER = ("summary", "raw", "lsq")\n', KEYS) == [1]
+    assert sheet_key_lists('PAIR = ("summary", "raw")\n', KEYS) == []
+
+
+def test_a_workbook_without_one_of_its_sheets_is_refused(tmp_path: Path) -> None:
+    """Every registered sheet is required, the least-squares sheet too."""
+    from scm_xl.errors import InputError
+    from scm_xl.workbook.io import load
+    from scm_xl.workbook.layout import Layout
+
+    path = tmp_path / "t.xlsx"
+    registry.build_template(path, lang="en", rows=30)
+    wb = load(path)
+    registry.read_layout(wb, path)
+    title = registry.BY_KEY["lsq"].title("en")
+    wb.remove(wb[title])
+    with pytest.raises(InputError, match=f"sheet '{title}' is missing"):
+        registry.read_layout(wb, path)
+    assert Layout(lang="en").title("summary") in wb.sheetnames
+
+
+class _Recording(MutableMapping[Any, Any]):
+    """A reference-value grid that notes the sheets read and written through it."""
+
+    def __init__(self) -> None:
+        self.data: dict[Any, Any] = {}
+        self.read: set[str] = set()
+        self.written: set[str] = set()
+
+    def __getitem__(self, key: Any) -> Any:
+        self.read.add(key[0])
+        return self.data[key]
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, tuple):
+            self.read.add(key[0])
+        return key in self.data
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.written.add(key[0])
+        self.data[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        del self.data[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+@pytest.mark.parametrize("method", ["chain", "lsq"])
+def test_each_reference_reads_only_the_sheets_it_declares(tmp_path: Path, method: str) -> None:
+    """Run every sheet's reference in the registry's order on the article's workbook, noting which
+    sheets' values each reads: each reads its own, the sheets it wrote, and those in its `reads`;
+    and those come before it in EXPECTED_ORDER."""
+    import dataclasses
+
+    from scm_xl.model import analyze
+    from scm_xl.workbook.fill import fill
+    from scm_xl.workbook.io import load, read_inputs
+
+    path = tmp_path / "article.xlsx"
+    fill(ARTICLE, output=path, lang="en", method=method)
+    wb = load(path)
+    layout = registry.read_layout(wb, path)
+    inputs = read_inputs(wb, layout, path)
+    analysis = analyze([row for _, row in inputs.rows], dataclasses.replace(inputs.settings, method=method))
+    grid = _Recording()
+    checking = Checking(layout, inputs, analysis, grid)  # type: ignore[arg-type]
+    done: set[str] = set()
+    wrong, reads = {}, {}
+    for key in registry.EXPECTED_ORDER:
+        spec = registry.BY_KEY[key]
+        assert set(spec.reads) <= done, f"{key} is computed before {set(spec.reads) - done}, which it reads"
+        grid.read, grid.written = set(), set()
+        spec.reference(checking)
+        allowed = {spec.title("en"), *grid.written, *(registry.BY_KEY[k].title("en") for k in spec.reads)}
+        reads[key] = grid.read - {spec.title("en"), *grid.written}
+        if grid.read - allowed:
+            wrong[key] = sorted(grid.read - allowed)
+        done.add(key)
+    assert not wrong, f"references that read sheets they do not declare: {wrong}"
+    # the recording sees the reads that make the order matter
+    assert registry.BY_KEY["derivation"].title("en") in reads["summary"]
+    assert (registry.BY_KEY["lsq"].title("en") in reads["derivation"]) == (method == "lsq")
