@@ -393,7 +393,7 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bo
     if inputs.first_principles:
         set_calculator_inputs(wb[layout.title("first_principles")], inputs.first_principles)
     if settings:
-        wb[replicates_sheet.SHEET_TITLES[layout.lang]][f"B{replicates_sheet.THRESHOLD_ROW}"].value = inputs.cv_threshold
+        replicates_sheet.write_threshold(wb[replicates_sheet.SHEET_TITLES[layout.lang]], inputs.cv_threshold)
         if inputs.latency:
             latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], layout, inputs.latency)
         if inputs.slo_typed:

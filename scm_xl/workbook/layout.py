@@ -1,8 +1,12 @@
-"""The one place that names the workbook's sheets, cells, columns and defined names.
+"""The geometry of the six core sheets (raw data, workings, cells, calibration, consistency,
+derivation): their titles, columns, keyed rows and defined names.
 
-The builder writes formulas at these addresses, the filler writes raw rows into
-the input columns, and the verifier reads results back from the same places.
-Nothing else in scm-xl spells a cell address.
+The builder writes formulas at these addresses, the filler writes raw rows into the input
+columns, and the verifier reads results back from the same places. The other sheets' addresses
+are their own modules' (lsq_sheet, latency_sheet, replicates_sheet, slo_sheet, summary_sheet,
+first_principles, charts), and no other module spells those (tests/test_registry.py). Not yet
+true of the core sheets: build.py, formulas.py, expected.py and io.py still spell the calibration
+and derivation sheets' columns by letter ("B" hand-set, "C" effective, "D" extra) beside these rows.
 
 Sizes are parameters (raw-row capacity and level slots), so a workbook can grow
 to fit the data; the chosen sizes are stored on a hidden meta sheet so the

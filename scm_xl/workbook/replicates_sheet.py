@@ -153,7 +153,7 @@ class ReplicatesLayout:
 
     @property
     def threshold_input(self) -> str:
-        return f"B{THRESHOLD_ROW}"
+        return threshold_cell()
 
     @property
     def threshold_cell(self) -> str:
@@ -339,8 +339,18 @@ def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
 
 def read_threshold(ws: Worksheet) -> Any:
     """The hand-set CV threshold as typed (None when blank)."""
-    value = ws[f"B{THRESHOLD_ROW}"].value
+    value = ws[threshold_cell()].value
     return None if value == "" else value
+
+
+def write_threshold(ws: Worksheet, value: Any) -> None:
+    """Set the hand-set CV threshold (as read by `read_threshold`)."""
+    ws[threshold_cell()].value = value
+
+
+def threshold_cell() -> str:
+    """The hand-set CV threshold's cell."""
+    return f"B{THRESHOLD_ROW}"
 
 
 # ---------------------------------------------------------------------------
@@ -446,5 +456,5 @@ SHEET = SheetSpec("replicates", SHEET_TITLES, _write, _reference)
 
 __all__ = [
     "SHEET", "DEFAULT_SLOTS", "DEFINED_NAMES", "SHEET_TITLES", "ReplicatesLayout", "effective_threshold",
-    "expected_sheet", "read_threshold", "write_sheet",
+    "expected_sheet", "read_threshold", "threshold_cell", "write_sheet", "write_threshold",
 ]

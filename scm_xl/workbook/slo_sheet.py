@@ -486,20 +486,20 @@ def cap_answer_cell(key: str) -> str:
 
 def capacity_input(key: str) -> str:
     """The Summary's input cell of a capacity input (rpm, tpm, target_tps, prices, gpus)."""
-    return f"B{summary_sheet.SLO_CAPACITY_INPUT_ROWS[key]}"
+    return summary_sheet.slo_cell("capacity_in", key)
 
 
 def capacity_output(key: str) -> str:
-    return f"B{summary_sheet.SLO_CAPACITY_OUTPUT_ROWS[key]}"
+    return summary_sheet.slo_cell("capacity_out", key)
 
 
 def summary_input(key: str) -> str:
     """The Summary's input cell of an SLO input (ttft, tpot, e2el, attainment)."""
-    return f"B{summary_sheet.SLO_INPUT_ROWS[key]}"
+    return summary_sheet.slo_cell("slo_in", key)
 
 
 def summary_output(key: str) -> str:
-    return f"B{summary_sheet.SLO_OUTPUT_ROWS[key]}"
+    return summary_sheet.slo_cell("slo_out", key)
 
 
 # ---------------------------------------------------------------------------
@@ -1025,29 +1025,29 @@ def write_summary_block(ws: Worksheet, layout: Layout, typed: Mapping[str, Any] 
     )
 
     t = TEXTS[layout.lang]
-    ws[f"A{summary_sheet.SLO_FIRST}"] = t["s_heading"]
-    ws[f"A{summary_sheet.SLO_FIRST}"].font = BOLD
+    ws[summary_sheet.slo_heading_cell("slo")] = t["s_heading"]
+    ws[summary_sheet.slo_heading_cell("slo")].font = BOLD
     values = {"attainment": DEFAULT_ATTAINMENT, **(typed or {})}
     for key in SLO_INPUTS:
-        ws[f"A{summary_sheet.SLO_INPUT_ROWS[key]}"] = t[f"s_{key}"]
+        ws[summary_sheet.slo_label_cell("slo_in", key)] = t[f"s_{key}"]
         cell = ws[summary_input(key)]
         write_value(cell, values.get(key))
         cell.fill = INPUT_FILL
     ws[summary_input("attainment")].number_format = "0.0%"
     formats = {"attainment": "0.0%", "low": "0.0%", "tps": "0.00", "goodput": "0.00"}
     for key in SUMMARY_OUTPUTS:
-        ws[f"A{summary_sheet.SLO_OUTPUT_ROWS[key]}"] = t["s_attainment_o"] if key == "attainment" else t[f"s_{key}"]
+        ws[summary_sheet.slo_label_cell("slo_out", key)] = t["s_attainment_o"] if key == "attainment" else t[f"s_{key}"]
     for key, (address, text) in zip(SUMMARY_OUTPUTS, summary_formulas(layout).items()):
         ws[address] = text
         ws[address].fill = KEY_FILL if key in ("status", "concurrency") else FORMULA_FILL
         if key in formats:
             ws[address].number_format = formats[key]
     # replicas, cost and rate limits
-    ws[f"A{summary_sheet.SLO_CAPACITY_FIRST}"] = t["sc_heading"]
-    ws[f"A{summary_sheet.SLO_CAPACITY_FIRST}"].font = BOLD
+    ws[summary_sheet.slo_heading_cell("capacity")] = t["sc_heading"]
+    ws[summary_sheet.slo_heading_cell("capacity")].font = BOLD
     cap_values = {"minimise": capacity.MINIMISE_CONCURRENCY, **(capacity_typed or {})}
     for key in CAPACITY_INPUTS:
-        ws[f"A{summary_sheet.SLO_CAPACITY_INPUT_ROWS[key]}"] = t[f"sc_{key}"]
+        ws[summary_sheet.slo_label_cell("capacity_in", key)] = t[f"sc_{key}"]
         cell = ws[capacity_input(key)]
         write_value(cell, cap_values.get(key))
         cell.fill = INPUT_FILL
@@ -1057,7 +1057,7 @@ def write_summary_block(ws: Worksheet, layout: Layout, typed: Mapping[str, Any] 
     choices.add(capacity_input("minimise"))
     cap_formats = {"cost_million": "0.00", "cost_hour": "0.00"}
     for key, (address, text) in zip(CAPACITY_OUTPUTS, capacity_summary_formulas(layout).items()):
-        ws[f"A{summary_sheet.SLO_CAPACITY_OUTPUT_ROWS[key]}"] = t[f"sc_{key}"]
+        ws[summary_sheet.slo_label_cell("capacity_out", key)] = t[f"sc_{key}"]
         ws[address] = text
         ws[address].fill = KEY_FILL if key in ("bound", "replicas") else FORMULA_FILL
         if key in cap_formats:

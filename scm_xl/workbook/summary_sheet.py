@@ -173,6 +173,25 @@ SLO_CAPACITY_INPUT_ROWS = {key: SLO_CAPACITY_FIRST + 1 + i for i, key in enumera
 SLO_CAPACITY_OUTPUT_ROWS = {key: SLO_CAPACITY_FIRST + 1 + len(SLO_CAPACITY_INPUT_ROWS) + i for i, key in enumerate(
     ("status", "bound", "binding", "replicas", "concurrency", "max_tokens", "model", "cost_million", "cost_hour"))}
 SLO_LAST = max(SLO_CAPACITY_OUTPUT_ROWS.values())
+SLO_BLOCKS = {"slo_in": SLO_INPUT_ROWS, "slo_out": SLO_OUTPUT_ROWS, "capacity_in": SLO_CAPACITY_INPUT_ROWS,
+              "capacity_out": SLO_CAPACITY_OUTPUT_ROWS}
+SLO_HEADINGS = {"slo": SLO_FIRST, "capacity": SLO_CAPACITY_FIRST}
+
+
+def slo_cell(block: str, key: str) -> str:
+    """The value cell of row `key` of one of the SLO blocks (SLO_BLOCKS), "B31"; the sheet's
+    addresses are spelled here, slo_sheet writes and reads the block through these."""
+    return f"B{SLO_BLOCKS[block][key]}"
+
+
+def slo_label_cell(block: str, key: str) -> str:
+    """The label cell beside `slo_cell(block, key)`."""
+    return f"A{SLO_BLOCKS[block][key]}"
+
+
+def slo_heading_cell(heading: str) -> str:
+    """The heading cell of the SLO block ("slo") or of the capacity block under it ("capacity")."""
+    return f"A{SLO_HEADINGS[heading]}"
 COEF_FIRST = SLO_LAST + 2  # heading; the tables' headers one row below
 COEF_TABLES: tuple[tuple[str, tuple[Column, ...], str, str], ...] = (
     # (name, calibration table, level column, value column)
@@ -468,4 +487,5 @@ def expected_sheet(layout: Layout, exp: Mapping[tuple[str, str], CellValue],
 
 
 __all__ = ["CHART_ANCHOR_COL", "FIGURES", "INPUTS", "colour_verdict", "expected_sheet", "formulas", "input_hint",
-           "input_ref", "mirror", "read_inputs", "set_inputs", "write_sheet"]
+           "input_ref", "mirror", "read_inputs", "set_inputs", "slo_cell", "slo_heading_cell", "slo_label_cell",
+           "write_sheet"]
