@@ -206,3 +206,35 @@ def test_the_address_check_finds_a_foreign_address() -> None:
     assert foreign_addresses(source, "replicates_sheet", OWNERS) == []
     source = "from scm_xl.workbook.summary_sheet import SLO_FIRST\nX = f'$A${SLO_FIRST}'\n"
     assert foreign_addresses(source, "slo_sheet", OWNERS) == [(2, "f'$A${SLO_FIRST}'")]
+
+
+KEYED_TABLES = {"settings_rows", "summary_rows", "forward_rows", "inverse_rows", "base_tps_row", "base_rows_row"}
+
+
+def keyed_table_reads(source: str) -> list[tuple[int, str]]:
+    """(line, text) where `source` reads a core Layout's keyed-row tables (`layout.settings_rows`,
+    `self.lo.forward_rows`, ...) instead of asking `Layout.keyed_cell` / `keyed_rows`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in KEYED_TABLES:
+            owner = node.value
+            name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+            if name in ("layout", "lo"):
+                found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_the_core_sheets_keyed_cells_are_spelled_by_the_layout_alone() -> None:
+    """The calibration's settings, the consistency's summary and the derivation's questions share one
+    column contract (layout.KEYED_COLUMNS: B typed or answered, C effective, D extra): every other
+    module asks Layout.keyed_cell for their cells rather than pairing a letter with their rows."""
+    found = {}
+    for path in sorted(WORKBOOK.parent.rglob("*.py")):
+        if path == WORKBOOK / "layout.py":
+            continue
+        hits = keyed_table_reads(path.read_text(encoding="utf-8"))
+        if hits:
+            found[str(path.relative_to(WORKBOOK.parent.parent))] = hits
+    assert not found, f"keyed rows read outside layout.py: {found}"
+    assert keyed_table_reads("x = f\"B{layout.settings_rows['method']}\"\n") == [(1, "layout.settings_rows")]
+    assert keyed_table_reads("x = self.lo.inverse_rows\n") == [(1, "self.lo.inverse_rows")]

@@ -33,7 +33,7 @@ from scm_xl.workbook.printing import MIN_PRINT_SCALE, PAGE_WIDTH_CHARS, pages_fo
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE,
-    MODEL_TABLE, NUMERIC_INPUT_KEYS, PROMPT_TABLE, SEEN_MODELS_TABLE, SHEET_TITLES, Layout,
+    MODEL_TABLE, NUMERIC_INPUT_KEYS, PROMPT_BRACKET, PROMPT_TABLE, SEEN_MODELS_TABLE, SHEET_TITLES, Layout,
     unusable_tests, workings_columns,
 )
 from scm_xl.workbook.styles import (
@@ -362,27 +362,26 @@ def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     _label(ws, "B3", labels["input"], bold=True)
     _label(ws, "C3", labels["effective"], bold=True)
     settings = fx.settings()
-    for key, row in layout.settings_rows.items():
-        _label(ws, f"A{row}", labels[key])
-        ws[f"A{row}"].alignment = Alignment(wrap_text=True, vertical="top")
+    for key, row in layout.keyed_rows("settings").items():
+        _label(ws, layout.keyed_cell("settings", key, "label"), labels[key])
+        ws[layout.keyed_cell("settings", key, "label")].alignment = Alignment(wrap_text=True, vertical="top")
         fit_row(ws, row, [(labels[key], CALIBRATION_LABEL_WIDTH, DEFAULT_FONT_SIZE)])
-        ws[f"B{row}"].fill = INPUT_FILL
-        _formula(ws, f"C{row}", settings[key])
-    srows = layout.settings_rows
-    _formula(ws, f"D{srows['physics_precision']}", settings["physics_bytes"])
-    ws[f"B{srows['monotonic_tolerance_pct']}"] = 0
-    ws[f"B{srows['strict_physics']}"] = 0
-    ws[f"B{srows['short_output_ratio']}"] = DEFAULT_SHORT_OUTPUT_RATIO
-    ws[f"B{srows['physics_precision']}"] = DEFAULT_PHYSICS_PRECISION
+        ws[layout.keyed_cell("settings", key)].fill = INPUT_FILL
+        _formula(ws, layout.keyed_cell("settings", key, "effective"), settings[key])
+    _formula(ws, layout.keyed_cell("settings", "physics_precision", "extra"), settings["physics_bytes"])
+    ws[layout.keyed_cell("settings", "monotonic_tolerance_pct")] = 0
+    ws[layout.keyed_cell("settings", "strict_physics")] = 0
+    ws[layout.keyed_cell("settings", "short_output_ratio")] = DEFAULT_SHORT_OUTPUT_RATIO
+    ws[layout.keyed_cell("settings", "physics_precision")] = DEFAULT_PHYSICS_PRECISION
     strict = DataValidation(type="list", formula1='"0,1"', allow_blank=True)
     ws.add_data_validation(strict)
-    strict.add(f"B{srows['strict_physics']}")
-    _formula(ws, f"B{srows['method']}", summary_sheet.mirror(layout, "method"))  # typed on the Summary
-    _label(ws, f"A{layout.base_tps_row}", labels["base_tps"], bold=True)
-    _formula(ws, f"C{layout.base_tps_row}", settings["base_tps"], "0.00")
-    ws[f"C{layout.base_tps_row}"].fill = KEY_FILL
-    _label(ws, f"A{layout.base_rows_row}", labels["base_rows"])
-    _formula(ws, f"C{layout.base_rows_row}", settings["base_rows"])
+    strict.add(layout.keyed_cell("settings", "strict_physics"))
+    _formula(ws, layout.keyed_cell("settings", "method"), summary_sheet.mirror(layout, "method"))  # typed on the Summary
+    _label(ws, layout.keyed_cell("base", "tps", "label"), labels["base_tps"], bold=True)
+    _formula(ws, layout.keyed_cell("base", "tps", "effective"), settings["base_tps"], "0.00")
+    ws[layout.keyed_cell("base", "tps", "effective")].fill = KEY_FILL
+    _label(ws, layout.keyed_cell("base", "rows", "label"), labels["base_rows"])
+    _formula(ws, layout.keyed_cell("base", "rows", "effective"), settings["base_rows"])
     ws.column_dimensions["A"].width = CALIBRATION_LABEL_WIDTH
     ws.column_dimensions["B"].width = 14
     ws.column_dimensions["C"].width = 26
@@ -450,12 +449,12 @@ def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     ws["A1"].font = TITLE_FONT
     _label(ws, "A2", labels["verdict_rule"])
     summary = fx.summary()
-    for key, row in layout.summary_rows.items():
-        _label(ws, f"A{row}", labels[key], bold=key in ("mape", "max_deviation", "verdict"))
-        _formula(ws, f"B{row}", summary[key], "0.00" if key in ("mape", "max_deviation") else None)
+    for key in layout.keyed_rows("summary"):
+        _label(ws, layout.keyed_cell("summary", key, "label"), labels[key], bold=key in ("mape", "max_deviation", "verdict"))
+        _formula(ws, layout.keyed_cell("summary", key), summary[key], "0.00" if key in ("mape", "max_deviation") else None)
         if key in ("mape", "max_deviation", "verdict", "check_rows"):
-            ws[f"B{row}"].fill = KEY_FILL
-    summary_sheet.colour_verdict(ws, f"B{layout.summary_rows['verdict']}")
+            ws[layout.keyed_cell("summary", key)].fill = KEY_FILL
+    summary_sheet.colour_verdict(ws, layout.keyed_cell("summary", "verdict"))
     ws.column_dimensions["A"].width = 34
     _header(ws, layout.cons_header_row, 1, CONSISTENCY_COLUMNS, layout.lang,
             text_keys=("exp_id", "model", "role", "note", "physics_text"))
@@ -506,47 +505,44 @@ def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappin
     ws["A1"].font = TITLE_FONT
     _label(ws, "A2", labels["inputs_note"])
     ws["A2"].font = NOTE_FONT
-    fw = layout.forward_rows
-    _label(ws, f"A{fw['concurrency'] - 1}", labels["forward"], bold=True)
-    _label(ws, f"C{fw['concurrency'] - 1}", labels["coefficient"], bold=True)
+    _label(ws, layout.keyed_heading("forward"), labels["forward"], bold=True)
+    _label(ws, layout.keyed_heading("forward", "effective"), labels["coefficient"], bold=True)
     forward = fx.forward()
     for key, text in (("concurrency", labels["concurrency"]), ("max_tokens", labels["max_tokens"]),
                       ("model", labels["model"]), ("prompt_tokens", labels["prompt_tokens"])):
-        _label(ws, f"A{fw[key]}", text)
-        _formula(ws, f"B{fw[key]}", summary_sheet.mirror(layout, f"forward.{key}"))  # typed on the Summary
-    for col, text in zip("EFGH", (labels[key] for key in ("prompt_low", "prompt_high", "prompt_k_low",
-                                                           "prompt_k_high"))):
-        _label(ws, f"{col}{fw['concurrency'] - 1}", text, bold=True)
-    _write_prompt_lookup(ws, fw["prompt_tokens"], forward)
-    _formula(ws, f"C{fw['concurrency']}", forward["f"], "0.000")
-    _formula(ws, f"C{fw['max_tokens']}", forward["k"], "0.000")
-    _formula(ws, f"D{fw['model']}", forward["model"])
-    _formula(ws, f"C{fw['model']}", forward["c"], "0.000")
-    _label(ws, f"A{fw['tps']}", labels["forward_tps"], bold=True)
-    _formula(ws, f"B{fw['tps']}", forward["tps"], "0.00")
-    ws[f"B{fw['tps']}"].fill = KEY_FILL
-    _label(ws, f"A{fw['missing']}", labels["forward_missing"])
-    _formula(ws, f"B{fw['missing']}", forward["missing"])
+        _label(ws, layout.keyed_cell("forward", key, "label"), text)
+        _formula(ws, layout.keyed_cell("forward", key), summary_sheet.mirror(layout, f"forward.{key}"))  # typed on the Summary
+    for role in PROMPT_BRACKET:
+        _label(ws, layout.keyed_heading("forward", role), labels[role], bold=True)
+    _write_prompt_lookup(ws, layout, "forward", forward)
+    _formula(ws, layout.keyed_cell("forward", "concurrency", "effective"), forward["f"], "0.000")
+    _formula(ws, layout.keyed_cell("forward", "max_tokens", "effective"), forward["k"], "0.000")
+    _formula(ws, layout.keyed_cell("forward", "model", "extra"), forward["model"])
+    _formula(ws, layout.keyed_cell("forward", "model", "effective"), forward["c"], "0.000")
+    _label(ws, layout.keyed_cell("forward", "tps", "label"), labels["forward_tps"], bold=True)
+    _formula(ws, layout.keyed_cell("forward", "tps"), forward["tps"], "0.00")
+    ws[layout.keyed_cell("forward", "tps")].fill = KEY_FILL
+    _label(ws, layout.keyed_cell("forward", "missing", "label"), labels["forward_missing"])
+    _formula(ws, layout.keyed_cell("forward", "missing"), forward["missing"])
 
-    inv = layout.inverse_rows
     inverse = fx.inverse()
-    _label(ws, f"A{inv['target_tps'] - 1}", labels["inverse"], bold=True)
+    _label(ws, layout.keyed_heading("inverse"), labels["inverse"], bold=True)
     for key, text in (("target_tps", labels["target_tps"]), ("max_tokens", labels["max_tokens"]),
                       ("model", labels["model"]), ("max_latency", labels["max_latency"]),
                       ("prompt_tokens", labels["prompt_tokens"])):
-        _label(ws, f"A{inv[key]}", text)
-        _formula(ws, f"B{inv[key]}", summary_sheet.mirror(layout, f"inverse.{key}"))  # typed on the Summary
-    _write_prompt_lookup(ws, inv["prompt_tokens"], inverse)
-    _formula(ws, f"D{inv['prompt_tokens']}", inverse["prompt_level"])
-    _formula(ws, f"C{inv['max_tokens']}", inverse["k"], "0.000")
-    _formula(ws, f"D{inv['model']}", inverse["model"])
-    _formula(ws, f"C{inv['model']}", inverse["c"], "0.000")
+        _label(ws, layout.keyed_cell("inverse", key, "label"), text)
+        _formula(ws, layout.keyed_cell("inverse", key), summary_sheet.mirror(layout, f"inverse.{key}"))  # typed on the Summary
+    _write_prompt_lookup(ws, layout, "inverse", inverse)
+    _formula(ws, layout.keyed_cell("inverse", "prompt_tokens", "extra"), inverse["prompt_level"])
+    _formula(ws, layout.keyed_cell("inverse", "max_tokens", "effective"), inverse["k"], "0.000")
+    _formula(ws, layout.keyed_cell("inverse", "model", "extra"), inverse["model"])
+    _formula(ws, layout.keyed_cell("inverse", "model", "effective"), inverse["c"], "0.000")
     for key in ("concurrency", "tps", "best_tps", "best_concurrency"):
         label_key = {"concurrency": "recommended_concurrency", "tps": "recommended_tps"}.get(key, key)
-        _label(ws, f"A{inv[key]}", labels[label_key], bold=key in ("concurrency", "tps"))
-        _formula(ws, f"B{inv[key]}", inverse[key], "0.00" if key in ("tps", "best_tps") else None)
-    ws[f"B{inv['concurrency']}"].fill = KEY_FILL
-    ws[f"B{inv['tps']}"].fill = KEY_FILL
+        _label(ws, layout.keyed_cell("inverse", key, "label"), labels[label_key], bold=key in ("concurrency", "tps"))
+        _formula(ws, layout.keyed_cell("inverse", key), inverse[key], "0.00" if key in ("tps", "best_tps") else None)
+    ws[layout.keyed_cell("inverse", "concurrency")].fill = KEY_FILL
+    ws[layout.keyed_cell("inverse", "tps")].fill = KEY_FILL
     _label(ws, f"A{layout.inverse_table_header - 2}", labels["inverse_note"])
     _label(ws, f"A{layout.inverse_table_header - 1}", labels["inverse_table"], bold=True)
     _header(ws, layout.inverse_table_header, 1, INVERSE_TABLE, layout.lang)
@@ -569,10 +565,12 @@ def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappin
     print_setup(ws, pages_tall=pages_for(first + layout.c_slots - 1))  # not a page of empty slots
 
 
-def _write_prompt_lookup(ws: Worksheet, row: int, formulas: Mapping[str, str]) -> None:
-    """K_in for the typed prompt length (C) and the known levels it is interpolated between (E..H)."""
-    for col in "CEFGH":
-        _formula(ws, f"{col}{row}", formulas[f"prompt_{col}"], "0.000" if col in "CGH" else None)
+def _write_prompt_lookup(ws: Worksheet, layout: Layout, block: str, formulas: Mapping[str, str]) -> None:
+    """K_in for the block's typed prompt length ("effective") and the known levels it is
+    interpolated between (PROMPT_BRACKET)."""
+    for role in ("effective", *PROMPT_BRACKET):
+        _formula(ws, layout.keyed_cell(block, "prompt_tokens", role), formulas[f"prompt.{role}"],
+                 None if role in ("prompt_low", "prompt_high") else "0.000")
 
 
 def save_atomic(wb: Workbook, path: str | Path, *, reproducible: bool = False) -> None:

@@ -24,7 +24,7 @@ from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.formulas import MIRRORED_KEYS
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
-    CELLS_TABLE, CONCURRENCY_TABLE, DISPLAY_KEYS, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, PROMPT_TABLE,
+    CELLS_TABLE, CONCURRENCY_TABLE, DISPLAY_KEYS, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, PROMPT_BRACKET, PROMPT_TABLE,
     RAW_FORMULA_KEYS, Layout, unusable_tests,
 )
 from openpyxl.utils import get_column_letter
@@ -290,21 +290,20 @@ def _model_text(value: Any) -> str | None:
 def calibration(exp: Expected, layout: Layout, analysis: Analysis, inputs: Inputs) -> None:
     title = layout.title("calibration")
     cal = analysis.calibration
-    s = layout.settings_rows
-    exp[(title, f"B{s['method']}")] = _typed(inputs.method_typed)  # read from the Summary
-    exp[(title, f"C{s['base_model']}")] = _text(cal.base_model)
-    exp[(title, f"C{s['base_max_tokens']}")] = _num(cal.base_max_tokens)
-    exp[(title, f"C{s['base_concurrency']}")] = _num(cal.base_concurrency)
+    exp[(title, layout.keyed_cell("settings", "method"))] = _typed(inputs.method_typed)  # read from the Summary
+    exp[(title, layout.keyed_cell("settings", "base_model", "effective"))] = _text(cal.base_model)
+    exp[(title, layout.keyed_cell("settings", "base_max_tokens", "effective"))] = _num(cal.base_max_tokens)
+    exp[(title, layout.keyed_cell("settings", "base_concurrency", "effective"))] = _num(cal.base_concurrency)
     st = analysis.settings
-    exp[(title, f"C{s['monotonic_tolerance_pct']}")] = float(st.monotonic_tolerance_pct)
-    exp[(title, f"C{s['strict_physics']}")] = 1.0 if st.strict_physics else 0.0
-    exp[(title, f"C{s['short_output_ratio']}")] = float(st.short_output_ratio)
-    exp[(title, f"C{s['physics_precision']}")] = st.physics_precision
-    exp[(title, f"C{s['method']}")] = st.method
-    exp[(title, f"C{s['base_prompt_level']}")] = _num(analysis.base_prompt_level)
-    exp[(title, f"D{s['physics_precision']}")] = physics_bytes(st.physics_precision)
-    exp[(title, f"C{layout.base_tps_row}")] = cal.base_tps
-    exp[(title, f"C{layout.base_rows_row}")] = float(cal.base_rows)
+    exp[(title, layout.keyed_cell("settings", "monotonic_tolerance_pct", "effective"))] = float(st.monotonic_tolerance_pct)
+    exp[(title, layout.keyed_cell("settings", "strict_physics", "effective"))] = 1.0 if st.strict_physics else 0.0
+    exp[(title, layout.keyed_cell("settings", "short_output_ratio", "effective"))] = float(st.short_output_ratio)
+    exp[(title, layout.keyed_cell("settings", "physics_precision", "effective"))] = st.physics_precision
+    exp[(title, layout.keyed_cell("settings", "method", "effective"))] = st.method
+    exp[(title, layout.keyed_cell("settings", "base_prompt_level", "effective"))] = _num(analysis.base_prompt_level)
+    exp[(title, layout.keyed_cell("settings", "physics_precision", "extra"))] = physics_bytes(st.physics_precision)
+    exp[(title, layout.keyed_cell("base", "tps", "effective"))] = cal.base_tps
+    exp[(title, layout.keyed_cell("base", "rows", "effective"))] = float(cal.base_rows)
 
     def put(table: tuple, key: str, row: int, value: CellValue) -> None:
         exp[(title, f"{layout.table_col(table, key)}{row}")] = value
@@ -387,8 +386,8 @@ def consistency(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysi
         "unidentified_rows": float(c.unidentified_rows), "excluded_rows": float(c.excluded_rows),
         "mape": c.mape_pct, "max_deviation": c.max_deviation_pct, "verdict": c.verdict,
     }
-    for key, summary_row in layout.summary_rows.items():
-        exp[(title, f"B{summary_row}")] = summary[key]
+    for key in layout.keyed_rows("summary"):
+        exp[(title, layout.keyed_cell("summary", key))] = summary[key]
 
 
 def _lookup(cal: Calibration, kind: str, key: Any) -> float | None:
@@ -409,8 +408,9 @@ def _typed_number(value: Any) -> float | None:
     return float(value)
 
 
-def _prompt_cells(exp: Expected, title: str, row: int, typed: Any, cal: Calibration) -> float | None:
-    """The K_in cells of a typed prompt length (C, and the bracket E..H); returns K_in."""
+def _prompt_cells(exp: Expected, layout: Layout, block: str, typed: Any, cal: Calibration) -> float | None:
+    """The K_in cells of a block's typed prompt length ("effective", and PROMPT_BRACKET); returns K_in."""
+    title = layout.title("derivation")
     prompt = _typed_number(typed)
     levels = [(level.prompt_level, level.k_in) for level in cal.prompt_levels]
     low = high = k_low = k_high = None
@@ -418,21 +418,19 @@ def _prompt_cells(exp: Expected, title: str, row: int, typed: Any, cal: Calibrat
     if prompt is not None:
         low, high, k_low, k_high = k_in_bracket(prompt, levels)
         k_in = interpolate_k_in(prompt, levels)
-    for col, value in zip("CEFGH", (k_in, _num(low), _num(high), k_low, k_high)):
-        exp[(title, f"{col}{row}")] = value
+    for role, value in zip(("effective", *PROMPT_BRACKET), (k_in, _num(low), _num(high), k_low, k_high)):
+        exp[(title, layout.keyed_cell(block, "prompt_tokens", role))] = value
     return k_in
 
 
 def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis, cal: Calibration) -> None:
     title = layout.title("derivation")
     t = layout.text
-    fw, inv = layout.forward_rows, layout.inverse_rows
-
     # the input cells read from the Summary (where they are typed)
-    for block, rows, typed in (("forward", fw, inputs.forward), ("inverse", inv, inputs.inverse)):
-        for key in rows.keys() & typed.keys():
+    for block, typed in (("forward", inputs.forward), ("inverse", inputs.inverse)):
+        for key in layout.keyed_rows(block).keys() & typed.keys():
             value = _typed(typed[key])
-            exp[(title, f"B{rows[key]}")] = summary_sheet.BLANK_AS.get(f"{block}.{key}") if value is None else value
+            exp[(title, layout.keyed_cell(block, key))] = summary_sheet.BLANK_AS.get(f"{block}.{key}") if value is None else value
 
     fwd = inputs.forward
     model_in = fwd.get("model")
@@ -440,18 +438,18 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
     f = _lookup(cal, "f", fwd.get("concurrency"))
     k = _lookup(cal, "k", fwd.get("max_tokens"))
     c = _lookup(cal, "c", model)
-    p = _prompt_cells(exp, title, fw["prompt_tokens"], fwd.get("prompt_tokens"), cal)
-    exp[(title, f"C{fw['concurrency']}")] = f
-    exp[(title, f"C{fw['max_tokens']}")] = k
-    exp[(title, f"D{fw['model']}")] = _text(_fmt_key(model) if model is not None else None)
-    exp[(title, f"C{fw['model']}")] = c
+    p = _prompt_cells(exp, layout, "forward", fwd.get("prompt_tokens"), cal)
+    exp[(title, layout.keyed_cell("forward", "concurrency", "effective"))] = f
+    exp[(title, layout.keyed_cell("forward", "max_tokens", "effective"))] = k
+    exp[(title, layout.keyed_cell("forward", "model", "extra"))] = _text(_fmt_key(model) if model is not None else None)
+    exp[(title, layout.keyed_cell("forward", "model", "effective"))] = c
     tps = (cal.base_tps * f * k * p / c
            if f is not None and k is not None and c is not None and p is not None and cal.base_tps is not None
            else None)
     known = tps is not None
-    exp[(title, f"B{fw['tps']}")] = tps if tps is not None else t("unidentified")
+    exp[(title, layout.keyed_cell("forward", "tps"))] = tps if tps is not None else t("unidentified")
     if known:
-        exp[(title, f"B{fw['missing']}")] = None
+        exp[(title, layout.keyed_cell("forward", "missing"))] = None
     else:
         parts = []
         if f is None:
@@ -462,20 +460,20 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
             parts.append(f"C_model({_fmt_key(model)})")
         if p is None:
             parts.append(f"K_in({_fmt_key(fwd.get('prompt_tokens'))})")
-        exp[(title, f"B{fw['missing']}")] = f"{t('missing')} " + ", ".join(parts)
+        exp[(title, layout.keyed_cell("forward", "missing"))] = f"{t('missing')} " + ", ".join(parts)
 
     target_in = inputs.inverse
     model_in = target_in.get("model")
     model = model_in if coerce_key(model_in) is not None else cal.base_model
     k = _lookup(cal, "k", target_in.get("max_tokens"))
     c = _lookup(cal, "c", model)
-    p = _prompt_cells(exp, title, inv["prompt_tokens"], target_in.get("prompt_tokens"), cal)
+    p = _prompt_cells(exp, layout, "inverse", target_in.get("prompt_tokens"), cal)
     typed_level = _typed_number(target_in.get("prompt_tokens"))
     latency_level = typed_level if typed_level is not None else analysis.calibration.base_prompt_level
-    exp[(title, f"D{inv['prompt_tokens']}")] = _num(latency_level)
-    exp[(title, f"C{inv['max_tokens']}")] = k
-    exp[(title, f"D{inv['model']}")] = _text(_fmt_key(model) if model is not None else None)
-    exp[(title, f"C{inv['model']}")] = c
+    exp[(title, layout.keyed_cell("inverse", "prompt_tokens", "extra"))] = _num(latency_level)
+    exp[(title, layout.keyed_cell("inverse", "max_tokens", "effective"))] = k
+    exp[(title, layout.keyed_cell("inverse", "model", "extra"))] = _text(_fmt_key(model) if model is not None else None)
+    exp[(title, layout.keyed_cell("inverse", "model", "effective"))] = c
     target = target_in.get("target_tps")
     limit = target_in.get("max_latency")
     limit = float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
@@ -514,19 +512,19 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
         exp[(title, f"{col['meets']}{row}")] = hit
     if meets:
         best_meet = min(meets, key=lambda item: item[0])
-        exp[(title, f"B{inv['concurrency']}")] = best_meet[0]
-        exp[(title, f"B{inv['tps']}")] = best_meet[1]
+        exp[(title, layout.keyed_cell("inverse", "concurrency"))] = best_meet[0]
+        exp[(title, layout.keyed_cell("inverse", "tps"))] = best_meet[1]
     else:
-        exp[(title, f"B{inv['concurrency']}")] = t("unreachable_short")
-        exp[(title, f"B{inv['tps']}")] = None
+        exp[(title, layout.keyed_cell("inverse", "concurrency"))] = t("unreachable_short")
+        exp[(title, layout.keyed_cell("inverse", "tps"))] = None
     allowed_preds = [(lv, p) for lv, p, _, ok in table if lv is not None and p is not None and ok == 1.0 and p >= 0]
     if allowed_preds:
         best = max(p for _, p in allowed_preds)
-        exp[(title, f"B{inv['best_tps']}")] = best
-        exp[(title, f"B{inv['best_concurrency']}")] = min(lv for lv, p in allowed_preds if p == best)
+        exp[(title, layout.keyed_cell("inverse", "best_tps"))] = best
+        exp[(title, layout.keyed_cell("inverse", "best_concurrency"))] = min(lv for lv, p in allowed_preds if p == best)
     else:
-        exp[(title, f"B{inv['best_tps']}")] = None
-        exp[(title, f"B{inv['best_concurrency']}")] = None
+        exp[(title, layout.keyed_cell("inverse", "best_tps"))] = None
+        exp[(title, layout.keyed_cell("inverse", "best_concurrency"))] = None
 
 
 def _meets(pred: float, target: Any) -> bool:

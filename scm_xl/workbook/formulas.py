@@ -27,7 +27,7 @@ from scm_xl.rules import EXCELLENT_MIN_ROWS
 from scm_xl.workbook.layout import (
     CELLS_TABLE as CELLS_TABLE_REF, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO,
     ENTRY_COLUMNS, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE,
-    PROMPT_TABLE, RAW_COLUMNS, REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout, unusable_tests,
+    PROMPT_BRACKET, PROMPT_TABLE, RAW_COLUMNS, REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout, unusable_tests,
 )
 
 MIRRORED_KEYS = tuple(c.key for c in RAW_COLUMNS if c.key in {e.key for e in ENTRY_COLUMNS})  # the copied inputs
@@ -327,10 +327,9 @@ class Formulas:
     # -- calibration sheet ---------------------------------------------------
     def settings(self) -> dict[str, str]:
         lo = self.lo
-        s = lo.settings_rows
         raw = self.raw
         bl = self.name("BaseMaxTokens")
-        inp = {k: f"$B${row}" for k, row in s.items()}
+        inp = {k: lo.keyed_cell("settings", k, absolute=True) for k in lo.keyed_rows("settings")}
         return {
             "base_model": (
                 f"=IF({inp['base_model']}&\"\"<>\"\",{inp['base_model']},"
@@ -647,12 +646,14 @@ class Formulas:
                f"SUMIFS({lsq_value},{lsq_level},{key_cell}),\"\")")
         return f"=IF({self.name('Method')}=\"lsq\",{lsq},{chain})"
 
-    def prompt_lookup(self, row: int) -> dict[str, str]:
-        """K_in for the prompt length typed in B`row` (blank: the base level, K_in = 1), from the
-        chosen method: a level's own K_in, between the nearest known levels below and above (E, F;
-        their K_in in G, H) ln K_in linear in ln P, outside them "" (not identified)."""
-        p = f"$B${row}"
-        low, high, k_low, k_high = (f"${col}${row}" for col in "EFGH")
+    def prompt_lookup(self, block: str) -> dict[str, str]:
+        """K_in ("effective") for the prompt length typed in a derivation block's row (blank: the
+        base level, K_in = 1), from the chosen method: a level's own K_in, between the nearest
+        known levels below and above (PROMPT_BRACKET: the levels, then their K_in) ln K_in linear
+        in ln P, outside them "" (not identified). Keys "prompt.<role>"."""
+        p = self.lo.keyed_cell(block, "prompt_tokens", absolute=True)
+        low, high, k_low, k_high = (self.lo.keyed_cell(block, "prompt_tokens", role, absolute=True)
+                                    for role in PROMPT_BRACKET)
         lsq = f"{self.name('Method')}=\"lsq\""
         tables = {"lsq": (self.lsq_block("p", "level"), self.lsq_block("p", "value")),
                   "chain": (self.ptab("level"), self.ptab("k"))}
@@ -669,8 +670,9 @@ class Formulas:
             return f"=IF(ISNUMBER({level_cell}),IF({lsq},{lsq_value},{chain}),\"\")"
 
         return {
-            "E": bracket("<=", "MAXIFS"), "F": bracket(">=", "MINIFS"), "G": k_at(low), "H": k_at(high),
-            "C": (f"=IF(NOT(ISNUMBER({p})),1,IF(AND(ISNUMBER({low}),ISNUMBER({high})),IF({low}={high},{k_low},"
+            "prompt.prompt_low": bracket("<=", "MAXIFS"), "prompt.prompt_high": bracket(">=", "MINIFS"),
+            "prompt.prompt_k_low": k_at(low), "prompt.prompt_k_high": k_at(high),
+            "prompt.effective": (f"=IF(NOT(ISNUMBER({p})),1,IF(AND(ISNUMBER({low}),ISNUMBER({high})),IF({low}={high},{k_low},"
                   f"EXP(LN({k_low})+(LN({p})-LN({low}))/(LN({high})-LN({low}))*(LN({k_high})-LN({k_low})))),\"\"))"),
         }
 
@@ -678,52 +680,54 @@ class Formulas:
         # `cell&""` and not `cell<>""`: IronCalc takes an empty cell as unequal to "".
         return f"=IF({input_cell}&\"\"<>\"\",{input_cell},{self.name('BaseModel')})"
 
+    def keyed(self, block: str, key: str, role: str = "value") -> str:
+        """An absolute reference to a keyed block's cell (Layout.keyed_cell), "$C$7"."""
+        return self.lo.keyed_cell(block, key, role, absolute=True)
+
     def forward(self) -> dict[str, str]:
-        rows = self.lo.forward_rows
-        f, k, cm = f"$C${rows['concurrency']}", f"$C${rows['max_tokens']}", f"$C${rows['model']}"
-        p = f"$C${rows['prompt_tokens']}"
+        f, k, cm, p = (self.keyed("forward", key, "effective")
+                       for key in ("concurrency", "max_tokens", "model", "prompt_tokens"))
         t = self.lo.text
         fm, km, cmm = f"NOT(ISNUMBER({f}))", f"NOT(ISNUMBER({k}))", f"NOT(ISNUMBER({cm}))"
         pm = f"NOT(ISNUMBER({p}))"
-        conc, length, model = f"$B${rows['concurrency']}", f"$B${rows['max_tokens']}", f"$D${rows['model']}"
-        prompt = f"$B${rows['prompt_tokens']}"
+        conc, length, prompt = (self.keyed("forward", key) for key in ("concurrency", "max_tokens", "prompt_tokens"))
+        model = self.keyed("forward", "model", "extra")
         return {
             "f": self.coefficient_lookup("f", conc),
             "k": self.coefficient_lookup("k", length),
-            "model": self.effective_model(f"$B${rows['model']}"),
+            "model": self.effective_model(self.keyed("forward", "model")),
             "c": self.coefficient_lookup("c", model),
             "tps": (
                 f"=IF(AND(ISNUMBER({f}),ISNUMBER({k}),ISNUMBER({cm}),ISNUMBER({p}),ISNUMBER({self.base()})),"
                 f"{self.base()}*{f}*{k}*{p}/{cm},{q(t('unidentified'))})"
             ),
             "missing": (
-                f"=IF(ISNUMBER($B${rows['tps']}),\"\",{q(t('missing') + ' ')}&IF({fm},\"f(\"&{conc}&\")\",\"\")"
+                f"=IF(ISNUMBER({self.keyed('forward', 'tps')}),\"\",{q(t('missing') + ' ')}&IF({fm},\"f(\"&{conc}&\")\",\"\")"
                 f"&IF(AND({fm},{km}),\", \",\"\")&IF({km},\"K_len(\"&{length}&\")\",\"\")"
                 f"&IF(AND(OR({fm},{km}),{cmm}),\", \",\"\")&IF({cmm},\"C_model(\"&{model}&\")\",\"\")"
                 f"&IF(AND(OR({fm},{km},{cmm}),{pm}),\", \",\"\")&IF({pm},\"K_in(\"&{prompt}&\")\",\"\"))"
             ),
-            **{f"prompt_{col}": text for col, text in self.prompt_lookup(rows["prompt_tokens"]).items()},
+            **self.prompt_lookup("forward"),
         }
 
     def inverse(self) -> dict[str, str]:
         """The inverse's single cells (the table's rows are `inverse_row`)."""
         lo = self.lo
-        rows = lo.inverse_rows
         level = lo.inverse_range("level")
         pred = lo.inverse_range("predicted")
         meets = lo.inverse_range("meets")
         allowed = lo.inverse_range("allowed")
-        rc = f"$B${rows['concurrency']}"
-        best = f"$B${rows['best_tps']}"
-        typed = f"$B${rows['prompt_tokens']}"
+        rc = self.keyed("inverse", "concurrency")
+        best = self.keyed("inverse", "best_tps")
+        typed = self.keyed("inverse", "prompt_tokens")
         base_level = self.name("BasePromptLevel")
         return {
-            "k": self.coefficient_lookup("k", f"$B${rows['max_tokens']}"),
-            "model": self.effective_model(f"$B${rows['model']}"),
-            "c": self.coefficient_lookup("c", f"$D${rows['model']}"),
+            "k": self.coefficient_lookup("k", self.keyed("inverse", "max_tokens")),
+            "model": self.effective_model(self.keyed("inverse", "model")),
+            "c": self.coefficient_lookup("c", self.keyed("inverse", "model", "extra")),
             # the prompt level whose measured latencies the limit is judged on (blank: the base level)
             "prompt_level": f"=IF(ISNUMBER({typed}),{typed},IF(ISNUMBER({base_level}),{base_level},\"\"))",
-            **{f"prompt_{col}": text for col, text in self.prompt_lookup(rows["prompt_tokens"]).items()},
+            **self.prompt_lookup("inverse"),
             "concurrency": f"=IF(COUNT({meets})=0,{q(lo.text('unreachable_short'))},MIN({meets}))",
             "tps": f"=IF(ISNUMBER({rc}),SUMIFS({pred},{level},{rc}),\"\")",
             "best_tps": (f"=IF(COUNTIFS({pred},\">=0\",{allowed},1)=0,\"\","
@@ -736,12 +740,11 @@ class Formulas:
         latency (median over fault-free runs, as `solve` takes it) and whether it meets both
         the target and the latency limit."""
         lo = self.lo
-        rows = lo.inverse_rows
         slot = row - lo.inverse_table_first
-        k, cm = f"$C${rows['max_tokens']}", f"$C${rows['model']}"
-        p, level_at = f"$C${rows['prompt_tokens']}", f"$D${rows['prompt_tokens']}"
-        length, model = f"$B${rows['max_tokens']}", f"$D${rows['model']}"
-        limit = f"$B${rows['max_latency']}"
+        k, cm = self.keyed("inverse", "max_tokens", "effective"), self.keyed("inverse", "model", "effective")
+        p, level_at = self.keyed("inverse", "prompt_tokens", "effective"), self.keyed("inverse", "prompt_tokens", "extra")
+        length, model = self.keyed("inverse", "max_tokens"), self.keyed("inverse", "model", "extra")
+        limit = self.keyed("inverse", "max_latency")
         col = {c.key: lo.table_col(INVERSE_TABLE, c.key) for c in INVERSE_TABLE}
         level, pred, latency = (f"${col['level']}{row}", f"${col['predicted']}{row}", f"${col['latency']}{row}")
         base = self.base()
@@ -767,7 +770,7 @@ class Formulas:
                         f"\"\"),\"\")"),
             "allowed": (f"=IF(ISNUMBER({level}),IF(ISNUMBER({pred}),IF(ISNUMBER({limit}),"
                         f"IF(ISNUMBER({latency}),({latency}<={limit})*1,0),1),0),\"\")"),  # blank: no level here
-            "meets": (f"=IF(ISNUMBER({pred}),IF(AND({pred}>=$B${rows['target_tps']},${col['allowed']}{row}=1),"
+            "meets": (f"=IF(ISNUMBER({pred}),IF(AND({pred}>={self.keyed('inverse', 'target_tps')},${col['allowed']}{row}=1),"
                       f"{level},\"\"),\"\")"),
         }
 

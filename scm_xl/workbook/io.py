@@ -259,22 +259,22 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
     check_model_names([r for _, r in rows], where=str(path))
 
     cal = wb[layout.title("calibration")]
-    s = layout.settings_rows
+    typed = {key: cal[layout.keyed_cell("settings", key)].value for key in layout.keyed_rows("settings")}
     # the forward and inverse questions and the method are typed on the Summary
     typed_inputs = summary_sheet.read_inputs(wb[layout.title("summary")])
-    base_model = cal[f"B{s['base_model']}"].value
-    short_output_ratio = _number_or_none(cal[f"B{s['short_output_ratio']}"].value)
+    base_model = typed["base_model"]
+    short_output_ratio = _number_or_none(typed["short_output_ratio"])
     settings = Settings(
         base_model=str(base_model) if not _blank(base_model) else None,
         # a non-whole number typed in these two is passed on as typed (a float)
-        base_max_tokens=_number_or_none(cal[f"B{s['base_max_tokens']}"].value),  # type: ignore[arg-type]
-        base_concurrency=_number_or_none(cal[f"B{s['base_concurrency']}"].value),  # type: ignore[arg-type]
-        monotonic_tolerance_pct=_number_or_none(cal[f"B{s['monotonic_tolerance_pct']}"].value) or 0.0,
-        strict_physics=bool(_number_or_none(cal[f"B{s['strict_physics']}"].value)),
+        base_max_tokens=_number_or_none(typed["base_max_tokens"]),  # type: ignore[arg-type]
+        base_concurrency=_number_or_none(typed["base_concurrency"]),  # type: ignore[arg-type]
+        monotonic_tolerance_pct=_number_or_none(typed["monotonic_tolerance_pct"]) or 0.0,
+        strict_physics=bool(_number_or_none(typed["strict_physics"])),
         short_output_ratio=short_output_ratio if short_output_ratio is not None else DEFAULT_SHORT_OUTPUT_RATIO,
-        physics_precision=_text_or_default(cal[f"B{s['physics_precision']}"].value, DEFAULT_PHYSICS_PRECISION),
+        physics_precision=_text_or_default(typed["physics_precision"], DEFAULT_PHYSICS_PRECISION),
         method="lsq" if str(typed_inputs["method"] or "").casefold() == "lsq" else "chain",
-        base_prompt_level=_number_or_none(cal[f"B{s['base_prompt_level']}"].value),  # type: ignore[arg-type]
+        base_prompt_level=_number_or_none(typed["base_prompt_level"]),  # type: ignore[arg-type]
         concurrency_slots=layout.c_slots, length_slots=layout.l_slots, model_slots=layout.m_slots,
         cell_slots=layout.cell_slots, prompt_slots=layout.p_slots,
     )
@@ -407,7 +407,6 @@ def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bo
 
 def _write_settings(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
     cal = wb[layout.title("calibration")]
-    s = layout.settings_rows
     settings = inputs.settings
     for key, value in (("base_model", inputs.base_model_input), ("base_max_tokens", settings.base_max_tokens),
                        ("base_concurrency", settings.base_concurrency),
@@ -416,13 +415,13 @@ def _write_settings(wb: Workbook, layout: Layout, inputs: Inputs) -> None:
                        ("short_output_ratio", settings.short_output_ratio),
                        ("physics_precision", settings.physics_precision),
                        ("base_prompt_level", settings.base_prompt_level)):
-        cell = cal[f"B{s[key]}"]
+        cell = cal[layout.keyed_cell("settings", key)]
         write_value(cell, value)
     set_method(wb, layout, inputs.method_typed)  # as typed (a blank stays blank), on the Summary
 
 
 def set_strict_physics(wb: Workbook, layout: Layout, strict: bool) -> None:
-    wb[layout.title("calibration")][f"B{layout.settings_rows['strict_physics']}"].value = 1 if strict else 0
+    wb[layout.title("calibration")][layout.keyed_cell("settings", "strict_physics")].value = 1 if strict else 0
 
 
 def set_method(wb: Workbook, layout: Layout, method: Any) -> None:

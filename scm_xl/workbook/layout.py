@@ -93,6 +93,19 @@ SHEET_TITLES: dict[Lang, dict[str, str]] = {
 }
 
 
+# The keyed blocks of the core sheets (the calibration's settings and its base figures, the
+# consistency's summary, the derivation's forward and inverse questions) share one column
+# contract: the label in A ("label"), then the value (typed by a person, or the block's output) in B, the
+# effective value or coefficient in C, and an extra (the precision's bytes, a looked-up model or
+# prompt level) in D. Layout.keyed_cell spells their cells; nothing else does.
+KEYED_BLOCKS = ("settings", "base", "summary", "forward", "inverse")
+KEYED_COLUMNS = {"label": "A", "value": "B", "effective": "C", "extra": "D",
+                 # a typed prompt length's K_in (in "effective") is interpolated between the known
+                 # levels below and above it and their K_in, in these columns of its row
+                 "prompt_low": "E", "prompt_high": "F", "prompt_k_low": "G", "prompt_k_high": "H"}
+PROMPT_BRACKET = ("prompt_low", "prompt_high", "prompt_k_low", "prompt_k_high")
+
+
 @dataclass(frozen=True)
 class Column:
     key: str
@@ -577,45 +590,62 @@ class Layout:
         col = self.table_col(INVERSE_TABLE, key)
         return f"${col}${self.inverse_table_first}:${col}${self.inverse_table_first + self.c_slots - 1}"
 
+    # ---- keyed rows -----------------------------------------------------
+    def keyed_rows(self, block: str) -> dict[str, int]:
+        """The rows of one keyed block (KEYED_BLOCKS): key -> sheet row."""
+        if block == "base":
+            return {"tps": self.base_tps_row, "rows": self.base_rows_row}
+        rows: dict[str, int] = getattr(self, f"{block}_rows")
+        return rows
+
+    def keyed_cell(self, block: str, key: str, role: str = "value", *, absolute: bool = False) -> str:
+        """The cell of row `key` of a keyed block in column `role` (KEYED_COLUMNS): "C7", or "$C$7"."""
+        col, row = KEYED_COLUMNS[role], self.keyed_rows(block)[key]
+        return f"${col}${row}" if absolute else f"{col}{row}"
+
+    def keyed_heading(self, block: str, role: str = "label") -> str:
+        """The heading cell above a keyed block's first row, in column `role`."""
+        return f"{KEYED_COLUMNS[role]}{min(self.keyed_rows(block).values()) - 1}"
+
     # ---- defined names ------------------------------------------------
     def defined_names(self) -> dict[str, Cell]:
         s, c, d = self.settings_rows, self.summary_rows, self.forward_rows
         inv = self.inverse_rows
         return {
-            "BaseModel": Cell("calibration", f"C{s['base_model']}"),
-            "BaseMaxTokens": Cell("calibration", f"C{s['base_max_tokens']}"),
-            "BaseConcurrency": Cell("calibration", f"C{s['base_concurrency']}"),
-            "MonotonicTolerancePct": Cell("calibration", f"C{s['monotonic_tolerance_pct']}"),
-            "StrictPhysics": Cell("calibration", f"C{s['strict_physics']}"),
-            "ShortOutputRatio": Cell("calibration", f"C{s['short_output_ratio']}"),
-            "PhysicsPrecision": Cell("calibration", f"C{s['physics_precision']}"),
-            "PhysicsBytes": Cell("calibration", f"D{s['physics_precision']}"),
-            "Method": Cell("calibration", f"C{s['method']}"),
-            "BasePromptLevel": Cell("calibration", f"C{s['base_prompt_level']}"),
-            "BaseTPS": Cell("calibration", f"C{self.base_tps_row}"),
-            "BaseRows": Cell("calibration", f"C{self.base_rows_row}"),
-            "CheckRows": Cell("consistency", f"B{c['check_rows']}"),
-            "IdentifyRows": Cell("consistency", f"B{c['identify_rows']}"),
-            "UnidentifiedRows": Cell("consistency", f"B{c['unidentified_rows']}"),
-            "ExcludedRows": Cell("consistency", f"B{c['excluded_rows']}"),
-            "MAPE": Cell("consistency", f"B{c['mape']}"),
-            "MaxDeviation": Cell("consistency", f"B{c['max_deviation']}"),
-            "Verdict": Cell("consistency", f"B{c['verdict']}"),
-            "ForwardConcurrency": Cell("derivation", f"B{d['concurrency']}"),
-            "ForwardMaxTokens": Cell("derivation", f"B{d['max_tokens']}"),
-            "ForwardModel": Cell("derivation", f"B{d['model']}"),
-            "ForwardPromptTokens": Cell("derivation", f"B{d['prompt_tokens']}"),
-            "ForwardTPS": Cell("derivation", f"B{d['tps']}"),
-            "ForwardMissing": Cell("derivation", f"B{d['missing']}"),
-            "TargetTPS": Cell("derivation", f"B{inv['target_tps']}"),
-            "TargetMaxTokens": Cell("derivation", f"B{inv['max_tokens']}"),
-            "TargetModel": Cell("derivation", f"B{inv['model']}"),
-            "MaxLatencyP95": Cell("derivation", f"B{inv['max_latency']}"),
-            "TargetPromptTokens": Cell("derivation", f"B{inv['prompt_tokens']}"),
-            "RecommendedConcurrency": Cell("derivation", f"B{inv['concurrency']}"),
-            "RecommendedTPS": Cell("derivation", f"B{inv['tps']}"),
-            "BestTPS": Cell("derivation", f"B{inv['best_tps']}"),
-            "BestConcurrency": Cell("derivation", f"B{inv['best_concurrency']}"),
+            "BaseModel": Cell("calibration", self.keyed_cell("settings", "base_model", "effective")),
+            "BaseMaxTokens": Cell("calibration", self.keyed_cell("settings", "base_max_tokens", "effective")),
+            "BaseConcurrency": Cell("calibration", self.keyed_cell("settings", "base_concurrency", "effective")),
+            "MonotonicTolerancePct": Cell("calibration", self.keyed_cell("settings", "monotonic_tolerance_pct", "effective")),
+            "StrictPhysics": Cell("calibration", self.keyed_cell("settings", "strict_physics", "effective")),
+            "ShortOutputRatio": Cell("calibration", self.keyed_cell("settings", "short_output_ratio", "effective")),
+            "PhysicsPrecision": Cell("calibration", self.keyed_cell("settings", "physics_precision", "effective")),
+            "PhysicsBytes": Cell("calibration", self.keyed_cell("settings", "physics_precision", "extra")),
+            "Method": Cell("calibration", self.keyed_cell("settings", "method", "effective")),
+            "BasePromptLevel": Cell("calibration", self.keyed_cell("settings", "base_prompt_level", "effective")),
+            "BaseTPS": Cell("calibration", self.keyed_cell("base", "tps", "effective")),
+            "BaseRows": Cell("calibration", self.keyed_cell("base", "rows", "effective")),
+            "CheckRows": Cell("consistency", self.keyed_cell("summary", "check_rows")),
+            "IdentifyRows": Cell("consistency", self.keyed_cell("summary", "identify_rows")),
+            "UnidentifiedRows": Cell("consistency", self.keyed_cell("summary", "unidentified_rows")),
+            "ExcludedRows": Cell("consistency", self.keyed_cell("summary", "excluded_rows")),
+            "MAPE": Cell("consistency", self.keyed_cell("summary", "mape")),
+            "MaxDeviation": Cell("consistency", self.keyed_cell("summary", "max_deviation")),
+            "Verdict": Cell("consistency", self.keyed_cell("summary", "verdict")),
+            "ForwardConcurrency": Cell("derivation", self.keyed_cell("forward", "concurrency")),
+            "ForwardMaxTokens": Cell("derivation", self.keyed_cell("forward", "max_tokens")),
+            "ForwardModel": Cell("derivation", self.keyed_cell("forward", "model")),
+            "ForwardPromptTokens": Cell("derivation", self.keyed_cell("forward", "prompt_tokens")),
+            "ForwardTPS": Cell("derivation", self.keyed_cell("forward", "tps")),
+            "ForwardMissing": Cell("derivation", self.keyed_cell("forward", "missing")),
+            "TargetTPS": Cell("derivation", self.keyed_cell("inverse", "target_tps")),
+            "TargetMaxTokens": Cell("derivation", self.keyed_cell("inverse", "max_tokens")),
+            "TargetModel": Cell("derivation", self.keyed_cell("inverse", "model")),
+            "MaxLatencyP95": Cell("derivation", self.keyed_cell("inverse", "max_latency")),
+            "TargetPromptTokens": Cell("derivation", self.keyed_cell("inverse", "prompt_tokens")),
+            "RecommendedConcurrency": Cell("derivation", self.keyed_cell("inverse", "concurrency")),
+            "RecommendedTPS": Cell("derivation", self.keyed_cell("inverse", "tps")),
+            "BestTPS": Cell("derivation", self.keyed_cell("inverse", "best_tps")),
+            "BestConcurrency": Cell("derivation", self.keyed_cell("inverse", "best_concurrency")),
         }
 
     def name_ref(self, name: str) -> str:
@@ -656,7 +686,7 @@ __all__ = [
     # the sheets' own facts
     "CELLS_TABLE", "CONCURRENCY_TABLE", "CONSISTENCY_COLUMNS", "Cell", "Column", "DEFAULT_CELL_SLOTS",
     "DEFAULT_CONCURRENCY_SLOTS", "DEFAULT_LENGTH_SLOTS", "DEFAULT_MODEL_SLOTS", "DEFAULT_PROMPT_SLOTS", "DEFAULT_ROWS",
-    "DISPLAY_KEYS", "PROMPT_TABLE",
+    "DISPLAY_KEYS", "KEYED_BLOCKS", "KEYED_COLUMNS", "PROMPT_BRACKET", "PROMPT_TABLE",
     "ENTRY_COLUMNS", "INVERSE_TABLE", "LAYOUT_VERSION", "LENGTH_TABLE", "Lang", "Layout", "META_SHEET",
     "MAX_MODELS", "MIN_FILLED_ROWS", "MODEL_TABLE", "NUMERIC_INPUT_KEYS", "RAW_COLUMNS", "RAW_FORMULA_KEYS", "RAW_INPUT_KEYS",
     "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "ROW_HEADROOM_MAX", "RAW_PLACES", "SEEN_MODELS_TABLE", "SHEET_TITLES",

@@ -24,7 +24,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.base import CellValue
 from scm_xl.rules import DEFAULT_FORWARD, DEFAULT_METHOD, DEFAULT_TARGET, METHODS
-from scm_xl.workbook.layout import CONCURRENCY_TABLE, LENGTH_TABLE, MODEL_TABLE, Column, Layout
+from scm_xl.workbook.layout import CONCURRENCY_TABLE, KEYED_COLUMNS, LENGTH_TABLE, MODEL_TABLE, Column, Layout
 from scm_xl.workbook.styles import (
     BIG_FONT, BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT,
     VERDICT_COLOURS, DEFAULT_FONT_SIZE, fit_row, row_height, wrapped_lines, write_value,
@@ -249,15 +249,15 @@ def typed_over_hint(layout: Layout, sheet: str, cell: str) -> str:
     col = "".join(ch for ch in cell if ch.isalpha())
     key = ""
     if sheet == layout.title("derivation"):
-        fw, inv = layout.forward_rows, layout.inverse_rows
+        fw, inv = layout.keyed_rows("forward"), layout.keyed_rows("inverse")
         mirrors = {**{fw[k]: f"forward.{k}" for k in FORWARD_INPUTS}, **{inv[k]: f"inverse.{k}" for k in INVERSE_INPUTS}}
-        if col == "B" and row in mirrors:
+        if col == KEYED_COLUMNS["value"] and row in mirrors:
             key = mirrors[row]
         elif min(fw.values()) <= row <= max(fw.values()):
             key = "forward.concurrency"
         elif row >= min(inv.values()):
             key = "inverse.target_tps"
-    elif sheet == layout.title("calibration") and cell == f"B{layout.settings_rows['method']}":
+    elif sheet == layout.title("calibration") and cell == layout.keyed_cell("settings", "method"):
         key = "method"
     elif sheet == layout.title("summary"):
         if row == ROWS["method"]:
@@ -328,8 +328,8 @@ def formulas(layout: Layout, fx: Formulas) -> dict[str, tuple[str, str | None]]:
     for block, rows, typed in ((FORWARD, FORWARD_ROWS, FORWARD_INPUTS), (INVERSE, INVERSE_ROWS, INVERSE_INPUTS)):
         for key, (name, number_format) in block.items():
             if key == "model":  # the effective model (blank: the base model) beside the typed one
-                source_row = layout.forward_rows["model"] if block is FORWARD else layout.inverse_rows["model"]
-                ref = f"{layout.qtitle('derivation')}!$D${source_row}"
+                source = layout.keyed_cell("forward" if block is FORWARD else "inverse", "model", "extra", absolute=True)
+                ref = f"{layout.qtitle('derivation')}!{source}"
                 out[f"{EFFECTIVE_COL}{rows[key]}"] = (f"=IF({ref}&\"\"=\"\",\"\",{ref})", None)
             if key in typed:
                 continue
@@ -476,8 +476,8 @@ def expected_sheet(layout: Layout, exp: Mapping[tuple[str, str], CellValue],
     for block, rows, typed in ((FORWARD, FORWARD_ROWS, FORWARD_INPUTS), (INVERSE, INVERSE_ROWS, INVERSE_INPUTS)):
         for key, (name, _) in block.items():
             if key == "model":
-                source_row = layout.forward_rows["model"] if block is FORWARD else layout.inverse_rows["model"]
-                out[(title, f"{EFFECTIVE_COL}{rows[key]}")] = blank_to_empty(exp.get((derivation, f"D{source_row}")))
+                source = layout.keyed_cell("forward" if block is FORWARD else "inverse", "model", "extra")
+                out[(title, f"{EFFECTIVE_COL}{rows[key]}")] = blank_to_empty(exp.get((derivation, source)))
             if key not in typed:
                 out[(title, f"B{rows[key]}")] = blank_to_empty(value_of(name))
     calibration = layout.title("calibration")
