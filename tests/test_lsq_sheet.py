@@ -20,6 +20,7 @@ from scm_xl.results import ResultRow, read_results
 from scm_xl.verify import compare
 from scm_xl.workbook import lsq_sheet as ls
 from scm_xl.workbook.registry import build_workbook
+from scm_xl.workbook.stamp import PendingFills
 from scm_xl.workbook.io import write_rows
 from scm_xl.workbook.layout import Layout
 from support.engines import ENGINES
@@ -54,17 +55,18 @@ def _settings(layout: Layout) -> Settings:
 
 def _build(path: Path, layout: Layout, rows: list[ResultRow]) -> tuple[dict, Analysis]:
     """The whole workbook with the least-squares sheet added; the expected value of its formula cells."""
-    wb = build_workbook(layout)
+    built = build_workbook(layout)
+    wb = built.wb
     wb.remove(wb[ls.SHEET_TITLES[layout.lang]])  # the builder makes it too; rebuild it here as the test says
     ws = wb.create_sheet(ls.SHEET_TITLES[layout.lang])
-    names = ls.write_sheet(ws, layout)
+    names = ls.write_sheet(ws, layout, built.fills)
     check = wb.create_sheet(NAMES_SHEET)
     for row, (name, address) in enumerate(sorted(names.items()), start=1):
         col, num = address.rstrip("0123456789"), address[len(address.rstrip("0123456789")):]
         wb.defined_names[name] = DefinedName(name, attr_text=f"'{ws.title}'!${col}${num}")
         check[f"A{row}"] = f"={name}"
     write_rows(wb, layout, rows)
-    wb.save(path)
+    built.save(path)
     analysis = analyze(rows, _settings(layout))
     expected = ls.expected_sheet(layout, analysis)
     for row, (_, address) in enumerate(sorted(names.items()), start=1):
@@ -185,14 +187,15 @@ def test_hand_set_base_levels_are_the_reference(engine: str, tmp_path: Path) -> 
     layout = Layout(lang="en", rows=30, c_slots=6, l_slots=4, m_slots=3)
     hand_set = {"base_model": MODELS[1], "base_max_tokens": 100, "base_concurrency": 2}
     rows = noisy_factorial(repeats=1)
-    wb = build_workbook(layout)
+    built = build_workbook(layout)
+    wb = built.wb
     wb.remove(wb[ls.SHEET_TITLES["en"]])
     ws = wb.create_sheet(ls.SHEET_TITLES["en"])
-    ls.write_sheet(ws, layout)
+    ls.write_sheet(ws, layout, built.fills)
     for key, value in hand_set.items():
         wb[layout.title("calibration")][f"B{layout.settings_rows[key]}"] = value
     write_rows(wb, layout, rows)
-    wb.save(tmp_path / "h.xlsx")
+    built.save(tmp_path / "h.xlsx")
     analysis = analyze(rows, Settings(**hand_set, concurrency_slots=6, length_slots=4, model_slots=3))
     values = _check(engine, tmp_path / "h.xlsx", ls.expected_sheet(layout, analysis))
     ll = ls.LsqLayout(layout)
@@ -209,7 +212,7 @@ def test_hand_set_base_levels_are_the_reference(engine: str, tmp_path: Path) -> 
 
 def _formula_cells(layout: Layout) -> set[str]:
     ws = Workbook().active
-    ls.write_sheet(ws, layout)
+    ls.write_sheet(ws, layout, PendingFills())
     cells = set()
     for row in ws.iter_rows():
         for cell in row:

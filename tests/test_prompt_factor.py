@@ -332,10 +332,10 @@ def test_a_prompt_level_beyond_the_k_in_slots_is_unidentified(tmp_path: Path) ->
     from scm_xl.workbook.registry import build_workbook
 
     layout = Layout(lang="en", rows=40, p_slots=2)
-    wb = build_workbook(layout, deferred=True)
-    write_rows(wb, layout, list(read_results(SIM_CSV).rows), clear=False)
+    built = build_workbook(layout)
+    write_rows(built.wb, layout, list(read_results(SIM_CSV).rows), clear=False)
     engine, note = choose_engine("ironcalc", 24)
-    report = filling._finish(wb, layout, tmp_path / "slots.xlsx", engine, note, lambda _: None, [])
+    report = filling._finish(built, layout, tmp_path / "slots.xlsx", engine, note, lambda _: None, [])
     assert report.verification.ok, [str(m) for m in report.verification.mismatches[:10]]
     assert [level.prompt_level for level in report.analysis.calibration.prompt_levels] == [32, 256]
     beyond = [c for c in report.analysis.checks if c.status.prompt_level == 640]

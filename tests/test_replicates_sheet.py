@@ -19,6 +19,7 @@ from scm_xl.results import ResultRow, read_results
 from scm_xl.verify import compare
 from scm_xl.workbook import replicates_sheet as rs
 from scm_xl.workbook.registry import build_workbook
+from scm_xl.workbook.stamp import PendingFills
 from scm_xl.workbook.io import write_rows
 from scm_xl.workbook.layout import Layout
 from support.engines import ENGINES
@@ -51,10 +52,11 @@ def _layout(rows: int, lang: str = "zh") -> Layout:
 def _build(path: Path, layout: Layout, rows: list[ResultRow], *, slots: int = rs.DEFAULT_SLOTS,
            threshold: object = rs.DEFAULT_CV_THRESHOLD) -> dict:
     """The whole workbook with the replicates sheet added; the expected value of its formula cells."""
-    wb = build_workbook(layout)
+    built = build_workbook(layout)
+    wb = built.wb
     wb.remove(wb[rs.SHEET_TITLES[layout.lang]])  # the builder makes it too; rebuild it here as the test says
     ws = wb.create_sheet(rs.SHEET_TITLES[layout.lang])
-    names = rs.write_sheet(ws, layout, slots=slots)
+    names = rs.write_sheet(ws, layout, built.fills, slots=slots)
     ws[f"B{rs.THRESHOLD_ROW}"] = threshold
     check = wb.create_sheet(NAMES_SHEET)
     for row, (name, address) in enumerate(sorted(names.items()), start=1):
@@ -62,7 +64,7 @@ def _build(path: Path, layout: Layout, rows: list[ResultRow], *, slots: int = rs
         wb.defined_names[name] = DefinedName(name, attr_text=f"'{ws.title}'!${col}${num}")
         check[f"A{row}"] = f"={name}"
     write_rows(wb, layout, rows)
-    wb.save(path)
+    built.save(path)
     settings = Settings(concurrency_slots=layout.c_slots, length_slots=layout.l_slots, model_slots=layout.m_slots)
     expected = rs.expected_sheet(layout, analyze(rows, settings), slots=slots, threshold=rs.read_threshold(ws))
     for row, (_, address) in enumerate(sorted(names.items()), start=1):
@@ -139,7 +141,7 @@ def test_reference_alone_mirrors_summarize() -> None:
     assert expected[(title, f"B{rs.TABLE_FIRST_ROW + len(cells)}")] is None
     # every formula cell of the sheet has a value, and nothing else does
     ws = Workbook().active
-    rs.write_sheet(ws, layout)
+    rs.write_sheet(ws, layout, PendingFills())
     assert {address for _, address in expected} == formula_cells(ws)
 
 

@@ -10,6 +10,7 @@ in a later row.
 
 from __future__ import annotations
 
+import copy
 import re
 import zipfile
 from pathlib import Path
@@ -29,7 +30,8 @@ from scm_xl.workbook.layout import (
 )
 from scm_xl.workbook.registry import build_workbook
 from scm_xl.workbook.io import write_rows
-from scm_xl.workbook.stamp import SharedFormula, deferred_rows, save_workbook, shares, stamp_rows, write_filled
+from scm_xl.workbook.stamp import BuiltWorkbook, PendingFills, SharedFormula, shares, write_filled
+from scm_xl.workbook.styles import fonts_in_schema_order
 
 
 def _formulas_by_cell(path: Path, title: str) -> dict[str, str]:
@@ -44,14 +46,15 @@ def test_every_per_row_cell_reads_back_as_its_own_formula(tmp_path: Path) -> Non
     build_workbook(layout).save(path)
     fx = Formulas(layout)
     checked = 0
-    for titles, template, first, letters, related in (
+    for titles, template, first, letters in (
         ({c.key: layout.title(layout.raw_sheet(c.key)) for c in RAW_COLUMNS}, fx.raw_row, layout.raw_first,
-         {c.key: layout.raw_col(c.key) for c in RAW_COLUMNS}, (1 - layout.raw_first,)),
+         {c.key: layout.raw_col(c.key) for c in RAW_COLUMNS}),
         ({c.key: layout.title("consistency") for c in CONSISTENCY_COLUMNS}, fx.consistency_row, layout.cons_first,
-         {c.key: layout.cons_col(c.key) for c in CONSISTENCY_COLUMNS}, (layout.raw_first - layout.cons_first,)),
+         {c.key: layout.cons_col(c.key) for c in CONSISTENCY_COLUMNS}),
     ):
         stored = {title: _formulas_by_cell(path, title) for title in set(titles.values())}
-        for row, formulas in stamp_rows(template, range(first, first + layout.rows), *related):
+        for row in range(first, first + layout.rows):  # each row's formulas, built for that row
+            formulas = template(row)
             for key, text in formulas.items():
                 assert stored[titles[key]][f"{letters[key]}{row}"] == text, (titles[key], key, row)
                 checked += 1
@@ -80,12 +83,24 @@ def test_the_workings_sheets_are_narrow() -> None:
 
 def test_a_column_that_is_not_one_relative_formula_is_written_cell_by_cell() -> None:
     ws = openpyxl.Workbook().active
-    plain = write_filled(ws, {"same": "A", "counted": "B"},
+    fills = PendingFills()
+    plain = write_filled(ws, fills, {"same": "A", "counted": "B"},
                          lambda row: {"same": f"=C{row}*2", "counted": f"=C{row}+{row}"}, range(2, 6))
     assert plain == ["counted"]
     assert isinstance(ws["A2"].value, SharedFormula) and ws["A2"].value.ref == "A2:A5"
     assert [ws[f"B{row}"].value for row in range(2, 6)] == ["=C2+2", "=C3+3", "=C4+4", "=C5+5"]
     assert shares("=$C2*2", "A2", "A9", "=$C9*2") and not shares("=C$2", "A2", "A3", "=C3")
+    # the shared column's middle cells are pending, its last cell holds the sheet's extent
+    assert fills.rows(ws, 1) == range(3, 5) and fills.rows(ws, 2) == range(0)
+    assert ws["A3"].value is None and isinstance(ws["A5"].value, SharedFormula)
+
+
+def test_a_built_workbook_is_saved_through_its_builder_only(tmp_path: Path) -> None:
+    """openpyxl's own save would leave the pending cells out without a word: it refuses."""
+    built = build_workbook(Layout(lang="en", rows=10))
+    with pytest.raises(TypeError, match="BuiltWorkbook.save"):
+        built.wb.save(tmp_path / "plain.xlsx")
+    assert not (tmp_path / "plain.xlsx").exists()
 
 
 @pytest.mark.parametrize("engine", ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)])
@@ -117,18 +132,32 @@ def _plain(value: object) -> object:
     return (value.ref, value.text) if isinstance(value, ArrayFormula) else value
 
 
-def test_a_deferred_build_saves_the_same_cells_as_a_full_one(tmp_path: Path) -> None:
-    """Deferred (the middle cells of each shared column written into the XML by save_workbook)
-    and full (every cell an openpyxl cell) builds read back cell for cell the same: values,
-    formulas and number formats, with typed rows in the same rows as the display formulas."""
+def _every_cell_held(built: BuiltWorkbook) -> None:
+    """Make every pending cell an openpyxl cell (a shared formula's follower, in its anchor's
+    style), as a build did before cells were left pending: what a plain openpyxl save writes."""
+    for fill in built.fills._fills:
+        ws = fill.anchor.parent
+        for row in range(fill.first, fill.last + 1):
+            cell = ws.cell(row=row, column=fill.column)
+            cell.value = SharedFormula(fill.index)
+            cell._style = copy.copy(fill.anchor._style)
+
+
+def test_the_pending_cells_are_saved_as_openpyxl_would_save_them(tmp_path: Path) -> None:
+    """The pending cells written into the XML by BuiltWorkbook.save read back cell for cell as the
+    same workbook with every cell an openpyxl cell saved by openpyxl: values, formulas and number
+    formats, with typed rows in the same rows as the display formulas."""
     layout = Layout(lang="zh", rows=60)
     rows = [experiment(f"E{i}", "model-a", 2 ** (i % 4), 50 * (1 + i % 3), 40.0 + i) for i in range(25)]
-    full, deferred = build_workbook(layout), build_workbook(layout, deferred=True)
-    for wb in (full, deferred):
-        write_rows(wb, layout, rows, clear=False)
-    full.save(tmp_path / "full.xlsx")
-    save_workbook(deferred, tmp_path / "deferred.xlsx")
-    a, b = openpyxl.load_workbook(tmp_path / "full.xlsx"), openpyxl.load_workbook(tmp_path / "deferred.xlsx")
+    full, pending = build_workbook(layout), build_workbook(layout)
+    for built in (full, pending):
+        write_rows(built.wb, layout, rows, clear=False)
+    assert pending.fills.rows(pending.wb[layout.title("calc")], 1) == range(layout.raw_first + 1, layout.raw_last)
+    _every_cell_held(full)
+    fonts_in_schema_order(full.wb)
+    openpyxl.Workbook.save(full.wb, tmp_path / "full.xlsx")
+    pending.save(tmp_path / "pending.xlsx")
+    a, b = openpyxl.load_workbook(tmp_path / "full.xlsx"), openpyxl.load_workbook(tmp_path / "pending.xlsx")
     assert a.sheetnames == b.sheetnames
     compared = 0
     for title in a.sheetnames:
@@ -136,15 +165,14 @@ def test_a_deferred_build_saves_the_same_cells_as_a_full_one(tmp_path: Path) -> 
         assert (left.max_row, left.max_column) == (right.max_row, right.max_column), title
         for row_a, row_b in zip(left.iter_rows(), right.iter_rows()):
             for x, y in zip(row_a, row_b):
-                assert (_plain(x.value), x.number_format) == (_plain(y.value), y.number_format), (title, x.coordinate)
+                assert (_plain(x.value), x.number_format, x.fill.fgColor.rgb, x.alignment.wrap_text) == \
+                    (_plain(y.value), y.number_format, y.fill.fgColor.rgb, y.alignment.wrap_text), (title, x.coordinate)
                 compared += 1
     assert compared > 60 * (len(RAW_COLUMNS) + len(CONSISTENCY_COLUMNS))
-    assert deferred_rows(deferred[layout.title("calc")], 1) == range(layout.raw_first + 1, layout.raw_last)
-    assert deferred_rows(full[layout.title("calc")], 1) == range(0)
 
 
-def test_values_written_with_the_deferred_cells_equal_values_written_over_the_saved_file(tmp_path: Path) -> None:
-    """`fill` writes its final file from openpyxl's (sparse) one, the deferred cells with their
+def test_values_written_with_the_pending_cells_equal_values_written_over_the_saved_file(tmp_path: Path) -> None:
+    """`fill` writes its final file from openpyxl's (sparse) one, the pending cells with their
     values in the same pass; that file is byte for byte the one a second pass over the saved file
     writes: numbers, texts long enough to wrap (their rows' heights), booleans, errors, empty
     results, and cells with no value at all."""
@@ -153,10 +181,10 @@ def test_values_written_with_the_deferred_cells_equal_values_written_over_the_sa
 
     layout = Layout(lang="en", rows=60)
     rows = [experiment(f"E{i}", "model-a", 2 ** (i % 4), 50 * (1 + i % 3), 40.0 + i) for i in range(25)]
-    wb = build_workbook(layout, deferred=True)
-    write_rows(wb, layout, rows, clear=False)
+    built = build_workbook(layout)
+    write_rows(built.wb, layout, rows, clear=False)
     full, sparse = tmp_path / "full.xlsx", tmp_path / "sparse.xlsx"
-    fills = save_workbook(wb, full, sparse=sparse)
+    fills = built.save(full, sparse=sparse)
     assert sum(fill.last - fill.first + 1 for columns in fills.values() for fill in columns) > 60 * 20
     kinds = [1.5, 0.1 + 0.2, "a note long enough to need more than one line in any column of the sheet " * 2,
              True, CellError("#N/A"), None, 3.0, float("inf"), "short", 7]

@@ -17,7 +17,6 @@ from scm_xl.errors import EngineError
 from scm_xl.verify import NOT_A_FORMULA, compare
 from scm_xl.workbook.registry import build_workbook
 from scm_xl.workbook.layout import Layout
-from scm_xl.workbook.stamp import formula_cells, save_workbook
 from support.engines import EXPECTED, write_workbook
 
 
@@ -77,10 +76,10 @@ def test_comparing_grids_finds_what_comparing_dicts_finds(grids: bool) -> None:
 def test_known_formula_cells_are_the_cells_in_the_file(tmp_path: Path) -> None:
     """What fill names to the engine is every formula cell the saved file holds, no more."""
     layout = Layout(lang="en", rows=40)
-    wb = build_workbook(layout, deferred=True)
+    built = build_workbook(layout)
     path = tmp_path / "built.xlsx"
-    fills = save_workbook(wb, path)
-    known = formula_cells(wb, fills)
+    fills = built.save(path)
+    known = built.formula_cells(fills)
     parsed = formula_refs(path)
 
     def expand(refs: dict[str, list[str]]) -> set[tuple[str, int, int]]:
@@ -93,7 +92,7 @@ def test_known_formula_cells_are_the_cells_in_the_file(tmp_path: Path) -> None:
         return out
 
     assert expand(known) == expand(parsed)
-    assert sum(":" in ref for refs in known.values() for ref in refs) > 50  # the deferred columns, as ranges
+    assert sum(":" in ref for refs in known.values() for ref in refs) > 50  # the pending columns, as ranges
 
 
 @pytest.fixture

@@ -28,7 +28,6 @@ from scm_xl.workbook.layout import (
     CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, Column, Lang, Layout,
 )
 from scm_xl.workbook.registry import build_workbook
-from scm_xl.workbook.stamp import save_workbook
 from scm_xl.workbook.styles import row_height, wrapped_lines
 from support.engines import ERROR_STRINGS
 from support.paths import ARTICLE
@@ -210,7 +209,7 @@ def test_the_templates_rows_keep_the_default_height(tmp_path: Path) -> None:
     """With no values (the template), the wrapped columns' rows keep the default height."""
     layout = Layout(lang="en", rows=30)
     path = tmp_path / "template.xlsx"
-    save_workbook(build_workbook(layout, deferred=True), path)
+    build_workbook(layout).save(path)
     wb = openpyxl.load_workbook(path)
     for ws, first, letters in _wrapped_columns(wb, layout):
         for row in range(first, first + layout.rows):

@@ -9,10 +9,12 @@ The sheet XML is streamed row by row.
 from __future__ import annotations
 
 import math
+import os
 import posixpath
 import queue
 import re
 import shutil
+import tempfile
 import threading
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
@@ -24,7 +26,7 @@ from defusedxml import ElementTree
 _MAIN_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 _REL_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _PKG_REL_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
-_CHUNK = 1 << 20
+CHUNK = 1 << 20  # bytes read or deflated at a time
 
 # "Anything up to </c>" written as runs of bytes other than "<": several times faster than .*?
 # A <row> element, whole: group 1 its attributes, group 2 its cells.
@@ -108,7 +110,7 @@ def formula_refs(book: zipfile.ZipFile, part: str) -> list[str]:
 def row_blocks(stream: IO[bytes]) -> Iterator[bytes]:
     """The sheet XML in pieces that end at a row's end, so no cell is split between two."""
     buffer = b""
-    while chunk := stream.read(_CHUNK):
+    while chunk := stream.read(CHUNK):
         buffer += chunk
         cut = buffer.rfind(b"</row>")
         if cut >= 0:
@@ -155,27 +157,46 @@ def with_cells(row_xml: bytes, extra: list[tuple[int, bytes]]) -> bytes:
 
 
 def copy_package(source: str | Path, target: str | Path, rewrite: Callable[[str], SheetRewrite | None], *,
-                 compression: int = zipfile.ZIP_STORED) -> None:
-    """Copy the xlsx package `source` to `target` member by member. A member for which
-    `rewrite(member name)` gives a function is streamed through it in whole-row blocks
-    (`row_blocks`); every other member is copied as it is. `compression` is the copy's
-    (stored by default: a copy made for an engine is read once)."""
-    with zipfile.ZipFile(source) as book, zipfile.ZipFile(target, "w", compression) as copy:
-        for info in book.infolist():
-            out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-            out.compress_type = compression
-            change = rewrite(info.filename)
-            with book.open(info) as reader, copy.open(out, "w", force_zip64=True) as writer:
-                if change is None:
-                    shutil.copyfileobj(reader, writer)
-                else:
-                    for piece in change(row_blocks(reader)):
-                        writer.write(piece)
+                 compression: int | None = zipfile.ZIP_STORED) -> None:
+    """Copy the xlsx package `source` to `target` member by member: the one package copy of
+    scm-xl. A member for which `rewrite(member name)` gives a function is streamed through it in
+    whole-row blocks (`row_blocks`), deflated from a thread of its own (`DeflatingWriter`);
+    every other member is copied as it is. `compression` is the copy's (stored by default: a
+    copy made for an engine is read once); None keeps each member's own.
+
+    The copy is written beside `target` under a temporary name and renamed onto it when
+    complete (`target` may be `source`); on an error `target` is untouched."""
+    target = Path(target)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(handle)
+    try:
+        with zipfile.ZipFile(source) as book, \
+                zipfile.ZipFile(temp_name, "w", compression or zipfile.ZIP_STORED) as copy:
+            for info in book.infolist():
+                out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+                out.compress_type = info.compress_type if compression is None else compression
+                out.external_attr = info.external_attr
+                out.create_system = info.create_system
+                change = rewrite(info.filename)
+                with book.open(info) as reader, copy.open(out, "w", force_zip64=True) as writer:
+                    if change is None:
+                        shutil.copyfileobj(reader, writer, CHUNK)
+                    elif out.compress_type == zipfile.ZIP_DEFLATED:
+                        with DeflatingWriter(writer) as deflating:
+                            for piece in change(row_blocks(reader)):
+                                deflating.write(piece)
+                    else:
+                        for piece in change(row_blocks(reader)):
+                            writer.write(piece)
+        os.replace(temp_name, target)
+    except BaseException:
+        os.unlink(temp_name)
+        raise
 
 
 class DeflatingWriter:
     """Writes a zip member's pieces (`writer`: `ZipFile.open(..., "w")`) from a thread of its
-    own, in blocks of _CHUNK: zlib lets go of Python's lock while it deflates a block, so deflating
+    own, in blocks of CHUNK: zlib lets go of Python's lock while it deflates a block, so deflating
     one block overlaps making the next (about a third of the time `cached_values` takes to store
     a 10,000-row workbook's values)."""
 
@@ -194,7 +215,7 @@ class DeflatingWriter:
     def write(self, piece: bytes) -> None:
         self.pending.append(piece)
         self.size += len(piece)
-        if self.size >= _CHUNK:
+        if self.size >= CHUNK:
             self._send()
 
     def _send(self) -> None:

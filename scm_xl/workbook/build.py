@@ -28,7 +28,7 @@ from scm_xl.workbook.catalog_tables import CatalogLayout, physics_column_formula
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW, write_calculator
 from scm_xl.workbook.formulas import Formulas
-from scm_xl.workbook.stamp import deferred_rows, save_workbook, write_filled
+from scm_xl.workbook.stamp import BuiltWorkbook, PendingFills, write_filled
 from scm_xl.workbook.printing import MIN_PRINT_SCALE, PAGE_WIDTH_CHARS, pages_for, print_setup
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_PHYSICS_PRECISION,
@@ -239,7 +239,7 @@ def write_readme(ws: Worksheet, lang: str) -> None:
     print_setup(ws, pages_tall=pages_for(len(README_TEXT[lang])))
 
 
-def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
+def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas, fills: PendingFills) -> None:
     """The sheet a person types into: inputs, and three display columns per covered row."""
     _header(ws, layout.raw_header_row, 1, ENTRY_COLUMNS, layout.lang, text_keys=RAW_TEXT_KEYS)
     ws.freeze_panes = f"B{layout.raw_first}"
@@ -251,11 +251,11 @@ def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     formats = {"show_tps": "0.00"}
     rows = range(layout.raw_first, layout.raw_last + 1)
     letters = {key: layout.entry_col(key) for key in display}
-    write_filled(ws, letters, lambda _: display, rows, number_formats=formats)
+    write_filled(ws, fills, letters, lambda _: display, rows, number_formats=formats)
     for letter in letters.values():
         ws.column_dimensions[letter].fill = FORMULA_FILL
-    wrap_column(ws, letters["show_status"], rows)
-    fill_column(ws, letters["show_tps"], rows)  # its number format made its cells' own style, white
+    wrap_column(ws, letters["show_status"], rows, fills)
+    fill_column(ws, letters["show_tps"], rows, fills)  # its number format made its cells' own style, white
     last_col = get_column_letter(len(ENTRY_COLUMNS))
     ws.auto_filter.ref = f"A{layout.raw_header_row}:{last_col}{layout.raw_last}"
     _validations(ws, layout)
@@ -307,7 +307,7 @@ def _hint_inserted_rows(ws: Worksheet, layout: Layout, display: Mapping[str, str
     header.comment = Comment(INSERTED_ROW_HINT[layout.lang], "scm-xl", width=340, height=150)
 
 
-def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas, sheet_key: str) -> None:
+def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas, sheet_key: str, fills: PendingFills) -> None:
     """One of the workings sheets: its share of the workings columns (`workings_columns`)."""
     columns = workings_columns(sheet_key)
     _header(ws, layout.raw_header_row, 1, columns, layout.lang)
@@ -320,7 +320,7 @@ def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas, sheet_key: 
         formulas = fx.raw_row(row)
         return {key: formulas[key] for key in letters}
 
-    write_filled(ws, letters, template, rows, position_offset)
+    write_filled(ws, fills, letters, template, rows, position_offset)
     for key, number_format in (("tps", "0.00"), ("ln_tps", "0.0000")):
         if key in letters:
             ws.column_dimensions[letters[key]].number_format = number_format
@@ -330,7 +330,7 @@ def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas, sheet_key: 
             ws[f"{layout.messages_col}{1 + code}"] = message
 
 
-def write_cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
+def write_cells(ws: Worksheet, layout: Layout, fx: Formulas, fills: PendingFills) -> None:
     _header(ws, layout.cells_header_row, 1, CELLS_TABLE, layout.lang)
     ws.freeze_panes = f"A{layout.cells_first}"
     slot_col = layout.table_col(CELLS_TABLE, "slot")
@@ -340,7 +340,7 @@ def write_cells(ws: Worksheet, layout: Layout, fx: Formulas) -> None:
     rows = range(layout.cells_first, layout.cells_last + 1)
     for key, text in fx.cells_row(rows[0]).items():  # the first cell has no cell above it
         ws[f"{letters[key]}{rows[0]}"] = text
-    write_filled(ws, letters, fx.cells_row, rows[1:], -1)
+    write_filled(ws, fills, letters, fx.cells_row, rows[1:], -1)
     _header(ws, layout.cells_header_row, layout.seen_models_start, SEEN_MODELS_TABLE, layout.lang)
     for row in range(layout.cells_first, layout.cells_first + layout.m_slots):
         for key, text in fx.seen_model_row(row).items():
@@ -422,21 +422,21 @@ WRAPPED_CONSISTENCY_KEYS = ("note", "physics_text")
 WRAPPED = Alignment(wrap_text=True)  # at the bottom, beside its row's figures
 
 
-def wrap_column(ws: Worksheet, letter: str, rows: range) -> None:
-    """The formula texts of column `letter` wrap within it, on every row of `rows` (a deferred
+def wrap_column(ws: Worksheet, letter: str, rows: range, fills: PendingFills) -> None:
+    """The formula texts of column `letter` wrap within it, on every row of `rows` (a pending
     shared formula's middle cells take the style of its first). Their rows get the height their
     text needs only where the text is known: `cached_values` sizes them as it stores a filled
     workbook's values (no program sizes a wrapped row of an .xlsx it opens); the template's
     empty rows keep the default height."""
-    for cell in fill_column(ws, letter, rows):
+    for cell in fill_column(ws, letter, rows, fills):
         cell.alignment = WRAPPED
 
 
-def fill_column(ws: Worksheet, letter: str, rows: range) -> list[Cell]:
+def fill_column(ws: Worksheet, letter: str, rows: range, fills: PendingFills) -> list[Cell]:
     """Give column `letter`'s cells in `rows` its fill (a cell's own style replaces its column's:
-    keep its colour) and return them; a deferred shared formula's middle cells are left alone,
+    keep its colour) and return them; a pending shared formula's middle cells (`fills`) are left alone,
     as they take the style of its first."""
-    middle = deferred_rows(ws, column_index_from_string(letter))
+    middle = fills.rows(ws, column_index_from_string(letter))
     fill = copy(ws.column_dimensions[letter].fill)
     cells = [ws[f"{letter}{row}"] for row in rows if row not in middle]
     for cell in cells:
@@ -444,7 +444,8 @@ def fill_column(ws: Worksheet, letter: str, rows: range) -> list[Cell]:
     return cells
 
 
-def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str]) -> None:
+def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str],
+                      fills: PendingFills) -> None:
     _label(ws, "A1", labels["consistency_title"])
     ws["A1"].font = TITLE_FONT
     _label(ws, "A2", labels["verdict_rule"])
@@ -465,9 +466,9 @@ def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     for key, number_format in formats.items():
         ws.column_dimensions[letters[key]].number_format = number_format
     rows = range(layout.cons_first, layout.cons_last + 1)
-    write_filled(ws, letters, fx.consistency_row, rows, layout.raw_first - layout.cons_first)
+    write_filled(ws, fills, letters, fx.consistency_row, rows, layout.raw_first - layout.cons_first)
     for key in WRAPPED_CONSISTENCY_KEYS:
-        wrap_column(ws, letters[key], rows)
+        wrap_column(ws, letters[key], rows, fills)
     # The helper columns (known flags, anchor) are grouped and collapsed.
     for key in ("f_known", "k_known", "c_known", "p_known", "anchor", "p_anchor"):
         ws.column_dimensions[letters[key]].hidden = True
@@ -573,7 +574,7 @@ def _write_prompt_lookup(ws: Worksheet, layout: Layout, block: str, formulas: Ma
                  None if role in ("prompt_low", "prompt_high") else "0.000")
 
 
-def save_atomic(wb: Workbook, path: str | Path, *, reproducible: bool = False) -> None:
+def save_atomic(built: BuiltWorkbook, path: str | Path, *, reproducible: bool = False) -> None:
     """Save through `outputs.replacing`: a unique temporary file beside the target, renamed
     when complete (through a symlink, with the user's umask).
 
@@ -585,7 +586,7 @@ def save_atomic(wb: Workbook, path: str | Path, *, reproducible: bool = False) -
         raise InputError(f"folder does not exist: {path.parent}", path=str(path))
     try:
         with replacing(path) as temporary:
-            save_workbook(wb, temporary)
+            built.save(temporary)
             if reproducible:
                 _freeze_zip(str(temporary))
     except OSError as exc:

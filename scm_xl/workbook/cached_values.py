@@ -8,7 +8,7 @@ engine computed, as Excel itself saves it: the formula stays, the value goes in
 array formula's range each get their own <v>.
 
 `fill` writes its final file this way from openpyxl's own (sparse) file: the shared
-columns' middle cells, which openpyxl never held (`stamp.save_workbook` says which), are written in
+columns' middle cells, which openpyxl never held (`stamp.BuiltWorkbook.save` says which), are written in
 the same pass, each with its value, instead of a second pass over every cell of a saved
 file. Otherwise only the <c> elements of formula cells (and of array ranges) change, and the
 <row> of a formula cell whose style wraps text and whose value needs more lines
@@ -26,19 +26,17 @@ whether it recalculates everything on load.
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from xml.etree import ElementTree
 
 from scm_xl.engines.base import CellError, CellValue, cell_position
 from scm_xl.engines.values import ABSENT, CellGrid, SheetView
 from scm_xl.engines.xlsx_cells import (
-    ROW_ELEMENT, DeflatingWriter, column_name, column_number, sheet_parts, with_cells,
+    ROW_ELEMENT, column_name, column_number, copy_package, sheet_parts, with_cells,
 )
 from scm_xl.workbook.stamp import FilledColumn
 from scm_xl.workbook.styles import DEFAULT_FONT_SIZE, WIDE_WIDTH, row_height, wrapped_lines
@@ -46,8 +44,7 @@ from scm_xl.workbook.styles import DEFAULT_FONT_SIZE, WIDE_WIDTH, row_height, wr
 Position = tuple[int, int]  # (row, column), both from 1
 SheetValues = Mapping[Position, CellValue]
 
-_CHUNK = 1 << 20
-BLOCK_ROWS = 1024  # deferred cells rendered this many rows at a time (a list per column, then rows)
+BLOCK_ROWS = 1024  # pending cells rendered this many rows at a time (a list per column, then rows)
 
 # "Anything up to </c>" is written as runs of bytes other than "<": several times faster than .*?
 _CELL = re.compile(rb'<c\b((?:\s+r="([A-Z]+)[0-9]+")?[^>]*?)(/>|>([^<]*(?:<(?!/c>)[^<]*)*)</c>)')
@@ -73,9 +70,9 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
     in its formula cells; return how many cells got a value.
 
     Cells without a formula are left alone, and so are formula cells `values` has no entry for.
-    `fills` (sheet title -> deferred shared columns, as `stamp.save_workbook` returns them) are the cells `src`
-    does not hold yet (openpyxl's file, saved with `stamp.save_workbook(sparse=...)`): each is
-    written straight with its value, in the same pass, as `stamp.save_workbook` would have
+    `fills` (sheet title -> pending shared columns, as `stamp.BuiltWorkbook.save` returns them) are the cells `src`
+    does not hold yet (openpyxl's file, saved with `BuiltWorkbook.save(sparse=...)`): each is
+    written straight with its value, in the same pass, as `BuiltWorkbook.save` would have
     written it empty. `dst` may be `src`; it is replaced only once the copy is complete.
     """
     src, dst = Path(src), Path(dst)
@@ -90,33 +87,25 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
         for part in fills_of:
             by_part.setdefault(part, {})
         wrapping = _wrapping_styles(source)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp_name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-        os.close(handle)
-        written = 0
-        try:
-            with zipfile.ZipFile(temp_name, "w", zipfile.ZIP_DEFLATED) as target:
-                for info in source.infolist():
-                    out_info = _copy_info(info)
-                    if info.filename in by_part:
-                        with source.open(info) as reader, target.open(out_info, "w", force_zip64=True) as writer, \
-                                DeflatingWriter(writer) as out:
-                            for piece in _rewrite_sheet(_chunks(reader), by_part[info.filename], wrapping,
-                                                        fills_of.get(info.filename, ())):
-                                if isinstance(piece, int):
-                                    written += piece
-                                else:
-                                    out.write(piece)
-                    elif info.filename == "xl/workbook.xml":
-                        target.writestr(out_info, _full_calc_on_load(source.read(info)))
-                    else:
-                        with source.open(info) as reader, target.open(out_info, "w", force_zip64=True) as writer:
-                            while block := reader.read(_CHUNK):
-                                writer.write(block)
-            os.replace(temp_name, dst)
-        except BaseException:
-            os.unlink(temp_name)
-            raise
+    written = 0
+
+    def counted(pieces: Iterator[bytes | int]) -> Iterator[bytes]:
+        nonlocal written
+        for piece in pieces:
+            if isinstance(piece, int):
+                written += piece
+            else:
+                yield piece
+
+    def rewrite(name: str) -> Callable[[Iterator[bytes]], Iterator[bytes]] | None:
+        if name in by_part:
+            return lambda blocks: counted(_rewrite_sheet(blocks, by_part[name], wrapping, fills_of.get(name, ())))
+        if name == "xl/workbook.xml":
+            return lambda blocks: iter([_full_calc_on_load(b"".join(blocks))])
+        return None
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    copy_package(src, dst, rewrite, compression=None)  # each member compressed as it was
     return written
 
 
@@ -132,14 +121,6 @@ def values_by_sheet(values: Mapping[tuple[str, str], CellValue]) -> dict[str, Sh
 
 
 # -- the package -----------------------------------------------------------------------------------
-
-
-def _copy_info(info: zipfile.ZipInfo) -> zipfile.ZipInfo:
-    out = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-    out.compress_type = info.compress_type
-    out.external_attr = info.external_attr
-    out.create_system = info.create_system
-    return out
 
 
 def _full_calc_on_load(xml: bytes) -> bytes:
@@ -158,11 +139,6 @@ def _full_calc_on_load(xml: bytes) -> bytes:
     end = -2 if tag.endswith(b"/>") else -1
     tag = tag[:end].rstrip() + b' fullCalcOnLoad="1"' + tag[end:]
     return xml[:match.start()] + tag + xml[match.end():]
-
-
-def _chunks(reader: IO[bytes]) -> Iterator[bytes]:
-    while block := reader.read(_CHUNK):
-        yield block
 
 
 def _wrapping_styles(book: zipfile.ZipFile) -> dict[int, float]:
@@ -252,7 +228,7 @@ def _rewrite_sheet(chunks: Iterator[bytes], values: SheetValues, wrapping: Mappi
                    fills: Sequence[FilledColumn] = ()) -> Iterator[bytes | int]:
     """The sheet XML with values cached, in pieces; an int piece counts the cells written.
     `wrapping` (style index -> font size) names the styles whose rows are fitted to their text;
-    `fills` are deferred shared columns to write in, each cell with its value."""
+    `fills` are pending shared columns to write in, each cell with its value."""
     state = _SheetState(values, fills)
     buffer = b""
     header = b""  # what comes before <sheetData>: the column widths
@@ -311,7 +287,7 @@ class _SheetState:
                               fill.style_attr, fill.formula, fill.style) for fill in fills), key=lambda item: item[2])
         self.fill_last = max((fill.last for fill in fills), default=0)
         self.fill_next = min((fill.first for fill in fills), default=1)  # the first row not written yet
-        # The deferred cells are rendered a block of rows at a time, column by column: rows
+        # The pending cells are rendered a block of rows at a time, column by column: rows
         # block_first.. of fill k are block_cells[k] (None: none in the block), with how many got
         # a value and the height each row's wrapped texts need.
         self.block_first, self.block_end = 0, 0
@@ -331,7 +307,7 @@ class _SheetState:
         return [column.get(row) for row in range(top, bottom + 1)]
 
     def _render_block(self, top: int) -> None:
-        """Render the deferred cells of rows top.. top + BLOCK_ROWS - 1."""
+        """Render the pending cells of rows top.. top + BLOCK_ROWS - 1."""
         bottom = min(top + BLOCK_ROWS - 1, self.fill_last)
         numbers = [str(row).encode("ascii") for row in range(top, bottom + 1)]
         self.block_first, self.block_end = top, bottom + 1
@@ -349,7 +325,7 @@ class _SheetState:
             head = b"<c" + at
             tail = b'"' + style + b">" + formula
             cells: list[bytes] = [b""] * len(numbers)  # rows outside the fill stay empty
-            empty = tail + b"<v></v></c>"  # no value: as `stamp.save_workbook` writes it
+            empty = tail + b"<v></v></c>"  # no value: as `BuiltWorkbook.save` writes it
             no_text = b'"' + style + b' t="str">' + formula + b"<v></v></c>"
             value_start = tail + b"<v>"
             wraps = fitter is not None and style_id in wrapping
@@ -373,7 +349,7 @@ class _SheetState:
             self.block_cells.append(cells)
 
     def _filled(self, row: int) -> tuple[list[tuple[int, bytes]], int, float]:
-        """The deferred cells of `row` ((column, <c> XML), in column order), how many got a value,
+        """The pending cells of `row` ((column, <c> XML), in column order), how many got a value,
         and the height their wrapped texts need."""
         if not self.block_first <= row < self.block_end:
             self._render_block(row)
@@ -384,7 +360,7 @@ class _SheetState:
 
     def _rows_before(self, number: int) -> Iterator[bytes | int]:
         """The rows before `number` that the XML does not hold and that get cells: array-range
-        cells' and deferred columns'."""
+        cells' and pending columns'."""
         rows = {r for r in self.pending if r < number}
         if self.fills and self.fill_next < number:
             rows.update(range(self.fill_next, min(number, self.fill_last + 1)))
@@ -614,9 +590,5 @@ def _position(ref: bytes) -> Position:
 def _cell_name(row: int, col: int) -> bytes:
     letters = _COLUMN_NAMES.get(col)
     if letters is None:
-        name, n = b"", col
-        while n:
-            n, rem = divmod(n - 1, 26)
-            name = bytes([65 + rem]) + name
-        _COLUMN_NAMES[col] = letters = name
+        _COLUMN_NAMES[col] = letters = column_name(col).encode("ascii")
     return letters + str(row).encode("ascii")

@@ -42,7 +42,7 @@ from scm_xl.workbook.io import (
     set_strict_physics, write_hand_set, write_rows, write_typed,
 )
 from scm_xl.workbook import cached_values
-from scm_xl.workbook.stamp import FilledColumn, formula_cells, is_formula, save_workbook
+from scm_xl.workbook.stamp import BuiltWorkbook, FilledColumn, is_formula
 from scm_xl.workbook.layout import (
     MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
 )
@@ -177,17 +177,18 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
         say(Text("step_build"))
         person = _PersonWork.take(user_wb, old_layout)
         remove_own_sheets(user_wb, old_layout)
-        wb = build_workbook(layout, into=user_wb, deferred=True)
-        write_hand_set(wb, layout, old_inputs)
+        built = build_workbook(layout, into=user_wb)
+        write_hand_set(built.wb, layout, old_inputs)
         target = Path(output) if output else workbook
     else:
         layout = _layout_for(rows, lang, where=str(paths[0]))
         say(Text("step_build"))
-        wb = build_workbook(layout, deferred=True)
+        built = build_workbook(layout)
         target = Path(output) if output else Path(paths[0].stem + ".xlsx")
         derivation = derivation or _measured_defaults(rows)
     if target.is_dir():
         raise UsageError(f"{target} is a folder; give a file name with -o")
+    wb = built.wb
     write_rows(wb, layout, rows, clear=workbook is not None)
     if strict_physics is not None:
         set_strict_physics(wb, layout, strict_physics)
@@ -200,7 +201,7 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
         latency_sheet.write_cells(wb[latency_sheet.SHEET_TITLES[layout.lang]], layout,
                                   {key: forward.get(key) for key in ("concurrency", "max_tokens")})
     if slo_data is not None:
-        slo_sheet.write_data(wb, layout, slo_data)
+        slo_sheet.write_data(built, layout, slo_data)
     if slo is not None or attainment is not None:
         slo_sheet.set_inputs(wb, layout, slo_sheet.slo_inputs(slo) if slo is not None else {"attainment": attainment})
     typed_capacity = dict(capacity or {})
@@ -210,7 +211,7 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
                 typed_capacity[key] = int(sent) if float(sent).is_integer() else sent
     if typed_capacity:
         slo_sheet.set_capacity_inputs(wb, layout, typed_capacity)
-    return _finish(wb, layout, target, chosen, note, say, warnings, force=force, person=person, notes=slo_notes)
+    return _finish(built, layout, target, chosen, note, say, warnings, force=force, person=person, notes=slo_notes)
 
 
 def _requests_data(rows: list[ResultRow],
@@ -254,22 +255,23 @@ def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress:
     progress(Text("step_build"))
     person = _PersonWork.take(user_wb, old_layout)
     remove_own_sheets(user_wb, old_layout)
-    wb = build_workbook(layout, into=user_wb, deferred=True)
-    write_hand_set(wb, layout, old)
-    write_typed(wb, layout, typed)
+    built = build_workbook(layout, into=user_wb)
+    write_hand_set(built.wb, layout, old)
+    write_typed(built.wb, layout, typed)
     if not old.slo_data.empty:  # the records the workbook held stay with it
-        slo_sheet.write_data(wb, layout, old.slo_data)
-    return _finish(wb, layout, Path(output) if output else workbook, chosen, note, progress, [], force=force,
+        slo_sheet.write_data(built, layout, old.slo_data)
+    return _finish(built, layout, Path(output) if output else workbook, chosen, note, progress, [], force=force,
                    person=person)
 
 
-def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None, say: Progress,
+def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, note: str | None, say: Progress,
             warnings: list[str], *, force: bool = True, person: _PersonWork | None = None,
             notes: list[str] | None = None) -> WorkbookReport:
     """Charts from the reference, then save beside the target, recalculate, verify, store the
     values, and rename into place (exclusively without `force`); a workbook that fails
     verification is set aside instead and the target left alone."""
-    inputs = read_inputs(wb, layout, target)
+    wb = built.wb
+    inputs = read_inputs(wb, layout, target, pending=built.fills)
     analysis = analyze([row for _, row in inputs.rows], inputs.settings)
     # The latency sheet's knee is profiled here (not a formula) and stored as a value.
     latency_ws = wb[latency_sheet.SHEET_TITLES[layout.lang]]
@@ -291,12 +293,12 @@ def _finish(wb: Any, layout: Layout, target: Path, chosen: Any, note: str | None
     with staging(target, suffix=".xlsx") as staged:
         say(Text("step_save"))
         # openpyxl's own file is kept beside: the values go in on the way from it, with the
-        # deferred cells, in one pass (not a second pass over every cell of the saved file).
+        # pending cells, in one pass (not a second pass over every cell of the saved file).
         sparse = staged.temp.with_name(staged.temp.name + ".sparse")
         try:
-            fills = save_workbook(wb, staged.temp, sparse=sparse)
+            fills = built.save(staged.temp, sparse=sparse)
             report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say,
-                            analysis=analysis, cells=formula_cells(wb, fills))
+                            analysis=analysis, cells=built.formula_cells(fills))
             _store_values(staged.temp, report.verification, say, sparse=sparse, fills=fills)
         finally:
             sparse.unlink(missing_ok=True)
@@ -432,7 +434,7 @@ def _store_values(path: Path, verification: Verification, say: Progress, *, spar
                   fills: dict[str, list[FilledColumn]]) -> None:
     """Give every formula cell the value the verifying engine computed, so readers that do
     not recalculate (openpyxl data_only, pandas, previews) see the numbers: `path` is written
-    anew from `sparse` (openpyxl's file) with the deferred cells `fills`, each with its value."""
+    anew from `sparse` (openpyxl's file) with the pending cells `fills`, each with its value."""
     values = verification.values
     if not values:
         return

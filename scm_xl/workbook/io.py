@@ -17,7 +17,7 @@ from scm_xl.model import Settings
 from scm_xl.results import FLOAT_COLUMNS, ResultRow, normalise_override
 from scm_xl.report_texts import Text
 from scm_xl.rules import Lang
-from scm_xl.workbook.stamp import deferred_rows, is_formula
+from scm_xl.workbook.stamp import PendingFills, is_formula
 from scm_xl.workbook.styles import write_value
 from scm_xl.workbook import charts, latency_sheet, replicates_sheet, slo_sheet, summary_sheet
 from scm_xl.workbook.first_principles import read_calculator_inputs, set_calculator_inputs
@@ -207,8 +207,9 @@ def unusable_reason(values: dict[str, Any], lang: Lang) -> tuple[int, str] | Non
     return None
 
 
-def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
-    """Read raw rows and hand-set cells, validating them as the CSV reader would.
+def read_inputs(wb: Workbook, layout: Layout, path: str | Path, *, pending: PendingFills | None = None) -> Inputs:
+    """Read raw rows and hand-set cells, validating them as the CSV reader would; `pending`: the
+    cells a workbook just built holds only once saved (`BuiltWorkbook.fills`).
 
     A row with a blank required cell or text in a number column is not an error: the
     workbook shows why it cannot be used, and so does the reference (`unusable`)."""
@@ -227,10 +228,10 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path) -> Inputs:
     display_rows = set()
     last = max(raw.max_row, layout.raw_last)
     width = max(*indexes.values(), display_index) + 1
-    deferred = deferred_rows(raw, display_index + 1)  # display cells not yet in the workbook object
+    held_back = pending.rows(raw, display_index + 1) if pending is not None else range(0)
     for sheet_row, cells in enumerate(raw.iter_rows(min_row=layout.raw_first, max_row=last, max_col=width,
                                                     values_only=True), start=layout.raw_first):
-        if is_formula(cells[display_index]) or sheet_row in deferred:
+        if is_formula(cells[display_index]) or sheet_row in held_back:
             display_rows.add(sheet_row)
         values = {key: cells[index] for key, index in indexes.items()}
         position = sheet_row - layout.raw_header_row

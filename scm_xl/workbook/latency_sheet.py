@@ -30,7 +30,7 @@ coefficients, fitted columns and forecast stay blank.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from openpyxl.utils import get_column_letter
@@ -42,6 +42,9 @@ from scm_xl.engines.base import CellValue
 from scm_xl.model import Analysis, same_model
 from scm_xl.workbook.layout import Layout
 from scm_xl.workbook.sheet import Building, Checking, SheetSpec
+
+if TYPE_CHECKING:
+    from scm_xl.workbook.stamp import PendingFills
 
 SHEET_TITLES: dict[str, str] = {"zh": "延迟模型", "en": "LatencyModel"}
 
@@ -534,7 +537,7 @@ def forward_formulas(ll: LatencyLayout) -> dict[str, str]:
     }
 
 
-def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
+def write_sheet(ws: Worksheet, layout: Layout, fills: PendingFills) -> dict[str, str]:
     """Write the latency sheet; return defined name -> "A1" on it."""
     from scm_xl.workbook.stamp import write_filled
     from scm_xl.workbook.styles import BOLD, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, TITLE_FONT
@@ -606,7 +609,7 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     for key, col in ROW_COLS.items():
         cell = ws[f"{col}{ll.row_header}"]
         cell.value, cell.font, cell.fill = ROW_HEADERS[key], HEADER_FONT, HEADER_FILL
-    write_filled(ws, ROW_COLS, lambda r: row_formulas(ll, r), range(ll.row_first, ll.row_last + 1), ll.offset)
+    write_filled(ws, fills, ROW_COLS, lambda r: row_formulas(ll, r), range(ll.row_first, ll.row_last + 1), ll.offset)
     ws.column_dimensions["A"].width = 44
     for col in "BDE":
         ws.column_dimensions[col].width = 14
@@ -863,7 +866,7 @@ def expected_sheet(layout: Layout, analysis: Analysis, rows: Sequence[Any], cell
 
 
 def _write(ws: Worksheet, b: Building) -> dict[str, str]:
-    return write_sheet(ws, b.layout)
+    return write_sheet(ws, b.layout, b.fills)
 
 
 def _reference(c: Checking) -> None:

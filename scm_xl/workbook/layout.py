@@ -98,12 +98,53 @@ SHEET_TITLES: dict[Lang, dict[str, str]] = {
 # contract: the label in A ("label"), then the value (typed by a person, or the block's output) in B, the
 # effective value or coefficient in C, and an extra (the precision's bytes, a looked-up model or
 # prompt level) in D. Layout.keyed_cell spells their cells; nothing else does.
-KEYED_BLOCKS = ("settings", "base", "summary", "forward", "inverse")
+KEYED_BLOCK_SHEETS = {"settings": "calibration", "base": "calibration", "summary": "consistency",
+                      "forward": "derivation", "inverse": "derivation"}  # block -> the sheet it lies on
+KEYED_BLOCKS = tuple(KEYED_BLOCK_SHEETS)
 KEYED_COLUMNS = {"label": "A", "value": "B", "effective": "C", "extra": "D",
                  # a typed prompt length's K_in (in "effective") is interpolated between the known
                  # levels below and above it and their K_in, in these columns of its row
                  "prompt_low": "E", "prompt_high": "F", "prompt_k_low": "G", "prompt_k_high": "H"}
 PROMPT_BRACKET = ("prompt_low", "prompt_high", "prompt_k_low", "prompt_k_high")
+
+
+# The workbook's defined names on the keyed blocks: (name, block, row key, column role).
+DEFINED_NAMES: tuple[tuple[str, str, str, str], ...] = (
+    ("BaseModel", "settings", "base_model", "effective"),
+    ("BaseMaxTokens", "settings", "base_max_tokens", "effective"),
+    ("BaseConcurrency", "settings", "base_concurrency", "effective"),
+    ("MonotonicTolerancePct", "settings", "monotonic_tolerance_pct", "effective"),
+    ("StrictPhysics", "settings", "strict_physics", "effective"),
+    ("ShortOutputRatio", "settings", "short_output_ratio", "effective"),
+    ("PhysicsPrecision", "settings", "physics_precision", "effective"),
+    ("PhysicsBytes", "settings", "physics_precision", "extra"),
+    ("Method", "settings", "method", "effective"),
+    ("BasePromptLevel", "settings", "base_prompt_level", "effective"),
+    ("BaseTPS", "base", "tps", "effective"),
+    ("BaseRows", "base", "rows", "effective"),
+    ("CheckRows", "summary", "check_rows", "value"),
+    ("IdentifyRows", "summary", "identify_rows", "value"),
+    ("UnidentifiedRows", "summary", "unidentified_rows", "value"),
+    ("ExcludedRows", "summary", "excluded_rows", "value"),
+    ("MAPE", "summary", "mape", "value"),
+    ("MaxDeviation", "summary", "max_deviation", "value"),
+    ("Verdict", "summary", "verdict", "value"),
+    ("ForwardConcurrency", "forward", "concurrency", "value"),
+    ("ForwardMaxTokens", "forward", "max_tokens", "value"),
+    ("ForwardModel", "forward", "model", "value"),
+    ("ForwardPromptTokens", "forward", "prompt_tokens", "value"),
+    ("ForwardTPS", "forward", "tps", "value"),
+    ("ForwardMissing", "forward", "missing", "value"),
+    ("TargetTPS", "inverse", "target_tps", "value"),
+    ("TargetMaxTokens", "inverse", "max_tokens", "value"),
+    ("TargetModel", "inverse", "model", "value"),
+    ("MaxLatencyP95", "inverse", "max_latency", "value"),
+    ("TargetPromptTokens", "inverse", "prompt_tokens", "value"),
+    ("RecommendedConcurrency", "inverse", "concurrency", "value"),
+    ("RecommendedTPS", "inverse", "tps", "value"),
+    ("BestTPS", "inverse", "best_tps", "value"),
+    ("BestConcurrency", "inverse", "best_concurrency", "value"),
+)
 
 
 @dataclass(frozen=True)
@@ -609,44 +650,8 @@ class Layout:
 
     # ---- defined names ------------------------------------------------
     def defined_names(self) -> dict[str, Cell]:
-        s, c, d = self.settings_rows, self.summary_rows, self.forward_rows
-        inv = self.inverse_rows
-        return {
-            "BaseModel": Cell("calibration", self.keyed_cell("settings", "base_model", "effective")),
-            "BaseMaxTokens": Cell("calibration", self.keyed_cell("settings", "base_max_tokens", "effective")),
-            "BaseConcurrency": Cell("calibration", self.keyed_cell("settings", "base_concurrency", "effective")),
-            "MonotonicTolerancePct": Cell("calibration", self.keyed_cell("settings", "monotonic_tolerance_pct", "effective")),
-            "StrictPhysics": Cell("calibration", self.keyed_cell("settings", "strict_physics", "effective")),
-            "ShortOutputRatio": Cell("calibration", self.keyed_cell("settings", "short_output_ratio", "effective")),
-            "PhysicsPrecision": Cell("calibration", self.keyed_cell("settings", "physics_precision", "effective")),
-            "PhysicsBytes": Cell("calibration", self.keyed_cell("settings", "physics_precision", "extra")),
-            "Method": Cell("calibration", self.keyed_cell("settings", "method", "effective")),
-            "BasePromptLevel": Cell("calibration", self.keyed_cell("settings", "base_prompt_level", "effective")),
-            "BaseTPS": Cell("calibration", self.keyed_cell("base", "tps", "effective")),
-            "BaseRows": Cell("calibration", self.keyed_cell("base", "rows", "effective")),
-            "CheckRows": Cell("consistency", self.keyed_cell("summary", "check_rows")),
-            "IdentifyRows": Cell("consistency", self.keyed_cell("summary", "identify_rows")),
-            "UnidentifiedRows": Cell("consistency", self.keyed_cell("summary", "unidentified_rows")),
-            "ExcludedRows": Cell("consistency", self.keyed_cell("summary", "excluded_rows")),
-            "MAPE": Cell("consistency", self.keyed_cell("summary", "mape")),
-            "MaxDeviation": Cell("consistency", self.keyed_cell("summary", "max_deviation")),
-            "Verdict": Cell("consistency", self.keyed_cell("summary", "verdict")),
-            "ForwardConcurrency": Cell("derivation", self.keyed_cell("forward", "concurrency")),
-            "ForwardMaxTokens": Cell("derivation", self.keyed_cell("forward", "max_tokens")),
-            "ForwardModel": Cell("derivation", self.keyed_cell("forward", "model")),
-            "ForwardPromptTokens": Cell("derivation", self.keyed_cell("forward", "prompt_tokens")),
-            "ForwardTPS": Cell("derivation", self.keyed_cell("forward", "tps")),
-            "ForwardMissing": Cell("derivation", self.keyed_cell("forward", "missing")),
-            "TargetTPS": Cell("derivation", self.keyed_cell("inverse", "target_tps")),
-            "TargetMaxTokens": Cell("derivation", self.keyed_cell("inverse", "max_tokens")),
-            "TargetModel": Cell("derivation", self.keyed_cell("inverse", "model")),
-            "MaxLatencyP95": Cell("derivation", self.keyed_cell("inverse", "max_latency")),
-            "TargetPromptTokens": Cell("derivation", self.keyed_cell("inverse", "prompt_tokens")),
-            "RecommendedConcurrency": Cell("derivation", self.keyed_cell("inverse", "concurrency")),
-            "RecommendedTPS": Cell("derivation", self.keyed_cell("inverse", "tps")),
-            "BestTPS": Cell("derivation", self.keyed_cell("inverse", "best_tps")),
-            "BestConcurrency": Cell("derivation", self.keyed_cell("inverse", "best_concurrency")),
-        }
+        return {name: Cell(KEYED_BLOCK_SHEETS[block], self.keyed_cell(block, key, role))
+                for name, block, key, role in DEFINED_NAMES}
 
     def name_ref(self, name: str) -> str:
         cell = self.defined_names()[name]

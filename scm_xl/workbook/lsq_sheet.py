@@ -60,7 +60,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from openpyxl.utils import get_column_letter
@@ -77,6 +77,9 @@ from scm_xl.model import (
 from scm_xl.rules import EXCELLENT_MIN_ROWS, verdict_rule
 from scm_xl.workbook.layout import EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, Layout
 from scm_xl.workbook.sheet import Building, Checking, SheetSpec
+
+if TYPE_CHECKING:
+    from scm_xl.workbook.stamp import PendingFills
 
 SHEET_TITLES: dict[str, str] = {"zh": "最小二乘", "en": "LeastSquares"}
 
@@ -469,7 +472,7 @@ def summary_formulas(ll: LsqLayout) -> dict[str, str]:
 # ---------------------------------------------------------------------------
 
 
-def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
+def write_sheet(ws: Worksheet, layout: Layout, fills: PendingFills) -> dict[str, str]:
     """Write the least-squares sheet into `ws`; return defined name -> "A1" on it."""
     from scm_xl.workbook.stamp import write_filled
     from scm_xl.workbook.styles import BOLD, FORMULA_FILL, KEY_FILL, TITLE_FONT, _formula, header_cells, wrapped_note
@@ -519,7 +522,7 @@ def write_sheet(ws: Worksheet, layout: Layout) -> dict[str, str]:
     letters = {**ROW_COLS, **{key: ll.param_col(kind) for kind, key in PARAM_KEYS.items()}}
     offset = layout.raw_first - ll.row_first  # the workings row of each row
     rows = range(ll.row_first, ll.row_last + 1)
-    write_filled(ws, letters, lambda r: row_formulas(ll, r), rows, offset, number_formats=row_formats)
+    write_filled(ws, fills, letters, lambda r: row_formulas(ll, r), rows, offset, number_formats=row_formats)
     for col in ROW_COLS.values():
         ws.column_dimensions[col].fill = FORMULA_FILL
 
@@ -817,7 +820,7 @@ def chosen_calibration(c: Checking) -> Calibration:
 
 
 def _write(ws: Worksheet, b: Building) -> dict[str, str]:
-    return write_sheet(ws, b.layout)
+    return write_sheet(ws, b.layout, b.fills)
 
 
 def _reference(c: Checking) -> None:

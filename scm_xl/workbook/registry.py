@@ -36,7 +36,7 @@ from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import META_SHEET, SHEET_TITLES, WORKINGS_KEYS, Lang, Layout
 from scm_xl.workbook.sheet import Building, Checking, SheetSpec, names_on, no_reference
-from scm_xl.workbook.stamp import defer_fills
+from scm_xl.workbook.stamp import BuiltWorkbook, PendingFills
 from scm_xl.workbook.styles import WORKINGS_TAB
 
 
@@ -59,7 +59,7 @@ def _summary(c: Checking) -> None:
 
 def _write_raw(ws: Worksheet, b: Building) -> dict[str, str]:
     """The raw-data sheet, and a defined name for each input column's range."""
-    build.write_raw_entry(ws, b.layout, b.fx)
+    build.write_raw_entry(ws, b.layout, b.fx, b.fills)
     return {**names_on(b.layout, "raw"), **b.layout.entry_names()}
 
 
@@ -77,7 +77,7 @@ def _calibration(c: Checking) -> None:
 
 
 def _write_consistency(ws: Worksheet, b: Building) -> dict[str, str]:
-    build.write_consistency(ws, b.layout, b.fx, b.labels)
+    build.write_consistency(ws, b.layout, b.fx, b.labels, b.fills)
     return names_on(b.layout, "consistency")
 
 
@@ -109,7 +109,7 @@ def _write_readme(ws: Worksheet, b: Building) -> dict[str, str]:
 
 def _workings_writer(key: str) -> Callable[[Worksheet, Building], dict[str, str]]:
     def write(ws: Worksheet, b: Building) -> dict[str, str]:
-        build.write_workings_rows(ws, b.layout, b.fx, key)
+        build.write_workings_rows(ws, b.layout, b.fx, key, b.fills)
         return names_on(b.layout, key)
     return write
 
@@ -120,7 +120,7 @@ def _workings(c: Checking) -> None:
 
 
 def _write_cells(ws: Worksheet, b: Building) -> dict[str, str]:
-    build.write_cells(ws, b.layout, b.fx)
+    build.write_cells(ws, b.layout, b.fx, b.fills)
     return names_on(b.layout, "cells")
 
 
@@ -202,17 +202,16 @@ def own_sheet_titles(layout: Layout) -> list[str]:
     return [spec.title(layout.lang) for spec in SHEETS] + [META_SHEET]
 
 
-def build_workbook(layout: Layout, into: Workbook | None = None, *, deferred: bool = False) -> Workbook:
+def build_workbook(layout: Layout, into: Workbook | None = None) -> BuiltWorkbook:
     """A fresh calibration workbook, or scm-xl's sheets built at the front of `into`.
 
     `into` must not hold scm-xl's sheets any more (see `remove_own_sheets`); its other sheets,
     styles and names stay as they are (after scm-xl's visible sheets, before its workings).
-    deferred: the per-row columns' middle cells are written by `stamp.save_workbook`, which
-    must then save the workbook (`stamp.defer_fills`)."""
+    The per-row columns' middle cells are pending (`stamp.PendingFills`): the returned
+    `BuiltWorkbook` writes them when it saves, and is the only way to save the workbook."""
     fresh = into is None
     wb = Workbook() if into is None else into
-    if deferred:
-        defer_fills(wb)
+    fills = PendingFills()
     sheets: dict[str, Worksheet] = {}
     for index, spec in enumerate(SHEETS):
         if fresh and index == 0:
@@ -224,7 +223,7 @@ def build_workbook(layout: Layout, into: Workbook | None = None, *, deferred: bo
             ws = wb.create_sheet(spec.title(layout.lang), index=position)
         sheets[spec.key] = ws
     catalog = CatalogLayout(layout.lang, physics_catalog())
-    context = Building(wb, layout, Formulas(layout, catalog), catalog, build.LABELS[layout.lang])
+    context = Building(wb, layout, Formulas(layout, catalog), catalog, build.LABELS[layout.lang], fills)
     for spec in SHEETS:
         ws = sheets[spec.key]
         for name, address in spec.write(ws, context).items():
@@ -249,7 +248,7 @@ def build_workbook(layout: Layout, into: Workbook | None = None, *, deferred: bo
         wb.properties.creator = "scm-xl"
         wb.properties.created = build.BUILD_TIMESTAMP
         wb.properties.modified = build.BUILD_TIMESTAMP
-    return wb
+    return BuiltWorkbook(wb, fills)
 
 
 def remove_own_sheets(wb: Workbook, layout: Layout) -> None:
@@ -277,7 +276,7 @@ def expected_cells(layout: Layout, inputs: Inputs,
 
 def build_template(path: str | Path, *, lang: Lang = "zh", rows: int | None = None) -> Path:
     layout = Layout(lang=lang, rows=rows) if rows else Layout(lang=lang)
-    build.save_atomic(build_workbook(layout, deferred=True), path, reproducible=True)
+    build.save_atomic(build_workbook(layout), path, reproducible=True)
     return Path(path)
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.properties import Outline
@@ -41,6 +41,9 @@ from scm_xl.replicates import DEFAULT_CV_THRESHOLD, Z_90, summarize
 from scm_xl.workbook.layout import CELLS_TABLE, Layout
 from scm_xl.workbook.literals import q as _q
 from scm_xl.workbook.sheet import Building, Checking, SheetSpec
+
+if TYPE_CHECKING:
+    from scm_xl.workbook.stamp import PendingFills
 
 SHEET_TITLES: dict[str, str] = {"zh": "重复实验", "en": "Replicates"}
 DEFAULT_SLOTS = 64
@@ -265,7 +268,7 @@ def summary_formulas(rl: ReplicatesLayout) -> dict[str, str]:
     }
 
 
-def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
+def write_sheet(ws: Worksheet, layout: Layout, fills: PendingFills, *, slots: int = DEFAULT_SLOTS,
                 threshold: float | None = DEFAULT_CV_THRESHOLD) -> dict[str, str]:
     """Write the replicates sheet into `ws`; return defined name -> "A1" on it."""
     from scm_xl.workbook.stamp import write_filled
@@ -323,7 +326,7 @@ def write_sheet(ws: Worksheet, layout: Layout, *, slots: int = DEFAULT_SLOTS,
         ws.column_dimensions[col].fill = FORMULA_FILL
     rows = range(TABLE_FIRST_ROW, rl.helper_last + 1)
     offset = layout.raw_first - TABLE_FIRST_ROW  # the workings row of each helper row
-    write_filled(ws, HELPER_COLS, lambda r: helper_formulas(rl, r), rows, offset)
+    write_filled(ws, fills, HELPER_COLS, lambda r: helper_formulas(rl, r), rows, offset)
     for key in ("median", "flagged"):
         ws[rl.cell(key, TABLE_FIRST_ROW)].fill = FORMULA_FILL
     ws.freeze_panes = f"A{TABLE_FIRST_ROW}"
@@ -443,7 +446,7 @@ def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_S
 
 
 def _write(ws: Worksheet, b: Building) -> dict[str, str]:
-    return write_sheet(ws, b.layout, slots=b.layout.cell_slots)
+    return write_sheet(ws, b.layout, b.fills, slots=b.layout.cell_slots)
 
 
 def _reference(c: Checking) -> None:

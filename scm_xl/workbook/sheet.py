@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # types only: the sheet modules that import this are imported
     from scm_xl.workbook.formulas import Formulas
     from scm_xl.workbook.io import Inputs
     from scm_xl.workbook.layout import Lang, Layout
+    from scm_xl.workbook.stamp import PendingFills
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Building:
     fx: Formulas
     catalog: CatalogLayout
     labels: Mapping[str, str]
+    fills: PendingFills  # the shared columns' middle cells, written when the workbook is saved
 
 
 @dataclass

@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openpyxl.styles import Alignment, Protection
 from openpyxl.utils import column_index_from_string, get_column_letter
@@ -74,6 +74,9 @@ from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.layout import Layout
 from scm_xl.workbook.literals import q as _q
 from scm_xl.workbook.sheet import Building, Checking, SheetSpec, no_reference
+
+if TYPE_CHECKING:
+    from scm_xl.workbook.stamp import BuiltWorkbook, PendingFills
 
 SHEET_TITLES: dict[str, str] = {"zh": "SLO达成", "en": "SLO"}
 REQUESTS_TITLES: dict[str, str] = {"zh": "计算_逐请求", "en": "Work_Requests"}
@@ -782,7 +785,8 @@ def _sizes(data: SloData) -> tuple[int, int, int]:
     return (len(data.experiments), len(data.cells), len(data.records))
 
 
-def write_requests_sheet(ws: Worksheet, layout: Layout, data: SloData | None = None) -> dict[str, str]:
+def write_requests_sheet(ws: Worksheet, layout: Layout, fills: PendingFills,
+                         data: SloData | None = None) -> dict[str, str]:
     """The per-request workings: the records and two formulas a row (TPOT, good)."""
     from scm_xl.workbook.stamp import write_filled
     from scm_xl.workbook.styles import HEADER_FILL, HEADER_FONT
@@ -805,7 +809,7 @@ def write_requests_sheet(ws: Worksheet, layout: Layout, data: SloData | None = N
                     cell.data_type = "s"
     if data.records:
         rows = range(REQ_FIRST, REQ_FIRST + len(data.records))
-        write_filled(ws, {key: REQ_COLS[key] for key in REQ_FORMULA_KEYS}, lambda r: request_formulas(layout, r),
+        write_filled(ws, fills, {key: REQ_COLS[key] for key in REQ_FORMULA_KEYS}, lambda r: request_formulas(layout, r),
                      rows, number_formats={"tpot_s": "0.0000"})
     ws.freeze_panes = f"A{REQ_FIRST}"
     return {}
@@ -1123,10 +1127,10 @@ def slo_inputs(slo: Slo) -> dict[str, Any]:
     return {"ttft": slo.ttft_s, "tpot": slo.tpot_s, "e2el": slo.e2el_s, "attainment": slo.attainment}
 
 
-def write_data(wb: Any, layout: Layout, data: SloData) -> None:
+def write_data(built: BuiltWorkbook, layout: Layout, data: SloData) -> None:
     """Write the records and the keys into a freshly built workbook's two SLO sheets."""
-    write_requests_sheet(wb[REQUESTS_TITLES[layout.lang]], layout, data)
-    write_sheet(wb[SHEET_TITLES[layout.lang]], layout, data)
+    write_requests_sheet(built.wb[REQUESTS_TITLES[layout.lang]], layout, built.fills, data)
+    write_sheet(built.wb[SHEET_TITLES[layout.lang]], layout, data)
 
 
 # ---------------------------------------------------------------------------
@@ -1538,7 +1542,7 @@ def _write(ws: Worksheet, b: Building) -> dict[str, str]:
 
 
 def _write_requests(ws: Worksheet, b: Building) -> dict[str, str]:
-    return write_requests_sheet(ws, b.layout)
+    return write_requests_sheet(ws, b.layout, b.fills)
 
 
 def _reference(c: Checking) -> None:

@@ -9,14 +9,15 @@ formula once per column instead of once per cell (IronCalc loads a 10,000-row wo
 about 20 times faster). A column that is not the same relative formula everywhere is
 written one formula per cell, as before.
 
-With `defer_fills`, openpyxl holds only each shared column's first and last cell and
-`save_workbook` writes the cells between straight into the sheet XML: a million openpyxl
-cells cost seconds and hundreds of megabytes that a 10,000-row workbook does not need.
+openpyxl holds only each shared column's first and last cell; the cells between are
+`PendingFills`, which `BuiltWorkbook.save` writes straight into the sheet XML: a million
+openpyxl cells cost seconds and hundreds of megabytes that a 10,000-row workbook does not
+need. A built workbook is saved through its `BuiltWorkbook` and no other way: its openpyxl
+`save` refuses (it would silently leave the pending cells out).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import zipfile
@@ -64,17 +65,6 @@ def is_formula(value: object) -> bool:
     return isinstance(value, ArrayFormula) or (isinstance(value, str) and value.startswith("="))
 
 
-def stamp_rows(template: Callable[[int], dict[str, str]], rows: range,
-               *related: int) -> Iterator[tuple[int, dict[str, str]]]:
-    """Per-row formulas from one template: `template(SENTINEL_ROW)` with the sentinel (and the
-    rows it relates to: sentinel + offset for each offset in `related`) replaced in each row.
-    Writing 10,000 rows this way is one string replace per cell instead of one formula build."""
-    base = template(SENTINEL_ROW)
-    marks = [(str(SENTINEL_ROW + offset), offset) for offset in related]
-    for row in rows:
-        yield row, _stamped(base, row, marks)
-
-
 def _stamped(base: Mapping[str, str], row: int, marks: list[tuple[str, int]]) -> dict[str, str]:
     stamped = {}
     for key, text in base.items():
@@ -96,7 +86,7 @@ def shares(text: str, first: str, later: str, expected: str) -> bool:
 @dataclass(frozen=True)
 class _Fill:
     """A shared formula's cells between its first and last, written into the file by
-    `save_workbook` rather than held as a million openpyxl cells."""
+    `BuiltWorkbook.save` rather than held as a million openpyxl cells."""
 
     column: int
     first: int  # the first row without an openpyxl cell
@@ -105,25 +95,53 @@ class _Fill:
     anchor: Cell
 
 
-def defer_fills(wb: Workbook) -> None:
-    """Have `write_filled` keep only the first and last cell of each shared column in `wb`;
-    `save_workbook` writes the others into the file. Building a 10,000-row workbook this way
-    takes a fraction of the time and memory. The workbook must then be saved with
-    `save_workbook` (a plain `wb.save` would leave the columns' middle cells out)."""
-    wb._scm_fills = []  # type: ignore[attr-defined]
+class PendingFills:
+    """The shared columns' middle cells of a workbook being built, and each sheet's next
+    shared-formula index: what `write_filled` adds and `BuiltWorkbook.save` writes."""
+
+    def __init__(self) -> None:
+        self._fills: list[_Fill] = []
+        self._indexes: dict[int, tuple[Worksheet, int]] = {}  # id(ws) -> (ws, next index)
+
+    def next_index(self, ws: Worksheet) -> int:
+        """The next shared-formula index of a sheet (unique within the sheet, as xlsx requires)."""
+        _, index = self._indexes.get(id(ws), (ws, 0))
+        self._indexes[id(ws)] = (ws, index + 1)  # holding ws keeps its id from being reused
+        return index
+
+    def add(self, fill: _Fill) -> None:
+        self._fills.append(fill)
+
+    def rows(self, ws: Worksheet, column: int) -> range:
+        """The rows of `ws`'s column `column` (from 1) whose cells are a pending shared formula's
+        middle cells: not in the workbook object, each holding that formula once saved."""
+        for fill in self._fills:
+            if fill.column == column and fill.anchor.parent is ws:
+                return range(fill.first, fill.last + 1)
+        return range(0)
+
+    def by_sheet(self) -> dict[str, list[FilledColumn]]:
+        """Sheet title -> the columns to write into that sheet's XML (asked once the workbook is
+        saved: asking a cell's style_id before gives the styles other numbers)."""
+        out: dict[str, list[FilledColumn]] = {}
+        for fill in self._fills:
+            anchor = fill.anchor
+            out.setdefault(anchor.parent.title, []).append(FilledColumn(
+                fill.column, fill.first, fill.last, fill.index, anchor.style_id if anchor.has_style else None))
+        return out
 
 
-def write_filled(ws: Worksheet, letters: Mapping[str, str], template: Callable[[int], dict[str, str]],
-                 rows: range, *related: int,
+def write_filled(ws: Worksheet, fills: PendingFills, letters: Mapping[str, str],
+                 template: Callable[[int], dict[str, str]], rows: range, *related: int,
                  number_formats: Mapping[str, str] | None = None) -> list[str]:
     """Write `template`'s formulas down `rows`, each key into its column `letters[key]`: as one
-    shared formula where the column is the same relative formula in every row, else one
-    formula per cell; `number_formats` (key -> format) for every cell of a column. Returns the
-    keys written cell by cell."""
+    shared formula where the column is the same relative formula in every row (its first and
+    last cell in `ws`, the cells between added to `fills`), else one formula per cell;
+    `number_formats` (key -> format) for every cell of a column. Returns the keys written cell
+    by cell."""
     if not rows:
         return []
     formats = number_formats or {}
-    deferred: list[_Fill] | None = getattr(ws.parent, "_scm_fills", None)
     base = template(SENTINEL_ROW)
     marks = [(str(SENTINEL_ROW + offset), offset) for offset in related]
     first = _stamped(base, rows[0], marks)
@@ -139,14 +157,13 @@ def write_filled(ws: Worksheet, letters: Mapping[str, str], template: Callable[[
             plain.append(key)
     for key in shared:
         col = letters[key]
-        index = _next_index(ws)
+        index = fills.next_index(ws)
         anchor = ws[f"{col}{rows[0]}"]
         anchor.value = SharedFormula(index, f"{col}{rows[0]}:{col}{rows[-1]}", first[key])
         follower = SharedFormula(index)  # one object: openpyxl only reads it when it writes
-        held = rows[1:] if deferred is None else rows[-1:]  # the last cell keeps the sheet's extent
-        if deferred is not None and len(rows) > 2:
-            deferred.append(_Fill(column_index_from_string(col), rows[1], rows[-2], index, anchor))
-        for row in [rows[0], *held]:
+        if len(rows) > 2:
+            fills.add(_Fill(column_index_from_string(col), rows[1], rows[-2], index, anchor))
+        for row in [rows[0], rows[-1]]:  # the last cell keeps the sheet's extent
             cell = ws[f"{col}{row}"]
             if row != rows[0]:
                 cell.value = follower
@@ -163,31 +180,61 @@ def write_filled(ws: Worksheet, letters: Mapping[str, str], template: Callable[[
     return plain
 
 
-def _next_index(ws: Worksheet) -> int:
-    """The next shared-formula index of a sheet (unique within the sheet, as xlsx requires)."""
-    index: int = getattr(ws, "_scm_shared_index", 0)
-    ws._scm_shared_index = index + 1  # type: ignore[attr-defined]
-    return index
+def _refuse_plain_save(*_: object, **__: object) -> None:
+    raise TypeError("a built workbook is saved with BuiltWorkbook.save: openpyxl's save would leave "
+                    "the shared columns' pending cells out")
 
 
-def deferred_rows(ws: Worksheet, column: int) -> range:
-    """The rows of `ws`'s column `column` (from 1) whose cells are a deferred shared formula's
-    middle cells: each holds that formula once `save_workbook` has written the file."""
-    fills: list[_Fill] = getattr(ws.parent, "_scm_fills", None) or []
-    for fill in fills:
-        if fill.column == column and fill.anchor.parent is ws:
-            return range(fill.first, fill.last + 1)
-    return range(0)
+class BuiltWorkbook:
+    """A workbook as `registry.build_workbook` made it: the openpyxl workbook, which the sheet
+    writers and `io` edit, and the cells it does not hold (`fills`). `save` is the only way to
+    write it; the openpyxl workbook's own `save` refuses."""
+
+    def __init__(self, wb: Workbook, fills: PendingFills) -> None:
+        self.wb = wb
+        self.fills = fills
+        wb.save = _refuse_plain_save  # type: ignore[method-assign]
+
+    def save(self, path: str | Path, *, sparse: str | Path | None = None) -> dict[str, list[FilledColumn]]:
+        """Save to `path`, the pending cells written into the sheets' XML (streamed, row by row)
+        as openpyxl would have. Returns those columns, by sheet.
+
+        `sparse`, when given, keeps openpyxl's own file there (without the pending cells), for
+        `cached_values.write_cached_values(..., fills=<what this returned>)` to write the final
+        file from in one pass, the pending cells with their values."""
+        return _save(self.wb, self.fills, path, sparse=sparse)
+
+    def formula_cells(self, fills: Mapping[str, Sequence[FilledColumn]]) -> dict[str, list[str]]:
+        """Each sheet's formula cells in the file `save` wrote (given what it returned): "A1" for
+        a formula openpyxl held, an array formula's whole range, and each pending column as one
+        range. An engine then need not read a million cells' XML to find them
+        (`Engine.recalculate(cells=...)`)."""
+        cells: dict[str, list[str]] = {}
+        for ws in self.wb.worksheets:
+            refs = cells.setdefault(ws.title, [])
+            for cell in ws._cells.values():
+                if cell.data_type != "f":
+                    continue
+                value = cell.value
+                if isinstance(value, ArrayFormula) and not isinstance(value, SharedFormula) and value.ref \
+                        and ":" in value.ref:
+                    refs.append(value.ref.replace("$", ""))  # the array's range: a formula in every cell
+                else:
+                    refs.append(cell.coordinate)
+            for fill in fills.get(ws.title, ()):
+                name = column_name(fill.column)
+                refs.append(f"{name}{fill.first}:{name}{fill.last}")
+        return cells
 
 
-# -- writing the deferred cells into the saved file ----------------------------------------------
+# -- writing the pending cells into the saved file ----------------------------------------------
 
 _ROW_NUMBER = re.compile(rb'<row\b[^>]*?\sr="([0-9]+)"')
 
 
 @dataclass(frozen=True)
 class FilledColumn:
-    """A deferred shared formula's middle cells, as the file holds them: rows `first` to `last`
+    """A pending shared formula's middle cells, as the file holds them: rows `first` to `last`
     of `column` (from 1), each `<c r=".." s="style"><f t="shared" si="index"/>`."""
 
     column: int
@@ -205,58 +252,17 @@ class FilledColumn:
         return b"" if self.style is None else b' s="%d"' % self.style
 
 
-def formula_cells(wb: Workbook, fills: Mapping[str, Sequence[FilledColumn]]) -> dict[str, list[str]]:
-    """Each sheet's formula cells in the file `save_workbook` wrote from `wb` (given the deferred
-    columns it returned): "A1" for a formula openpyxl held, an array formula's whole range, and
-    each deferred column as one range. An engine then need not read a million cells' XML to
-    find them (`Engine.recalculate(cells=...)`)."""
-    cells: dict[str, list[str]] = {}
-    for ws in wb.worksheets:
-        refs = cells.setdefault(ws.title, [])
-        for cell in ws._cells.values():
-            if cell.data_type != "f":
-                continue
-            value = cell.value
-            if isinstance(value, ArrayFormula) and not isinstance(value, SharedFormula) and value.ref \
-                    and ":" in value.ref:
-                refs.append(value.ref.replace("$", ""))  # the array's range: a formula in every cell
-            else:
-                refs.append(cell.coordinate)
-        for fill in fills.get(ws.title, ()):
-            name = column_name(fill.column)
-            refs.append(f"{name}{fill.first}:{name}{fill.last}")
-    return cells
-
-
-def _pending_fills(wb: Workbook) -> dict[str, list[FilledColumn]]:
-    """Sheet title -> the deferred columns `save_workbook` writes into that sheet's XML (asked once
-    the workbook is saved: asking a cell's style_id before gives the styles other numbers)."""
-    by_sheet: dict[str, list[FilledColumn]] = {}
-    for fill in getattr(wb, "_scm_fills", None) or []:
-        anchor = fill.anchor
-        by_sheet.setdefault(anchor.parent.title, []).append(FilledColumn(
-            fill.column, fill.first, fill.last, fill.index, anchor.style_id if anchor.has_style else None))
-    return by_sheet
-
-
-def save_workbook(wb: Workbook, path: str | Path, *,
-                  sparse: str | Path | None = None) -> dict[str, list[FilledColumn]]:
-    """Save `wb` to `path`; with `defer_fills`, write the shared columns' middle cells into the
-    sheets' XML (streamed, row by row), as openpyxl would have. Returns those columns, by sheet.
-
-    `sparse`, when given, keeps openpyxl's own file there (without the deferred cells), for
-    `cached_values.write_cached_values(..., fills=<what this returned>)` to write the final file
-    from in one pass, the deferred cells with their values."""
+def _save(wb: Workbook, pending: PendingFills, path: str | Path, *,
+          sparse: str | Path | None = None) -> dict[str, list[FilledColumn]]:
     fonts_in_schema_order(wb)  # Excel's order: a schema validator then predicts no repair
     path = Path(path)
     first = Path(sparse) if sparse is not None else path
-    wb.save(first)
-    by_sheet = _pending_fills(wb)  # after saving: a cell's style_id numbers its style, in the order asked
+    Workbook.save(wb, first)
+    by_sheet = pending.by_sheet()  # after saving: a cell's style_id numbers its style, in the order asked
     if not by_sheet:
         if sparse is not None:
             shutil.copyfile(first, path)
         return by_sheet
-    staged = path if sparse is not None else path.with_name(path.name + ".fills")
     with zipfile.ZipFile(first) as book:
         parts = {sheet_parts(book)[title]: sheet_fills for title, sheet_fills in by_sheet.items()}
 
@@ -264,22 +270,16 @@ def save_workbook(wb: Workbook, path: str | Path, *,
         fills = parts.get(name)
         return None if fills is None else lambda blocks: _with_fills(blocks, fills)
 
-    try:
-        # With `sparse`, `path` is the engine's input, read once and then replaced by the file
-        # `write_cached_values` writes: stored, not compressed (a 10,000-row workbook's sheets are
-        # a hundred megabytes of XML, seconds to deflate)
-        compression = zipfile.ZIP_STORED if sparse is not None else zipfile.ZIP_DEFLATED
-        copy_package(first, staged, rewrite, compression=compression)
-        if staged != path:
-            os.replace(staged, path)
-    finally:
-        if staged != path and staged.exists():
-            staged.unlink()
+    # With `sparse`, `path` is the engine's input, read once and then replaced by the file
+    # `write_cached_values` writes: stored, not compressed (a 10,000-row workbook's sheets are
+    # a hundred megabytes of XML, seconds to deflate)
+    copy_package(first, path, rewrite,
+                 compression=zipfile.ZIP_STORED if sparse is not None else zipfile.ZIP_DEFLATED)
     return by_sheet
 
 
 def _with_fills(blocks: Iterator[bytes], fills: list[FilledColumn]) -> Iterator[bytes]:
-    """The sheet XML with every deferred cell in its row, in column order."""
+    """The sheet XML with every pending cell in its row, in column order."""
     cells = []  # (first, last, column, cell XML with %d for the row)
     for fill in fills:
         name = column_name(fill.column).encode("ascii")
