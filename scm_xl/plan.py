@@ -86,7 +86,7 @@ _MAX_FIELD_ORDER = 64  # largest GF(q) the orthogonal arrays use; beyond it: ful
 
 # (model, concurrency, max_tokens), or (model, concurrency, max_tokens, prompt_level) in a plan
 # with prompt levels
-Cell = tuple[Any, ...]
+DesignPoint = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ class Plan:
     repeats: int
     requests_per_slot: int
     seed: int
-    cells: tuple[Cell, ...]  # distinct cells, in models, concurrency, max_tokens (, prompt level) order
+    cells: tuple[DesignPoint, ...]  # distinct cells, in models, concurrency, max_tokens (, prompt level) order
     runs_per_repeat: tuple[int, ...]  # per cell: runs in each repeat block (2 where an array doubles it)
     experiments: tuple[Experiment, ...]  # run order
     prompt_tokens: tuple[int, ...] = ()  # prompt levels; () without
@@ -225,7 +225,7 @@ def _check_models(models: Sequence[str]) -> tuple[str, ...]:
     return cleaned
 
 
-def _cell(model: str, c: int, length: int, prompt: int | None) -> Cell:
+def _cell(model: str, c: int, length: int, prompt: int | None) -> DesignPoint:
     return (model, c, length) if prompt is None else (model, c, length, prompt)
 
 
@@ -234,7 +234,7 @@ def _prompts(prompt_tokens: Sequence[int]) -> list[int | None]:
 
 
 def ofat_cells(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int],
-               prompt_tokens: Sequence[int] = ()) -> list[Cell]:
+               prompt_tokens: Sequence[int] = ()) -> list[DesignPoint]:
     base_model = models[0]
     base_length = PREFERRED_BASE_MAX_TOKENS if PREFERRED_BASE_MAX_TOKENS in max_tokens else min(max_tokens)
     base_c = min(concurrency)
@@ -248,13 +248,13 @@ def ofat_cells(models: Sequence[str], concurrency: Sequence[int], max_tokens: Se
 
 
 def full_cells(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int],
-               prompt_tokens: Sequence[int] = ()) -> list[Cell]:
+               prompt_tokens: Sequence[int] = ()) -> list[DesignPoint]:
     return [_cell(m, c, length, prompt) for m in models for c in sorted(concurrency) for length in sorted(max_tokens)
             for prompt in _prompts(prompt_tokens)]
 
 
 def orthogonal_cells(models: Sequence[str], concurrency: Sequence[int], max_tokens: Sequence[int],
-                     prompt_tokens: Sequence[int] = ()) -> tuple[str, list[Cell]]:
+                     prompt_tokens: Sequence[int] = ()) -> tuple[str, list[DesignPoint]]:
     """(array name, runs): the smallest orthogonal array over the factors with 2+ levels.
 
     The runs of a collapsed array can repeat a cell; `make_plan` merges them.
@@ -273,7 +273,7 @@ def orthogonal_cells(models: Sequence[str], concurrency: Sequence[int], max_toke
     if q is None or q * q >= len(full):
         return full_name, full
     rows = orthogonal_array(q, len(varying))
-    cells: list[Cell] = []
+    cells: list[DesignPoint] = []
     for row in rows:
         chosen: list[str | int] = [levels[0] for levels in factors]
         for column, i in enumerate(varying):

@@ -24,14 +24,15 @@ from scm_xl.collect.records import REQUEST_COLUMNS, RequestRecord, all_failed, r
 
 if TYPE_CHECKING:  # the lazy names below, for the type checker
     from scm_xl.collect.preflight import PreflightFailed
-    from scm_xl.collect.run import CollectionReport, run_collection
+    from scm_xl.collect.progress import CollectionReport
+    from scm_xl.collect.run import run_collection
     from scm_xl.collect.send import FastSender, HttpxSender, Sender, open_senders
     from scm_xl.collect.transport import FastTransport
 
 # The sending half imports httpx: loaded on first use, so that `scm-xl plan` and the
 # other commands start without it.
 _LAZY = {
-    "PreflightFailed": "preflight", "CollectionReport": "run", "run_collection": "run",
+    "PreflightFailed": "preflight", "CollectionReport": "progress", "run_collection": "run",
     "FastSender": "send", "HttpxSender": "send", "Sender": "send", "open_senders": "send",
     "FastTransport": "transport",
 }

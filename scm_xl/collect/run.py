@@ -46,7 +46,6 @@ import math
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterable, cast
 
@@ -56,7 +55,7 @@ from scm_xl import stats
 from scm_xl.collect.config import API_KEY_ENV_VARS, CollectConfig, is_loopback_url, matrix_points, whole_matrix
 from scm_xl.collect.matrix import MatrixPoint, empty_shard, matrix_id
 from scm_xl.collect.preflight import calibrate_levels, measure_prompts, preflight
-from scm_xl.collect.progress import BarSlot, ProgressBar, RunCounters, summary_table
+from scm_xl.collect.progress import BarSlot, CollectionReport, ProgressBar, RunCounters, summary_table
 from scm_xl.collect.ratelimit import RateLimitSeen, read_headers as read_ratelimit_headers
 from scm_xl.collect.prompts import FilePrompts, Messages, Nonces, SyntheticPrompts, load_prompts
 from scm_xl.collect.records import (
@@ -77,61 +76,6 @@ class _StreamError(Exception):
 
 
 # -- the report -----------------------------------------------------------------------
-
-
-@dataclass(kw_only=True)
-class CollectionReport:
-    """What a collection run did. `rows` are the experiments run now, in order."""
-
-    results_path: Path
-    requests_path: Path
-    rows: list[ResultRow] = field(default_factory=list)
-    skipped: list[MatrixPoint] = field(default_factory=list)
-    rerun: list[str] = field(default_factory=list)  # all-failed experiments of an earlier run, run again
-    # experiments of an earlier run with more than RERUN_FAILED_SHARE failed, run again -> (failed, total)
-    rerun_failing: dict[str, tuple[int, int]] = field(default_factory=dict)
-    superseded: dict[str, str] = field(default_factory=dict)  # their earlier request rows' exp_id now
-    dropped_line: int | None = None  # a half-written last line of the results CSV, dropped on resume
-    failed_experiments: dict[str, Counter[str]] = field(default_factory=dict)  # exp_id -> error classes
-    wall_s: float = 0.0
-    prompt_warnings: list[str] = field(default_factory=list)  # prompt levels the pre-flight could not hit
-
-    def problems(self) -> list[str]:
-        """Lines for people: experiments in which no request succeeded, resume repairs, prompt levels
-        missed."""
-        lines: list[str] = list(self.prompt_warnings)
-        if self.dropped_line is not None:
-            lines.append(f"Resume: dropped the half-written last line ({self.results_path}:{self.dropped_line}).")
-        if self.rerun:
-            lines.append(f"Resume: ran again {len(self.rerun)} experiment(s) in which every request had failed: "
-                         f"{', '.join(self.rerun)}.")
-        if self.rerun_failing:
-            which = ", ".join(f"{exp_id} ({failed} of {total} failed)"
-                              for exp_id, (failed, total) in self.rerun_failing.items())
-            kept = ", ".join(self.superseded[exp_id] for exp_id in self.rerun_failing if exp_id in self.superseded)
-            lines.append(f"Resume: ran again {len(self.rerun_failing)} experiment(s) in which more than "
-                         f"{RERUN_FAILED_SHARE:.0%} of the requests had failed: {which}; the new results rows "
-                         f"replace theirs, and their earlier request rows stay in {self.requests_path} as {kept}.")
-        for exp_id, classes in self.failed_experiments.items():
-            detail = ", ".join(f"{name} {count}" for name, count in sorted(classes.items()))
-            lines.append(f"{exp_id}: all {sum(classes.values())} requests failed ({detail}).")
-        if self.failed_experiments:
-            lines.append(f"{len(self.failed_experiments)} of {len(self.rows)} experiment(s) have no successful "
-                         "request: their rows are not measurements (see the notes column and requests CSV); "
-                         "--resume runs them again.")
-        return lines
-
-    @property
-    def total_requests(self) -> int:
-        return sum(row.total_requests for row in self.rows)
-
-    @property
-    def failed_requests(self) -> int:
-        return sum(row.failed_requests or 0 for row in self.rows)
-
-    @property
-    def rate_limited_requests(self) -> int:
-        return sum(row.rate_limited_requests or 0 for row in self.rows)
 
 
 # -- the engine -----------------------------------------------------------------------

@@ -43,7 +43,7 @@ _IS_TEXT = re.compile(rb"<t\b[^>]*>(.*?)</t>", re.DOTALL)
 _ENTITY = re.compile(rb"&(amp|lt|gt|quot|apos|#[0-9]+|#x[0-9a-fA-F]+);")
 _ENTITIES = {b"amp": "&", b"lt": "<", b"gt": ">", b"quot": '"', b"apos": "'"}
 
-Cell = tuple[int, int, bytes, bytes]  # row, column (from 1), the <c> attributes, its content
+CellXml = tuple[int, int, bytes, bytes]  # row, column (from 1), the <c> attributes, its content
 
 
 def sheet_parts(book: zipfile.ZipFile) -> dict[str, str]:
@@ -60,7 +60,7 @@ def sheet_parts(book: zipfile.ZipFile) -> dict[str, str]:
     return parts
 
 
-def cells(stream: IO[bytes]) -> Iterator[Cell]:
+def cells(stream: IO[bytes]) -> Iterator[CellXml]:
     """Every <c> element of a sheet's XML, row by row."""
     for block in row_blocks(stream):
         found = list(_CELL_WITH_R.finditer(block))
@@ -71,7 +71,7 @@ def cells(stream: IO[bytes]) -> Iterator[Cell]:
             yield from _cells_counted(block)
 
 
-def _cells_counted(block: bytes) -> Iterator[Cell]:
+def _cells_counted(block: bytes) -> Iterator[CellXml]:
     last_row = 0
     for row_match in ROW_ELEMENT.finditer(block):
         number = _R.search(b" " + row_match.group(1))

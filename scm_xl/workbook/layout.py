@@ -403,7 +403,7 @@ def _letters(table: tuple[Column, ...], start_col: int) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Cell:
+class NamedCell:
     sheet: str  # sheet key, not title
     address: str
 
@@ -649,8 +649,8 @@ class Layout:
         return f"{KEYED_COLUMNS[role]}{min(self.keyed_rows(block).values()) - 1}"
 
     # ---- defined names ------------------------------------------------
-    def defined_names(self) -> dict[str, Cell]:
-        return {name: Cell(KEYED_BLOCK_SHEETS[block], self.keyed_cell(block, key, role))
+    def defined_names(self) -> dict[str, NamedCell]:
+        return {name: NamedCell(KEYED_BLOCK_SHEETS[block], self.keyed_cell(block, key, role))
                 for name, block, key, role in DEFINED_NAMES}
 
     def name_ref(self, name: str) -> str:
@@ -689,9 +689,10 @@ def fitted_layout(lang: Lang, n_rows: int, n_concurrency: int, n_lengths: int, n
 
 __all__ = [
     # the sheets' own facts
-    "CELLS_TABLE", "CONCURRENCY_TABLE", "CONSISTENCY_COLUMNS", "Cell", "Column", "DEFAULT_CELL_SLOTS",
+    "CELLS_TABLE", "CONCURRENCY_TABLE", "CONSISTENCY_COLUMNS", "Column", "DEFAULT_CELL_SLOTS",
     "DEFAULT_CONCURRENCY_SLOTS", "DEFAULT_LENGTH_SLOTS", "DEFAULT_MODEL_SLOTS", "DEFAULT_PROMPT_SLOTS", "DEFAULT_ROWS",
-    "DISPLAY_KEYS", "KEYED_BLOCKS", "KEYED_COLUMNS", "PROMPT_BRACKET", "PROMPT_TABLE",
+    "DEFINED_NAMES", "DISPLAY_KEYS", "KEYED_BLOCK_SHEETS", "KEYED_BLOCKS", "KEYED_COLUMNS", "NamedCell",
+    "PROMPT_BRACKET", "PROMPT_TABLE",
     "ENTRY_COLUMNS", "INVERSE_TABLE", "LAYOUT_VERSION", "LENGTH_TABLE", "Lang", "Layout", "META_SHEET",
     "MAX_MODELS", "MIN_FILLED_ROWS", "MODEL_TABLE", "NUMERIC_INPUT_KEYS", "RAW_COLUMNS", "RAW_FORMULA_KEYS", "RAW_INPUT_KEYS",
     "REQUIRED_INPUT_KEYS", "ROW_HEADROOM", "ROW_HEADROOM_MAX", "RAW_PLACES", "SEEN_MODELS_TABLE", "SHEET_TITLES",
