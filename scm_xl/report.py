@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Sequence
 
 from scm_xl.model import Analysis, Prediction, RowCheck, Solution, same_model
@@ -323,7 +324,7 @@ def render_physics(analysis: Analysis, limit: int = 3, *, lang: Lang = "en") -> 
     return "\n".join(lines)
 
 
-def render_workbook_answers(layout: Any, inputs: Any, values: dict[tuple[str, str], Any], *,
+def render_workbook_answers(layout: Any, inputs: Any, values: Mapping[tuple[str, str], Any], *,
                             lang: Lang = "en") -> list[str]:
     """The forward and inverse answers as the workbook's engine computed them (its Derivation
     sheet: the numbers a person sees on opening it), in words; [] where it gave none."""

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,15 @@ from scm_xl.cli.plan import int_list
 from scm_xl.engines import ENGINE_NAMES
 
 if TYPE_CHECKING:
+    from scm_xl.capacity import Pricing
+    from scm_xl.constrained import SolveRequest
+    from scm_xl.goodput import Slo
+    from scm_xl.latency import LatencyModel
+    from scm_xl.methods import MethodChoice
+    from scm_xl.model import Analysis
+    from scm_xl.results import ResultRow
     from scm_xl.rules import Lang
+    from scm_xl.workbook.fill import WorkbookReport
 
 ENGINE_CHOICE = click.Choice(["auto", *ENGINE_NAMES])
 DEFAULT_TEMPLATE = {"zh": "SCM_系数标定_模板.xlsx", "en": "SCM_calibration_template.xlsx"}
@@ -88,7 +96,7 @@ def minimise_option(lead: str, default: str | None, keep: str = "") -> Callable[
 
 
 def pricing_of(price_in: float | None, price_out: float | None, gpu_hour_price: float | None,
-               gpus: int | None) -> Any:
+               gpus: int | None) -> Pricing | None:
     """The capacity.Pricing the price options give (None: none given); UsageError, in the options'
     spelling, for a partial or double pricing."""
     from scm_xl.capacity import Pricing
@@ -208,7 +216,7 @@ def _check_workbook_input(path: str | Path) -> None:
     check_xlsx(path)
 
 
-def _latency_of(report: Any) -> Any:
+def _latency_of(report: WorkbookReport) -> LatencyModel | None:
     """The latency model of a fill/verify report's rows (None when no row recorded TTFT and ITL)."""
     from scm_xl.latency import latency_model
 
@@ -223,7 +231,7 @@ def _words(lang: Lang) -> dict[str, str]:
     return words(lang)
 
 
-def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, failed: str = "",
+def _print_report(report: WorkbookReport, holdout: dict[str, Any], json_path: str | None, failed: str = "",
                   lang: Lang = "en") -> None:
     """Print the report (and write the JSON); exit 1 with `failed` (or nothing more) when the
     workbook disagrees with the reference."""
@@ -236,7 +244,7 @@ def _print_report(report: Any, holdout: dict[str, Any], json_path: str | None, f
     t = _words(lang)
     for warning in report.warnings:
         click.echo(remark("warning", warning, lang), err=True)
-    for note in getattr(report, "notes", None) or []:  # rows the workbook could not use, and why
+    for note in report.notes:  # rows the workbook could not use, and why
         click.echo(remark("note", note, lang), err=True)
     click.echo(render_coefficients(report.analysis, lang=lang))
     click.echo()
@@ -367,7 +375,7 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
             options["capacity"] = typed_capacity
         report = run_fill(list(results) if len(results) != 1 else results[0], rename_duplicates=rename_duplicates,
                           **options)
-    set_aside = getattr(report, "set_aside", None)
+    set_aside = report.set_aside
     failed = ""
     if set_aside is None:
         click.echo(t["wrote"].format(path=target))
@@ -382,7 +390,7 @@ def fill(results: tuple[str, ...], workbook: str | None, output: str | None, eng
     _print_report(report, report.holdout, json_path, failed, language)
 
 
-def _write_html(path: str, report: Any) -> None:
+def _write_html(path: str, report: WorkbookReport) -> None:
     from scm_xl.htmlreport import write_report
     from scm_xl.outputs import write_target
 
@@ -424,7 +432,7 @@ STRICT_OPTION = click.option(
     help="Exclude rows with physics warnings (default: the workbook's switch; off for a CSV).")
 
 
-def _method_why(choice: Any, requested: str, lang: Lang) -> str:
+def _method_why(choice: MethodChoice, requested: str, lang: Lang) -> str:
     """Why the method answered, as printed (the JSON keeps choice.why, in English): the default or
     --method in `lang`; auto's reasons (scm_xl.methods) as the library words them."""
     if lang == "en":
@@ -445,7 +453,7 @@ def _method_why(choice: Any, requested: str, lang: Lang) -> str:
     return str(choice.why)
 
 
-def _knee_words(latency: Any, lang: Lang, model: str | None = None) -> str | None:
+def _knee_words(latency: LatencyModel, lang: Lang, model: str | None = None) -> str | None:
     """The latency model's knee (of `model`, else of every model, as `LatencyModel.knee_text`) in
     `lang`: the report page's words (htmlreport.latency_section.knee_words) where not English."""
     if lang == "en" and model is None:
@@ -456,7 +464,8 @@ def _knee_words(latency: Any, lang: Lang, model: str | None = None) -> str | Non
     fits = [latency.fit_for(model)] if model is not None else list(latency.fits.values())
     texts = [knee_words(fit.knee, PAGE[lang]) for fit in fits if fit is not None]
     if model is None and len(fits) > 1:
-        texts = [f"{fit.model}{': ' if lang == 'en' else '：'}{text}" for fit, text in zip(fits, texts)]
+        texts = [f"{fit.model}{': ' if lang == 'en' else '：'}{text}"
+                 for fit, text in zip(latency.fits.values(), texts)]  # model None: fits are these
     return ("; " if lang == "en" else "；").join(texts) or None
 
 
@@ -469,7 +478,7 @@ def _marks(data: dict[str, Any], t: dict[str, str]) -> list[str]:
     return marks
 
 
-def _analysis_of(source: str, strict_physics: bool | None) -> Any:
+def _analysis_of(source: str, strict_physics: bool | None) -> tuple[Analysis, list[ResultRow]]:
     from scm_xl.workbook.fill import analysis_from_source
 
     if Path(source).suffix.lower() in WORKBOOK_INPUT_SUFFIXES:
@@ -477,13 +486,13 @@ def _analysis_of(source: str, strict_physics: bool | None) -> Any:
     return analysis_from_source(source, strict_physics=strict_physics)
 
 
-def _holdout_for_answers(analysis: Any) -> dict[str, Any]:
+def _holdout_for_answers(analysis: Analysis) -> dict[str, Any]:
     from scm_xl.lsq import least_squares_analysis
 
     return least_squares_analysis(analysis.statuses, analysis.settings).report()
 
 
-def _latency_caveats(caveats: dict[str, Any], latency: Any) -> None:
+def _latency_caveats(caveats: dict[str, Any], latency: LatencyModel) -> None:
     """An answer of the latency model rests on its own hold-out (over every prompt level), not on
     the chain's measured rows."""
     holdout = latency.holdout.as_dict()
@@ -492,7 +501,8 @@ def _latency_caveats(caveats: dict[str, Any], latency: Any) -> None:
                    holdout_verdict=holdout["verdict"], measured_rows=[])
 
 
-def _choose(analysis: Any, rows: Any, method: str, prompt_tokens: float | None) -> tuple[Any, Any, Any]:
+def _choose(analysis: Analysis, rows: Sequence[ResultRow], method: str,
+            prompt_tokens: float | None) -> tuple[dict[str, Any], LatencyModel | None, MethodChoice]:
     """(the least-squares report, the latency model, the method choice) for a forward or inverse
     question (`scm_xl.methods.choose_method`)."""
     from scm_xl.latency import latency_model
@@ -561,6 +571,7 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
     method = choice.method
     model_name = model or analysis.calibration.base_model
     if method == "latency":
+        assert latency is not None  # _choose fits it for "auto" and "latency", the only ways to the latency method
         result = latency.forecast(concurrency, max_tokens, model_name, prompt_tokens)
         fit = latency.fit_for(model_name)
         data = {"tps": result.tps, "missing": list(result.missing), "method": "latency", **result.as_dict(),
@@ -573,21 +584,22 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
         # without prompt levels every row has the one prompt: a length within 5% of it is that prompt
         # (an unrecorded prompt proves nothing: K_in stays unidentified)
         known = analysis.base_prompt_level is None and base_prompt(analysis, rows) is not None
-        asked = None if known else prompt_tokens
+        asked_prompt = None if known else prompt_tokens
         if method == "chain":
             from scm_xl.model import predict as chain_predict
 
             data = prediction_to_dict(chain_predict(analysis.calibration, concurrency, max_tokens, model,
-                                                    prompt_tokens=asked))
+                                                    prompt_tokens=asked_prompt))
         else:
             from scm_xl.lsq import fit as lsq_fit
 
             data = forecast_to_dict(lsq_fit(analysis.statuses, analysis.settings).forecast(
-                concurrency, max_tokens, model, extrapolate=extrapolate, prompt_tokens=asked))
+                concurrency, max_tokens, model, extrapolate=extrapolate, prompt_tokens=asked_prompt))
     caveat_method = method if method != "latency" else "chain"
     caveats = caveats_to_dict(analysis, lsq_report, concurrency=concurrency,
                               max_tokens=max_tokens, model=model_name, method=caveat_method)
     if method == "latency":
+        assert latency is not None
         _latency_caveats(caveats, latency)
     hints = unidentified_hints(analysis, data["missing"], concurrency=concurrency, max_tokens=max_tokens,
                                model=model_name, method=caveat_method) if data["tps"] is None else []
@@ -615,6 +627,7 @@ def predict(source: str, concurrency: float, max_tokens: int, prompt_tokens: flo
                                    marks=t["marks"].format(marks=t["marks_sep"].join(marks)) if marks else "")
     click.echo(answer if language == "en" else wrapped(answer))
     if method == "latency":
+        assert latency is not None
         p95 = t["latency_p95"].format(p95=f"{data['latency_p95_s']:.3g}") if data.get("latency_p95_s") else ""
         click.echo(wrapped(t["latency_answer"].format(ttft=f"{data['ttft_s']:.3g}", latency=f"{data['latency_s']:.3g}",
                                                       p95=p95, prompt=f"{data['prompt_tokens']:g}"), indent="    "))
@@ -760,10 +773,10 @@ def solve(source: str, target_tps: float | None, max_tokens: int | None, prompt_
                      target_tps, as_json, lang=resolve_lang(lang))
 
 
-def _solve_slo(source: str, rows: Any, slo: Any, target_tps: float, model: str | None, prompt_tokens: float | None,
-               price_in: float | None, price_out: float | None, gpu_hour_price: float | None, gpus: int | None,
-               rpm: float | None, tpm: float | None, minimise: str, as_json: bool, between: bool = False,
-               lang: Lang = "en") -> bool:
+def _solve_slo(source: str, rows: Sequence[ResultRow], slo: Slo, target_tps: float, model: str | None,
+               prompt_tokens: float | None, price_in: float | None, price_out: float | None,
+               gpu_hour_price: float | None, gpus: int | None, rpm: float | None, tpm: float | None, minimise: str,
+               as_json: bool, between: bool = False, lang: Lang = "en") -> bool:
     """solve --slo on the per-request CSV; False (after saying why) when it is not there, so the
     per-experiment percentiles answer instead."""
     import json
@@ -792,7 +805,8 @@ def _solve_slo(source: str, rows: Any, slo: Any, target_tps: float, model: str |
     return True
 
 
-def _solve_plain(analysis: Any, request: Any, target_tps: float, as_json: bool, *, lang: Lang = "en") -> None:
+def _solve_plain(analysis: Analysis, request: SolveRequest, target_tps: float, as_json: bool, *,
+                 lang: Lang = "en") -> None:
     from scm_xl.errors import UsageError
     from scm_xl.model import solve as chain_solve
     from scm_xl.report import caveats_to_dict, excluded_here, render_caveats, solution_to_dict, unidentified_hints
@@ -860,8 +874,9 @@ def _answered_as_json_or_refused(data: dict[str, Any], as_json: bool, identified
     return False
 
 
-def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_json: bool, *,
-                  latency: Any, choice: Any, lsq_report: Any, requested: str = "auto", lang: Lang = "en") -> None:
+def _solve_across(analysis: Analysis, rows: Sequence[ResultRow], request: SolveRequest, target_tps: float,
+                  as_json: bool, *, latency: LatencyModel | None, choice: MethodChoice, lsq_report: dict[str, Any],
+                  requested: str = "auto", lang: Lang = "en") -> None:
     from scm_xl.constrained import describe_reasons, solve_request
     from scm_xl.report import caveats_to_dict, constrained_to_dict, excluded_here, render_caveats, unidentified_hints
     from scm_xl.report_texts import say
@@ -880,6 +895,7 @@ def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_
                               max_tokens=best.max_tokens if best else None, model=best.model if best else None,
                               method=caveat_method)
     if method == "latency":
+        assert latency is not None  # solve fits it whenever the latency method was chosen
         _latency_caveats(caveats, latency)
         data["knee"] = latency.knee_text()
         data["prompt_tokens"] = request.prompt_tokens
@@ -917,8 +933,10 @@ def _solve_across(analysis: Any, rows: Any, request: Any, target_tps: float, as_
     for note in result.notes:  # scm_xl.constrained's notes: English, and say(note, lang) another language
         click.echo(wrapped(t["note"].format(text=say(note, lang))))
     click.echo(wrapped(t["method_line"].format(method=choice.method, why=_method_why(choice, requested, lang))))
-    if method == "latency" and latency.knee_text():
-        click.echo(wrapped(t["knee"].format(knee=_knee_words(latency, lang))))
+    if method == "latency":
+        assert latency is not None
+        if latency.knee_text():
+            click.echo(wrapped(t["knee"].format(knee=_knee_words(latency, lang))))
     for line in render_caveats(caveats, best.tps if best else None, lang=lang):
         click.echo(wrapped(f"  {line}", indent="    "))
 
