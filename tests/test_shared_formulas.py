@@ -23,6 +23,7 @@ from data.gen import experiment, write_csv
 
 from scm_xl.cli import main
 from scm_xl.engines.xlsx_cells import sheet_parts
+from scm_xl.workbook import consistency_sheet
 from scm_xl.workbook.fill import fill
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.layout import (
@@ -49,7 +50,8 @@ def test_every_per_row_cell_reads_back_as_its_own_formula(tmp_path: Path) -> Non
     for titles, template, first, letters in (
         ({c.key: layout.title(layout.raw_sheet(c.key)) for c in RAW_COLUMNS}, fx.raw_row, layout.raw_first,
          {c.key: layout.raw_col(c.key) for c in RAW_COLUMNS}),
-        ({c.key: layout.title("consistency") for c in CONSISTENCY_COLUMNS}, fx.consistency_row, layout.cons_first,
+        ({c.key: layout.title("consistency") for c in CONSISTENCY_COLUMNS},
+         lambda row: consistency_sheet.row_formulas(fx, row), layout.cons_first,
          {c.key: layout.cons_col(c.key) for c in CONSISTENCY_COLUMNS}),
     ):
         stored = {title: _formulas_by_cell(path, title) for title in set(titles.values())}

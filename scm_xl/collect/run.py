@@ -59,7 +59,7 @@ from scm_xl.collect.progress import BarSlot, CollectionReport, ProgressBar, RunC
 from scm_xl.collect.ratelimit import RateLimitSeen, read_headers as read_ratelimit_headers
 from scm_xl.collect.prompts import FilePrompts, Messages, Nonces, SyntheticPrompts, load_prompts
 from scm_xl.collect.records import (
-    RERUN_FAILED_SHARE, RequestRecord, all_failed, append_requests, check_outputs, read_requests, usage_problem,
+    RequestRecord, all_failed, append_requests, check_outputs, read_requests, usage_problem,
 )
 from scm_xl.collect.send import Sender, SenderFactory, open_senders
 from scm_xl.errors import ScmXlError, UsageError

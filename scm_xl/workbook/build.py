@@ -14,7 +14,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Mapping
 
-from openpyxl import Workbook
 from openpyxl.cell.cell import Cell
 from openpyxl.styles import Alignment
 from openpyxl.utils import column_index_from_string, get_column_letter
@@ -31,7 +30,7 @@ from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.stamp import BuiltWorkbook, PendingFills, write_filled
 from scm_xl.workbook.printing import MIN_PRINT_SCALE, PAGE_WIDTH_CHARS, pages_for, print_setup
 from scm_xl.workbook.layout import (
-    CELLS_TABLE, CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, DEFAULT_PHYSICS_PRECISION,
+    CELLS_TABLE, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION,
     DEFAULT_SHORT_OUTPUT_RATIO, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE,
     MODEL_TABLE, NUMERIC_INPUT_KEYS, PROMPT_BRACKET, PROMPT_TABLE, SEEN_MODELS_TABLE, SHEET_TITLES, Layout,
     unusable_tests, workings_columns,
@@ -417,8 +416,6 @@ def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mappi
     print_setup(ws, pages_tall=pages_for(layout.m_table_first + layout.m_slots - 1))
 
 
-# The consistency table's texts: they wrap within their columns (the physics checks are the last printed one).
-WRAPPED_CONSISTENCY_KEYS = ("note", "physics_text")
 WRAPPED = Alignment(wrap_text=True)  # at the bottom, beside its row's figures
 
 
@@ -442,40 +439,6 @@ def fill_column(ws: Worksheet, letter: str, rows: range, fills: PendingFills) ->
     for cell in cells:
         cell.fill = fill
     return cells
-
-
-def write_consistency(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str],
-                      fills: PendingFills) -> None:
-    _label(ws, "A1", labels["consistency_title"])
-    ws["A1"].font = TITLE_FONT
-    _label(ws, "A2", labels["verdict_rule"])
-    summary = fx.summary()
-    for key in layout.keyed_rows("summary"):
-        _label(ws, layout.keyed_cell("summary", key, "label"), labels[key], bold=key in ("mape", "max_deviation", "verdict"))
-        _formula(ws, layout.keyed_cell("summary", key), summary[key], "0.00" if key in ("mape", "max_deviation") else None)
-        if key in ("mape", "max_deviation", "verdict", "check_rows"):
-            ws[layout.keyed_cell("summary", key)].fill = KEY_FILL
-    summary_sheet.colour_verdict(ws, layout.keyed_cell("summary", "verdict"))
-    ws.column_dimensions["A"].width = 34
-    _header(ws, layout.cons_header_row, 1, CONSISTENCY_COLUMNS, layout.lang,
-            text_keys=("exp_id", "model", "role", "note", "physics_text"))
-    ws.freeze_panes = f"B{layout.cons_first}"
-    formats = {"measured": "0.00", "f": "0.000", "k": "0.000", "k_in": "0.000", "c": "0.000", "predicted": "0.00",
-               "deviation": "0.00", "deviation_pct": "0.0", "check_abs_pct": "0.0"}
-    letters = {column.key: layout.cons_col(column.key) for column in CONSISTENCY_COLUMNS}
-    for key, number_format in formats.items():
-        ws.column_dimensions[letters[key]].number_format = number_format
-    rows = range(layout.cons_first, layout.cons_last + 1)
-    write_filled(ws, fills, letters, fx.consistency_row, rows, layout.raw_first - layout.cons_first)
-    for key in WRAPPED_CONSISTENCY_KEYS:
-        wrap_column(ws, letters[key], rows, fills)
-    # The helper columns (known flags, anchor) are grouped and collapsed.
-    for key in ("f_known", "k_known", "c_known", "p_known", "anchor", "p_anchor"):
-        ws.column_dimensions[letters[key]].hidden = True
-        ws.column_dimensions[letters[key]].outlineLevel = 1
-    last = get_column_letter(len(CONSISTENCY_COLUMNS))
-    ws.print_area = f"A1:{last}{layout.cons_last}"
-    print_setup(ws, repeat_rows=f"{layout.cons_header_row}:{layout.cons_header_row}")
 
 
 def _validations(ws: Worksheet, layout: Layout) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from scm_xl.engines.base import CellError, CellValue
 from scm_xl.model import (
-    Analysis, Calibration, ConcurrencyLevel, LengthLevel, ModelLevel, PromptLevel, RowCheck, RowStatus, at_base_prompt,
+    Analysis, Calibration, at_base_prompt,
     cells_of, effective_prompt_level, interpolate_k_in, k_in_bracket, model_numbers, physics_bytes, prompt_index,
 )
 from scm_xl.constrained import measured_percentiles
@@ -33,13 +33,13 @@ Expected = MutableMapping[tuple[str, str], CellValue]  # a CellGrid when the reg
 NA = CellError("#N/A")
 
 
-def _num(value: float | int | bool | None) -> CellValue:
+def number_value(value: float | int | bool | None) -> CellValue:
     if value is None:
         return None
     return float(value)
 
 
-def _text(value: str | None) -> CellValue:
+def text_value(value: str | None) -> CellValue:
     return value if value else None
 
 
@@ -116,7 +116,7 @@ def display(exp: Expected, layout: Layout, inputs: Inputs) -> None:
                 values["show_status"] = unusable
             else:
                 values["show_role"] = exp.get((cons, f"{layout.cons_col('role')}{cons_row}"))
-                values["show_status"] = _text(f"{note}{'; ' if note and physics else ''}{physics}")
+                values["show_status"] = text_value(f"{note}{'; ' if note and physics else ''}{physics}")
         for key, value in values.items():
             exp[(title, f"{layout.entry_col(key)}{sheet_row}")] = value
 
@@ -197,7 +197,7 @@ def cells(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> 
                 "code": float(scales.code(numbers[c.key[0]], c.max_tokens, c.concurrency, slot)),
                 "rows": float(c.rows), "eligible": float(c.eligible), "max_tps": c.max_tps, "mean_ln": c.mean_ln,
                 "lower_max": c.lower_max, "group_low_c": float(c.group_low_c), "group_base": c.group_base,
-                "p_index": float(slot), "prompt_level": _num(c.prompt_level),
+                "p_index": float(slot), "prompt_level": number_value(c.prompt_level),
             })
         for key, value in values.items():
             exp[(title, f"{layout.table_col(CELLS_TABLE, key)}{row}")] = value
@@ -244,26 +244,26 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
             slot = prompt_index(row, base_level, levels)
             at_p0 = at_base_prompt(s, base_level)
             values.update({
-                "present": 1.0, "tps": s.tps, "ln_tps": s.ln_tps, "fault": _num(s.fault),
-                "eligible": _num(s.eligible), "mono": _num(s.monotonic_violation),
+                "present": 1.0, "tps": s.tps, "ln_tps": s.ln_tps, "fault": number_value(s.fault),
+                "eligible": number_value(s.eligible), "mono": number_value(s.monotonic_violation),
                 "cell_key": cell_key(s.model, s.max_tokens, s.concurrency, slot or 0),
-                "model_no": _num(numbers.get(s.model.casefold())),
+                "model_no": number_value(numbers.get(s.model.casefold())),
                 "cell_code": (float(scales.code(numbers[s.model.casefold()], s.max_tokens, s.concurrency, slot))
                               if s.model.casefold() in numbers and slot is not None else None),
-                "p_level": _num(effective_prompt_level(row, base_level)), "p_index": _num(slot),
-                "at_p0": _num(at_p0), "p0_included": _num(s.included and at_p0),
+                "p_level": number_value(effective_prompt_level(row, base_level)), "p_index": number_value(slot),
+                "at_p0": number_value(at_p0), "p0_included": number_value(s.included and at_p0),
                 "lower_max": s.faster_lower_tps,
-                "included": _num(s.included), "reason": _text(s.reason(layout.lang)),
-                "c_included": _num(s.concurrency) if s.included else None,
-                "l_included": _num(s.max_tokens) if s.included else None,
+                "included": number_value(s.included), "reason": text_value(s.reason(layout.lang)),
+                "c_included": number_value(s.concurrency) if s.included else None,
+                "l_included": number_value(s.max_tokens) if s.included else None,
                 "m_included": _model_text(typed.get("model")) if s.included else None,
                 "f_known": 1.0 if analysis.calibration.f(s.concurrency) is not None else 0.0,
                 "model_id": float(s.physics.model_id), "gpu_id": float(s.physics.gpu_id),
-                "short_output": _num(s.physics.short_output),
+                "short_output": number_value(s.physics.short_output),
                 "group_low_c": float(s.physics.group_lowest_concurrency),
-                "superlinear": _num(s.physics.superlinear), "ceiling": s.physics.ceiling_tps,
-                "over_ceiling": _num(s.physics.above_ceiling), "kv_over": _num(s.physics.kv_over_memory),
-                "physics": float(s.physics.count), "physics_text": _text(s.physics.text(layout.lang)),
+                "superlinear": number_value(s.physics.superlinear), "ceiling": s.physics.ceiling_tps,
+                "over_ceiling": number_value(s.physics.above_ceiling), "kv_over": number_value(s.physics.kv_over_memory),
+                "physics": float(s.physics.count), "physics_text": text_value(s.physics.text(layout.lang)),
             })
         for key, value in values.items():
             exp[layout.raw_address(key, sheet_row)] = value
@@ -291,16 +291,16 @@ def calibration(exp: Expected, layout: Layout, analysis: Analysis, inputs: Input
     title = layout.title("calibration")
     cal = analysis.calibration
     exp[(title, layout.keyed_cell("settings", "method"))] = _typed(inputs.method_typed)  # read from the Summary
-    exp[(title, layout.keyed_cell("settings", "base_model", "effective"))] = _text(cal.base_model)
-    exp[(title, layout.keyed_cell("settings", "base_max_tokens", "effective"))] = _num(cal.base_max_tokens)
-    exp[(title, layout.keyed_cell("settings", "base_concurrency", "effective"))] = _num(cal.base_concurrency)
+    exp[(title, layout.keyed_cell("settings", "base_model", "effective"))] = text_value(cal.base_model)
+    exp[(title, layout.keyed_cell("settings", "base_max_tokens", "effective"))] = number_value(cal.base_max_tokens)
+    exp[(title, layout.keyed_cell("settings", "base_concurrency", "effective"))] = number_value(cal.base_concurrency)
     st = analysis.settings
     exp[(title, layout.keyed_cell("settings", "monotonic_tolerance_pct", "effective"))] = float(st.monotonic_tolerance_pct)
     exp[(title, layout.keyed_cell("settings", "strict_physics", "effective"))] = 1.0 if st.strict_physics else 0.0
     exp[(title, layout.keyed_cell("settings", "short_output_ratio", "effective"))] = float(st.short_output_ratio)
     exp[(title, layout.keyed_cell("settings", "physics_precision", "effective"))] = st.physics_precision
     exp[(title, layout.keyed_cell("settings", "method", "effective"))] = st.method
-    exp[(title, layout.keyed_cell("settings", "base_prompt_level", "effective"))] = _num(analysis.base_prompt_level)
+    exp[(title, layout.keyed_cell("settings", "base_prompt_level", "effective"))] = number_value(analysis.base_prompt_level)
     exp[(title, layout.keyed_cell("settings", "physics_precision", "extra"))] = physics_bytes(st.physics_precision)
     exp[(title, layout.keyed_cell("base", "tps", "effective"))] = cal.base_tps
     exp[(title, layout.keyed_cell("base", "rows", "effective"))] = float(cal.base_rows)
@@ -311,83 +311,34 @@ def calibration(exp: Expected, layout: Layout, analysis: Analysis, inputs: Input
     for i in range(layout.c_slots):
         row = layout.c_table_first + i
         level = cal.concurrency_levels[i] if i < len(cal.concurrency_levels) else None
-        put(CONCURRENCY_TABLE, "level", row, _num(level.concurrency) if level else None)
-        put(CONCURRENCY_TABLE, "rows", row, _num(level.rows) if level else None)
+        put(CONCURRENCY_TABLE, "level", row, number_value(level.concurrency) if level else None)
+        put(CONCURRENCY_TABLE, "rows", row, number_value(level.rows) if level else None)
         put(CONCURRENCY_TABLE, "f", row, level.f if level else None)
         put(CONCURRENCY_TABLE, "known", row, 1.0 if level and level.f is not None else 0.0)
     for i in range(layout.l_slots):
         row = layout.l_table_first + i
         length = cal.length_levels[i] if i < len(cal.length_levels) else None
-        put(LENGTH_TABLE, "level", row, _num(length.max_tokens) if length else None)
-        put(LENGTH_TABLE, "anchor", row, _num(length.anchor_concurrency) if length else None)
-        put(LENGTH_TABLE, "rows", row, _num(length.rows) if length else None)
+        put(LENGTH_TABLE, "level", row, number_value(length.max_tokens) if length else None)
+        put(LENGTH_TABLE, "anchor", row, number_value(length.anchor_concurrency) if length else None)
+        put(LENGTH_TABLE, "rows", row, number_value(length.rows) if length else None)
         put(LENGTH_TABLE, "k", row, length.k_len if length else None)
         put(LENGTH_TABLE, "known", row, 1.0 if length and length.k_len is not None else 0.0)
     for i in range(layout.p_slots):
         row = layout.p_table_first + i
         prompt = cal.prompt_levels[i] if i < len(cal.prompt_levels) else None
-        put(PROMPT_TABLE, "level", row, _num(prompt.prompt_level) if prompt else None)
-        put(PROMPT_TABLE, "anchor", row, _num(prompt.anchor_concurrency) if prompt else None)
-        put(PROMPT_TABLE, "rows", row, _num(prompt.rows) if prompt else None)
+        put(PROMPT_TABLE, "level", row, number_value(prompt.prompt_level) if prompt else None)
+        put(PROMPT_TABLE, "anchor", row, number_value(prompt.anchor_concurrency) if prompt else None)
+        put(PROMPT_TABLE, "rows", row, number_value(prompt.rows) if prompt else None)
         put(PROMPT_TABLE, "k", row, prompt.k_in if prompt else None)
         put(PROMPT_TABLE, "known", row, 1.0 if prompt and prompt.k_in is not None else 0.0)
     for i in range(layout.m_slots):
         row = layout.m_table_first + i
         model = cal.models[i] if i < len(cal.models) else None
         put(MODEL_TABLE, "name", row, model.model if model else None)
-        put(MODEL_TABLE, "rows", row, _num(model.rows) if model else None)
+        put(MODEL_TABLE, "rows", row, number_value(model.rows) if model else None)
         put(MODEL_TABLE, "tps", row, model.base_point_tps if model else None)
         put(MODEL_TABLE, "c", row, model.c_model if model else None)
         put(MODEL_TABLE, "known", row, 1.0 if model and model.c_model is not None else 0.0)
-
-
-def consistency(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:
-    title = layout.title("consistency")
-    by_row: dict[int, tuple[ResultRow, RowCheck]] = {
-        sheet_row: (row, check) for (sheet_row, row), check in zip(inputs.rows, analysis.checks)}
-    for i in range(layout.rows):
-        sheet_row = layout.raw_first + i
-        out_row = layout.cons_first + i
-        pair = by_row.get(sheet_row)
-        values: dict[str, CellValue]
-        if pair is None:
-            values = {key: None for key in (
-                "exp_id", "model", "concurrency", "max_tokens", "prompt_level", "included", "measured", "f_known",
-                "k_known", "c_known", "p_known", "anchor", "p_anchor", "f", "k", "k_in", "c", "predicted",
-                "deviation", "deviation_pct", "role", "note", "check_abs_pct", "physics_text")}
-        else:
-            row, check = pair
-            s: RowStatus = check.status
-            inc = s.included
-            values = {
-                "exp_id": row.exp_id or None, "model": row.model or None,
-                "concurrency": float(s.concurrency), "max_tokens": float(s.max_tokens),
-                "prompt_level": _num(s.prompt_level),
-                "included": _num(inc), "measured": s.tps,
-                "f_known": (1.0 if check.f is not None else 0.0) if inc else None,
-                "k_known": (1.0 if check.k_len is not None else 0.0) if inc else None,
-                "c_known": (1.0 if check.c_model is not None else 0.0) if inc else None,
-                "p_known": (1.0 if check.k_in is not None else 0.0) if inc else None,
-                "anchor": float(check.anchor_concurrency) if inc else None,
-                "p_anchor": float(check.prompt_anchor) if inc else None,
-                "f": check.f, "k": check.k_len, "k_in": check.k_in, "c": check.c_model,
-                "predicted": check.predicted_tps, "deviation": check.deviation,
-                "deviation_pct": check.deviation_pct, "role": check.role,
-                "note": _text(check.note(layout.lang)),
-                "check_abs_pct": abs(check.deviation_pct) if check.role == "check" and check.deviation_pct is not None
-                else None,
-                "physics_text": _text(s.physics.text(layout.lang)),
-            }
-        for key, value in values.items():
-            exp[(title, f"{layout.cons_col(key)}{out_row}")] = value
-    c = analysis.consistency
-    summary = {
-        "check_rows": float(c.check_rows), "identify_rows": float(c.identify_rows),
-        "unidentified_rows": float(c.unidentified_rows), "excluded_rows": float(c.excluded_rows),
-        "mape": c.mape_pct, "max_deviation": c.max_deviation_pct, "verdict": c.verdict,
-    }
-    for key in layout.keyed_rows("summary"):
-        exp[(title, layout.keyed_cell("summary", key))] = summary[key]
 
 
 def _lookup(cal: Calibration, kind: str, key: Any) -> float | None:
@@ -418,7 +369,7 @@ def _prompt_cells(exp: Expected, layout: Layout, block: str, typed: Any, cal: Ca
     if prompt is not None:
         low, high, k_low, k_high = k_in_bracket(prompt, levels)
         k_in = interpolate_k_in(prompt, levels)
-    for role, value in zip(("effective", *PROMPT_BRACKET), (k_in, _num(low), _num(high), k_low, k_high)):
+    for role, value in zip(("effective", *PROMPT_BRACKET), (k_in, number_value(low), number_value(high), k_low, k_high)):
         exp[(title, layout.keyed_cell(block, "prompt_tokens", role))] = value
     return k_in
 
@@ -441,7 +392,7 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
     p = _prompt_cells(exp, layout, "forward", fwd.get("prompt_tokens"), cal)
     exp[(title, layout.keyed_cell("forward", "concurrency", "effective"))] = f
     exp[(title, layout.keyed_cell("forward", "max_tokens", "effective"))] = k
-    exp[(title, layout.keyed_cell("forward", "model", "extra"))] = _text(_fmt_key(model) if model is not None else None)
+    exp[(title, layout.keyed_cell("forward", "model", "extra"))] = text_value(_fmt_key(model) if model is not None else None)
     exp[(title, layout.keyed_cell("forward", "model", "effective"))] = c
     tps = (cal.base_tps * f * k * p / c
            if f is not None and k is not None and c is not None and p is not None and cal.base_tps is not None
@@ -470,9 +421,9 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
     p = _prompt_cells(exp, layout, "inverse", target_in.get("prompt_tokens"), cal)
     typed_level = _typed_number(target_in.get("prompt_tokens"))
     latency_level = typed_level if typed_level is not None else analysis.calibration.base_prompt_level
-    exp[(title, layout.keyed_cell("inverse", "prompt_tokens", "extra"))] = _num(latency_level)
+    exp[(title, layout.keyed_cell("inverse", "prompt_tokens", "extra"))] = number_value(latency_level)
     exp[(title, layout.keyed_cell("inverse", "max_tokens", "effective"))] = k
-    exp[(title, layout.keyed_cell("inverse", "model", "extra"))] = _text(_fmt_key(model) if model is not None else None)
+    exp[(title, layout.keyed_cell("inverse", "model", "extra"))] = text_value(_fmt_key(model) if model is not None else None)
     exp[(title, layout.keyed_cell("inverse", "model", "effective"))] = c
     target = target_in.get("target_tps")
     limit = target_in.get("max_latency")

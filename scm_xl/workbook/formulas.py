@@ -10,9 +10,9 @@ functions that every supported engine computes identically are used: no TRIM
 written with their `_xlfn.` prefix and guarded wherever no number may meet their criteria
 (`ifs_or_zero`: Excel documents 0 there, Gnumeric gives #DIV/0!).
 
-Long because it is the formula text of the six core sheets (workings, cells, calibration,
-consistency, derivation, summary links) in one place, mirroring model.py rule by rule; the house
-issue's one-module-per-sheet shape is where it splits.
+Long because it is the formula text of five core sheets (workings, cells, calibration,
+derivation, summary links) in one place, mirroring model.py rule by rule; the house issue's
+one-module-per-sheet shape is where it splits (the consistency sheet's is in consistency_sheet.py).
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from scm_xl.model import MONOTONIC_EPSILON, PREFERRED_BASE_MAX_TOKENS
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.literals import q, text_with
 from scm_xl.workbook.lsq_sheet import COEF_COLS, LsqLayout
-from scm_xl.rules import EXCELLENT_MIN_ROWS
 from scm_xl.workbook.layout import (
     CELLS_TABLE as CELLS_TABLE_REF, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO,
-    ENTRY_COLUMNS, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE,
+    ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE,
     PROMPT_BRACKET, PROMPT_TABLE, RAW_COLUMNS, REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout, unusable_tests,
 )
 
@@ -515,110 +514,6 @@ class Formulas:
             "first": "=" + self.first_row_of_new_model(self.raw("present"), lo.cells_first, row,
                                                         lo.seen_models_col("name")),
             "name": f"=IF(${first}{row}>0,INDEX({self.raw('model')},${first}{row})&\"\",\"\")",
-        }
-
-    # -- consistency sheet: one row per raw-data row ----------------------------
-    def consistency_row(self, row: int) -> dict[str, str]:
-        lo = self.lo
-        t = lo.text
-        calc_row = row - lo.cons_first + lo.raw_first
-
-        def raw(key: str) -> str:
-            return lo.raw_cell(key, calc_row)
-
-        def c(key: str) -> str:
-            return f"${lo.cons_col(key)}{row}"
-
-        present = raw("present")
-        inc = raw("included")
-        bm, bl, bc = self.name("BaseModel"), self.name("BaseMaxTokens"), self.name("BaseConcurrency")
-        base = self.name("BaseTPS")
-        conc, length, model = raw("concurrency"), raw("max_tokens"), raw("model")
-        level = raw("p_level")
-        f_known, k_known, c_known, p_known = c("f_known"), c("k_known"), c("c_known"), c("p_known")
-        f_lab = f"\"f(\"&{conc}&\")\""
-        k_lab = f"\"K_len(\"&{length}&\")\""
-        c_lab = f"\"C_model(\"&{model}&\")\""
-        p_lab = f"\"K_in(\"&{level}&\")\""
-        is_bm = f"({model}={bm})"
-        at_bl = f"({length}={bl})"
-        at_p0 = f"({raw('at_p0')}=1)"
-        fid = f"{is_bm}*{at_bl}*{at_p0}"
-        kid = f"{is_bm}*({conc}={c('anchor')})*{at_p0}"
-        cid = f"(1-{is_bm})*({conc}={bc})*{at_bl}*{at_p0}"
-        pid = f"{is_bm}*{at_bl}*({conc}={c('p_anchor')})*(1-{at_p0})"
-        base_point = f"{is_bm}*{at_bl}*({conc}={bc})*{at_p0}"
-        identify = f"(({fid})+({kid})+({cid})+({pid}))>0"
-        # A row identifies K_in(P) only away from the base prompt level, where it identifies nothing else.
-        identifies = (
-            f"{q(t('identifies') + ' ')}&IF({base_point}=1,\"BaseTPS\",IF({pid}=1,{p_lab},"
-            f"IF({fid}=1,{f_lab},\"\")&IF(({fid})*({kid})=1,\", \",\"\")&IF({kid}=1,{k_lab},\"\")"
-            f"&IF((({fid})+({kid}))*({cid})>0,\", \",\"\")&IF({cid}=1,{c_lab},\"\")))"
-        )
-        fm, km, cm, pm = f"({f_known}=0)", f"({k_known}=0)", f"({c_known}=0)", f"({p_known}=0)"
-        missing = (
-            f"{q(t('missing') + ' ')}&IF({fm},{f_lab},\"\")&IF({fm}*{km},\", \",\"\")&IF({km},{k_lab},\"\")"
-            f"&IF(({fm}+{km})*{cm}>0,\", \",\"\")&IF({cm},{c_lab},\"\")"
-            f"&IF(({fm}+{km}+{cm})*{pm}>0,\", \",\"\")&IF({pm},{p_lab},\"\")"
-        )
-        return {
-            "exp_id": f"=IF({present}=1,{raw('exp_id')}&\"\",\"\")",
-            "model": f"=IF({present}=1,{model}&\"\",\"\")",
-            "concurrency": f"=IF({present}=1,{conc},\"\")",
-            "max_tokens": f"=IF({present}=1,{length},\"\")",
-            "prompt_level": f"=IF({present}=1,{level},\"\")",
-            "included": f"=IF({present}=1,{inc},\"\")",
-            "measured": f"=IF({present}=1,{raw('tps')},\"\")",
-            "f_known": f"=IF({inc}=1,SUMIFS({self.ctab('known')},{self.ctab('level')},{conc}),\"\")",
-            "k_known": f"=IF({inc}=1,SUMIFS({self.ltab('known')},{self.ltab('level')},{length}),\"\")",
-            "c_known": f"=IF({inc}=1,SUMIFS({self.mtab('known')},{self.mtab('name')},{model}),\"\")",
-            # without prompt levels K_in is 1, known
-            "p_known": (f"=IF({inc}=1,IF(ISNUMBER({level}),SUMIFS({self.ptab('known')},{self.ptab('level')},"
-                        f"{level}),1),\"\")"),
-            "anchor": f"=IF({inc}=1,SUMIFS({self.ltab('anchor')},{self.ltab('level')},{length}),\"\")",
-            "p_anchor": (f"=IF({inc}=1,IF(ISNUMBER({level}),SUMIFS({self.ptab('anchor')},{self.ptab('level')},"
-                         f"{level}),0),\"\")"),
-            "physics_text": f"=IF({present}=1,{raw('physics_text')}&\"\",\"\")",
-            "f": f"=IF({f_known}=1,SUMIFS({self.ctab('f')},{self.ctab('level')},{conc}),\"\")",
-            "k": f"=IF({k_known}=1,SUMIFS({self.ltab('k')},{self.ltab('level')},{length}),\"\")",
-            "c": f"=IF({c_known}=1,SUMIFS({self.mtab('c')},{self.mtab('name')},{model}),\"\")",
-            "k_in": (f"=IF({p_known}=1,IF(ISNUMBER({level}),SUMIFS({self.ptab('k')},{self.ptab('level')},{level}),1),"
-                     f"\"\")"),
-            "predicted": (
-                f"=IF({inc}=1,IF({f_known}*{k_known}*{c_known}*{p_known}=1,"
-                f"{base}*{c('f')}*{c('k')}*{c('k_in')}/{c('c')},\"\"),\"\")"
-            ),
-            "deviation": f"=IF(ISNUMBER({c('predicted')}),{c('measured')}-{c('predicted')},\"\")",
-            "deviation_pct": (
-                f"=IF(ISNUMBER({c('predicted')}),({c('measured')}-{c('predicted')})/{c('measured')}*100,\"\")"
-            ),
-            "role": (
-                f"=IF({present}=1,IF({inc}=0,\"excluded\",IF({identify},\"identify\","
-                f"IF(ISNUMBER({c('predicted')}),\"check\",\"unidentified\"))),\"\")"
-            ),
-            "note": (
-                f"=IF({c('role')}=\"excluded\",{raw('reason')},IF({c('role')}=\"identify\",{identifies},"
-                f"IF({c('role')}=\"unidentified\",{missing},\"\")))"
-            ),
-            "check_abs_pct": f"=IF({c('role')}=\"check\",ABS({c('deviation_pct')}),\"\")",
-        }
-
-    def summary(self) -> dict[str, str]:
-        c = self.lo.cons_range
-        n = self.name
-        return {
-            "check_rows": f"=COUNTIF({c('role')},\"check\")",
-            "identify_rows": f"=COUNTIF({c('role')},\"identify\")",
-            "unidentified_rows": f"=COUNTIF({c('role')},\"unidentified\")",
-            "excluded_rows": f"=COUNTIF({c('role')},\"excluded\")",
-            "mape": f"=IF({n('CheckRows')}>0,AVERAGE({c('check_abs_pct')}),\"\")",
-            "max_deviation": f"=IF({n('CheckRows')}>0,MAX({c('check_abs_pct')}),\"\")",
-            "verdict": (
-                f"=IF({n('CheckRows')}=0,\"insufficient\","
-                f"IF(AND({n('MAPE')}<={EXCELLENT_MAPE:g},{n('MaxDeviation')}<={EXCELLENT_MAX:g},"
-                f"{n('CheckRows')}>={EXCELLENT_MIN_ROWS}),\"excellent\","
-                f"IF(AND({n('MAPE')}<={GOOD_MAPE:g},{n('MaxDeviation')}<={GOOD_MAX:g}),\"good\",\"fail\")))"
-            ),
         }
 
     # -- derivation sheet ----------------------------------------------------

@@ -4,9 +4,12 @@ derivation): their titles, columns, keyed rows and defined names.
 The builder writes formulas at these addresses, the filler writes raw rows into the input
 columns, and the verifier reads results back from the same places. The other sheets' addresses
 are their own modules' (lsq_sheet, latency_sheet, replicates_sheet, slo_sheet, summary_sheet,
-first_principles, charts), and no other module spells those (tests/test_registry.py). Not yet
-true of the core sheets: build.py, formulas.py, expected.py and io.py still spell the calibration
-and derivation sheets' columns by letter ("B" hand-set, "C" effective, "D" extra) beside these rows.
+first_principles, charts), and no other module spells those
+(tests/test_registry.py). Of the core sheets' addresses, the keyed blocks ("B" typed, "C"
+effective, "D" extra, on the calibration, consistency and derivation sheets) are spelled here
+alone (`Layout.keyed_cell`; tests/test_registry.py checks); the tables and per-row columns are
+asked of this module (`table_col`, `cons_col`, `raw_cell`...) but build.py, formulas.py,
+expected.py and consistency_sheet.py still join a column and a row into an address themselves.
 
 Sizes are parameters (raw-row capacity and level slots), so a workbook can grow
 to fit the data; the chosen sizes are stored on a hidden meta sheet so the

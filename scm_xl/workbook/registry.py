@@ -3,11 +3,11 @@ workbook, reading a workbook's layout and verification all loop over `SHEETS`, a
 lists the sheets (tests/test_house.py checks).
 
 Each entry is a `sheet.SheetSpec`: the sheet's titles, its writer and its reference, with the
-sheets its reference reads. A sheet module that owns its sheet declares its spec (`SHEET`);
-the six core sheets (raw data, workings, cells, calibration, consistency, derivation), whose
-geometry is `layout.py`'s and whose formulas and references are `formulas.py`'s and
-`expected.py`'s, and the summary and chart-data sheets (written with other sheets' blocks) have
-theirs here.
+sheets its reference reads. A sheet module that owns its sheet declares its spec (`SHEET`:
+consistency_sheet, replicates_sheet, lsq_sheet, latency_sheet, slo_sheet); the other core sheets
+(raw data, workings, cells, calibration, derivation), whose geometry is `layout.py`'s and whose
+formulas and references are `formulas.py`'s and `expected.py`'s, and the summary and chart-data
+sheets (written with other sheets' blocks) have theirs here.
 
 Tab order is the order of `SHEETS`: the sheets a person reads, then the hidden workings. The
 reference values are computed in `EXPECTED_ORDER`: that order, each sheet moved after the sheets
@@ -28,7 +28,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 from scm_xl.errors import InputError
 from scm_xl.model import Analysis, analyze
 from scm_xl.workbook import (
-    build, charts, expected, io, latency_sheet, lsq_sheet, printing, protection, replicates_sheet, slo_sheet,
+    build, charts, consistency_sheet, expected, io, latency_sheet, lsq_sheet, printing, protection, replicates_sheet, slo_sheet,
     summary_sheet,
 )
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
@@ -74,15 +74,6 @@ def _write_calibration(ws: Worksheet, b: Building) -> dict[str, str]:
 
 def _calibration(c: Checking) -> None:
     expected.calibration(c.exp, c.layout, c.analysis, c.inputs)
-
-
-def _write_consistency(ws: Worksheet, b: Building) -> dict[str, str]:
-    build.write_consistency(ws, b.layout, b.fx, b.labels, b.fills)
-    return names_on(b.layout, "consistency")
-
-
-def _consistency(c: Checking) -> None:
-    expected.consistency(c.exp, c.layout, c.inputs, c.analysis)
 
 
 def _write_derivation(ws: Worksheet, b: Building) -> dict[str, str]:
@@ -142,7 +133,7 @@ SHEETS: tuple[SheetSpec, ...] = (
               reads=("calibration", "consistency", "derivation", "lsq", "latency")),
     SheetSpec("raw", _core("raw"), _write_raw, _raw, reads=(*WORKINGS_KEYS, "consistency")),
     SheetSpec("calibration", _core("calibration"), _write_calibration, _calibration),
-    SheetSpec("consistency", _core("consistency"), _write_consistency, _consistency),
+    consistency_sheet.SHEET,
     SheetSpec("derivation", _core("derivation"), _write_derivation, _derivation, reads=("lsq",)),
     replicates_sheet.SHEET,
     lsq_sheet.SHEET,
