@@ -30,9 +30,8 @@ from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.stamp import BuiltWorkbook, PendingFills, write_filled
 from scm_xl.workbook.printing import MIN_PRINT_SCALE, PAGE_WIDTH_CHARS, pages_for, print_setup
 from scm_xl.workbook.layout import (
-    CELLS_TABLE, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION,
-    DEFAULT_SHORT_OUTPUT_RATIO, ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE,
-    MODEL_TABLE, NUMERIC_INPUT_KEYS, PROMPT_BRACKET, PROMPT_TABLE, SEEN_MODELS_TABLE, SHEET_TITLES, Layout,
+    CELLS_TABLE, ENTRY_COLUMNS, INVERSE_TABLE,
+    NUMERIC_INPUT_KEYS, PROMPT_BRACKET, SEEN_MODELS_TABLE, SHEET_TITLES, Layout,
     unusable_tests, workings_columns,
 )
 from scm_xl.workbook.styles import (
@@ -349,71 +348,8 @@ def write_cells(ws: Worksheet, layout: Layout, fx: Formulas, fills: PendingFills
         ws[f"{layout.scale_col(key)}{layout.cells_header_row}"] = key
 
 
-CALIBRATION_LABEL_WIDTH = 50  # column A of the calibration sheet: the settings' labels wrap within it
 # The raw-data columns that hold text (their headers sit left, the numbers' right).
 RAW_TEXT_KEYS = tuple(c.key for c in ENTRY_COLUMNS if c.key not in NUMERIC_INPUT_KEYS and c.key != "show_tps")
-
-
-def write_calibration(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str]) -> None:
-    _label(ws, "A1", labels["calibration_title"])
-    ws["A1"].font = TITLE_FONT
-    _label(ws, "A3", labels["settings"], bold=True)
-    _label(ws, "B3", labels["input"], bold=True)
-    _label(ws, "C3", labels["effective"], bold=True)
-    settings = fx.settings()
-    for key, row in layout.keyed_rows("settings").items():
-        _label(ws, layout.keyed_cell("settings", key, "label"), labels[key])
-        ws[layout.keyed_cell("settings", key, "label")].alignment = Alignment(wrap_text=True, vertical="top")
-        fit_row(ws, row, [(labels[key], CALIBRATION_LABEL_WIDTH, DEFAULT_FONT_SIZE)])
-        ws[layout.keyed_cell("settings", key)].fill = INPUT_FILL
-        _formula(ws, layout.keyed_cell("settings", key, "effective"), settings[key])
-    _formula(ws, layout.keyed_cell("settings", "physics_precision", "extra"), settings["physics_bytes"])
-    ws[layout.keyed_cell("settings", "monotonic_tolerance_pct")] = 0
-    ws[layout.keyed_cell("settings", "strict_physics")] = 0
-    ws[layout.keyed_cell("settings", "short_output_ratio")] = DEFAULT_SHORT_OUTPUT_RATIO
-    ws[layout.keyed_cell("settings", "physics_precision")] = DEFAULT_PHYSICS_PRECISION
-    strict = DataValidation(type="list", formula1='"0,1"', allow_blank=True)
-    ws.add_data_validation(strict)
-    strict.add(layout.keyed_cell("settings", "strict_physics"))
-    _formula(ws, layout.keyed_cell("settings", "method"), summary_sheet.mirror(layout, "method"))  # typed on the Summary
-    _label(ws, layout.keyed_cell("base", "tps", "label"), labels["base_tps"], bold=True)
-    _formula(ws, layout.keyed_cell("base", "tps", "effective"), settings["base_tps"], "0.00")
-    ws[layout.keyed_cell("base", "tps", "effective")].fill = KEY_FILL
-    _label(ws, layout.keyed_cell("base", "rows", "label"), labels["base_rows"])
-    _formula(ws, layout.keyed_cell("base", "rows", "effective"), settings["base_rows"])
-    ws.column_dimensions["A"].width = CALIBRATION_LABEL_WIDTH
-    ws.column_dimensions["B"].width = 14
-    ws.column_dimensions["C"].width = 26
-
-    _label(ws, f"A{layout.c_table_header - 1}", labels["c_table"], bold=True)
-    _header(ws, layout.c_table_header, 1, CONCURRENCY_TABLE, layout.lang)
-    for row in range(layout.c_table_first, layout.c_table_first + layout.c_slots):
-        for key, text in fx.concurrency_row(row).items():
-            _formula(ws, f"{layout.table_col(CONCURRENCY_TABLE, key)}{row}", text, "0.00" if key == "f" else None)
-
-    _label(ws, f"A{layout.l_table_header - 1}", labels["l_table"], bold=True)
-    _header(ws, layout.l_table_header, 1, LENGTH_TABLE, layout.lang)
-    for row in range(layout.l_table_first, layout.l_table_first + layout.l_slots):
-        for key, text in fx.length_row(row).items():
-            _formula(ws, f"{layout.table_col(LENGTH_TABLE, key)}{row}", text, "0.00" if key == "k" else None)
-
-    _label(ws, f"A{layout.p_table_header - 1}", labels["p_table"], bold=True)
-    _header(ws, layout.p_table_header, 1, PROMPT_TABLE, layout.lang)
-    for row in range(layout.p_table_first, layout.p_table_first + layout.p_slots):
-        for key, text in fx.prompt_row(row).items():
-            _formula(ws, f"{layout.table_col(PROMPT_TABLE, key)}{row}", text, "0.00" if key == "k" else None)
-
-    _label(ws, f"A{layout.m_table_header - 1}", labels["m_table"], bold=True)
-    _header(ws, layout.m_table_header, 1, MODEL_TABLE, layout.lang, text_keys=("name",))
-    for row in range(layout.m_table_first, layout.m_table_first + layout.m_slots):
-        for key, text in fx.model_row(row).items():
-            _formula(ws, f"{layout.table_col(MODEL_TABLE, key)}{row}", text,
-                     "0.00" if key in ("c", "tps") else None)
-    # the long title wraps within the printed columns A..E instead of running past the margin
-    wrapped_note(ws, "A1", "E", sum(ws.column_dimensions[col].width for col in "ABCDE"), TITLE_FONT)
-    ws.print_area = f"A1:E{layout.m_table_first + layout.m_slots - 1}"
-    # the tables' empty slots print squeezed onto the pages with figures, not onto pages of their own
-    print_setup(ws, pages_tall=pages_for(layout.m_table_first + layout.m_slots - 1))
 
 
 WRAPPED = Alignment(wrap_text=True)  # at the bottom, beside its row's figures

@@ -24,7 +24,7 @@ from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.formulas import MIRRORED_KEYS
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
-    CELLS_TABLE, CONCURRENCY_TABLE, DISPLAY_KEYS, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE, PROMPT_BRACKET, PROMPT_TABLE,
+    CELLS_TABLE, CONCURRENCY_TABLE, DISPLAY_KEYS, INVERSE_TABLE, PROMPT_BRACKET,
     RAW_FORMULA_KEYS, Layout, unusable_tests,
 )
 from openpyxl.utils import get_column_letter
@@ -232,7 +232,7 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
         values["in_range"] = position <= inputs.covered
         values["position"] = float(position)
         for key in MIRRORED_KEYS:
-            values[key] = _typed(typed.get(key))
+            values[key] = typed_value(typed.get(key))
         if any(values[key] is not None for key in MIRRORED_KEYS):
             values["has_input"] = 1.0
         pair = by_row.get(sheet_row)
@@ -269,7 +269,7 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
             exp[layout.raw_address(key, sheet_row)] = value
 
 
-def _typed(value: Any) -> CellValue:
+def typed_value(value: Any) -> CellValue:
     """What INDEX of a typed cell returns: numbers as floats, text as typed, blank as nothing."""
     if value is None or (isinstance(value, str) and value == ""):
         return None
@@ -285,60 +285,6 @@ def _model_text(value: Any) -> str | None:
     if value is None:
         return None
     return _fmt_key(value)
-
-
-def calibration(exp: Expected, layout: Layout, analysis: Analysis, inputs: Inputs) -> None:
-    title = layout.title("calibration")
-    cal = analysis.calibration
-    exp[(title, layout.keyed_cell("settings", "method"))] = _typed(inputs.method_typed)  # read from the Summary
-    exp[(title, layout.keyed_cell("settings", "base_model", "effective"))] = text_value(cal.base_model)
-    exp[(title, layout.keyed_cell("settings", "base_max_tokens", "effective"))] = number_value(cal.base_max_tokens)
-    exp[(title, layout.keyed_cell("settings", "base_concurrency", "effective"))] = number_value(cal.base_concurrency)
-    st = analysis.settings
-    exp[(title, layout.keyed_cell("settings", "monotonic_tolerance_pct", "effective"))] = float(st.monotonic_tolerance_pct)
-    exp[(title, layout.keyed_cell("settings", "strict_physics", "effective"))] = 1.0 if st.strict_physics else 0.0
-    exp[(title, layout.keyed_cell("settings", "short_output_ratio", "effective"))] = float(st.short_output_ratio)
-    exp[(title, layout.keyed_cell("settings", "physics_precision", "effective"))] = st.physics_precision
-    exp[(title, layout.keyed_cell("settings", "method", "effective"))] = st.method
-    exp[(title, layout.keyed_cell("settings", "base_prompt_level", "effective"))] = number_value(analysis.base_prompt_level)
-    exp[(title, layout.keyed_cell("settings", "physics_precision", "extra"))] = physics_bytes(st.physics_precision)
-    exp[(title, layout.keyed_cell("base", "tps", "effective"))] = cal.base_tps
-    exp[(title, layout.keyed_cell("base", "rows", "effective"))] = float(cal.base_rows)
-
-    def put(table: tuple, key: str, row: int, value: CellValue) -> None:
-        exp[(title, f"{layout.table_col(table, key)}{row}")] = value
-
-    for i in range(layout.c_slots):
-        row = layout.c_table_first + i
-        level = cal.concurrency_levels[i] if i < len(cal.concurrency_levels) else None
-        put(CONCURRENCY_TABLE, "level", row, number_value(level.concurrency) if level else None)
-        put(CONCURRENCY_TABLE, "rows", row, number_value(level.rows) if level else None)
-        put(CONCURRENCY_TABLE, "f", row, level.f if level else None)
-        put(CONCURRENCY_TABLE, "known", row, 1.0 if level and level.f is not None else 0.0)
-    for i in range(layout.l_slots):
-        row = layout.l_table_first + i
-        length = cal.length_levels[i] if i < len(cal.length_levels) else None
-        put(LENGTH_TABLE, "level", row, number_value(length.max_tokens) if length else None)
-        put(LENGTH_TABLE, "anchor", row, number_value(length.anchor_concurrency) if length else None)
-        put(LENGTH_TABLE, "rows", row, number_value(length.rows) if length else None)
-        put(LENGTH_TABLE, "k", row, length.k_len if length else None)
-        put(LENGTH_TABLE, "known", row, 1.0 if length and length.k_len is not None else 0.0)
-    for i in range(layout.p_slots):
-        row = layout.p_table_first + i
-        prompt = cal.prompt_levels[i] if i < len(cal.prompt_levels) else None
-        put(PROMPT_TABLE, "level", row, number_value(prompt.prompt_level) if prompt else None)
-        put(PROMPT_TABLE, "anchor", row, number_value(prompt.anchor_concurrency) if prompt else None)
-        put(PROMPT_TABLE, "rows", row, number_value(prompt.rows) if prompt else None)
-        put(PROMPT_TABLE, "k", row, prompt.k_in if prompt else None)
-        put(PROMPT_TABLE, "known", row, 1.0 if prompt and prompt.k_in is not None else 0.0)
-    for i in range(layout.m_slots):
-        row = layout.m_table_first + i
-        model = cal.models[i] if i < len(cal.models) else None
-        put(MODEL_TABLE, "name", row, model.model if model else None)
-        put(MODEL_TABLE, "rows", row, number_value(model.rows) if model else None)
-        put(MODEL_TABLE, "tps", row, model.base_point_tps if model else None)
-        put(MODEL_TABLE, "c", row, model.c_model if model else None)
-        put(MODEL_TABLE, "known", row, 1.0 if model and model.c_model is not None else 0.0)
 
 
 def _lookup(cal: Calibration, kind: str, key: Any) -> float | None:
@@ -380,7 +326,7 @@ def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
     # the input cells read from the Summary (where they are typed)
     for block, typed in (("forward", inputs.forward), ("inverse", inputs.inverse)):
         for key in layout.keyed_rows(block).keys() & typed.keys():
-            value = _typed(typed[key])
+            value = typed_value(typed[key])
             exp[(title, layout.keyed_cell(block, key))] = summary_sheet.BLANK_AS.get(f"{block}.{key}") if value is None else value
 
     fwd = inputs.forward

@@ -10,23 +10,22 @@ functions that every supported engine computes identically are used: no TRIM
 written with their `_xlfn.` prefix and guarded wherever no number may meet their criteria
 (`ifs_or_zero`: Excel documents 0 there, Gnumeric gives #DIV/0!).
 
-Long because it is the formula text of five core sheets (workings, cells, calibration,
-derivation, summary links) in one place, mirroring model.py rule by rule; the house issue's
-one-module-per-sheet shape is where it splits (the consistency sheet's is in consistency_sheet.py).
+The formula text of four core sheets (workings, cells, derivation, summary links), mirroring
+model.py rule by rule; the calibration and consistency sheets' is in their own modules, which
+call the helpers here (`raw`, `name`, `ctab`...).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from scm_xl.model import MONOTONIC_EPSILON, PREFERRED_BASE_MAX_TOKENS
+from scm_xl.model import MONOTONIC_EPSILON
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.literals import q, text_with
 from scm_xl.workbook.lsq_sheet import COEF_COLS, LsqLayout
 from scm_xl.workbook.layout import (
-    CELLS_TABLE as CELLS_TABLE_REF, CONCURRENCY_TABLE, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO,
-    ENTRY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, MODEL_TABLE,
-    PROMPT_BRACKET, PROMPT_TABLE, RAW_COLUMNS, REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout, unusable_tests,
+    CELLS_TABLE as CELLS_TABLE_REF, CONCURRENCY_TABLE, ENTRY_COLUMNS, INVERSE_TABLE,
+    PROMPT_BRACKET, RAW_COLUMNS, REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout, unusable_tests,
 )
 
 MIRRORED_KEYS = tuple(c.key for c in RAW_COLUMNS if c.key in {e.key for e in ENTRY_COLUMNS})  # the copied inputs
@@ -71,10 +70,6 @@ class Formulas:
 
     def ptab(self, key: str) -> str:
         return self.lo.p_table_range(key)
-
-    def _base_criteria(self) -> str:
-        """COUNTIFS/AVERAGEIFS criteria: base model, included at the base prompt level."""
-        return f"{self.raw('model')},{self.name('BaseModel')},{self.raw('p0_included')},1"
 
     # -- workings sheet: one row per raw-data row ------------------------------
     def raw_row(self, row: int) -> dict[str, str]:
@@ -323,167 +318,7 @@ class Formulas:
             ),
         }
 
-    # -- calibration sheet ---------------------------------------------------
-    def settings(self) -> dict[str, str]:
-        lo = self.lo
-        raw = self.raw
-        bl = self.name("BaseMaxTokens")
-        inp = {k: lo.keyed_cell("settings", k, absolute=True) for k in lo.keyed_rows("settings")}
-        return {
-            "base_model": (
-                f"=IF({inp['base_model']}&\"\"<>\"\",{inp['base_model']},"
-                f"IFERROR(INDEX({raw('model')},MATCH(1,{raw('p0_included')},0)),\"\"))"
-            ),
-            "base_max_tokens": (
-                f"=IF(ISNUMBER({inp['base_max_tokens']}),{inp['base_max_tokens']},"
-                f"IF(COUNTIFS({raw('max_tokens')},{PREFERRED_BASE_MAX_TOKENS},{self._base_criteria()})>0,"
-                f"{PREFERRED_BASE_MAX_TOKENS},"
-                f"IF(COUNTIFS({self._base_criteria()})>0,"
-                f"_xlfn.MINIFS({raw('max_tokens')},{self._base_criteria()}),\"\")))"
-            ),
-            "base_concurrency": (
-                f"=IF(ISNUMBER({inp['base_concurrency']}),{inp['base_concurrency']},"
-                f"IF(COUNTIFS({raw('max_tokens')},{bl},{self._base_criteria()})>0,"
-                f"_xlfn.MINIFS({raw('concurrency')},{raw('max_tokens')},{bl},{self._base_criteria()}),\"\"))"
-            ),
-            "monotonic_tolerance_pct": (
-                f"=IF(ISNUMBER({inp['monotonic_tolerance_pct']}),{inp['monotonic_tolerance_pct']},0)"
-            ),
-            "strict_physics": (
-                f"=IF(ISNUMBER({inp['strict_physics']}),IF({inp['strict_physics']}<>0,1,0),0)"
-            ),
-            "short_output_ratio": (
-                f"=IF(ISNUMBER({inp['short_output_ratio']}),{inp['short_output_ratio']},"
-                f"{DEFAULT_SHORT_OUTPUT_RATIO!r})"
-            ),
-            "physics_precision": (
-                f"=IF({inp['physics_precision']}&\"\"<>\"\",{inp['physics_precision']}&\"\",{q(DEFAULT_PHYSICS_PRECISION)})"
-            ),
-            "method": f"=IF({inp['method']}=\"lsq\",\"lsq\",\"chain\")",
-            "base_prompt_level": (
-                f"=IF(ISNUMBER({inp['base_prompt_level']}),{inp['base_prompt_level']},"
-                f"IF(COUNTIFS({raw('prompt_level')},\">0\",{raw('present')},1)>0,"
-                f"_xlfn.MINIFS({raw('prompt_level')},{raw('prompt_level')},\">0\",{raw('present')},1),\"\"))"
-            ),
-            "physics_bytes": (
-                f"=IF(COUNTIF({self.cat.precision('precision')},{self.name('PhysicsPrecision')})>0,"
-                f"SUMIFS({self.cat.precision('bytes')},{self.cat.precision('precision')},"
-                f"{self.name('PhysicsPrecision')}),2)"
-            ),
-            "base_rows": f"=COUNTIFS({self._at_base_point(self.name('BaseConcurrency'))})",
-            "base_tps": (
-                f"=IF({self.name('BaseRows')}>0,EXP(AVERAGEIFS({raw('ln_tps')},"
-                f"{self._at_base_point(self.name('BaseConcurrency'))})),\"\")"
-            ),
-        }
-
-    def _at_base_point(self, concurrency: str, model: str | None = None) -> str:
-        raw = self.raw
-        model = model or self.name("BaseModel")
-        return (
-            f"{raw('concurrency')},{concurrency},{raw('max_tokens')},{self.name('BaseMaxTokens')},"
-            f"{raw('model')},{model},{raw('p0_included')},1"
-        )
-
-    def level_value(self, source: str, slot: int, previous: str) -> str:
-        """k-th smallest distinct value of an included-only helper column, linear in rows."""
-        if slot == 1:
-            return f"=IF(COUNT({source})=0,\"\",MIN({source}))"
-        return (
-            f"=IF(ISNUMBER({previous}),IF(COUNTIF({source},\">\"&{previous})>0,"
-            f"SMALL({source},COUNTIF({source},\"<=\"&{previous})+1),\"\"),\"\")"
-        )
-
-    def concurrency_row(self, row: int) -> dict[str, str]:
-        lo = self.lo
-        col = {c.key: lo.table_col(CONCURRENCY_TABLE, c.key) for c in CONCURRENCY_TABLE}
-        level = f"${col['level']}{row}"
-        slot = row - lo.c_table_first + 1
-        raw = self.raw
-        base = self.name("BaseTPS")
-        crit = (f"{raw('concurrency')},{level},{raw('max_tokens')},{self.name('BaseMaxTokens')},"
-                f"{self._base_criteria()}")
-        return {
-            "level": self.level_value(raw("c_included"), slot, f"${col['level']}{row - 1}"),
-            "rows": f"=IF(ISNUMBER({level}),COUNTIFS({crit}),\"\")",
-            "f": (
-                f"=IF(ISNUMBER({level}),IF(AND(${col['rows']}{row}>0,ISNUMBER({base})),"
-                f"EXP(AVERAGEIFS({raw('ln_tps')},{crit}))/{base},\"\"),\"\")"
-            ),
-            "known": f"=IF(ISNUMBER(${col['f']}{row}),1,0)",
-        }
-
-    def length_row(self, row: int) -> dict[str, str]:
-        lo = self.lo
-        col = {c.key: lo.table_col(LENGTH_TABLE, c.key) for c in LENGTH_TABLE}
-        level, anchor = f"${col['level']}{row}", f"${col['anchor']}{row}"
-        slot = row - lo.l_table_first + 1
-        raw = self.raw
-        anchor_crit = f"{raw('max_tokens')},{level},{self._base_criteria()},{raw('f_known')},1"
-        crit = f"{raw('concurrency')},{anchor},{raw('max_tokens')},{level},{self._base_criteria()}"
-        return self._anchored(col, row, self.level_value(raw("l_included"), slot, f"${col['level']}{row - 1}"),
-                              anchor_crit, crit)
-
-    def _anchored(self, col: dict[str, str], row: int, level_formula: str, anchor_crit: str,
-                  crit: str) -> dict[str, str]:
-        """A factor anchored at the lowest concurrency whose f is known (K_len, K_in): the level,
-        its anchor, the rows there and the factor TPS / (BaseTPS x f(anchor))."""
-        level, anchor = f"${col['level']}{row}", f"${col['anchor']}{row}"
-        base = self.name("BaseTPS")
-        return {
-            "level": level_formula,
-            "anchor": (
-                f"=IF(ISNUMBER({level}),IF(COUNTIFS({anchor_crit})>0,"
-                f"_xlfn.MINIFS({self.raw('concurrency')},{anchor_crit}),\"\"),\"\")"
-            ),
-            "rows": f"=IF(ISNUMBER({anchor}),COUNTIFS({crit}),\"\")",
-            "k": (
-                f"=IF(ISNUMBER({anchor}),IF(ISNUMBER({base}),EXP(AVERAGEIFS({self.raw('ln_tps')},{crit}))"
-                f"/({base}*SUMIFS({self.ctab('f')},{self.ctab('level')},{anchor})),\"\"),\"\")"
-            ),
-            "known": f"=IF(ISNUMBER(${col['k']}{row}),1,0)",
-        }
-
-    def prompt_row(self, row: int) -> dict[str, str]:
-        """One slot of the K_in table: the k-th smallest prompt level of the rows (a blank level
-        counted as the base one), anchored like K_len at the lowest concurrency of the base model
-        at the base max_tokens and this level whose f is known."""
-        lo = self.lo
-        col = {c.key: lo.table_col(PROMPT_TABLE, c.key) for c in PROMPT_TABLE}
-        level, anchor = f"${col['level']}{row}", f"${col['anchor']}{row}"
-        slot = row - lo.p_table_first + 1
-        raw = self.raw
-        at_level = (f"{raw('p_level')},{level},{raw('max_tokens')},{self.name('BaseMaxTokens')},"
-                    f"{raw('model')},{self.name('BaseModel')},{raw('included')},1")
-        anchor_crit = f"{at_level},{raw('f_known')},1"
-        crit = f"{raw('concurrency')},{anchor},{at_level}"
-        return self._anchored(col, row, self.level_value(raw("p_level"), slot, f"${col['level']}{row - 1}"),
-                              anchor_crit, crit)
-
-    def model_row(self, row: int) -> dict[str, str]:
-        """Formulas of one model slot: the j-th model in order of its first included row."""
-        lo = self.lo
-        col = {c.key: lo.table_col(MODEL_TABLE, c.key) for c in MODEL_TABLE}
-        name = f"${col['name']}{row}"
-        raw = self.raw
-        base = self.name("BaseTPS")
-        crit = self._at_base_point(self.name("BaseConcurrency"), model=name)
-        new = self.new_model_criteria(raw("included"), lo.m_table_first, row, col["name"])
-        return {
-            # MINIFS only where a row matches (every row has a position): a number on every engine
-            "name": (f"=IF(COUNTIFS({new})>0,INDEX({raw('model')},_xlfn.MINIFS({raw('position')},{new}))&\"\","
-                     f"\"\")"),
-            "rows": f"=IF({name}<>\"\",COUNTIFS({crit}),\"\")",
-            "tps": (
-                f"=IF({name}<>\"\",IF(${col['rows']}{row}>0,"
-                f"EXP(AVERAGEIFS({raw('ln_tps')},{crit})),\"\"),\"\")"
-            ),
-            "c": (
-                f"=IF(AND(ISNUMBER(${col['tps']}{row}),ISNUMBER({base})),{base}/${col['tps']}{row},\"\")"
-            ),
-            "known": f"=IF(ISNUMBER(${col['c']}{row}),1,0)",
-        }
-
+    # -- the calibration and cells sheets' model lists -------------------------
     def new_model_criteria(self, flag: str, first: int, row: int, name_col: str) -> str:
         """The criteria of the rows with `flag` = 1 whose model is none of the names above `row` in
         column `name_col`. Model names cannot hold wildcards or start with an operator (results.py

@@ -53,7 +53,6 @@ formulas, writer, reader and reference, all over the same addresses (one home fo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
