@@ -238,3 +238,39 @@ def test_the_core_sheets_keyed_cells_are_spelled_by_the_layout_alone() -> None:
     assert not found, f"keyed rows read outside layout.py: {found}"
     assert keyed_table_reads("x = f\"B{layout.settings_rows['method']}\"\n") == [(1, "layout.settings_rows")]
     assert keyed_table_reads("x = self.lo.inverse_rows\n") == [(1, "self.lo.inverse_rows")]
+
+
+def test_a_factor_table_is_one_entry_in_the_calibration_sheets_module(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's measure of the shape: a new factor's table on the calibration sheet is one
+    `FactorTable` (its columns, where it lies, one slot's formulas, one level's reference), written
+    and checked with no other change. Here a table of each concurrency level and twice it, below
+    the model table: the engine's values meet the reference's, cell for cell."""
+    from scm_xl.workbook import calibration_sheet
+    from scm_xl.workbook.fill import fill
+    from scm_xl.workbook.layout import CONCURRENCY_TABLE, Column, Layout
+
+    twice = (Column("level", "并发档位", "concurrency", "formula"), Column("double", "两倍", "twice", "formula"))
+
+    def rows(lo: Layout) -> tuple[int, int, int]:
+        return lo.m_table_first + lo.m_slots + 2, lo.m_table_first + lo.m_slots + 3, lo.c_slots
+
+    def formulas(fx: Any, row: int) -> dict[str, str]:
+        lo = fx.lo
+        source = f"${lo.table_col(CONCURRENCY_TABLE, 'level')}${row - rows(lo)[1] + lo.c_table_first}"
+        level = f"${lo.table_col(twice, 'level')}{row}"
+        return {"level": f"=IF(ISNUMBER({source}),{source},\"\")", "double": f"=IF(ISNUMBER({level}),{level}*2,\"\")"}
+
+    def values(level: Any) -> dict[str, Any]:
+        return {"level": float(level.concurrency) if level else None,
+                "double": 2.0 * level.concurrency if level else None}
+
+    table = calibration_sheet.FactorTable("c_table", twice, rows, formulas, lambda cal: cal.concurrency_levels, values)
+    monkeypatch.setattr(calibration_sheet, "TABLES", (*calibration_sheet.TABLES, table))
+    report = fill(ARTICLE, output=tmp_path / "twice.xlsx", lang="en", engine="ironcalc")
+    assert report.verification.ok, [str(m) for m in report.verification.mismatches[:5]]
+    layout, got = report.layout, report.verification.values
+    _, first, _ = rows(layout)
+    title = layout.title("calibration")
+    doubled = [got.get((title, f"{layout.table_col(twice, 'double')}{first + i}")) for i in range(3)]
+    assert doubled == [2.0, 4.0, 8.0]  # the article's concurrency levels 1, 2, 4
