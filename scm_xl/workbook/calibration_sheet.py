@@ -326,9 +326,10 @@ def write_sheet(ws: Worksheet, b: Building) -> dict[str, str]:
 
     # the long title wraps within the printed columns A..E instead of running past the margin
     wrapped_note(ws, "A1", "E", sum(ws.column_dimensions[col].width for col in "ABCDE"), TITLE_FONT)
-    ws.print_area = f"A1:E{layout.m_table_first + layout.m_slots - 1}"
+    last = max(first + slots - 1 for _, first, slots in (table.rows(layout) for table in TABLES))
+    ws.print_area = f"A1:E{last}"
     # the tables' empty slots print squeezed onto the pages with figures, not onto pages of their own
-    print_setup(ws, pages_tall=pages_for(layout.m_table_first + layout.m_slots - 1))
+    print_setup(ws, pages_tall=pages_for(last))
     return names_on(layout, "calibration")
 
 
