@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from scm_xl.model import Analysis, Prediction, RowCheck, Solution, same_model

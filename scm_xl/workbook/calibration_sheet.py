@@ -227,31 +227,31 @@ def _known(value: float | None) -> float:
 
 def _concurrency(level: Any) -> dict[str, CellValue]:
     lv: ConcurrencyLevel | None = level
-    return {"level": number_value(lv.concurrency) if lv else None, "rows": number_value(lv.rows) if lv else None,
-            "f": lv.f if lv else None, "known": _known(lv.f if lv else None)}
+    concurrency, rows, f = (lv.concurrency, lv.rows, lv.f) if lv else (None, None, None)
+    return {"level": number_value(concurrency), "rows": number_value(rows), "f": f, "known": _known(f)}
+
+
+def _anchored_values(level: float | None, anchor: float | None, rows: int | None,
+                     k: float | None) -> dict[str, CellValue]:
+    """The reference of one slot of a factor anchored like K_len and K_in (`_anchored`'s formulas)."""
+    return {"level": number_value(level), "anchor": number_value(anchor), "rows": number_value(rows), "k": k,
+            "known": _known(k)}
 
 
 def _length(level: Any) -> dict[str, CellValue]:
     lv: LengthLevel | None = level
-    return {"level": number_value(lv.max_tokens) if lv else None,
-            "anchor": number_value(lv.anchor_concurrency) if lv else None,
-            "rows": number_value(lv.rows) if lv else None, "k": lv.k_len if lv else None,
-            "known": _known(lv.k_len if lv else None)}
+    return _anchored_values(*((lv.max_tokens, lv.anchor_concurrency, lv.rows, lv.k_len) if lv else (None,) * 4))
 
 
 def _prompt(level: Any) -> dict[str, CellValue]:
     lv: PromptLevel | None = level
-    return {"level": number_value(lv.prompt_level) if lv else None,
-            "anchor": number_value(lv.anchor_concurrency) if lv else None,
-            "rows": number_value(lv.rows) if lv else None, "k": lv.k_in if lv else None,
-            "known": _known(lv.k_in if lv else None)}
+    return _anchored_values(*((lv.prompt_level, lv.anchor_concurrency, lv.rows, lv.k_in) if lv else (None,) * 4))
 
 
 def _model(level: Any) -> dict[str, CellValue]:
     lv: ModelLevel | None = level
-    return {"name": lv.model if lv else None, "rows": number_value(lv.rows) if lv else None,
-            "tps": lv.base_point_tps if lv else None, "c": lv.c_model if lv else None,
-            "known": _known(lv.c_model if lv else None)}
+    name, rows, tps, c = (lv.model, lv.rows, lv.base_point_tps, lv.c_model) if lv else (None, None, None, None)
+    return {"name": name, "rows": number_value(rows), "tps": tps, "c": c, "known": _known(c)}
 
 
 @dataclass(frozen=True)

@@ -194,10 +194,7 @@ def reference(c: Checking) -> None:
         pair = by_row.get(sheet_row)
         values: dict[str, CellValue]
         if pair is None:
-            values = {key: None for key in (
-                "exp_id", "model", "concurrency", "max_tokens", "prompt_level", "included", "measured", "f_known",
-                "k_known", "c_known", "p_known", "anchor", "p_anchor", "f", "k", "k_in", "c", "predicted",
-                "deviation", "deviation_pct", "role", "note", "check_abs_pct", "physics_text")}
+            values = {column.key: None for column in CONSISTENCY_COLUMNS}
         else:
             row, check = pair
             s: RowStatus = check.status
