@@ -13,7 +13,7 @@ Runs only where PyTorch and CUDA are present; elsewhere it prints why it skipped
 exits 0. Writes benchmarks/results/gpu_roofline.md (or --out).
 
     python benchmarks/gpu_roofline.py [--model llama-3.1-8b] [--gpu h100-sxm]
-        [--batches 1,2,4,8,16,32,64,128,256] [--contexts 1024,2048,4096,8192]
+        [--batches 1,2,4,8,16,32,64,128,256] [--contexts 1024,2048,4096,8192] [--cuda-graph]
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=None,
                         help="build only this many layers and scale the roofline to them (smaller GPUs)")
     parser.add_argument("--repeats", type=int, default=20, help="timed steps per point (median)")
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="replay each step as one captured CUDA graph (takes kernel-launch time out)")
     parser.add_argument("--reserve-gb", type=float, default=4.0, help="memory kept free for activations")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "gpu_roofline.md")
     args = parser.parse_args()
@@ -125,14 +127,26 @@ def main() -> None:
             caches = [(torch.randn(batch, kvh, context, hd, device=dev, dtype=dtype),
                        torch.randn(batch, kvh, context, hd, device=dev, dtype=dtype)) for _ in range(layers)]
             tokens = torch.randint(0, vocab, (batch,), device=dev)
-            for _ in range(3):
-                step(tokens, caches)
+            side = torch.cuda.Stream()  # warm up off the default stream, as graph capture needs
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    step(tokens, caches)
+            torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
+            run_step = lambda: step(tokens, caches)  # noqa: E731
+            if args.cuda_graph:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    step(tokens, caches)
+                graph.replay()
+                torch.cuda.synchronize()
+                run_step = graph.replay
             times = []
             for _ in range(args.repeats):
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                step(tokens, caches)
+                run_step()
                 end.record()
                 torch.cuda.synchronize()
                 times.append(start.elapsed_time(end))
@@ -140,14 +154,18 @@ def main() -> None:
             bound = analyze(deployment, [batch]).batches[0]
             bound_ms = bound.step_ms * scale
             rows.append((context, batch, measured_ms, bound_ms, bound.memory_ms * scale, bound.bottleneck))
-            del caches
+            del caches, run_step
+            if args.cuda_graph:
+                del graph
             torch.cuda.empty_cache()
 
     lines = [f"# Decode steps on {device_name} against the roofline of {gpu.name}", "",
              f"Model: random-weight {spec.name} shape ({layers} of {spec.layers} layers, bf16, "
              f"{weights_bytes / 1e9:.2f} GB of weights, MLP width {inter}); torch {torch.__version__}, "
-             f"{platform.python_version()}; median of {args.repeats} steps timed with CUDA events (eager mode, "
-             "no CUDA graphs, so kernel-launch time is inside the measured step).",
+             f"{platform.python_version()}; median of {args.repeats} steps timed with CUDA events "
+             + ("(each step replayed as one captured CUDA graph, so kernel-launch time is outside it)."
+                if args.cuda_graph else
+                "(eager mode, no CUDA graphs, so kernel-launch time is inside the measured step)."),
              f"Command: `python benchmarks/gpu_roofline.py {' '.join(sys.argv[1:])}`", "",
              "| context | batch | measured ms | roofline ms | fraction of bandwidth bound | roofline bottleneck |",
              "|---|---|---|---|---|---|"]
