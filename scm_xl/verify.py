@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scm_xl.engines.base import CellError, CellValue, Recalculated
-from scm_xl.engines.values import ABSENT, CellGrid
-from scm_xl.engines.xlsx_cells import column_name
+from scm_xl.xlsx.values import ABSENT, CellGrid
+from scm_xl.xlsx.package import column_name
 from scm_xl.report_texts import words
 from scm_xl.rules import Lang
 

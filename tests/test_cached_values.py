@@ -19,7 +19,7 @@ from openpyxl.worksheet.datavalidation import DataValidation
 from openpyxl.worksheet.formula import ArrayFormula
 
 from scm_xl.engines import CellError, FormulasEngine, LibreOfficeEngine, Recalculated, get_engine
-from scm_xl.workbook.cached_values import values_by_sheet, write_cached_values
+from scm_xl.xlsx.cached_values import values_by_sheet, write_cached_values
 
 RAW = "原始数据"
 USER = "我的笔记"  # a user's own sheet, with a chart

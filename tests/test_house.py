@@ -88,6 +88,22 @@ def test_the_reference_imports_nothing_from_the_workbook_or_the_cli() -> None:
         assert not bad, f"{module} imports {bad}"
 
 
+def upward_from_the_byte_layer(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from the byte layer (scm_xl.xlsx) up into the workbook, the engines or the CLI."""
+    return sorted(f"{module} -> {dep}" for module, deps in graph.items() if module.startswith("scm_xl.xlsx")
+                  for dep in deps if dep.startswith(("scm_xl.workbook", "scm_xl.engines", "scm_xl.cli")))
+
+
+def test_the_byte_layer_imports_nothing_above_it() -> None:
+    """scm_xl.xlsx (packages, sheet XML, cached values) is below the workbook and the engines,
+    which both use it; the check fails on a planted upward import."""
+    graph = import_graph()
+    assert any(module.startswith("scm_xl.xlsx.") for module in graph)
+    assert upward_from_the_byte_layer(graph) == []
+    planted = {**graph, "scm_xl.xlsx.package": graph["scm_xl.xlsx.package"] | {"scm_xl.workbook.styles"}}
+    assert upward_from_the_byte_layer(planted) == ["scm_xl.xlsx.package -> scm_xl.workbook.styles"]
+
+
 def test_a_long_module_says_why() -> None:
     unexplained = []
     for path in PACKAGE.rglob("*.py"):

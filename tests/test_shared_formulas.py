@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from data.gen import experiment, write_csv
 
 from scm_xl.cli import main
-from scm_xl.engines.xlsx_cells import sheet_parts
+from scm_xl.xlsx.package import sheet_parts
 from scm_xl.workbook import consistency_sheet
 from scm_xl.workbook.fill import fill
 from scm_xl.workbook.formulas import Formulas
@@ -179,7 +179,7 @@ def test_values_written_with_the_pending_cells_equal_values_written_over_the_sav
     writes: numbers, texts long enough to wrap (their rows' heights), booleans, errors, empty
     results, and cells with no value at all."""
     from scm_xl.engines.base import CellError, cell_position, formula_refs
-    from scm_xl.workbook.cached_values import write_cached_values
+    from scm_xl.xlsx.cached_values import write_cached_values
 
     layout = Layout(lang="en", rows=60)
     rows = [experiment(f"E{i}", "model-a", 2 ** (i % 4), 50 * (1 + i % 3), 40.0 + i) for i in range(25)]

@@ -1,4 +1,4 @@
-"""The value grid (engines.values.CellGrid), IronCalc in its worker process, and the formula
+"""The value grid (xlsx.values.CellGrid), IronCalc in its worker process, and the formula
 cells fill names to the engine instead of having it read them from the file."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from scm_xl.engines import CellError, IronCalcEngine, ironcalc_engine  # noqa: F401
 from scm_xl.engines.base import Recalculated, formula_refs
-from scm_xl.engines.values import ABSENT, CellGrid, cell_position
+from scm_xl.xlsx.values import ABSENT, CellGrid, cell_position
 from scm_xl.errors import EngineError
 from scm_xl.verify import NOT_A_FORMULA, compare
 from scm_xl.workbook.registry import build_workbook

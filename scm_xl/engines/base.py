@@ -14,13 +14,13 @@ import numpy as np
 from openpyxl.utils.cell import get_column_letter, range_boundaries
 from openpyxl.utils.datetime import to_excel
 
-from scm_xl.engines import xlsx_cells
+from scm_xl.xlsx import package
 from scm_xl.errors import EngineError
 
 
-# The value types live with the grid that holds many of them (engines.values: no numpy or
+# The value types live with the grid that holds many of them (xlsx.values: no numpy or
 # openpyxl there, so the IronCalc worker process imports little); every engine names them here.
-from scm_xl.engines.values import CellError, CellKey, CellValue, FormulaCells, cell_position  # noqa: E402,F401
+from scm_xl.xlsx.values import CellError, CellKey, CellValue, FormulaCells, cell_position  # noqa: E402,F401
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Recalculated:
     """The computed value of every formula cell of one workbook, as one engine saw it."""
 
     engine: str
-    values: MutableMapping[CellKey, CellValue]  # a dict, or a CellGrid (engines.values) for many cells
+    values: MutableMapping[CellKey, CellValue]  # a dict, or a CellGrid (xlsx.values) for many cells
     seconds: float
 
     def get(self, sheet: str, cell: str) -> CellValue:
@@ -119,8 +119,8 @@ def normalise(value: object) -> CellValue:
 def formula_refs(path: Path) -> dict[str, list[str]]:
     """Each sheet's formulas: "A1" for a plain formula, the whole range "C2:C12" for an array formula."""
     try:
-        return xlsx_cells.workbook_formula_refs(path)
-    except xlsx_cells.Unreadable as exc:
+        return package.workbook_formula_refs(path)
+    except package.Unreadable as exc:
         raise EngineError(str(exc)) from exc
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from scm_xl.engines import ironcalc_worker
 from scm_xl.engines.base import Engine, Pending, Recalculated, engine_failed
-from scm_xl.engines.values import CellGrid, FormulaCells, cell_position
+from scm_xl.xlsx.values import CellGrid, FormulaCells, cell_position
 from scm_xl.errors import EngineError
 
 UNAVAILABLE = "the ironcalc engine needs the ironcalc package: pip install 'ironcalc>=0.9.1,<0.10'"

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from scm_xl.engines import xlsx_cells
-from scm_xl.engines.values import CellError, CellGrid, CellValue, FormulaCells, cell_position
+from scm_xl.xlsx import package
+from scm_xl.xlsx.values import CellError, CellGrid, CellValue, FormulaCells, cell_position
 
 
 class ReadFailed(Exception):
@@ -38,8 +38,8 @@ class EngineFailed(Exception):
 def formula_cells(path: Path) -> dict[str, list[str]]:
     """Each sheet's formulas: "A1" for a plain formula, the whole range "C2:C12" for an array formula."""
     try:
-        return xlsx_cells.workbook_formula_refs(path)
-    except xlsx_cells.Unreadable as exc:
+        return package.workbook_formula_refs(path)
+    except package.Unreadable as exc:
         raise ReadFailed(str(exc)) from exc
 
 
@@ -138,9 +138,9 @@ def for_ironcalc(path: Path, into: Path) -> Path:
     copy = into / path.name
 
     def strip(blocks: Iterator[bytes]) -> Iterator[bytes]:
-        return (xlsx_cells.STYLED_EMPTY_CELL.sub(b"", block) for block in blocks)
+        return (package.STYLED_EMPTY_CELL.sub(b"", block) for block in blocks)
 
-    def rewrite(name: str) -> xlsx_cells.SheetRewrite | None:
+    def rewrite(name: str) -> package.SheetRewrite | None:
         if _is_sheet(name):
             return strip
         if name.endswith(".rels"):
@@ -148,7 +148,7 @@ def for_ironcalc(path: Path, into: Path) -> Path:
         return None
 
     try:
-        xlsx_cells.copy_package(path, copy, rewrite)
+        package.copy_package(path, copy, rewrite)
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ReadFailed(f"cannot read workbook {path}: {exc}") from exc
     return copy

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, cast
 
-from scm_xl.engines import xlsx_cells
+from scm_xl.xlsx import package
 from scm_xl.engines.base import (
     CellError, CellValue, Engine, FormulaCells, Recalculated, absolute_cells, formula_refs, normalise,
 )
@@ -181,7 +181,7 @@ def _with_columns_shown(path: Path, folder: Path) -> Path:
             # <cols> comes before the first row, so it lies in the first block
             yield _COL.sub(lambda m: _HIDDEN.sub(b"", m.group(0)), block) if i == 0 else block
 
-    xlsx_cells.copy_package(path, copy, lambda name: show if name.startswith("xl/worksheets/")
+    package.copy_package(path, copy, lambda name: show if name.startswith("xl/worksheets/")
                             and name.endswith(".xml") else None)
     return copy
 
@@ -238,8 +238,8 @@ def _read_values(converted: Path, refs: FormulaCells) -> dict[tuple[str, str], C
     """The values LibreOffice stored in the formula cells (and array ranges) named by `refs`."""
     values: dict[tuple[str, str], CellValue] = {}
     with zipfile.ZipFile(converted) as book:
-        parts = xlsx_cells.sheet_parts(book)
-        shared = functools.cache(lambda: xlsx_cells.shared_strings(book))  # read only if a cell needs it
+        parts = package.sheet_parts(book)
+        shared = functools.cache(lambda: package.shared_strings(book))  # read only if a cell needs it
         for sheet, sheet_refs in refs.items():
             cells = [cell for ref in sheet_refs for cell in absolute_cells(ref)]
             if not cells:
@@ -248,10 +248,10 @@ def _read_values(converted: Path, refs: FormulaCells) -> dict[tuple[str, str], C
             with book.open(parts[sheet]) as stream:
                 # Keyed by (row, column) numbers: building "A1" strings for every cell of a large
                 # sheet costs more than reading it.
-                found = {(row, col): (attrs, content) for row, col, attrs, content in xlsx_cells.cells(stream)
+                found = {(row, col): (attrs, content) for row, col, attrs, content in package.cells(stream)
                          if (row, col) in wanted}
             for row, col, name in cells:
                 raw = found.get((row, col))
-                value = None if raw is None else xlsx_cells.stored_value(raw[0], raw[1], shared)
+                value = None if raw is None else package.stored_value(raw[0], raw[1], shared)
                 values[(sheet, name)] = CellError(value[1]) if isinstance(value, tuple) else normalise(value)
     return values

@@ -41,7 +41,7 @@ from scm_xl.workbook.io import (
     MAX_DATA_ROWS, Inputs, check_model_names, load, over_capacity, read_inputs, set_method,
     set_strict_physics, write_hand_set, write_rows, write_typed,
 )
-from scm_xl.workbook import cached_values
+from scm_xl.xlsx import cached_values
 from scm_xl.workbook.stamp import BuiltWorkbook, FilledColumn, is_formula
 from scm_xl.workbook.layout import (
     MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from scm_xl.engines.values import CellGrid
+from scm_xl.xlsx.values import CellGrid
 from scm_xl.model import Analysis
 
 if TYPE_CHECKING:  # types only: the sheet modules that import this are imported by these

@@ -18,7 +18,6 @@ need. A built workbook is saved through its `BuiltWorkbook` and no other way: it
 
 from __future__ import annotations
 
-import re
 import shutil
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,9 +31,8 @@ from openpyxl.utils import column_index_from_string
 from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
-from scm_xl.engines.xlsx_cells import (
-    ROW_ELEMENT, column_name, copy_package, sheet_parts, with_cells,
-)
+from scm_xl.xlsx.fills import FilledColumn, with_fills
+from scm_xl.xlsx.package import column_name, copy_package, sheet_parts
 from scm_xl.workbook.styles import fonts_in_schema_order
 
 SENTINEL_ROW = 1048000  # a row number no sheet reaches
@@ -227,31 +225,6 @@ class BuiltWorkbook:
         return cells
 
 
-# -- writing the pending cells into the saved file ----------------------------------------------
-
-_ROW_NUMBER = re.compile(rb'<row\b[^>]*?\sr="([0-9]+)"')
-
-
-@dataclass(frozen=True)
-class FilledColumn:
-    """A pending shared formula's middle cells, as the file holds them: rows `first` to `last`
-    of `column` (from 1), each `<c r=".." s="style"><f t="shared" si="index"/>`."""
-
-    column: int
-    first: int
-    last: int
-    index: int
-    style: int | None  # the cells' style (cellXfs index); None: unstyled
-
-    @property
-    def formula(self) -> bytes:
-        return b'<f t="shared" si="%d"/>' % self.index
-
-    @property
-    def style_attr(self) -> bytes:
-        return b"" if self.style is None else b' s="%d"' % self.style
-
-
 def _save(wb: Workbook, pending: PendingFills, path: str | Path, *,
           sparse: str | Path | None = None) -> dict[str, list[FilledColumn]]:
     fonts_in_schema_order(wb)  # Excel's order: a schema validator then predicts no repair
@@ -268,7 +241,7 @@ def _save(wb: Workbook, pending: PendingFills, path: str | Path, *,
 
     def rewrite(name: str) -> Callable[[Iterator[bytes]], Iterator[bytes]] | None:
         fills = parts.get(name)
-        return None if fills is None else lambda blocks: _with_fills(blocks, fills)
+        return None if fills is None else lambda blocks: with_fills(blocks, fills)
 
     # With `sparse`, `path` is the engine's input, read once and then replaced by the file
     # `write_cached_values` writes: stored, not compressed (a 10,000-row workbook's sheets are
@@ -276,48 +249,3 @@ def _save(wb: Workbook, pending: PendingFills, path: str | Path, *,
     copy_package(first, path, rewrite,
                  compression=zipfile.ZIP_STORED if sparse is not None else zipfile.ZIP_DEFLATED)
     return by_sheet
-
-
-def _with_fills(blocks: Iterator[bytes], fills: list[FilledColumn]) -> Iterator[bytes]:
-    """The sheet XML with every pending cell in its row, in column order."""
-    cells = []  # (first, last, column, cell XML with %d for the row)
-    for fill in fills:
-        name = column_name(fill.column).encode("ascii")
-        cells.append((fill.first, fill.last, fill.column,
-                      b'<c r="' + name + b'%d"' + fill.style_attr + b">" + fill.formula + b"<v></v></c>"))
-    cells.sort(key=lambda item: item[2])
-    first = min(item[0] for item in cells)
-    last = max(item[1] for item in cells)
-    written = first - 1  # the rows before `first` need nothing
-
-    def added(row: int) -> list[tuple[int, bytes]]:
-        return [(column, xml % row) for lo, hi, column, xml in cells if lo <= row <= hi]
-
-    def new_rows(upto: int) -> bytes:
-        nonlocal written
-        out = [b'<row r="%d">' % row + b"".join(xml for _, xml in extra) + b"</row>"
-               for row in range(written + 1, min(upto, last + 1)) if (extra := added(row))]
-        written = max(written, min(upto - 1, last))
-        return b"".join(out)
-
-    for block in blocks:
-        out: list[bytes] = []
-        at = 0
-        for match in ROW_ELEMENT.finditer(block):
-            number = _ROW_NUMBER.match(match.group(0))
-            if number is None:
-                raise ValueError("a sheet row without r=: cannot place the shared formulas' cells")
-            row = int(number.group(1))
-            out.append(block[at:match.start()])
-            at = match.end()
-            out.append(new_rows(row))
-            extra = added(row) if first <= row <= last else []
-            out.append(with_cells(match.group(0), extra) if extra else match.group(0))
-            written = max(written, row)
-        rest = block[at:]
-        end = rest.find(b"</sheetData>")
-        if end >= 0:
-            out.append(rest[:end] + new_rows(last + 1) + rest[end:])
-        else:
-            out.append(rest)
-        yield b"".join(out)

@@ -7,7 +7,6 @@ figures a person came for. Sheet modules import from here (never from build.py).
 from __future__ import annotations
 
 import math
-import unicodedata
 from typing import Any, cast
 
 from typing import TYPE_CHECKING, Iterable
@@ -19,6 +18,10 @@ from openpyxl.utils.indexed_list import IndexedList
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
+
+from scm_xl.xlsx.text_fit import (  # noqa: F401  (the sheet writers take them from here)
+    DEFAULT_FONT_SIZE, LINE_SPACING, NARROW_WIDTH, WIDE_WIDTH, display_width, row_height, text_width, wrapped_lines,
+)
 
 if TYPE_CHECKING:
     from scm_xl.rules import Lang
@@ -35,11 +38,6 @@ BOLD = Font(bold=True)
 NOTE_FONT = Font(italic=True, color="595959")
 WORKINGS_TAB = "808080"  # tab colour of the workings sheets
 FORMULA_PREFIXES = ("=", "+", "-", "@")
-DEFAULT_FONT_SIZE = 11.0  # openpyxl's default font (Calibri 11)
-LINE_SPACING = 1.3  # a line's height over its font size (CJK fallback fonts are the tallest)
-# Width of a character of text against the column-width unit (the width of "0"), bold included:
-# Latin text averages narrower than "0"; a CJK character is a square about twice as wide.
-NARROW_WIDTH, WIDE_WIDTH = 0.9, 2.1
 BOLD_WIDTH = 1.15  # a bold header's word against the same word in the body font
 
 # Verdict colours (conditional formatting): background, font.
@@ -95,43 +93,6 @@ def write_value(cell: XlCell, value: Any) -> None:
         write_text(cell, value)
     else:
         cell.value = value
-
-
-def display_width(text: str) -> int:
-    """Columns `text` takes in a cell: a wide (CJK, fullwidth) character counts two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def text_width(text: str) -> float:
-    """Column-width units `text` takes when printed (see NARROW_WIDTH, WIDE_WIDTH)."""
-    if text.isascii():  # no wide character: the same sum, without a lookup a character
-        return sum([NARROW_WIDTH] * len(text))
-    return sum(WIDE_WIDTH if unicodedata.east_asian_width(ch) in "WF" else NARROW_WIDTH for ch in text)
-
-
-def wrapped_lines(text: str, width: float) -> int:
-    """Lines `text` wraps to in a column `width` characters wide (words kept whole where they
-    fit, longer ones broken), a little pessimistic so the row height never clips it."""
-    room = max(1.0, width - 0.5)  # the cell's padding
-    lines = 0
-    for paragraph in text.split("\n"):
-        used = 0.0
-        lines += 1
-        for word in paragraph.split(" "):
-            size = text_width(word)
-            if used and used + 1 + size > room:
-                lines += 1
-                used = 0.0
-            while size > room:  # a word longer than the column breaks inside it
-                lines += 1
-                size -= room
-            used += (1 if used else 0) + size
-    return lines
-
-
-def row_height(lines: int, font_size: float = DEFAULT_FONT_SIZE) -> float:
-    """Points for `lines` lines of a font of `font_size` points."""
-    return round(lines * font_size * LINE_SPACING + 2, 1)
 
 
 def fit_row(ws: Worksheet, row: int, texts: Iterable[tuple[str, float, float]]) -> None:

@@ -8,7 +8,7 @@ engine computed, as Excel itself saves it: the formula stays, the value goes in
 array formula's range each get their own <v>.
 
 `fill` writes its final file this way from openpyxl's own (sparse) file: the shared
-columns' middle cells, which openpyxl never held (`stamp.BuiltWorkbook.save` says which), are written in
+columns' middle cells, which openpyxl never held (`workbook.stamp.BuiltWorkbook.save` says which), are written in
 the same pass, each with its value, instead of a second pass over every cell of a saved
 file. Otherwise only the <c> elements of formula cells (and of array ranges) change, and the
 <row> of a formula cell whose style wraps text and whose value needs more lines
@@ -33,13 +33,12 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from scm_xl.engines.base import CellError, CellValue, cell_position
-from scm_xl.engines.values import ABSENT, CellGrid, SheetView
-from scm_xl.engines.xlsx_cells import (
+from scm_xl.xlsx.fills import FilledColumn
+from scm_xl.xlsx.package import (
     ROW_ELEMENT, column_name, column_number, copy_package, sheet_parts, with_cells,
 )
-from scm_xl.workbook.stamp import FilledColumn
-from scm_xl.workbook.styles import DEFAULT_FONT_SIZE, WIDE_WIDTH, row_height, wrapped_lines
+from scm_xl.xlsx.text_fit import DEFAULT_FONT_SIZE, WIDE_WIDTH, row_height, wrapped_lines
+from scm_xl.xlsx.values import ABSENT, CellError, CellGrid, CellValue, SheetView, cell_position
 
 Position = tuple[int, int]  # (row, column), both from 1
 SheetValues = Mapping[Position, CellValue]
@@ -165,7 +164,7 @@ def _wrapping_styles(book: zipfile.ZipFile) -> dict[int, float]:
 
 class _RowFitter:
     """The height a row needs for the wrapped texts its formula cells hold: the lines each
-    text takes at its column's width (`styles.wrapped_lines`, the estimate every sheet's own
+    text takes at its column's width (`text_fit.wrapped_lines`, the estimate every sheet's own
     labels are sized by) at its font's line height; rows that need one line are left alone.
     A wrapped cell merged across columns is sized by its first column (taller than it needs,
     never clipped): the sheet names its merged ranges only after its rows."""

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequenc
 from dataclasses import dataclass
 from typing import Any
 
-from scm_xl.engines.xlsx_cells import column_name
+from scm_xl.xlsx.package import column_name
 
 
 @dataclass(frozen=True)

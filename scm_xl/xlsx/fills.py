@@ -1,0 +1,82 @@
+"""The cells of shared formulas that a workbook object never held, written into a sheet's XML.
+
+`workbook.stamp` writes a filled-down column as one xlsx shared formula and keeps only its
+first and last cell in openpyxl; the cells between are `FilledColumn`s. `with_fills` puts
+them into the saved sheet XML, streamed block by block, each in its row and in column order,
+and `cached_values` writes them again with their values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from scm_xl.xlsx.package import ROW_ELEMENT, column_name, with_cells
+
+_ROW_NUMBER = re.compile(rb'<row\b[^>]*?\sr="([0-9]+)"')
+
+
+@dataclass(frozen=True)
+class FilledColumn:
+    """A pending shared formula's middle cells, as the file holds them: rows `first` to `last`
+    of `column` (from 1), each `<c r=".." s="style"><f t="shared" si="index"/>`."""
+
+    column: int
+    first: int
+    last: int
+    index: int
+    style: int | None  # the cells' style (cellXfs index); None: unstyled
+
+    @property
+    def formula(self) -> bytes:
+        return b'<f t="shared" si="%d"/>' % self.index
+
+    @property
+    def style_attr(self) -> bytes:
+        return b"" if self.style is None else b' s="%d"' % self.style
+
+
+def with_fills(blocks: Iterator[bytes], fills: list[FilledColumn]) -> Iterator[bytes]:
+    """The sheet XML with every pending cell in its row, in column order."""
+    cells = []  # (first, last, column, cell XML with %d for the row)
+    for fill in fills:
+        name = column_name(fill.column).encode("ascii")
+        cells.append((fill.first, fill.last, fill.column,
+                      b'<c r="' + name + b'%d"' + fill.style_attr + b">" + fill.formula + b"<v></v></c>"))
+    cells.sort(key=lambda item: item[2])
+    first = min(item[0] for item in cells)
+    last = max(item[1] for item in cells)
+    written = first - 1  # the rows before `first` need nothing
+
+    def added(row: int) -> list[tuple[int, bytes]]:
+        return [(column, xml % row) for lo, hi, column, xml in cells if lo <= row <= hi]
+
+    def new_rows(upto: int) -> bytes:
+        nonlocal written
+        out = [b'<row r="%d">' % row + b"".join(xml for _, xml in extra) + b"</row>"
+               for row in range(written + 1, min(upto, last + 1)) if (extra := added(row))]
+        written = max(written, min(upto - 1, last))
+        return b"".join(out)
+
+    for block in blocks:
+        out: list[bytes] = []
+        at = 0
+        for match in ROW_ELEMENT.finditer(block):
+            number = _ROW_NUMBER.match(match.group(0))
+            if number is None:
+                raise ValueError("a sheet row without r=: cannot place the shared formulas' cells")
+            row = int(number.group(1))
+            out.append(block[at:match.start()])
+            at = match.end()
+            out.append(new_rows(row))
+            extra = added(row) if first <= row <= last else []
+            out.append(with_cells(match.group(0), extra) if extra else match.group(0))
+            written = max(written, row)
+        rest = block[at:]
+        end = rest.find(b"</sheetData>")
+        if end >= 0:
+            out.append(rest[:end] + new_rows(last + 1) + rest[end:])
+        else:
+            out.append(rest)
+        yield b"".join(out)
