@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--alone", action="store_true",
                         help="time each group evaluated alone (every other formula taken out)")
     args = parser.parse_args()
-    from scm_xl.engines.xlsx_cells import sheet_parts
+    from scm_xl.xlsx.package import sheet_parts
     from scm_xl.workbook.fill import fill
 
     commit = head_commit()
