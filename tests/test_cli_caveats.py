@@ -15,8 +15,8 @@ from scm_xl.cli import main
 from scm_xl.model import Settings, analyze
 from scm_xl.report import render_consistency, render_physics, to_json
 from scm_xl.results import read_results
+from support.paths import ARTICLE
 
-ARTICLE = Path(__file__).parent.parent / "examples" / "article_qwen2.5-7b.csv"
 
 
 def run(*args: object) -> Result:

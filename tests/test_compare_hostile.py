@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from data.gen import replicated_factorial, write_csv
 from scm_xl.cli import main
 from scm_xl.results import ResultRow, read_results
+from support.paths import ARTICLE
 
 SIM_PROMPT_LEVELS = Path(__file__).with_name("data") / "sim_prompt_levels.csv"  # prompt levels 32, 256, 640
 BASE = ("model-a", 50, 1)  # the base point replicated_factorial's rows give: model, max_tokens, concurrency
@@ -139,7 +140,7 @@ def test_the_html_page_shows_the_level(data: dict[str, Path], tmp_path: Path) ->
 
 def test_fail_on_drift_fails_on_insufficient() -> None:
     """The article's rows have no noise estimate: nothing was compared, so CI must not pass."""
-    article = Path(__file__).resolve().parent.parent / "examples" / "article_qwen2.5-7b.csv"
+    article = ARTICLE
     result = run("compare", article, article, "--fail-on-drift")
     assert result.exit_code == 1 and "verdict: insufficient" in result.output
     assert run("compare", article, article).exit_code == 0

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from scm_xl.cli import main
+from support.paths import ARTICLE
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -65,7 +66,7 @@ def transcript_commands() -> list[list[str]]:
 def test_readme_transcript_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").mkdir()
-    example = ROOT / "examples" / "article_qwen2.5-7b.csv"
+    example = ARTICLE
     (tmp_path / "examples" / example.name).write_bytes(example.read_bytes())
     commands = transcript_commands()
     assert len(commands) >= 3

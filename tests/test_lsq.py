@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +11,8 @@ from scm_xl import lsq
 from scm_xl.model import Settings, calibrate, filter_rows
 from scm_xl.results import ResultRow, read_results
 from support.rows import make_row
+from support.paths import ARTICLE
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "article_qwen2.5-7b.csv"
 
 BASE_TPS = 50.0
 F = {1: 1.0, 2: 1.9, 4: 3.5, 8: 6.0, 16: 9.0}
@@ -133,7 +132,7 @@ def test_statsmodels_cross_check_when_installed():
 
 
 def test_article_example_is_exactly_identified_and_matches_the_chain():
-    statuses = filter_rows(read_results(EXAMPLE).rows)
+    statuses = filter_rows(read_results(ARTICLE).rows)
     chain = calibrate(statuses)
     result = lsq.fit(statuses)
     assert result.exactly_identified and result.sigma is None
@@ -349,7 +348,7 @@ def test_rate_limit_plateau_is_detected():
 
 
 def test_interaction_not_testable_without_residual_dof():
-    statuses = filter_rows(read_results(EXAMPLE).rows)
+    statuses = filter_rows(read_results(ARTICLE).rows)
     check = lsq.interaction_check(lsq.fit(statuses), statuses)
     assert not check.testable and "not testable" in check.summary()
     assert lsq.least_squares_analysis(statuses).report()["separable"] is None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 
 import pytest
 from data.gen import (
@@ -15,7 +14,8 @@ from data.gen import (
 from scm_xl.model import Analysis, RowCheck, Settings, analyze, predict, solve, verdict_for
 from scm_xl.results import ResultRow, read_results
 
-ARTICLE = Path(__file__).parent.parent / "examples" / "article_qwen2.5-7b.csv"
+from support.paths import ARTICLE
+
 MONOTONIC_REASON = "excluded: TPS falls as concurrency rises"
 
 

@@ -18,9 +18,8 @@ from click.testing import CliRunner, Result
 from scm_xl.cli import main
 from scm_xl.rules import DEFAULT_METHOD, DEFAULT_TARGET
 from support.browser import browser, open_page  # noqa: F401  (the fixture)
+from support.paths import ARTICLE
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
 REL = 1e-9
 
 

@@ -22,9 +22,9 @@ from scm_xl.cli import main
 from data.gen import MODELS, replicated_factorial, write_csv
 from support.browser import SET_INVERSE, browser, open_page  # noqa: F401  (the fixture)
 from support.reports import calculator_rows, chart_elements
+from support.paths import ARTICLE
 
 ROOT = Path(__file__).resolve().parent.parent
-ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
 SVG = "{http://www.w3.org/2000/svg}"
 
 

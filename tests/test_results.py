@@ -16,6 +16,7 @@ from scm_xl.results import (
     read_results,
     write_results,
 )
+from support.paths import ARTICLE
 
 DATA = Path(__file__).parent / "data"
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -36,7 +37,9 @@ def error_of(path: Path) -> str:
     return str(info.value)
 
 
-def make_row(**changes: object) -> ResultRow:
+def raw_row(**changes: object) -> ResultRow:
+    """A ResultRow from its fields as given (no TPS arithmetic, unlike support.rows.make_row): the
+    validation tests set any field to anything."""
     values: dict[str, object] = dict(
         exp_id="E01", model="Qwen2.5-7B", concurrency=1, requests_per_slot=10,
         total_requests=10, max_tokens=50, total_time_s=0.55, total_output_tokens=25)
@@ -47,7 +50,7 @@ def make_row(**changes: object) -> ResultRow:
 # --- the article's examples ---------------------------------------------------
 
 def test_article_example_loads_with_recomputed_tps() -> None:
-    table = read_results(EXAMPLES / "article_qwen2.5-7b.csv")
+    table = read_results(ARTICLE)
     assert table.warnings == []
     assert [row.exp_id for row in table.rows] == [f"E0{n}" for n in range(1, 8)]
     first = table.rows[0]
@@ -58,7 +61,7 @@ def test_article_example_loads_with_recomputed_tps() -> None:
 
 
 def test_chinese_example_matches_english_example() -> None:
-    english = read_results(EXAMPLES / "article_qwen2.5-7b.csv")
+    english = read_results(ARTICLE)
     chinese = read_results(EXAMPLES / "article_qwen2.5-7b_zh.csv")
     assert chinese.warnings == []
     assert chinese.rows[0].tps == pytest.approx(45.454545, rel=1e-6)
@@ -283,22 +286,22 @@ def test_unclosed_quote(tmp_path: Path) -> None:
 
 def test_row_built_in_code_is_checked() -> None:
     with pytest.raises(InputError) as info:
-        make_row(concurrency=0)
+        raw_row(concurrency=0)
     assert str(info.value) == "concurrency: must be positive, got 0"
     with pytest.raises(InputError):
-        make_row(model="gpt-4o*")
+        raw_row(model="gpt-4o*")
     with pytest.raises(InputError):
-        make_row(total_time_s=float("nan"))
+        raw_row(total_time_s=float("nan"))
 
 
 def test_row_normalises_text_and_override() -> None:
-    row = make_row(exp_id=" E01 ", model="Qwen ", gpu=" ", override=" Ex ", notes="")
+    row = raw_row(exp_id=" E01 ", model="Qwen ", gpu=" ", override=" Ex ", notes="")
     assert (row.exp_id, row.model, row.gpu, row.override, row.notes) == ("E01", "Qwen", None, "exclude", None)
     assert row.line == 0
 
 
 def test_to_csv_dict() -> None:
-    row = make_row(total_time_s=2.0, latency_p50_s=0.1 + 0.2, ttft_p99_s=1e-7, gpu="H200")
+    row = raw_row(total_time_s=2.0, latency_p50_s=0.1 + 0.2, ttft_p99_s=1e-7, gpu="H200")
     cells = row.to_csv_dict()
     assert list(cells) == list(RESULT_COLUMNS)
     assert cells["total_time_s"] == "2"
@@ -313,12 +316,12 @@ def test_to_csv_dict() -> None:
 
 def full_rows() -> list[ResultRow]:
     return [
-        make_row(repeat=1, ok_requests=9, failed_requests=0, rate_limited_requests=1,
+        raw_row(repeat=1, ok_requests=9, failed_requests=0, rate_limited_requests=1,
                  latency_p50_s=0.1 + 0.2, latency_p95_s=0.9, latency_p99_s=1.25,
                  ttft_p50_s=0.05, ttft_p95_s=0.08, ttft_p99_s=1e-7, mean_itl_s=0.0123456789,
                  prompt_tokens=128, gpu="H200, 141 GB", override="纳入",
                  notes='quoted "x", comma\nnewline, 中文, =SUM(A1)'),
-        make_row(exp_id="E02", model="通义千问", concurrency=2, total_requests=20,
+        raw_row(exp_id="E02", model="通义千问", concurrency=2, total_requests=20,
                  total_time_s=3.0, total_output_tokens=0, notes="-starts with a dash"),
     ]
 
@@ -346,7 +349,7 @@ def test_write_replaces_atomically_and_leaves_no_temp_file(tmp_path: Path) -> No
 def test_write_rejects_duplicate_exp_id(tmp_path: Path) -> None:
     path = tmp_path / "out.csv"
     with pytest.raises(InputError) as info:
-        write_results(path, [make_row(), make_row()])
+        write_results(path, [raw_row(), raw_row()])
     assert str(info.value) == f'{path}: exp_id: duplicate exp_id "E01"'
     assert not path.exists()
 
@@ -368,16 +371,16 @@ def test_append_creates_header_then_rows(tmp_path: Path) -> None:
 
 def test_append_to_empty_file_writes_header(tmp_path: Path) -> None:
     path = write(tmp_path, "")
-    append_result(path, make_row())
-    assert read_results(path).rows == [make_row()]
+    append_result(path, raw_row())
+    assert read_results(path).rows == [raw_row()]
 
 
 def test_append_after_interrupted_line_starts_a_new_line(tmp_path: Path) -> None:
     path = tmp_path / "out.csv"
-    append_result(path, make_row())
+    append_result(path, raw_row())
     with open(path, "a", encoding="utf-8") as handle:
         handle.write("E02,m,1")  # the collector died here
-    append_result(path, make_row(exp_id="E03"))
+    append_result(path, raw_row(exp_id="E03"))
     lines = path.read_text(encoding="utf-8").splitlines()
     assert lines[2] == "E02,m,1"
     assert lines[3].startswith("E03,")
@@ -386,9 +389,9 @@ def test_append_after_interrupted_line_starts_a_new_line(tmp_path: Path) -> None
 
 def test_append_rejects_duplicate_exp_id(tmp_path: Path) -> None:
     path = tmp_path / "out.csv"
-    append_result(path, make_row())
+    append_result(path, raw_row())
     with pytest.raises(InputError) as info:
-        append_result(path, make_row())
+        append_result(path, raw_row())
     assert str(info.value) == f'{path}: exp_id: duplicate exp_id "E01": already on line 2'
 
 
@@ -396,7 +399,7 @@ def test_append_rejects_a_foreign_header(tmp_path: Path) -> None:
     path = EXAMPLES / "article_qwen2.5-7b_zh.csv"
     copy = write(tmp_path, path.read_text(encoding="utf-8"))
     with pytest.raises(InputError) as info:
-        append_result(copy, make_row(exp_id="E08"))
+        append_result(copy, raw_row(exp_id="E08"))
     assert str(info.value).startswith(
         f"{copy}:1: cannot append: the header is not scm-xl's canonical header (exp_id,")
 

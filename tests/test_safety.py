@@ -20,6 +20,7 @@ from scm_xl.safety import DEFAULT_LIMITS, XlsxLimits, check_xlsx
 from scm_xl.workbook.io import MAX_DATA_ROWS
 from scm_xl.workbook.layout import fitted_layout
 from scm_xl.workbook.slo_sheet import MAX_REQUEST_ROWS
+from support.paths import ARTICLE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,7 +101,7 @@ def test_the_cli_refuses_a_bomb_with_exit_2(tmp_path: Path, command: list[str]) 
 
 def test_fill_into_a_bomb_is_refused(tmp_path: Path) -> None:
     bomb = xlsx_with(tmp_path / "bomb.xlsx", SHEET_HEAD + b" " * (20 * 1024 * 1024) + SHEET_TAIL)
-    csv = Path(__file__).parent.parent / "examples" / "article_qwen2.5-7b.csv"
+    csv = ARTICLE
     result = CliRunner().invoke(main, ["fill", str(csv), "--workbook", str(bomb), "-o", str(tmp_path / "o.xlsx")])
     assert result.exit_code == 2 and "is it a zip bomb?" in result.stderr
     assert not (tmp_path / "o.xlsx").exists()

@@ -31,9 +31,9 @@ from scm_xl.workbook.layout import (
     CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, META_SHEET, MODEL_TABLE,
     RAW_FORMULA_KEYS, Layout,
 )
+from support.paths import ARTICLE
 
 ROOT = Path(__file__).parent.parent
-ARTICLE = ROOT / "examples" / "article_qwen2.5-7b.csv"
 TEMPLATE = ROOT / "templates" / "SCM_系数标定_模板.xlsx"
 ENGINES = ["ironcalc", pytest.param("libreoffice", marks=pytest.mark.libreoffice)]
 # The pure-Python formulas engine compiles every formula on its own: minutes on a per-row layout,
