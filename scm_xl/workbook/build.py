@@ -24,19 +24,16 @@ from scm_xl.errors import InputError
 from scm_xl.outputs import replacing
 from scm_xl.rules import OVERRIDE_VALUES, verdict_rule
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_column_formulas, write_tables
-from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW, write_calculator
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.stamp import BuiltWorkbook, PendingFills, write_filled
 from scm_xl.workbook.printing import MIN_PRINT_SCALE, PAGE_WIDTH_CHARS, pages_for, print_setup
 from scm_xl.workbook.layout import (
-    CELLS_TABLE, ENTRY_COLUMNS, INVERSE_TABLE,
-    NUMERIC_INPUT_KEYS, PROMPT_BRACKET, SEEN_MODELS_TABLE, SHEET_TITLES, Layout,
+    CELLS_TABLE, ENTRY_COLUMNS, NUMERIC_INPUT_KEYS, SEEN_MODELS_TABLE, SHEET_TITLES, Layout,
     unusable_tests, workings_columns,
 )
 from scm_xl.workbook.styles import (
-    DEFAULT_FONT_SIZE, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, KEY_FILL, NOTE_FONT, TITLE_FONT, _formula,
-    _header, _label, fit_row, wrapped_note,
+    DEFAULT_FONT_SIZE, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, TITLE_FONT, _formula, _header, fit_row,
 )
 
 BUILD_TIMESTAMP = datetime(2026, 1, 1, 0, 0, 0)
@@ -398,79 +395,6 @@ def _validations(ws: Worksheet, layout: Layout) -> None:
         count.add(rng(key))
     seconds.add(rng("total_time_s"))
     override.add(rng("override"))
-
-
-def write_derivation(ws: Worksheet, layout: Layout, fx: Formulas, labels: Mapping[str, str]) -> None:
-    _label(ws, "A1", labels["derivation_title"])
-    ws["A1"].font = TITLE_FONT
-    _label(ws, "A2", labels["inputs_note"])
-    ws["A2"].font = NOTE_FONT
-    _label(ws, layout.keyed_heading("forward"), labels["forward"], bold=True)
-    _label(ws, layout.keyed_heading("forward", "effective"), labels["coefficient"], bold=True)
-    forward = fx.forward()
-    for key, text in (("concurrency", labels["concurrency"]), ("max_tokens", labels["max_tokens"]),
-                      ("model", labels["model"]), ("prompt_tokens", labels["prompt_tokens"])):
-        _label(ws, layout.keyed_cell("forward", key, "label"), text)
-        _formula(ws, layout.keyed_cell("forward", key), summary_sheet.mirror(layout, f"forward.{key}"))  # typed on the Summary
-    for role in PROMPT_BRACKET:
-        _label(ws, layout.keyed_heading("forward", role), labels[role], bold=True)
-    _write_prompt_lookup(ws, layout, "forward", forward)
-    _formula(ws, layout.keyed_cell("forward", "concurrency", "effective"), forward["f"], "0.000")
-    _formula(ws, layout.keyed_cell("forward", "max_tokens", "effective"), forward["k"], "0.000")
-    _formula(ws, layout.keyed_cell("forward", "model", "extra"), forward["model"])
-    _formula(ws, layout.keyed_cell("forward", "model", "effective"), forward["c"], "0.000")
-    _label(ws, layout.keyed_cell("forward", "tps", "label"), labels["forward_tps"], bold=True)
-    _formula(ws, layout.keyed_cell("forward", "tps"), forward["tps"], "0.00")
-    ws[layout.keyed_cell("forward", "tps")].fill = KEY_FILL
-    _label(ws, layout.keyed_cell("forward", "missing", "label"), labels["forward_missing"])
-    _formula(ws, layout.keyed_cell("forward", "missing"), forward["missing"])
-
-    inverse = fx.inverse()
-    _label(ws, layout.keyed_heading("inverse"), labels["inverse"], bold=True)
-    for key, text in (("target_tps", labels["target_tps"]), ("max_tokens", labels["max_tokens"]),
-                      ("model", labels["model"]), ("max_latency", labels["max_latency"]),
-                      ("prompt_tokens", labels["prompt_tokens"])):
-        _label(ws, layout.keyed_cell("inverse", key, "label"), text)
-        _formula(ws, layout.keyed_cell("inverse", key), summary_sheet.mirror(layout, f"inverse.{key}"))  # typed on the Summary
-    _write_prompt_lookup(ws, layout, "inverse", inverse)
-    _formula(ws, layout.keyed_cell("inverse", "prompt_tokens", "extra"), inverse["prompt_level"])
-    _formula(ws, layout.keyed_cell("inverse", "max_tokens", "effective"), inverse["k"], "0.000")
-    _formula(ws, layout.keyed_cell("inverse", "model", "extra"), inverse["model"])
-    _formula(ws, layout.keyed_cell("inverse", "model", "effective"), inverse["c"], "0.000")
-    for key in ("concurrency", "tps", "best_tps", "best_concurrency"):
-        label_key = {"concurrency": "recommended_concurrency", "tps": "recommended_tps"}.get(key, key)
-        _label(ws, layout.keyed_cell("inverse", key, "label"), labels[label_key], bold=key in ("concurrency", "tps"))
-        _formula(ws, layout.keyed_cell("inverse", key), inverse[key], "0.00" if key in ("tps", "best_tps") else None)
-    ws[layout.keyed_cell("inverse", "concurrency")].fill = KEY_FILL
-    ws[layout.keyed_cell("inverse", "tps")].fill = KEY_FILL
-    _label(ws, f"A{layout.inverse_table_header - 2}", labels["inverse_note"])
-    _label(ws, f"A{layout.inverse_table_header - 1}", labels["inverse_table"], bold=True)
-    _header(ws, layout.inverse_table_header, 1, INVERSE_TABLE, layout.lang)
-    first = layout.inverse_table_first
-    for row in range(first, first + layout.c_slots):
-        for key, text in fx.inverse_row(row).items():
-            _formula(ws, f"{layout.table_col(INVERSE_TABLE, key)}{row}", text,
-                     {"predicted": "0.00", "latency": "0.000"}.get(key), array=(key == "latency"))
-    ws.column_dimensions["A"].width = 36
-    ws.column_dimensions["B"].width = 16
-    ws.column_dimensions["C"].width = 14
-    ws.column_dimensions["D"].width = 22
-    ws.column_dimensions["E"].width = 12
-    for col in "FGH":
-        ws.column_dimensions[col].width = 12
-    # the note wraps within the printed columns A..H instead of running past the margin
-    wrapped_note(ws, f"A{layout.inverse_table_header - 2}", "H",
-                 sum(ws.column_dimensions[col].width for col in "ABCDEFGH"), NOTE_FONT)
-    ws.print_area = f"A1:H{first + layout.c_slots - 1}"
-    print_setup(ws, pages_tall=pages_for(first + layout.c_slots - 1))  # not a page of empty slots
-
-
-def _write_prompt_lookup(ws: Worksheet, layout: Layout, block: str, formulas: Mapping[str, str]) -> None:
-    """K_in for the block's typed prompt length ("effective") and the known levels it is
-    interpolated between (PROMPT_BRACKET)."""
-    for role in ("effective", *PROMPT_BRACKET):
-        _formula(ws, layout.keyed_cell(block, "prompt_tokens", role), formulas[f"prompt.{role}"],
-                 None if role in ("prompt_low", "prompt_high") else "0.000")
 
 
 def save_atomic(built: BuiltWorkbook, path: str | Path, *, reproducible: bool = False) -> None:

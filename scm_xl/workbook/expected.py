@@ -13,10 +13,8 @@ from typing import Any
 
 from scm_xl.engines.base import CellError, CellValue
 from scm_xl.model import (
-    Analysis, Calibration, at_base_prompt,
-    cells_of, effective_prompt_level, interpolate_k_in, k_in_bracket, model_numbers, physics_bytes, prompt_index,
+    Analysis, at_base_prompt, cells_of, effective_prompt_level, model_numbers, physics_bytes, prompt_index,
 )
-from scm_xl.constrained import measured_percentiles
 from scm_xl.results import ResultRow
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog, physics_column_values
 from scm_xl.workbook import charts, latency_sheet, lsq_sheet, summary_sheet
@@ -24,8 +22,7 @@ from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.formulas import MIRRORED_KEYS
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
-    CELLS_TABLE, CONCURRENCY_TABLE, DISPLAY_KEYS, INVERSE_TABLE, PROMPT_BRACKET,
-    RAW_FORMULA_KEYS, Layout, unusable_tests,
+    CELLS_TABLE, CONCURRENCY_TABLE, DISPLAY_KEYS, RAW_FORMULA_KEYS, Layout, unusable_tests,
 )
 from openpyxl.utils import get_column_letter
 
@@ -58,7 +55,7 @@ def coerce_key(value: Any) -> float | str | None:
         return text
 
 
-def _fmt_key(value: Any) -> str:
+def fmt_key(value: Any) -> str:
     """How `"f("&A1&")"` renders a typed value."""
     if value is None:
         return ""
@@ -284,152 +281,4 @@ def _model_text(value: Any) -> str | None:
     """`model&""`: a number typed as a model name renders without a trailing .0 when whole."""
     if value is None:
         return None
-    return _fmt_key(value)
-
-
-def _lookup(cal: Calibration, kind: str, key: Any) -> float | None:
-    key = coerce_key(key)
-    if key is None:
-        return None
-    if kind == "c":
-        return cal.c_model(str(key) if not isinstance(key, float) else _fmt_key(key))
-    if not isinstance(key, float):
-        return None
-    return cal.f(key) if kind == "f" else cal.k_len(key)
-
-
-def _typed_number(value: Any) -> float | None:
-    """A typed cell as ISNUMBER sees it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _prompt_cells(exp: Expected, layout: Layout, block: str, typed: Any, cal: Calibration) -> float | None:
-    """The K_in cells of a block's typed prompt length ("effective", and PROMPT_BRACKET); returns K_in."""
-    title = layout.title("derivation")
-    prompt = _typed_number(typed)
-    levels = [(level.prompt_level, level.k_in) for level in cal.prompt_levels]
-    low = high = k_low = k_high = None
-    k_in: float | None = 1.0
-    if prompt is not None:
-        low, high, k_low, k_high = k_in_bracket(prompt, levels)
-        k_in = interpolate_k_in(prompt, levels)
-    for role, value in zip(("effective", *PROMPT_BRACKET), (k_in, number_value(low), number_value(high), k_low, k_high)):
-        exp[(title, layout.keyed_cell(block, "prompt_tokens", role))] = value
-    return k_in
-
-
-def derivation(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis, cal: Calibration) -> None:
-    title = layout.title("derivation")
-    t = layout.text
-    # the input cells read from the Summary (where they are typed)
-    for block, typed in (("forward", inputs.forward), ("inverse", inputs.inverse)):
-        for key in layout.keyed_rows(block).keys() & typed.keys():
-            value = typed_value(typed[key])
-            exp[(title, layout.keyed_cell(block, key))] = summary_sheet.BLANK_AS.get(f"{block}.{key}") if value is None else value
-
-    fwd = inputs.forward
-    model_in = fwd.get("model")
-    model = model_in if coerce_key(model_in) is not None else cal.base_model
-    f = _lookup(cal, "f", fwd.get("concurrency"))
-    k = _lookup(cal, "k", fwd.get("max_tokens"))
-    c = _lookup(cal, "c", model)
-    p = _prompt_cells(exp, layout, "forward", fwd.get("prompt_tokens"), cal)
-    exp[(title, layout.keyed_cell("forward", "concurrency", "effective"))] = f
-    exp[(title, layout.keyed_cell("forward", "max_tokens", "effective"))] = k
-    exp[(title, layout.keyed_cell("forward", "model", "extra"))] = text_value(_fmt_key(model) if model is not None else None)
-    exp[(title, layout.keyed_cell("forward", "model", "effective"))] = c
-    tps = (cal.base_tps * f * k * p / c
-           if f is not None and k is not None and c is not None and p is not None and cal.base_tps is not None
-           else None)
-    known = tps is not None
-    exp[(title, layout.keyed_cell("forward", "tps"))] = tps if tps is not None else t("unidentified")
-    if known:
-        exp[(title, layout.keyed_cell("forward", "missing"))] = None
-    else:
-        parts = []
-        if f is None:
-            parts.append(f"f({_fmt_key(fwd.get('concurrency'))})")
-        if k is None:
-            parts.append(f"K_len({_fmt_key(fwd.get('max_tokens'))})")
-        if c is None:
-            parts.append(f"C_model({_fmt_key(model)})")
-        if p is None:
-            parts.append(f"K_in({_fmt_key(fwd.get('prompt_tokens'))})")
-        exp[(title, layout.keyed_cell("forward", "missing"))] = f"{t('missing')} " + ", ".join(parts)
-
-    target_in = inputs.inverse
-    model_in = target_in.get("model")
-    model = model_in if coerce_key(model_in) is not None else cal.base_model
-    k = _lookup(cal, "k", target_in.get("max_tokens"))
-    c = _lookup(cal, "c", model)
-    p = _prompt_cells(exp, layout, "inverse", target_in.get("prompt_tokens"), cal)
-    typed_level = _typed_number(target_in.get("prompt_tokens"))
-    latency_level = typed_level if typed_level is not None else analysis.calibration.base_prompt_level
-    exp[(title, layout.keyed_cell("inverse", "prompt_tokens", "extra"))] = number_value(latency_level)
-    exp[(title, layout.keyed_cell("inverse", "max_tokens", "effective"))] = k
-    exp[(title, layout.keyed_cell("inverse", "model", "extra"))] = text_value(_fmt_key(model) if model is not None else None)
-    exp[(title, layout.keyed_cell("inverse", "model", "effective"))] = c
-    target = target_in.get("target_tps")
-    limit = target_in.get("max_latency")
-    limit = float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
-    # the measured latencies at the prompt level asked for (blank: the base level; every row without levels)
-    base_level = analysis.calibration.base_prompt_level
-    percentiles = measured_percentiles([row for _, row in inputs.rows
-                                        if effective_prompt_level(row, base_level) == latency_level])
-    length = coerce_key(target_in.get("max_tokens"))
-    table: list[tuple[float | None, float | None, float | None, float]] = []
-    for i in range(layout.c_slots):
-        level = cal.concurrency_levels[i] if i < len(cal.concurrency_levels) else None
-        pred = None
-        if (level is not None and k is not None and c is not None and p is not None and cal.base_tps is not None
-                and level.f is not None):
-            pred = cal.base_tps * level.f * k * p / c
-        latency = None
-        if level is not None and model is not None and isinstance(length, float):
-            cell = percentiles.get((_fmt_key(model).casefold(), level.concurrency, int(length)))
-            latency = cell.latency_p95_s if cell is not None and length.is_integer() else None
-        allowed = 0.0
-        if pred is not None:
-            allowed = 1.0 if limit is None else (1.0 if latency is not None and latency <= limit else 0.0)
-        table.append((float(level.concurrency) if level else None, pred, latency, allowed))
-    meets: list[tuple[float, float]] = []
-    col = {column.key: layout.table_col(INVERSE_TABLE, column.key) for column in INVERSE_TABLE}
-    for i, (level_value, pred, latency, allowed) in enumerate(table):
-        row = layout.inverse_table_first + i
-        hit = None
-        if pred is not None and level_value is not None and _meets(pred, target) and allowed == 1.0:
-            hit = level_value
-            meets.append((level_value, pred))
-        exp[(title, f"{col['level']}{row}")] = level_value
-        exp[(title, f"{col['predicted']}{row}")] = pred
-        exp[(title, f"{col['latency']}{row}")] = latency
-        exp[(title, f"{col['allowed']}{row}")] = allowed if level_value is not None else None
-        exp[(title, f"{col['meets']}{row}")] = hit
-    if meets:
-        best_meet = min(meets, key=lambda item: item[0])
-        exp[(title, layout.keyed_cell("inverse", "concurrency"))] = best_meet[0]
-        exp[(title, layout.keyed_cell("inverse", "tps"))] = best_meet[1]
-    else:
-        exp[(title, layout.keyed_cell("inverse", "concurrency"))] = t("unreachable_short")
-        exp[(title, layout.keyed_cell("inverse", "tps"))] = None
-    allowed_preds = [(lv, p) for lv, p, _, ok in table if lv is not None and p is not None and ok == 1.0 and p >= 0]
-    if allowed_preds:
-        best = max(p for _, p in allowed_preds)
-        exp[(title, layout.keyed_cell("inverse", "best_tps"))] = best
-        exp[(title, layout.keyed_cell("inverse", "best_concurrency"))] = min(lv for lv, p in allowed_preds if p == best)
-    else:
-        exp[(title, layout.keyed_cell("inverse", "best_tps"))] = None
-        exp[(title, layout.keyed_cell("inverse", "best_concurrency"))] = None
-
-
-def _meets(pred: float, target: Any) -> bool:
-    """`pred >= target` as a spreadsheet compares a number with a typed cell."""
-    if target is None:
-        return pred >= 0  # a blank cell compares as 0
-    if isinstance(target, bool):
-        return False  # numbers sort before booleans
-    if isinstance(target, str):
-        return False  # numbers sort before text
-    return pred >= target
+    return fmt_key(value)

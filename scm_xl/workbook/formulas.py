@@ -10,8 +10,8 @@ functions that every supported engine computes identically are used: no TRIM
 written with their `_xlfn.` prefix and guarded wherever no number may meet their criteria
 (`ifs_or_zero`: Excel documents 0 there, Gnumeric gives #DIV/0!).
 
-The formula text of four core sheets (workings, cells, derivation, summary links), mirroring
-model.py rule by rule; the calibration and consistency sheets' is in their own modules, which
+The formula text of three core sheets (workings, cells, summary links), mirroring model.py rule
+by rule; the calibration, consistency and derivation sheets' is in their own modules, which
 call the helpers here (`raw`, `name`, `ctab`...).
 """
 
@@ -22,10 +22,9 @@ from typing import Callable
 from scm_xl.model import MONOTONIC_EPSILON
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.literals import q, text_with
-from scm_xl.workbook.lsq_sheet import COEF_COLS, LsqLayout
 from scm_xl.workbook.layout import (
-    CELLS_TABLE as CELLS_TABLE_REF, CONCURRENCY_TABLE, ENTRY_COLUMNS, INVERSE_TABLE,
-    PROMPT_BRACKET, RAW_COLUMNS, REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout, unusable_tests,
+    CELLS_TABLE as CELLS_TABLE_REF, ENTRY_COLUMNS, RAW_COLUMNS, REQUIRED_INPUT_KEYS, SUPERLINEAR_TOLERANCE, Layout,
+    unusable_tests,
 )
 
 MIRRORED_KEYS = tuple(c.key for c in RAW_COLUMNS if c.key in {e.key for e in ENTRY_COLUMNS})  # the copied inputs
@@ -349,159 +348,6 @@ class Formulas:
             "first": "=" + self.first_row_of_new_model(self.raw("present"), lo.cells_first, row,
                                                         lo.seen_models_col("name")),
             "name": f"=IF(${first}{row}>0,INDEX({self.raw('model')},${first}{row})&\"\",\"\")",
-        }
-
-    # -- derivation sheet ----------------------------------------------------
-    def lsq_block(self, kind: str, column: str) -> str:
-        """A column of the least-squares coefficient table, over one parameter block."""
-        ll = LsqLayout(self.lo)
-        first, size = ll.blocks[{"f": "f", "k": "K_len", "c": "C_model", "p": "K_in"}[kind]]
-        return f"'{ll.title}'!{ll.coef(column, first, size)}"
-
-    def base(self) -> str:
-        """BaseTPS of the method the method cell chose."""
-        ll = LsqLayout(self.lo)
-        return (f"IF({self.name('Method')}=\"lsq\",'{ll.title}'!{ll.summary_ref('base_tps')},"
-                f"{self.name('BaseTPS')})")
-
-    def coefficient_lookup(self, kind: str, key_cell: str) -> str:
-        """f, K_len or C_model for a typed level, from the chosen method; "" when not calibrated."""
-        table = {"f": (self.ctab("level"), self.ctab("f"), self.ctab("known")),
-                 "k": (self.ltab("level"), self.ltab("k"), self.ltab("known")),
-                 "c": (self.mtab("name"), self.mtab("c"), self.mtab("known"))}[kind]
-        level, value, known = table
-        chain = f"IF(COUNTIFS({level},{key_cell},{known},1)>0,SUMIFS({value},{level},{key_cell}),\"\")"
-        lsq_level, lsq_value = self.lsq_block(kind, "level"), self.lsq_block(kind, "value")
-        lsq = (f"IF(COUNTIFS({lsq_level},{key_cell},{lsq_value},\">0\")>0,"
-               f"SUMIFS({lsq_value},{lsq_level},{key_cell}),\"\")")
-        return f"=IF({self.name('Method')}=\"lsq\",{lsq},{chain})"
-
-    def prompt_lookup(self, block: str) -> dict[str, str]:
-        """K_in ("effective") for the prompt length typed in a derivation block's row (blank: the
-        base level, K_in = 1), from the chosen method: a level's own K_in, between the nearest
-        known levels below and above (PROMPT_BRACKET: the levels, then their K_in) ln K_in linear
-        in ln P, outside them "" (not identified). Keys "prompt.<role>"."""
-        p = self.lo.keyed_cell(block, "prompt_tokens", absolute=True)
-        low, high, k_low, k_high = (self.lo.keyed_cell(block, "prompt_tokens", role, absolute=True)
-                                    for role in PROMPT_BRACKET)
-        lsq = f"{self.name('Method')}=\"lsq\""
-        tables = {"lsq": (self.lsq_block("p", "level"), self.lsq_block("p", "value")),
-                  "chain": (self.ptab("level"), self.ptab("k"))}
-
-        def bracket(op: str, fn: str) -> str:
-            def one(level: str, value: str) -> str:
-                return (f"IF(COUNTIFS({level},\"{op}\"&{p},{value},\">0\")>0,"
-                        f"_xlfn.{fn}({level},{level},\"{op}\"&{p},{value},\">0\"),\"\")")
-            return f"=IF(ISNUMBER({p}),IF({lsq},{one(*tables['lsq'])},{one(*tables['chain'])}),\"\")"
-
-        def k_at(level_cell: str) -> str:
-            chain = f"SUMIFS({tables['chain'][1]},{tables['chain'][0]},{level_cell})"
-            lsq_value = f"SUMIFS({tables['lsq'][1]},{tables['lsq'][0]},{level_cell})"
-            return f"=IF(ISNUMBER({level_cell}),IF({lsq},{lsq_value},{chain}),\"\")"
-
-        return {
-            "prompt.prompt_low": bracket("<=", "MAXIFS"), "prompt.prompt_high": bracket(">=", "MINIFS"),
-            "prompt.prompt_k_low": k_at(low), "prompt.prompt_k_high": k_at(high),
-            "prompt.effective": (f"=IF(NOT(ISNUMBER({p})),1,IF(AND(ISNUMBER({low}),ISNUMBER({high})),IF({low}={high},{k_low},"
-                  f"EXP(LN({k_low})+(LN({p})-LN({low}))/(LN({high})-LN({low}))*(LN({k_high})-LN({k_low})))),\"\"))"),
-        }
-
-    def effective_model(self, input_cell: str) -> str:
-        # `cell&""` and not `cell<>""`: IronCalc takes an empty cell as unequal to "".
-        return f"=IF({input_cell}&\"\"<>\"\",{input_cell},{self.name('BaseModel')})"
-
-    def keyed(self, block: str, key: str, role: str = "value") -> str:
-        """An absolute reference to a keyed block's cell (Layout.keyed_cell), "$C$7"."""
-        return self.lo.keyed_cell(block, key, role, absolute=True)
-
-    def forward(self) -> dict[str, str]:
-        f, k, cm, p = (self.keyed("forward", key, "effective")
-                       for key in ("concurrency", "max_tokens", "model", "prompt_tokens"))
-        t = self.lo.text
-        fm, km, cmm = f"NOT(ISNUMBER({f}))", f"NOT(ISNUMBER({k}))", f"NOT(ISNUMBER({cm}))"
-        pm = f"NOT(ISNUMBER({p}))"
-        conc, length, prompt = (self.keyed("forward", key) for key in ("concurrency", "max_tokens", "prompt_tokens"))
-        model = self.keyed("forward", "model", "extra")
-        return {
-            "f": self.coefficient_lookup("f", conc),
-            "k": self.coefficient_lookup("k", length),
-            "model": self.effective_model(self.keyed("forward", "model")),
-            "c": self.coefficient_lookup("c", model),
-            "tps": (
-                f"=IF(AND(ISNUMBER({f}),ISNUMBER({k}),ISNUMBER({cm}),ISNUMBER({p}),ISNUMBER({self.base()})),"
-                f"{self.base()}*{f}*{k}*{p}/{cm},{q(t('unidentified'))})"
-            ),
-            "missing": (
-                f"=IF(ISNUMBER({self.keyed('forward', 'tps')}),\"\",{q(t('missing') + ' ')}&IF({fm},\"f(\"&{conc}&\")\",\"\")"
-                f"&IF(AND({fm},{km}),\", \",\"\")&IF({km},\"K_len(\"&{length}&\")\",\"\")"
-                f"&IF(AND(OR({fm},{km}),{cmm}),\", \",\"\")&IF({cmm},\"C_model(\"&{model}&\")\",\"\")"
-                f"&IF(AND(OR({fm},{km},{cmm}),{pm}),\", \",\"\")&IF({pm},\"K_in(\"&{prompt}&\")\",\"\"))"
-            ),
-            **self.prompt_lookup("forward"),
-        }
-
-    def inverse(self) -> dict[str, str]:
-        """The inverse's single cells (the table's rows are `inverse_row`)."""
-        lo = self.lo
-        level = lo.inverse_range("level")
-        pred = lo.inverse_range("predicted")
-        meets = lo.inverse_range("meets")
-        allowed = lo.inverse_range("allowed")
-        rc = self.keyed("inverse", "concurrency")
-        best = self.keyed("inverse", "best_tps")
-        typed = self.keyed("inverse", "prompt_tokens")
-        base_level = self.name("BasePromptLevel")
-        return {
-            "k": self.coefficient_lookup("k", self.keyed("inverse", "max_tokens")),
-            "model": self.effective_model(self.keyed("inverse", "model")),
-            "c": self.coefficient_lookup("c", self.keyed("inverse", "model", "extra")),
-            # the prompt level whose measured latencies the limit is judged on (blank: the base level)
-            "prompt_level": f"=IF(ISNUMBER({typed}),{typed},IF(ISNUMBER({base_level}),{base_level},\"\"))",
-            **self.prompt_lookup("inverse"),
-            "concurrency": f"=IF(COUNT({meets})=0,{q(lo.text('unreachable_short'))},MIN({meets}))",
-            "tps": f"=IF(ISNUMBER({rc}),SUMIFS({pred},{level},{rc}),\"\")",
-            "best_tps": (f"=IF(COUNTIFS({pred},\">=0\",{allowed},1)=0,\"\","
-                         f"_xlfn.MAXIFS({pred},{allowed},1))"),
-            "best_concurrency": (f"=IF(ISNUMBER({best}),_xlfn.MINIFS({level},{pred},{best},{allowed},1),\"\")"),
-        }
-
-    def inverse_row(self, row: int) -> dict[str, str]:
-        """One measured concurrency level of the inverse: its prediction, its measured P95
-        latency (median over fault-free runs, as `solve` takes it) and whether it meets both
-        the target and the latency limit."""
-        lo = self.lo
-        slot = row - lo.inverse_table_first
-        k, cm = self.keyed("inverse", "max_tokens", "effective"), self.keyed("inverse", "model", "effective")
-        p, level_at = self.keyed("inverse", "prompt_tokens", "effective"), self.keyed("inverse", "prompt_tokens", "extra")
-        length, model = self.keyed("inverse", "max_tokens"), self.keyed("inverse", "model", "extra")
-        limit = self.keyed("inverse", "max_latency")
-        col = {c.key: lo.table_col(INVERSE_TABLE, c.key) for c in INVERSE_TABLE}
-        level, pred, latency = (f"${col['level']}{row}", f"${col['predicted']}{row}", f"${col['latency']}{row}")
-        base = self.base()
-        c_level = f"{self.lo.qtitle('calibration')}!${lo.table_col(CONCURRENCY_TABLE, 'level')}${lo.c_table_first + slot}"
-        c_f = f"{self.lo.qtitle('calibration')}!${lo.table_col(CONCURRENCY_TABLE, 'f')}${lo.c_table_first + slot}"
-        ll = LsqLayout(lo)
-        first, _ = ll.blocks["f"]
-        lsq_f = f"'{ll.title}'!${COEF_COLS['value']}${ll.coef_first + first + slot}"
-        f_value = f"IF({self.name('Method')}=\"lsq\",{lsq_f},{c_f})"
-        raw = self.raw
-        members = (f"({raw('model')}={model})*({raw('max_tokens')}={length})*({raw('concurrency')}={level})"
-                   f"*({raw('present')}=1)*({raw('fault')}=0)*({raw('total_output_tokens')}>0)"
-                   f"*({raw('p_level')}={level_at})")  # "" = "" with no levels
-        # No ISNUMBER(range) here: IronCalc 0.9.1 gives FALSE for every element of it inside an
-        # array formula. A blank latency is copied as "", which MEDIAN skips like any text.
-        return {
-            "level": f"=IF(ISNUMBER({c_level}),{c_level},\"\")",
-            "predicted": (
-                f"=IF(ISNUMBER({level})*ISNUMBER({k})*ISNUMBER({cm})*ISNUMBER({p})*ISNUMBER({base}),"
-                f"IF(ISNUMBER({f_value}),{base}*{f_value}*{k}*{p}/{cm},\"\"),\"\")"
-            ),
-            "latency": (f"=IF(ISNUMBER({level}),IFERROR(MEDIAN(IF({members}=1,{raw('latency_p95_s')},\"\")),"
-                        f"\"\"),\"\")"),
-            "allowed": (f"=IF(ISNUMBER({level}),IF(ISNUMBER({pred}),IF(ISNUMBER({limit}),"
-                        f"IF(ISNUMBER({latency}),({latency}<={limit})*1,0),1),0),\"\")"),  # blank: no level here
-            "meets": (f"=IF(ISNUMBER({pred}),IF(AND({pred}>={self.keyed('inverse', 'target_tps')},${col['allowed']}{row}=1),"
-                      f"{level},\"\"),\"\")"),
         }
 
 

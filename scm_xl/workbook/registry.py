@@ -4,8 +4,8 @@ lists the sheets (tests/test_house.py checks).
 
 Each entry is a `sheet.SheetSpec`: the sheet's titles, its writer and its reference, with the
 sheets its reference reads. A sheet module that owns its sheet declares its spec (`SHEET`:
-calibration_sheet, consistency_sheet, replicates_sheet, lsq_sheet, latency_sheet, slo_sheet); the
-other core sheets (raw data, workings, cells, derivation), whose geometry is `layout.py`'s and
+calibration_sheet, consistency_sheet, derivation_sheet, replicates_sheet, lsq_sheet, latency_sheet,
+slo_sheet); the other core sheets (raw data, workings, cells), whose geometry is `layout.py`'s and
 whose formulas and references are `formulas.py`'s and `expected.py`'s, and the summary and
 chart-data sheets (written with other sheets' blocks) have theirs here.
 
@@ -28,7 +28,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 from scm_xl.errors import InputError
 from scm_xl.model import Analysis, analyze
 from scm_xl.workbook import (
-    build, calibration_sheet, charts, consistency_sheet, expected, io, latency_sheet, lsq_sheet, printing, protection, replicates_sheet, slo_sheet,
+    build, calibration_sheet, charts, consistency_sheet, derivation_sheet, expected, io, latency_sheet, lsq_sheet, printing, protection, replicates_sheet, slo_sheet,
     summary_sheet,
 )
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
@@ -65,15 +65,6 @@ def _write_raw(ws: Worksheet, b: Building) -> dict[str, str]:
 
 def _raw(c: Checking) -> None:
     expected.display(c.exp, c.layout, c.inputs)
-
-
-def _write_derivation(ws: Worksheet, b: Building) -> dict[str, str]:
-    build.write_derivation(ws, b.layout, b.fx, b.labels)
-    return names_on(b.layout, "derivation")
-
-
-def _derivation(c: Checking) -> None:
-    expected.derivation(c.exp, c.layout, c.inputs, c.analysis, lsq_sheet.chosen_calibration(c))
 
 
 def _write_first_principles(ws: Worksheet, b: Building) -> dict[str, str]:
@@ -125,7 +116,7 @@ SHEETS: tuple[SheetSpec, ...] = (
     SheetSpec("raw", _core("raw"), _write_raw, _raw, reads=(*WORKINGS_KEYS, "consistency")),
     calibration_sheet.SHEET,
     consistency_sheet.SHEET,
-    SheetSpec("derivation", _core("derivation"), _write_derivation, _derivation, reads=("lsq",)),
+    derivation_sheet.SHEET,
     replicates_sheet.SHEET,
     lsq_sheet.SHEET,
     latency_sheet.SHEET,

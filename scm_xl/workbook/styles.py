@@ -20,7 +20,7 @@ from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.xlsx.text_fit import (  # noqa: F401  (the sheet writers take them from here)
-    DEFAULT_FONT_SIZE, LINE_SPACING, NARROW_WIDTH, WIDE_WIDTH, display_width, row_height, text_width, wrapped_lines,
+    DEFAULT_FONT_SIZE, row_height, text_width, wrapped_lines,
 )
 
 if TYPE_CHECKING:
