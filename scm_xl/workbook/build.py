@@ -1,8 +1,8 @@
 """Write the calibration workbook's core sheets: live formulas, validation, print setup.
 
 `registry.py` decides which sheets there are and in what order, and calls the writers
-here (the summary, replicates, least-squares and first-principles sheets have their own
-modules). Data-dependent charts are added by `summary_sheet.add_charts` once the rows
+here: raw data, workings, cells, first principles (its tables) and the README. The other sheets'
+writers are in their own modules. Data-dependent charts are added by `summary_sheet.add_charts` once the rows
 are known.
 """
 
