@@ -182,7 +182,7 @@ def _with_columns_shown(path: Path, folder: Path) -> Path:
             yield _COL.sub(lambda m: _HIDDEN.sub(b"", m.group(0)), block) if i == 0 else block
 
     package.copy_package(path, copy, lambda name: show if name.startswith("xl/worksheets/")
-                            and name.endswith(".xml") else None)
+                         and name.endswith(".xml") else None)
     return copy
 
 

@@ -17,11 +17,6 @@ LINE_SPACING = 1.3  # a line's height over its font size (CJK fallback fonts are
 NARROW_WIDTH, WIDE_WIDTH = 0.9, 2.1
 
 
-def display_width(text: str) -> int:
-    """Columns `text` takes in a cell: a wide (CJK, fullwidth) character counts two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
 def text_width(text: str) -> float:
     """Column-width units `text` takes when printed (see NARROW_WIDTH, WIDE_WIDTH)."""
     if text.isascii():  # no wide character: the same sum, without a lookup a character
