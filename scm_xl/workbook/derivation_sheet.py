@@ -39,11 +39,13 @@ def _lsq_block(fx: Formulas, kind: str, column: str) -> str:
     first, size = ll.blocks[{"f": "f", "k": "K_len", "c": "C_model", "p": "K_in"}[kind]]
     return f"'{ll.title}'!{ll.coef(column, first, size)}"
 
+
 def _base_tps(fx: Formulas) -> str:
     """BaseTPS of the method the method cell chose."""
     ll = LsqLayout(fx.lo)
     return (f"IF({fx.name('Method')}=\"lsq\",'{ll.title}'!{ll.summary_ref('base_tps')},"
             f"{fx.name('BaseTPS')})")
+
 
 def _coefficient_lookup(fx: Formulas, kind: str, key_cell: str) -> str:
     """f, K_len or C_model for a typed level, from the chosen method; "" when not calibrated."""
@@ -56,6 +58,7 @@ def _coefficient_lookup(fx: Formulas, kind: str, key_cell: str) -> str:
     lsq = (f"IF(COUNTIFS({lsq_level},{key_cell},{lsq_value},\">0\")>0,"
            f"SUMIFS({lsq_value},{lsq_level},{key_cell}),\"\")")
     return f"=IF({fx.name('Method')}=\"lsq\",{lsq},{chain})"
+
 
 def _prompt_lookup(fx: Formulas, block: str) -> dict[str, str]:
     """K_in ("effective") for the prompt length typed in a derivation block's row (blank: the
@@ -87,13 +90,16 @@ def _prompt_lookup(fx: Formulas, block: str) -> dict[str, str]:
               f"EXP(LN({k_low})+(LN({p})-LN({low}))/(LN({high})-LN({low}))*(LN({k_high})-LN({k_low})))),\"\"))"),
     }
 
+
 def _effective_model(fx: Formulas, input_cell: str) -> str:
     # `cell&""` and not `cell<>""`: IronCalc takes an empty cell as unequal to "".
     return f"=IF({input_cell}&\"\"<>\"\",{input_cell},{fx.name('BaseModel')})"
 
+
 def _keyed(fx: Formulas, block: str, key: str, role: str = "value") -> str:
     """An absolute reference to a keyed block's cell (Layout.keyed_cell), "$C$7"."""
     return fx.lo.keyed_cell(block, key, role, absolute=True)
+
 
 def forward_formulas(fx: Formulas) -> dict[str, str]:
     f, k, cm, p = (_keyed(fx, "forward", key, "effective")
@@ -121,6 +127,7 @@ def forward_formulas(fx: Formulas) -> dict[str, str]:
         **_prompt_lookup(fx, "forward"),
     }
 
+
 def inverse_formulas(fx: Formulas) -> dict[str, str]:
     """The inverse's single cells (the table's rows are `inverse_row`)."""
     lo = fx.lo
@@ -145,6 +152,7 @@ def inverse_formulas(fx: Formulas) -> dict[str, str]:
                      f"_xlfn.MAXIFS({pred},{allowed},1))"),
         "best_concurrency": (f"=IF(ISNUMBER({best}),_xlfn.MINIFS({level},{pred},{best},{allowed},1),\"\")"),
     }
+
 
 def inverse_row(fx: Formulas, row: int) -> dict[str, str]:
     """One measured concurrency level of the inverse: its prediction, its measured P95
