@@ -19,7 +19,7 @@ from openpyxl.comments import Comment
 
 from scm_xl.cli import main
 from scm_xl.results import read_results
-from scm_xl.workbook.build import OWN_COMMENTS
+from scm_xl.workbook.raw_sheet import OWN_COMMENTS
 from scm_xl.workbook import fill as filling
 from scm_xl.workbook.io import MAX_LAYOUT_ROWS
 from scm_xl.workbook.registry import read_layout

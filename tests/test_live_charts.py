@@ -172,7 +172,7 @@ def test_a_row_inserted_by_hand_is_marked_and_the_header_says_what_to_do(edited:
     """LibreOffice copies no formula into an inserted row, so its TPS, role and status show blank; the
     sheet colours such a row (conditional formatting over the rows, as LibreOffice saved it) and the TPS
     header's comment says what to do."""
-    from scm_xl.workbook.build import INSERTED_ROW_FILL, INSERTED_ROW_HINT
+    from scm_xl.workbook.raw_sheet import INSERTED_ROW_FILL, INSERTED_ROW_HINT
 
     ws = openpyxl.load_workbook(edited["inserted"])[RAW]
     tps = LAYOUT.entry_col("show_tps")

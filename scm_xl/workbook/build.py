@@ -8,33 +8,23 @@ are known.
 
 from __future__ import annotations
 
-import math
-from copy import copy
 from datetime import datetime
 from pathlib import Path
-from typing import Mapping
 
-from openpyxl.cell.cell import Cell
 from openpyxl.styles import Alignment
-from openpyxl.utils import column_index_from_string, get_column_letter
-from openpyxl.worksheet.datavalidation import DataValidation
+from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
 from scm_xl.outputs import replacing
-from scm_xl.rules import OVERRIDE_VALUES, verdict_rule
+from scm_xl.rules import verdict_rule
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_column_formulas, write_tables
 from scm_xl.workbook.first_principles import LAST_ROW as CALCULATOR_LAST_ROW, write_calculator
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.stamp import BuiltWorkbook, PendingFills, write_filled
-from scm_xl.workbook.printing import MIN_PRINT_SCALE, PAGE_WIDTH_CHARS, pages_for, print_setup
-from scm_xl.workbook.layout import (
-    CELLS_TABLE, ENTRY_COLUMNS, NUMERIC_INPUT_KEYS, SEEN_MODELS_TABLE, SHEET_TITLES, Layout,
-    unusable_tests, workings_columns,
-)
-from scm_xl.workbook.styles import (
-    DEFAULT_FONT_SIZE, FORMULA_FILL, HEADER_FILL, HEADER_FONT, INPUT_FILL, TITLE_FONT, _formula, _header, fit_row,
-)
+from scm_xl.workbook.printing import PAGE_WIDTH_CHARS, pages_for, print_setup
+from scm_xl.workbook.layout import CELLS_TABLE, SEEN_MODELS_TABLE, Layout, unusable_tests, workings_columns
+from scm_xl.workbook.styles import DEFAULT_FONT_SIZE, HEADER_FILL, HEADER_FONT, TITLE_FONT, _formula, _header, fit_row
 
 BUILD_TIMESTAMP = datetime(2026, 1, 1, 0, 0, 0)
 
@@ -234,74 +224,6 @@ def write_readme(ws: Worksheet, lang: str) -> None:
     print_setup(ws, pages_tall=pages_for(len(README_TEXT[lang])))
 
 
-def write_raw_entry(ws: Worksheet, layout: Layout, fx: Formulas, fills: PendingFills) -> None:
-    """The sheet a person types into: inputs, and three display columns per covered row."""
-    _header(ws, layout.raw_header_row, 1, ENTRY_COLUMNS, layout.lang, text_keys=RAW_TEXT_KEYS)
-    ws.freeze_panes = f"B{layout.raw_first}"
-    for column in ENTRY_COLUMNS:
-        letter = layout.entry_col(column.key)
-        if column.kind == "input":
-            ws.column_dimensions[letter].fill = INPUT_FILL
-    display = fx.display()
-    formats = {"show_tps": "0.00"}
-    rows = range(layout.raw_first, layout.raw_last + 1)
-    letters = {key: layout.entry_col(key) for key in display}
-    write_filled(ws, fills, letters, lambda _: display, rows, number_formats=formats)
-    for letter in letters.values():
-        ws.column_dimensions[letter].fill = FORMULA_FILL
-    wrap_column(ws, letters["show_status"], rows, fills)
-    fill_column(ws, letters["show_tps"], rows, fills)  # its number format made its cells' own style, white
-    last_col = get_column_letter(len(ENTRY_COLUMNS))
-    ws.auto_filter.ref = f"A{layout.raw_header_row}:{last_col}{layout.raw_last}"
-    _validations(ws, layout)
-    _hint_inserted_rows(ws, layout, letters)
-    # Pages side by side at a readable size (one page wide it printed at about 4 pt), each
-    # with the header row and the exp_id column that says which row is which.
-    width = sum(ws.column_dimensions[get_column_letter(i)].width for i in range(1, len(ENTRY_COLUMNS) + 1))
-    print_setup(ws, repeat_rows=f"{layout.raw_header_row}:{layout.raw_header_row}",
-                pages_wide=math.ceil(width * MIN_PRINT_SCALE / PAGE_WIDTH_CHARS), repeat_cols="A:A")
-
-
-INSERTED_ROW_FILL = "FCE4D6"  # light orange: a row typed in where the display cells have no formula
-INSERTED_ROW_HINT = {
-    "zh": "橙色的行是手动插入的：表格程序不会把公式复制进插入的行，所以它在本表的 TPS、角色和状态三格是空的。"
-          f"「{SHEET_TITLES['zh']['consistency']}」表已经按同一 exp_id 显示了它的 TPS、角色和原因；把上一行的这三格复制下来"
-          "（或运行 scm-xl fill --workbook），本表也会显示。其余各表已经计入这一行。",
-    "en": "An orange row was inserted by hand: a spreadsheet copies no formula into an inserted row, so its "
-          f"TPS, role and status cells here are blank. The {SHEET_TITLES['en']['consistency']} sheet shows its TPS, role and reason "
-          "already (the row of the same exp_id); copy those three cells from the row above (or run scm-xl "
-          "fill --workbook) to see them here too. The other sheets count the row already.",
-}
-# The hints earlier versions wrote: still scm-xl's own when a person's workbook is filled again.
-_EARLIER_HINTS = (
-    "橙色的行是手动插入的：它的 TPS、角色和状态三格没有公式。把上一行的这三格复制下来"
-    "（或运行 scm-xl fill --workbook），就会显示该行的 TPS、角色和原因。其余各表已经计入这一行。",
-    "An orange row was inserted by hand: its TPS, role and status cells hold no formula. Copy those "
-    "three cells from the row above (or run scm-xl fill --workbook) to see the row's TPS, role and "
-    "reason. The other sheets count the row already.",
-)
-
-
-OWN_COMMENTS = frozenset((*INSERTED_ROW_HINT.values(), *_EARLIER_HINTS))  # scm-xl's own comments (never a person's)
-
-
-def _hint_inserted_rows(ws: Worksheet, layout: Layout, display: Mapping[str, str]) -> None:
-    """A row a person inserts gets no display formulas (a spreadsheet copies none into it): colour
-    such a row orange (conditional formatting: it follows every edit) and say on the TPS column's
-    header what to do. The workings count the row either way; only what it shows is missing."""
-    from openpyxl.comments import Comment
-    from openpyxl.formatting.rule import FormulaRule
-    from openpyxl.styles import PatternFill
-
-    first, last_col = layout.raw_first, get_column_letter(len(ENTRY_COLUMNS))
-    exp_id, tps = layout.entry_col("exp_id"), display["show_tps"]
-    rule = FormulaRule(formula=[f'AND(${exp_id}{first}<>"",NOT(_xlfn.ISFORMULA(${tps}{first})))'],
-                       fill=PatternFill("solid", fgColor=INSERTED_ROW_FILL))
-    ws.conditional_formatting.add(f"A{first}:{last_col}{layout.raw_last}", rule)
-    header = ws[f"{tps}{layout.raw_header_row}"]
-    header.comment = Comment(INSERTED_ROW_HINT[layout.lang], "scm-xl", width=340, height=150)
-
-
 def write_workings_rows(ws: Worksheet, layout: Layout, fx: Formulas, sheet_key: str, fills: PendingFills) -> None:
     """One of the workings sheets: its share of the workings columns (`workings_columns`)."""
     columns = workings_columns(sheet_key)
@@ -343,58 +265,6 @@ def write_cells(ws: Worksheet, layout: Layout, fx: Formulas, fills: PendingFills
     for key, text in fx.scales().items():
         ws[f"{layout.scale_col(key)}{layout.cells_first}"] = text
         ws[f"{layout.scale_col(key)}{layout.cells_header_row}"] = key
-
-
-# The raw-data columns that hold text (their headers sit left, the numbers' right).
-RAW_TEXT_KEYS = tuple(c.key for c in ENTRY_COLUMNS if c.key not in NUMERIC_INPUT_KEYS and c.key != "show_tps")
-
-
-WRAPPED = Alignment(wrap_text=True)  # at the bottom, beside its row's figures
-
-
-def wrap_column(ws: Worksheet, letter: str, rows: range, fills: PendingFills) -> None:
-    """The formula texts of column `letter` wrap within it, on every row of `rows` (a pending
-    shared formula's middle cells take the style of its first). Their rows get the height their
-    text needs only where the text is known: `cached_values` sizes them as it stores a filled
-    workbook's values (no program sizes a wrapped row of an .xlsx it opens); the template's
-    empty rows keep the default height."""
-    for cell in fill_column(ws, letter, rows, fills):
-        cell.alignment = WRAPPED
-
-
-def fill_column(ws: Worksheet, letter: str, rows: range, fills: PendingFills) -> list[Cell]:
-    """Give column `letter`'s cells in `rows` its fill (a cell's own style replaces its column's:
-    keep its colour) and return them; a pending shared formula's middle cells (`fills`) are left alone,
-    as they take the style of its first."""
-    middle = fills.rows(ws, column_index_from_string(letter))
-    fill = copy(ws.column_dimensions[letter].fill)
-    cells = [ws[f"{letter}{row}"] for row in rows if row not in middle]
-    for cell in cells:
-        cell.fill = fill
-    return cells
-
-
-def _validations(ws: Worksheet, layout: Layout) -> None:
-    def rng(key: str) -> str:
-        col = layout.entry_col(key)
-        return f"{col}{layout.raw_first}:{col}{layout.raw_last}"
-
-    positive_int = DataValidation(type="whole", operator="greaterThanOrEqual", formula1="1", allow_blank=True,
-                                  showErrorMessage=True, error="a whole number ≥ 1")
-    count = DataValidation(type="whole", operator="greaterThanOrEqual", formula1="0", allow_blank=True,
-                           showErrorMessage=True, error="a whole number ≥ 0")
-    seconds = DataValidation(type="decimal", operator="greaterThan", formula1="0", allow_blank=True,
-                             showErrorMessage=True, error="seconds > 0")
-    override = DataValidation(type="list", formula1=f'"{",".join(OVERRIDE_VALUES)}"', allow_blank=True,
-                              showErrorMessage=True, error=f"{', '.join(OVERRIDE_VALUES)} or blank")
-    for dv in (positive_int, count, seconds, override):
-        ws.add_data_validation(dv)
-    for key in ("concurrency", "requests_per_slot", "total_requests", "max_tokens"):
-        positive_int.add(rng(key))
-    for key in ("total_output_tokens", "ok_requests", "failed_requests", "rate_limited_requests", "repeat"):
-        count.add(rng(key))
-    seconds.add(rng("total_time_s"))
-    override.add(rng("override"))
 
 
 def save_atomic(built: BuiltWorkbook, path: str | Path, *, reproducible: bool = False) -> None:

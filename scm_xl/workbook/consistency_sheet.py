@@ -18,7 +18,6 @@ from scm_xl.model import RowCheck, RowStatus
 from scm_xl.results import ResultRow
 from scm_xl.rules import EXCELLENT_MIN_ROWS
 from scm_xl.workbook import summary_sheet
-from scm_xl.workbook.build import wrap_column
 from scm_xl.workbook.expected import number_value, text_value
 from scm_xl.workbook.formulas import Formulas
 from scm_xl.workbook.layout import (
@@ -28,7 +27,7 @@ from scm_xl.workbook.literals import q
 from scm_xl.workbook.printing import print_setup
 from scm_xl.workbook.sheet import Building, Checking, SheetSpec, names_on
 from scm_xl.workbook.stamp import write_filled
-from scm_xl.workbook.styles import KEY_FILL, TITLE_FONT, _formula, _header, _label
+from scm_xl.workbook.styles import KEY_FILL, TITLE_FONT, _formula, _header, _label, wrap_column
 
 # The table's texts: they wrap within their columns (the physics checks are the last printed one).
 WRAPPED_KEYS = ("note", "physics_text")

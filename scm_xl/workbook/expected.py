@@ -22,7 +22,7 @@ from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.formulas import MIRRORED_KEYS
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import (
-    CELLS_TABLE, CONCURRENCY_TABLE, DISPLAY_KEYS, RAW_FORMULA_KEYS, Layout, unusable_tests,
+    CELLS_TABLE, CONCURRENCY_TABLE, RAW_FORMULA_KEYS, Layout, unusable_tests,
 )
 from openpyxl.utils import get_column_letter
 
@@ -92,30 +92,6 @@ def chart_data(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis
     levels = [exp.get((calibration, f"{level}{layout.c_table_first + slot}")) for slot in range(layout.c_slots)]
     exp.update(charts.expected_chart_data(layout, inputs.chart_groups, included, levels,
                                           consistency))  # type: ignore[arg-type]
-
-
-def display(exp: Expected, layout: Layout, inputs: Inputs) -> None:
-    """The raw-data sheet's display cells, wherever they hold their formulas."""
-    title = layout.title("raw")
-    cons = layout.title("consistency")
-    for sheet_row in inputs.display_rows:
-        position = sheet_row - layout.raw_header_row
-        values: dict[str, CellValue] = {key: None for key in DISPLAY_KEYS}
-        if 1 <= position <= layout.rows:
-            calc_row = layout.raw_first + position - 1
-            cons_row = layout.cons_first + position - 1
-            unusable = exp.get(layout.raw_address("unusable", calc_row))
-            note = exp.get((cons, f"{layout.cons_col('note')}{cons_row}")) or ""
-            physics = exp.get(layout.raw_address("physics_text", calc_row)) or ""
-            values["show_tps"] = exp.get(layout.raw_address("tps", calc_row))
-            if unusable:
-                values["show_role"] = "unusable"
-                values["show_status"] = unusable
-            else:
-                values["show_role"] = exp.get((cons, f"{layout.cons_col('role')}{cons_row}"))
-                values["show_status"] = text_value(f"{note}{'; ' if note and physics else ''}{physics}")
-        for key, value in values.items():
-            exp[(title, f"{layout.entry_col(key)}{sheet_row}")] = value
 
 
 def first_principles(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analysis) -> None:

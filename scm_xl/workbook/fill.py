@@ -33,7 +33,7 @@ from scm_xl.verify import Verification, compare
 from scm_xl import goodput
 from scm_xl.slo_answer import provider_limits
 from scm_xl.workbook import charts, latency_sheet, slo_sheet, summary_sheet
-from scm_xl.workbook.build import OWN_COMMENTS
+from scm_xl.workbook.raw_sheet import OWN_COMMENTS
 from scm_xl.workbook.printing import trim_print_areas
 from scm_xl.outputs import staging, write_target
 from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, read_layout, remove_own_sheets

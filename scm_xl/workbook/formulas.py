@@ -233,29 +233,6 @@ class Formulas:
         found = f"SUMIFS({self.lo.cells_range(key)},{self.lo.cells_range('code')},{cell_code})"
         return f"IF(ISNUMBER({cell_code}),{found},0)"
 
-    # -- the raw-data sheet's display cells ------------------------------------
-    def display(self) -> dict[str, str]:
-        """What became of each typed row, looked up by position (ROW()), so the cells can be
-        moved, sorted or filled down with the row in any spreadsheet program."""
-        lo = self.lo
-        at = f"ROW()-{lo.raw_header_row}"
-        calc = lo.raw_range
-
-        def pick(rng: str) -> str:
-            return f"INDEX({rng},{at})"
-
-        guard = f"{at}>ROWS({calc('present')})"
-        role = lo.cons_range("role", sheet=True)
-        note = lo.cons_range("note", sheet=True)
-        unusable = pick(calc("unusable"))
-        physics = pick(calc("physics_text"))
-        return {
-            "show_tps": f"=IF({guard},\"\",{pick(calc('tps'))})",
-            "show_role": f"=IF({guard},\"\",IF({unusable}<>\"\",\"unusable\",{pick(role)}))",
-            "show_status": (f"=IF({guard},\"\",IF({unusable}<>\"\",{unusable},"
-                            f"{pick(note)}&IF(AND({pick(note)}<>\"\",{physics}<>\"\"),\"; \",\"\")&{physics}))"),
-        }
-
     # -- cells sheet: one row per (model, max_tokens, concurrency) slot ---------
     def cells_row(self, row: int) -> dict[str, str]:
         lo = self.lo

@@ -4,8 +4,8 @@ lists the sheets (tests/test_house.py checks).
 
 Each entry is a `sheet.SheetSpec`: the sheet's titles, its writer and its reference, with the
 sheets its reference reads. A sheet module that owns its sheet declares its spec (`SHEET`:
-calibration_sheet, consistency_sheet, derivation_sheet, replicates_sheet, lsq_sheet, latency_sheet,
-slo_sheet); the other core sheets (raw data, workings, cells), whose geometry is `layout.py`'s and
+raw_sheet, calibration_sheet, consistency_sheet, derivation_sheet, replicates_sheet, lsq_sheet,
+latency_sheet, slo_sheet); the other core sheets (workings, cells), whose geometry is `layout.py`'s and
 whose formulas and references are `formulas.py`'s and `expected.py`'s, and the summary and
 chart-data sheets (written with other sheets' blocks) have theirs here.
 
@@ -28,8 +28,8 @@ from openpyxl.worksheet.worksheet import Worksheet
 from scm_xl.errors import InputError
 from scm_xl.model import Analysis, analyze
 from scm_xl.workbook import (
-    build, calibration_sheet, charts, consistency_sheet, derivation_sheet, expected, io, latency_sheet, lsq_sheet, printing, protection, replicates_sheet, slo_sheet,
-    summary_sheet,
+    build, calibration_sheet, charts, consistency_sheet, derivation_sheet, expected, io, latency_sheet, lsq_sheet,
+    printing, protection, raw_sheet, replicates_sheet, slo_sheet, summary_sheet,
 )
 from scm_xl.workbook.catalog_tables import CatalogLayout, physics_catalog
 from scm_xl.workbook.formulas import Formulas
@@ -55,16 +55,6 @@ def _write_summary(ws: Worksheet, b: Building) -> dict[str, str]:
 
 def _summary(c: Checking) -> None:
     expected.summary(c.exp, c.layout, c.inputs, c.analysis)
-
-
-def _write_raw(ws: Worksheet, b: Building) -> dict[str, str]:
-    """The raw-data sheet, and a defined name for each input column's range."""
-    build.write_raw_entry(ws, b.layout, b.fx, b.fills)
-    return {**names_on(b.layout, "raw"), **b.layout.entry_names()}
-
-
-def _raw(c: Checking) -> None:
-    expected.display(c.exp, c.layout, c.inputs)
 
 
 def _write_first_principles(ws: Worksheet, b: Building) -> dict[str, str]:
@@ -113,7 +103,7 @@ def _chart_data(c: Checking) -> None:
 SHEETS: tuple[SheetSpec, ...] = (
     SheetSpec("summary", _core("summary"), _write_summary, _summary,
               reads=("calibration", "consistency", "derivation", "lsq", "latency")),
-    SheetSpec("raw", _core("raw"), _write_raw, _raw, reads=(*WORKINGS_KEYS, "consistency")),
+    raw_sheet.SHEET,
     calibration_sheet.SHEET,
     consistency_sheet.SHEET,
     derivation_sheet.SHEET,

@@ -7,6 +7,7 @@ figures a person came for. Sheet modules import from here (never from build.py).
 from __future__ import annotations
 
 import math
+from copy import copy
 from typing import Any, cast
 
 from typing import TYPE_CHECKING, Iterable
@@ -15,7 +16,7 @@ from openpyxl import Workbook
 from openpyxl.cell.cell import Cell as XlCell
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.utils.indexed_list import IndexedList
-from openpyxl.utils import get_column_letter
+from openpyxl.utils import column_index_from_string, get_column_letter
 from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
@@ -24,6 +25,7 @@ from scm_xl.xlsx.text_fit import (  # noqa: F401  (the sheet writers take them f
 )
 
 if TYPE_CHECKING:
+    from scm_xl.workbook.stamp import PendingFills
     from scm_xl.rules import Lang
     from scm_xl.workbook.layout import Column
 
@@ -188,3 +190,28 @@ _array = array
 _formula = formula
 _label = label
 _header = header
+
+
+WRAPPED = Alignment(wrap_text=True)  # at the bottom, beside its row's figures
+
+
+def wrap_column(ws: Worksheet, letter: str, rows: range, fills: PendingFills) -> None:
+    """The formula texts of column `letter` wrap within it, on every row of `rows` (a pending
+    shared formula's middle cells take the style of its first). Their rows get the height their
+    text needs only where the text is known: `cached_values` sizes them as it stores a filled
+    workbook's values (no program sizes a wrapped row of an .xlsx it opens); the template's
+    empty rows keep the default height."""
+    for cell in fill_column(ws, letter, rows, fills):
+        cell.alignment = WRAPPED
+
+
+def fill_column(ws: Worksheet, letter: str, rows: range, fills: PendingFills) -> list[XlCell]:
+    """Give column `letter`'s cells in `rows` its fill (a cell's own style replaces its column's:
+    keep its colour) and return them; a pending shared formula's middle cells (`fills`) are left alone,
+    as they take the style of its first."""
+    middle = fills.rows(ws, column_index_from_string(letter))
+    fill = copy(ws.column_dimensions[letter].fill)
+    cells = [ws[f"{letter}{row}"] for row in rows if row not in middle]
+    for cell in cells:
+        cell.fill = fill
+    return cells
