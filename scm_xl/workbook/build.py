@@ -1,9 +1,10 @@
-"""Write the calibration workbook's core sheets: live formulas, validation, print setup.
+"""Write the workbook's sheets that have no module of their own: the workings, the cells, the
+first-principles tables and the README, with their print setup; and save a built workbook
+atomically (`save_atomic`).
 
-`registry.py` decides which sheets there are and in what order, and calls the writers
-here: raw data, workings, cells, first principles (its tables) and the README. The other sheets'
-writers are in their own modules. Data-dependent charts are added by `summary_sheet.add_charts` once the rows
-are known.
+`registry.py` decides which sheets there are and in what order, and calls the writers here; the
+other sheets' writers are in their own modules. The charts that depend on the data are added by
+`charts.add_line_charts` once the rows are known.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ first_principles, charts), and no other module spells those
 effective, "D" extra, on the calibration, consistency and derivation sheets) are spelled here
 alone (`Layout.keyed_cell`; tests/test_registry.py checks); the tables and per-row columns are
 asked of this module (`table_col`, `cons_col`, `raw_cell`...) but build.py, formulas.py,
-expected.py and the calibration, consistency and derivation sheets' modules still join a column and
-a row into an address themselves.
+expected.py and the raw-data, calibration, consistency and derivation sheets' modules still join a
+column and a row into an address themselves.
 
 Sizes are parameters (raw-row capacity and level slots), so a workbook can grow
 to fit the data; the chosen sizes are stored on a hidden meta sheet so the
