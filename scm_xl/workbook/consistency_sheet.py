@@ -19,7 +19,7 @@ from scm_xl.results import ResultRow
 from scm_xl.rules import EXCELLENT_MIN_ROWS
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.expected import number_value, text_value
-from scm_xl.workbook.formulas import Formulas
+from scm_xl.workbook.formulas import Formulas, factor_label
 from scm_xl.workbook.layout import (
     CONSISTENCY_COLUMNS, EXCELLENT_MAPE, EXCELLENT_MAX, GOOD_MAPE, GOOD_MAX, SHEET_TITLES,
 )
@@ -54,10 +54,8 @@ def row_formulas(fx: Formulas, row: int) -> dict[str, str]:
     conc, length, model = raw("concurrency"), raw("max_tokens"), raw("model")
     level = raw("p_level")
     f_known, k_known, c_known, p_known = c("f_known"), c("k_known"), c("c_known"), c("p_known")
-    f_lab = f"\"f(\"&{conc}&\")\""
-    k_lab = f"\"K_len(\"&{length}&\")\""
-    c_lab = f"\"C_model(\"&{model}&\")\""
-    p_lab = f"\"K_in(\"&{level}&\")\""
+    f_lab, k_lab = factor_label("f", conc), factor_label("K_len", length)
+    c_lab, p_lab = factor_label("C_model", model), factor_label("K_in", level)
     is_bm = f"({model}={bm})"
     at_bl = f"({length}={bl})"
     at_p0 = f"({raw('at_p0')}=1)"

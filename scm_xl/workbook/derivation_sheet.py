@@ -20,7 +20,7 @@ from scm_xl.constrained import measured_percentiles
 from scm_xl.model import Analysis, Calibration, effective_prompt_level, interpolate_k_in, k_in_bracket
 from scm_xl.workbook import lsq_sheet, summary_sheet
 from scm_xl.workbook.expected import Expected, coerce_key, fmt_key, number_value, text_value, typed_value
-from scm_xl.workbook.formulas import Formulas
+from scm_xl.workbook.formulas import Formulas, factor_label
 from scm_xl.workbook.io import Inputs
 from scm_xl.workbook.layout import CONCURRENCY_TABLE, INVERSE_TABLE, PROMPT_BRACKET, SHEET_TITLES, Layout
 from scm_xl.workbook.literals import q
@@ -119,10 +119,11 @@ def forward_formulas(fx: Formulas) -> dict[str, str]:
             f"{_base_tps(fx)}*{f}*{k}*{p}/{cm},{q(t('unidentified'))})"
         ),
         "missing": (
-            f"=IF(ISNUMBER({_keyed(fx, 'forward', 'tps')}),\"\",{q(t('missing') + ' ')}&IF({fm},\"f(\"&{conc}&\")\",\"\")"
-            f"&IF(AND({fm},{km}),\", \",\"\")&IF({km},\"K_len(\"&{length}&\")\",\"\")"
-            f"&IF(AND(OR({fm},{km}),{cmm}),\", \",\"\")&IF({cmm},\"C_model(\"&{model}&\")\",\"\")"
-            f"&IF(AND(OR({fm},{km},{cmm}),{pm}),\", \",\"\")&IF({pm},\"K_in(\"&{prompt}&\")\",\"\"))"
+            f"=IF(ISNUMBER({_keyed(fx, 'forward', 'tps')}),\"\",{q(t('missing') + ' ')}"
+            f"&IF({fm},{factor_label('f', conc)},\"\")"
+            f"&IF(AND({fm},{km}),\", \",\"\")&IF({km},{factor_label('K_len', length)},\"\")"
+            f"&IF(AND(OR({fm},{km}),{cmm}),\", \",\"\")&IF({cmm},{factor_label('C_model', model)},\"\")"
+            f"&IF(AND(OR({fm},{km},{cmm}),{pm}),\", \",\"\")&IF({pm},{factor_label('K_in', prompt)},\"\"))"
         ),
         **_prompt_lookup(fx, "forward"),
     }

@@ -43,6 +43,12 @@ def ifs_or_zero(fn: str, values: str, criteria: str, numbers: str | None = None)
     return f"IF({count}=0,0,_xlfn.{fn}({values},{criteria}))"
 
 
+def factor_label(factor: str, level: str) -> str:
+    """Formula text naming a factor at a row's or a question's level, `"f("&A1&")"`: how the
+    consistency notes and the derivation's missing list name K_len(100), C_model(m)..."""
+    return f"\"{factor}(\"&{level}&\")\""
+
+
 class Formulas:
     """Formula text for every formula cell, keyed the way the builder places them."""
 
