@@ -94,11 +94,14 @@ class Formulas:
         tol = self.name("MonotonicTolerancePct")
         strict = self.name("StrictPhysics")
         out: dict[str, str] = {}
-        first_input = lo.entry_name(MIRRORED_KEYS[0])
+        # The input columns as ranges, not through their defined names (SCM_In_<key>, the same
+        # ranges): IronCalc 0.9.1 looks a defined name up by comparing it, upper-cased, with every
+        # name the workbook has, at every use; 25 uses a row cost it more than the copies themselves.
+        first_input = lo.entry_range(MIRRORED_KEYS[0])
         at = _row_minus(lo.raw_first - 2)  # the ranges start at the header row
         out["in_range"] = f"=ROWS({first_input})>{position}"
         for key in MIRRORED_KEYS:
-            entry = lo.entry_name(key)
+            entry = lo.entry_range(key)
             out[key] = (f"=IF({me('in_range')},IF(INDEX({entry},{at})&\"\"=\"\",\"\",INDEX({entry},{at})),"
                         f"\"\")")
         out["has_input"] = "=((" + "&".join(me(key) for key in MIRRORED_KEYS) + ")<>\"\")*1"
