@@ -105,37 +105,37 @@ class Formulas:
             out[key] = (f"=IF({me('in_range')},IF(INDEX({entry},{at})&\"\"=\"\",\"\",INDEX({entry},{at})),"
                         f"\"\")")
         out["has_input"] = "=((" + "&".join(me(key) for key in MIRRORED_KEYS) + ")<>\"\")*1"
-        out["unusable_code"] = f"=IF({me('has_input')}=1,{self._unusable_chain(me)},0)"
+        out["unusable_code"] = f"=IF({me('has_input')},{self._unusable_chain(me)},0)"
         messages = (f"{lo.qtitle(lo.raw_sheet('unusable'))}!${lo.messages_col}$2:${lo.messages_col}"
                     f"${1 + len(unusable_tests(lo.lang))}")
         out["unusable"] = f"=IF({me('unusable_code')}>0,INDEX({messages},{me('unusable_code')}),\"\")"
         out.update({
-            "present": f"=IF({me('has_input')}=1,IF({me('unusable_code')}=0,({me('total_time_s')}>0)*1,0),0)",
-            "tps": f"=IF({present}=1,{me('total_output_tokens')}/{me('total_time_s')},\"\")",
-            "ln_tps": f"=IF({present}=1,IF({me('tps')}>0,LN({me('tps')}),\"\"),\"\")",
-            "fault": (f"=IF({present}=1,((IF(ISNUMBER({me('failed_requests')}),{me('failed_requests')},0)"
+            "present": f"=IF({me('has_input')},IF({me('unusable_code')}=0,({me('total_time_s')}>0)*1,0),0)",
+            "tps": f"=IF({present},{me('total_output_tokens')}/{me('total_time_s')},\"\")",
+            "ln_tps": f"=IF({present},IF({me('tps')}>0,LN({me('tps')}),\"\"),\"\")",
+            "fault": (f"=IF({present},((IF(ISNUMBER({me('failed_requests')}),{me('failed_requests')},0)"
                       f"+IF(ISNUMBER({me('rate_limited_requests')}),{me('rate_limited_requests')},0))>0)*1,\"\")"),
-            "eligible": f"=IF({present}=1,({me('fault')}=0)*({me('tps')}>0)*({me('override')}<>\"exclude\"),0)",
+            "eligible": f"=IF({present},({me('fault')}=0)*({me('tps')}>0)*({me('override')}<>\"exclude\"),0)",
             # model|max_tokens|concurrency, and |P<slot> of the prompt level when there are levels
-            "cell_key": (f"=IF({present}=1,{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')}"
+            "cell_key": (f"=IF({present},{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')}"
                          f"&IF(ISNUMBER({p_index}),IF({p_index}>0,\"|P\"&{p_index},\"\"),\"\"),\"\")"),
             # The row's model number: its model's place among the models in order of first
             # appearance (the seen-models table beside the cells), so cells sort by number.
-            "model_no": (f"=IF({present}=1,IFERROR(MATCH({me('model')},{lo.seen_models_range('name')},0),\"\"),"
+            "model_no": (f"=IF({present},IFERROR(MATCH({me('model')},{lo.seen_models_range('name')},0),\"\"),"
                          f"\"\")"),
             "cell_code": (f"=IF(AND(ISNUMBER({me('model_no')}),ISNUMBER({p_index})),(({me('model_no')}"
                           f"*{lo.scale_cell('l_scale')}+{me('max_tokens')})*{lo.scale_cell('p_scale')}+{p_index})"
                           f"*{lo.scale_cell('c_scale')}+{me('concurrency')},\"\")"),
-            "lower_max": f"=IF({present}=1,{self.cell_lookup('lower_max', me('cell_code'))},\"\")",
-            "mono": (f"=IF({present}=1,({me('lower_max')}>{me('tps')}*(1+{tol}/100+{MONOTONIC_EPSILON!r}))*1,"
+            "lower_max": f"=IF({present},{self.cell_lookup('lower_max', me('cell_code'))},\"\")",
+            "mono": (f"=IF({present},({me('lower_max')}>{me('tps')}*(1+{tol}/100+{MONOTONIC_EPSILON!r}))*1,"
                      f"\"\")"),
             "included": (
-                f"=IF({present}=1,({me('tps')}>0)*IF({me('override')}=\"include\",1,"
+                f"=IF({present},({me('tps')}>0)*IF({me('override')}=\"include\",1,"
                 f"IF({me('override')}=\"exclude\",0,({me('fault')}=0)*({me('mono')}=0)"
                 f"*IF({strict}=1,({me('physics')}=0)*1,1))),\"\")"
             ),
             "reason": (
-                f"=IF({present}=1,IF({me('tps')}<=0,{q(t('no_output'))},"
+                f"=IF({present},IF({me('tps')}<=0,{q(t('no_output'))},"
                 f"IF({me('override')}=\"exclude\",{q(t('manual_exclude'))},"
                 f"IF({me('override')}=\"include\",{q(t('manual_include'))},"
                 f"IF({me('fault')}=1,{q(t('fault'))},"
@@ -146,16 +146,16 @@ class Formulas:
             "l_included": f"=IF({me('included')}=1,{me('max_tokens')},\"\")",
             "m_included": f"=IF({me('included')}=1,{me('model')}&\"\",\"\")",
             "position": f"={position}",
-            "f_known": (f"=IF({present}=1,SUMIFS({self.ctab('known')},{self.ctab('level')},{me('concurrency')}),"
+            "f_known": (f"=IF({present},SUMIFS({self.ctab('known')},{self.ctab('level')},{me('concurrency')}),"
                         f"\"\")"),
             # the prompt level (a blank one is the base level), its slot in the K_in table
-            "p_level": (f"=IF({present}=1,IF(ISNUMBER({me('prompt_level')}),{me('prompt_level')},"
+            "p_level": (f"=IF({present},IF(ISNUMBER({me('prompt_level')}),{me('prompt_level')},"
                         f"IF(ISNUMBER({base_level}),{base_level},\"\")),\"\")"),
-            "p_index": (f"=IF({present}=1,IF(ISNUMBER({me('p_level')}),IFERROR(MATCH({me('p_level')},"
+            "p_index": (f"=IF({present},IF(ISNUMBER({me('p_level')}),IFERROR(MATCH({me('p_level')},"
                         f"{self.ptab('level')},0),\"\"),0),\"\")"),
-            "at_p0": (f"=IF({present}=1,IF(ISNUMBER({me('p_level')}),({me('p_level')}={base_level})*1,1),"
+            "at_p0": (f"=IF({present},IF(ISNUMBER({me('p_level')}),({me('p_level')}={base_level})*1,1),"
                       f"\"\")"),
-            "p0_included": f"=IF({present}=1,({me('included')}=1)*({me('at_p0')}=1),0)",
+            "p0_included": f"=IF({present},({me('included')}=1)*({me('at_p0')}=1),0)",
         })
         out.update(self._physics_row(me))
         return out
@@ -205,35 +205,35 @@ class Formulas:
                 text.append(f"IF(({earlier})*{flag}>0,\"; \",\"\")")
             text.append(f"IF({flag}=1,{piece},\"\")")
         return {
-            "model_id": (f"=IF({present}=1,SUMIFS({cat.model_alias('id')},{cat.model_alias('alias')},{model}),"
+            "model_id": (f"=IF({present},SUMIFS({cat.model_alias('id')},{cat.model_alias('alias')},{model}),"
                          f"\"\")"),
             "gpu_id": (
-                f"=IF({present}=1,IF({me('gpu')}=\"\",0,SUMIFS({cat.gpu_alias('id')},{cat.gpu_alias('alias')},"
+                f"=IF({present},IF({me('gpu')}=\"\",0,SUMIFS({cat.gpu_alias('id')},{cat.gpu_alias('alias')},"
                 f"{me('gpu')})),\"\")"
             ),
             "short_output": (
-                f"=IF({present}=1,({me('total_output_tokens')}<{self.name('ShortOutputRatio')}*{length}"
+                f"=IF({present},({me('total_output_tokens')}<{self.name('ShortOutputRatio')}*{length}"
                 f"*{me('total_requests')})*1,0)"
             ),
-            "group_low_c": f"=IF({present}=1,{self.cell_lookup('group_low_c', me('cell_code'))},\"\")",
+            "group_low_c": f"=IF({present},{self.cell_lookup('group_low_c', me('cell_code'))},\"\")",
             "superlinear": (
-                f"=IF({present}=1,IF({me('group_low_c')}>0,IF({conc}>{me('group_low_c')},"
+                f"=IF({present},IF({me('group_low_c')}>0,IF({conc}>{me('group_low_c')},"
                 f"({me('tps')}/{self.cell_lookup('group_base', me('cell_code'))}>{conc}/{me('group_low_c')}"
                 f"*(1+{SUPERLINEAR_TOLERANCE!r}))*1,0),0),0)"
             ),
             "ceiling": (
-                f"=IF({present}=1,IF({both}=1,{gfield('memory_bandwidth')}/{mfield('phys_read_bytes')},"
+                f"=IF({present},IF({both}=1,{gfield('memory_bandwidth')}/{mfield('phys_read_bytes')},"
                 f"\"\"),\"\")"
             ),
             "over_ceiling": (
-                f"=IF({present}=1,IF(ISNUMBER({me('ceiling')}),({me('tps')}/{conc}>{me('ceiling')}*(1+{eps}))*1,0),0)"
+                f"=IF({present},IF(ISNUMBER({me('ceiling')}),({me('tps')}/{conc}>{me('ceiling')}*(1+{eps}))*1,0),0)"
             ),
             "kv_over": (
-                f"=IF({present}=1,IF({both}=1,(({mfield('phys_weight_bytes')}+{conc}"
+                f"=IF({present},IF({both}=1,(({mfield('phys_weight_bytes')}+{conc}"
                 f"*{mfield('phys_kv_bytes_per_token')}*({prompt}+{length}))>{gfield('memory_bytes')})*1,0),0)"
             ),
-            "physics": f"=IF({present}=1,{'+'.join(flags)},\"\")",
-            "physics_text": f"=IF({present}=1," + "&".join(text) + ",\"\")",
+            "physics": f"=IF({present},{'+'.join(flags)},\"\")",
+            "physics_text": f"=IF({present}," + "&".join(text) + ",\"\")",
         }
 
     def cell_lookup(self, key: str, cell_code: str) -> str:

@@ -319,7 +319,7 @@ def row_formulas(ll: LatencyLayout, row: int) -> dict[str, str]:
             f"{raw('total_requests')}),{raw('total_requests')})")
     prompt = (f"IF(ISNUMBER({raw('prompt_tokens')}),{raw('prompt_tokens')},"
               f"IF(ISNUMBER({raw('prompt_level')}),{raw('prompt_level')},0))")
-    used_text = (f"=IF({raw('present')}=1,(({raw('fault')}=0)*({raw('total_output_tokens')}>0)"
+    used_text = (f"=IF({raw('present')},(({raw('fault')}=0)*({raw('total_output_tokens')}>0)"
                  f"*({raw('override')}<>\"exclude\")*{_positive(itl_in)}*{_positive(ttft_in)}*{_positive(latency_in)}"
                  f"*({raw('model')}&\"\"={MODEL}))*1,0)")
     pv, batch = _s("prompt_varied"), f"({_s('knots')}>=2)"
@@ -328,7 +328,7 @@ def row_formulas(ll: LatencyLayout, row: int) -> dict[str, str]:
     itl_hat, ttft_hat, lat_hat, queue = me("itl_hat"), me("ttft_hat"), me("latency_hat"), me("queue")
     wait = f"IF(ISNUMBER({queue}),{_s('queue_share')}*{lat_hat}*{queue},0)"
     out_map = {
-        "exp_id": f"=IF({raw('present')}=1,{raw('exp_id')}&\"\",\"\")",
+        "exp_id": f"=IF({raw('present')},{raw('exp_id')}&\"\",\"\")",
         "used": used_text,
         "n": f"=IF({used}=1,{_served(raw('concurrency'))},\"\")",
         "prompt": f"=IF({used}=1,{prompt},\"\")",

@@ -343,12 +343,14 @@ def row_formulas(ll: LsqLayout, row: int) -> dict[str, str]:
         return f"${col}{row}"
 
     fit = me("fit")
-    # a row's prompt level is in the K_in table when it has a slot (0 with no levels at all)
-    in_tables = [f"(COUNTIF({r.levels[k]},{raw(r.raw_keys[k])})>0)" for k in PARAM_KEYS if k != "K_in"]
+    # a row's prompt level is in the K_in table when it has a slot (0 with no levels at all). A level
+    # is looked up with MATCH, not counted with COUNTIF: IronCalc 0.9.1 measures the whole sheet a
+    # COUNTIF's range lies on at every call (tens of microseconds a row on the calibration sheet)
+    in_tables = [f"ISNUMBER(MATCH({raw(r.raw_keys[k])},{r.levels[k]},0))" for k in PARAM_KEYS if k != "K_in"]
     in_tables.append(f"ISNUMBER({raw('p_index')})")
     out = {
-        "exp_id": f"=IF({raw('present')}=1,{raw('exp_id')}&\"\",\"\")",
-        "fit": f"=IF({raw('present')}=1,IF({raw('included')}=1," + "*".join(in_tables) + ",0),\"\")",
+        "exp_id": f"=IF({raw('present')},{raw('exp_id')}&\"\",\"\")",
+        "fit": f"=IF({raw('present')},IF({raw('included')}=1," + "*".join(in_tables) + ",0),\"\")",
     }
     for kind, key in PARAM_KEYS.items():
         first, _ = ll.blocks[kind]

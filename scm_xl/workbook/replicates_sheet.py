@@ -15,9 +15,9 @@ ordinary formula per raw row, gives each present row the slot of its cell: MATCH
 the row's cell key in the cells sheet's keys (case-insensitive, as the reference's
 casefold; the collector and `fill` refuse model names with wildcards or differing only
 in case). Every per-cell figure then selects rows by one numeric comparison with the
-slot number: COUNTIF, AVERAGEIFS, and for the median and the standard deviation a
-single-cell array formula MEDIAN(IF(slot=k, TPS, "")) / STDEV(IF(...)). The "" (not
-IF's default FALSE) matters: IronCalc 0.9.1 counts FALSE as 0 in MEDIAN(IF()).
+slot number: COUNTIF, AVERAGEIFS, SUMIFS, and for the median a single-cell array formula
+MEDIAN(IF(slot-k, "", TPS)) (a row of no cell has slot 0). The "" (not IF's default FALSE)
+matters: IronCalc 0.9.1 counts FALSE as 0 in MEDIAN(IF()).
 Each cell costs one pass over the raw rows, each raw row one pass over the slots:
 linear in the rows for a fixed number of slots. No multi-cell array formula.
 
@@ -202,12 +202,14 @@ def helper_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
     code = lo.raw_cell("cell_code", calc)
     slot, dev = f"${HELPER_COLS['cell_slot']}{row}", f"${HELPER_COLS['dev']}{row}"
     return {
-        "cell_slot": (f"=IF({lo.raw_cell('present', calc)}=1,IF(ISNUMBER({code}),IFERROR(MATCH({code},"
-                      f"{lo.cells_range('code')},0),\"\"),\"\"),\"\")"),
+        # 0 for a row of no cell (blank, unusable, or beyond the cells sheet's slots): a number in
+        # every row, so that the median's array can select a slot by subtraction (slot_formulas)
+        "cell_slot": (f"=IF({lo.raw_cell('present', calc)},IF(ISNUMBER({code}),IFERROR(MATCH({code},"
+                      f"{lo.cells_range('code')},0),0),0),0)"),
         # the deviation from the cell's first run, and its square, which the CV sums: SUMIFS over
         # the rows instead of an array STDEV per slot, at a fraction of the cost. Shifted by a run of
         # the cell, not by the mean: identical runs give deviations of exactly 0, and so a CV of 0
-        "dev": (f"=IF(ISNUMBER({slot}),{lo.raw_cell('tps', calc)}-INDEX({lo.raw_range('tps')},"
+        "dev": (f"=IF({slot}>0,{lo.raw_cell('tps', calc)}-INDEX({lo.raw_range('tps')},"
                 f"INDEX({lo.cells_range('first_row')},{slot})),\"\")"),
         "dev_sq": f"=IF(ISNUMBER({dev}),{dev}*{dev},\"\")",
     }
@@ -223,7 +225,9 @@ def slot_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
     has = f"ISNUMBER({first})"
     thr = _abs(rl.threshold_cell)
     slots = rl.helper("cell_slot")
-    runs = f"IF({slots}={c['slot']},{lo.raw_range('tps')},\"\")"
+    # the rows of slot k by subtraction, not comparison (slot - k is 0 there): IronCalc 0.9.1 compares two
+    # numbers by printing both to 15 digits, which made the per-slot medians a tenth of its evaluate
+    runs = f"IF({slots}-{c['slot']},\"\",{lo.raw_range('tps')})"
     # the sample variance from the deviations d from the cell's first run: (Σd² − (Σd)²/n) / (n − 1).
     # IronCalc's STDEV of 40 identical 177.78s is 4.7e-6 (or #NUM!, the root of a negative); this is 0
     sums = f"SUMIFS({rl.helper('dev')},{slots},{c['slot']})"
@@ -409,7 +413,7 @@ def expected_sheet(layout: Layout, analysis: Analysis, *, slots: int = DEFAULT_S
         slot = slot_of.get(layout.raw_first + i)
         # the cells sheet holds layout.cell_slots cells; a row of a cell beyond them has no slot
         slot = slot if slot is not None and slot <= layout.cell_slots else None
-        out[(title, f"{HELPER_COLS['cell_slot']}{TABLE_FIRST_ROW + i}")] = None if slot is None else float(slot)
+        out[(title, f"{HELPER_COLS['cell_slot']}{TABLE_FIRST_ROW + i}")] = 0.0 if slot is None else float(slot)
         tps = tps_of.get(layout.raw_first + i)
         first = tps_of.get(first_of[keys[slot - 1]]) if slot is not None else None
         dev = tps - first if tps is not None and first is not None else None
