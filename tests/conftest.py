@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+import tempfile
 
 import pytest
 
@@ -20,6 +22,20 @@ import pytest
 # runs it as CI does; the tests of the rule set their own.
 os.environ["LC_ALL"] = "C.UTF-8"
 os.environ.pop("LC_MESSAGES", None)
+
+# Bytecode: the suite starts its Python processes by the hundred (pytest's workers, `scm-xl` as
+# a command, the engines' helpers), and where the environment sets PYTHONDONTWRITEBYTECODE each
+# one compiles every module it imports, pytest's workers every test module too (about 3.5 of a
+# worker's 6 CPU-seconds of collection). The suite's processes keep their bytecode instead in a
+# private PYTHONPYCACHEPREFIX outside the work tree (as benchmarks/bench_report_cpu.py does), so
+# nothing is written beside the sources. Set here, before xdist starts its workers: they and
+# every process the tests start inherit it; this process uses it from here on.
+if not os.environ.get("PYTHONPYCACHEPREFIX"):
+    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(
+        tempfile.gettempdir(), f"scm-xl-tests-pycache-{os.getuid() if hasattr(os, 'getuid') else 0}")
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+sys.dont_write_bytecode = False
 
 
 def soffice_path() -> str | None:
