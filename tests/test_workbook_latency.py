@@ -4,6 +4,7 @@ derivation sheet takes a P95-latency limit, agreeing with `scm-xl solve --max-la
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from scm_xl.results import write_results
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import Layout
+from support import books
 
 LAYOUT = Layout(lang="en")
 
@@ -39,6 +41,14 @@ def csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def filled(csv: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`csv` filled once (IronCalc, English); each test works on a copy of its own."""
+    out = tmp_path_factory.mktemp("latency-filled") / "latency.xlsx"
+    fill(csv, output=out, engine="ironcalc", lang="en")
+    return out
+
+
 def _solve(csv: Path, target: float, limit: float | None) -> dict:
     args = ["solve", str(csv), "--target-tps", str(target), "--max-tokens", "50", "--model", "model-a", "--json"]
     if limit is not None:
@@ -49,10 +59,11 @@ def _solve(csv: Path, target: float, limit: float | None) -> dict:
 
 
 @pytest.mark.parametrize("limit", [None, 2.0, 3.5, 0.5])
-def test_the_inverse_with_a_latency_limit_matches_solve(csv: Path, limit: float | None, tmp_path: Path) -> None:
+def test_the_inverse_with_a_latency_limit_matches_solve(csv: Path, filled: Path, limit: float | None,
+                                                       tmp_path: Path) -> None:
     target = 60.0
     out = tmp_path / "latency.xlsx"
-    fill(csv, output=out, engine="ironcalc", lang="en")
+    shutil.copy(filled, out)
     wb = openpyxl.load_workbook(out)
     summary = wb[LAYOUT.title("summary")]  # the inputs are typed on the Summary
     inv = LAYOUT.inverse_rows
@@ -74,14 +85,13 @@ def test_the_inverse_with_a_latency_limit_matches_solve(csv: Path, limit: float 
         assert values.get(title, f"B{inv['tps']}") == pytest.approx(answer["tps"], rel=1e-9)
 
 
-def test_the_raw_data_sheet_carries_the_percentiles(csv: Path, tmp_path: Path) -> None:
-    out = tmp_path / "latency.xlsx"
-    fill(csv, output=out, engine="ironcalc", lang="en")
-    raw = openpyxl.load_workbook(out)[LAYOUT.title("raw")]
+def test_the_raw_data_sheet_carries_the_percentiles(filled: Path) -> None:
+    wb = openpyxl.load_workbook(filled)
+    raw = wb[LAYOUT.title("raw")]
     assert raw[f"{LAYOUT.entry_col('latency_p95_s')}1"].value == "latency_p95_s"
     assert isinstance(raw[f"{LAYOUT.entry_col('latency_p95_s')}2"].value, float)
     assert isinstance(raw[f"{LAYOUT.entry_col('ttft_p95_s')}2"].value, float)
-    summary = openpyxl.load_workbook(out)[LAYOUT.title("summary")]
+    summary = wb[LAYOUT.title("summary")]
     assert len(summary._charts) == 4  # TPS, measured vs predicted, P95 latency, P95 TTFT
 
 
@@ -111,11 +121,10 @@ def _csv(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def _latency_sheet(path: Path):  # type: ignore[no-untyped-def]
-    from scm_xl.workbook.registry import read_layout
     from scm_xl.workbook.latency_sheet import LatencyLayout
 
-    ll = LatencyLayout(read_layout(openpyxl.load_workbook(path), path))
-    return ll, openpyxl.load_workbook(path, data_only=True)[ll.title]
+    ll = LatencyLayout(books.layout(path))
+    return ll, books.sheet(path, ll.title)
 
 
 def _assert_unsolved(path: Path) -> None:

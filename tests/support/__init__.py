@@ -12,6 +12,8 @@
 * `support.servers`: raw HTTP servers on 127.0.0.1 that speak SSE, the fake LLM fixture, a
   collection run through the CLI and the request readers the collector tests share.
 * `support.goodput`: per-request records counted by hand (`HAND`) and the files they are written to.
+* `support.books`: one sheet of a workbook read without parsing the others (`sheet`, `sheets`),
+  and the layout its meta sheet gives (`layout`).
 * `support.browser`, `support.slo`, `support.cli`, `support.text`: headless Chromium, the SLO tests'
   fixed-delay collection, the CLI runner, reading printed tables.
 

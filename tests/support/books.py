@@ -1,0 +1,94 @@
+"""A workbook's cells read the cheap way, for tests that read a few cells of one or two sheets.
+
+`openpyxl.load_workbook` builds every cell of every sheet: a filled workbook's twenty sheets and
+thousands of formulas cost 0.2 to 0.7 CPU-seconds a load, and the suite loaded workbooks a few
+hundred times, mostly to read some cells of one sheet. `sheet(path, title)` parses that one sheet,
+through openpyxl's own reader (its read-only mode: the same cell parser, values as a full load
+gives them, formulas too with `formulas=True`), into an immutable snapshot read as a worksheet
+is read: `ws["B7"].value`, `ws.cell(row, column).value`, `ws.max_row`, `ws.max_column`.
+`layout(path)` is the layout scm-xl reads from the workbook's meta sheet, without the rest.
+
+Anything else of a workbook (styles, charts, protection, defined names, merged cells, a
+workbook to change and save) still comes from `openpyxl.load_workbook`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import openpyxl
+from openpyxl.cell.read_only import EmptyCell
+from openpyxl.utils.cell import coordinate_to_tuple, get_column_letter
+
+
+@dataclass(frozen=True)
+class Cell:
+    row: int
+    column: int
+    value: Any
+
+    @property
+    def coordinate(self) -> str:
+        return f"{get_column_letter(self.column)}{self.row}"
+
+
+class Sheet:
+    """One sheet's cells as the file holds them (cached values, or formulas with `formulas=True`)."""
+
+    def __init__(self, title: str, cells: dict[tuple[int, int], Any]) -> None:
+        self.title = title
+        self._cells: Mapping[tuple[int, int], Any] = MappingProxyType(cells)
+        # as openpyxl counts them: the last row and column holding a cell in the file (styled or not)
+        self.max_row = max((row for row, _ in cells), default=1)
+        self.max_column = max((column for _, column in cells), default=1)
+
+    def cell(self, row: int, column: int) -> Cell:
+        return Cell(row, column, self._cells.get((row, column)))
+
+    def __getitem__(self, coordinate: str) -> Cell:
+        row, column = coordinate_to_tuple(coordinate)
+        return self.cell(row, column)
+
+    def __contains__(self, coordinate: str) -> bool:
+        return coordinate_to_tuple(coordinate) in self._cells
+
+    def values(self) -> Iterator[Cell]:
+        """Every cell the file holds, row by row."""
+        for (row, column), value in sorted(self._cells.items()):
+            yield Cell(row, column, value)
+
+
+def sheets(path: str | Path, *titles: str, formulas: bool = False) -> dict[str, Sheet]:
+    """The named sheets of the workbook at `path`, each parsed once, the others not at all."""
+    wb = openpyxl.load_workbook(path, read_only=True, data_only=not formulas)
+    try:
+        out = {}
+        for title in titles:
+            ws = wb[title]
+            ws.reset_dimensions()  # every row the file holds, whatever its <dimension> says
+            cells = {(c.row, c.column): c.value for row in ws.iter_rows() for c in row
+                     if not isinstance(c, EmptyCell)}
+            out[title] = Sheet(title, cells)
+        return out
+    finally:
+        wb.close()
+
+
+def sheet(path: str | Path, title: str, *, formulas: bool = False) -> Sheet:
+    """One sheet of the workbook at `path`: its cached values, or its formulas with `formulas=True`."""
+    return sheets(path, title, formulas=formulas)[title]
+
+
+def layout(path: str | Path):  # type: ignore[no-untyped-def]
+    """The layout the workbook at `path` was built with (`registry.read_layout`, the checks included)."""
+    from scm_xl.workbook.registry import read_layout
+
+    wb = openpyxl.load_workbook(path, read_only=True)
+    try:
+        return read_layout(wb, path)
+    finally:
+        wb.close()
