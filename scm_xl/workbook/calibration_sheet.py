@@ -45,8 +45,15 @@ LABEL_WIDTH = 50  # column A: the settings' labels wrap within it
 
 
 def _base_criteria(fx: Formulas) -> str:
-    """COUNTIFS/AVERAGEIFS criteria: base model, included at the base prompt level."""
-    return f"{fx.raw('model')},{fx.name('BaseModel')},{fx.raw('p0_included')},1"
+    """COUNTIFS/AVERAGEIFS criteria: included at the base prompt level, base model. The model, a
+    text, comes last in every criteria list over the rows: IronCalc 0.9.1 tests a row's criteria in
+    order and stops at the first that fails, and a text costs it twice a number."""
+    return f"{fx.raw('p0_included')},1,{fx.raw('model')},{fx.name('BaseModel')}"
+
+
+def _base_count(fx: Formulas, criteria: str) -> str:
+    """How many rows meet `criteria`, which hold _base_criteria (included at the base prompt level)."""
+    return fx.count_flagged(fx.raw("p0_included"), criteria)
 
 
 def settings_formulas(fx: Formulas) -> dict[str, str]:
@@ -55,6 +62,9 @@ def settings_formulas(fx: Formulas) -> dict[str, str]:
     raw = fx.raw
     bl = fx.name("BaseMaxTokens")
     inp = {k: lo.keyed_cell("settings", k, absolute=True) for k in lo.keyed_rows("settings")}
+    at_preferred = f"{raw('max_tokens')},{PREFERRED_BASE_MAX_TOKENS},{_base_criteria(fx)}"
+    at_base_length = f"{raw('max_tokens')},{bl},{_base_criteria(fx)}"
+    with_level = f"{raw('prompt_level')},\">0\",{raw('present')},1"
     return {
         "base_model": (
             f"=IF({inp['base_model']}&\"\"<>\"\",{inp['base_model']},"
@@ -62,15 +72,15 @@ def settings_formulas(fx: Formulas) -> dict[str, str]:
         ),
         "base_max_tokens": (
             f"=IF(ISNUMBER({inp['base_max_tokens']}),{inp['base_max_tokens']},"
-            f"IF(COUNTIFS({raw('max_tokens')},{PREFERRED_BASE_MAX_TOKENS},{_base_criteria(fx)})>0,"
+            f"IF({_base_count(fx, at_preferred)}>0,"
             f"{PREFERRED_BASE_MAX_TOKENS},"
-            f"IF(COUNTIFS({_base_criteria(fx)})>0,"
+            f"IF({_base_count(fx, _base_criteria(fx))}>0,"
             f"_xlfn.MINIFS({raw('max_tokens')},{_base_criteria(fx)}),\"\")))"
         ),
         "base_concurrency": (
             f"=IF(ISNUMBER({inp['base_concurrency']}),{inp['base_concurrency']},"
-            f"IF(COUNTIFS({raw('max_tokens')},{bl},{_base_criteria(fx)})>0,"
-            f"_xlfn.MINIFS({raw('concurrency')},{raw('max_tokens')},{bl},{_base_criteria(fx)}),\"\"))"
+            f"IF({_base_count(fx, at_base_length)}>0,"
+            f"_xlfn.MINIFS({raw('concurrency')},{at_base_length}),\"\"))"
         ),
         "monotonic_tolerance_pct": (
             f"=IF(ISNUMBER({inp['monotonic_tolerance_pct']}),{inp['monotonic_tolerance_pct']},0)"
@@ -88,15 +98,15 @@ def settings_formulas(fx: Formulas) -> dict[str, str]:
         "method": f"=IF({inp['method']}=\"lsq\",\"lsq\",\"chain\")",
         "base_prompt_level": (
             f"=IF(ISNUMBER({inp['base_prompt_level']}),{inp['base_prompt_level']},"
-            f"IF(COUNTIFS({raw('prompt_level')},\">0\",{raw('present')},1)>0,"
-            f"_xlfn.MINIFS({raw('prompt_level')},{raw('prompt_level')},\">0\",{raw('present')},1),\"\"))"
+            f"IF({fx.count_flagged(raw('present'), with_level)}>0,"
+            f"_xlfn.MINIFS({raw('prompt_level')},{with_level}),\"\"))"
         ),
         "physics_bytes": (
             f"=IF(COUNTIF({fx.cat.precision('precision')},{fx.name('PhysicsPrecision')})>0,"
             f"SUMIFS({fx.cat.precision('bytes')},{fx.cat.precision('precision')},"
             f"{fx.name('PhysicsPrecision')}),2)"
         ),
-        "base_rows": f"=COUNTIFS({_at_base_point(fx, fx.name('BaseConcurrency'))})",
+        "base_rows": f"={_base_count(fx, _at_base_point(fx, fx.name('BaseConcurrency')))}",
         "base_tps": (
             f"=IF({fx.name('BaseRows')}>0,EXP(AVERAGEIFS({raw('ln_tps')},"
             f"{_at_base_point(fx, fx.name('BaseConcurrency'))})),\"\")"
@@ -109,7 +119,7 @@ def _at_base_point(fx: Formulas, concurrency: str, model: str | None = None) -> 
     model = model or fx.name("BaseModel")
     return (
         f"{raw('concurrency')},{concurrency},{raw('max_tokens')},{fx.name('BaseMaxTokens')},"
-        f"{raw('model')},{model},{raw('p0_included')},1"
+        f"{raw('p0_included')},1,{raw('model')},{model}"
     )
 
 
@@ -117,9 +127,11 @@ def level_value(source: str, slot: int, previous: str) -> str:
     """k-th smallest distinct value of an included-only helper column, linear in rows."""
     if slot == 1:
         return f"=IF(COUNT({source})=0,\"\",MIN({source}))"
+    # the smallest value above the slot before (MINIFS, not SMALL of a COUNTIF's rank: IronCalc
+    # 0.9.1 measures the whole sheet of a COUNTIF's range at every call); MAX guards MINIFS
     return (
-        f"=IF(ISNUMBER({previous}),IF(COUNTIF({source},\">\"&{previous})>0,"
-        f"SMALL({source},COUNTIF({source},\"<=\"&{previous})+1),\"\"),\"\")"
+        f"=IF(ISNUMBER({previous}),IF(MAX({source})>{previous},"
+        f"_xlfn.MINIFS({source},{source},\">\"&{previous}),\"\"),\"\")"
     )
 
 
@@ -134,7 +146,7 @@ def concurrency_row(fx: Formulas, row: int) -> dict[str, str]:
             f"{_base_criteria(fx)}")
     return {
         "level": level_value(raw("c_included"), slot, f"${col['level']}{row - 1}"),
-        "rows": f"=IF(ISNUMBER({level}),COUNTIFS({crit}),\"\")",
+        "rows": f"=IF(ISNUMBER({level}),{_base_count(fx, crit)},\"\")",
         "f": (
             f"=IF(ISNUMBER({level}),IF(AND(${col['rows']}{row}>0,ISNUMBER({base})),"
             f"EXP(AVERAGEIFS({raw('ln_tps')},{crit}))/{base},\"\"),\"\")"
@@ -149,25 +161,26 @@ def length_row(fx: Formulas, row: int) -> dict[str, str]:
     level, anchor = f"${col['level']}{row}", f"${col['anchor']}{row}"
     slot = row - lo.l_table_first + 1
     raw = fx.raw
-    anchor_crit = f"{raw('max_tokens')},{level},{_base_criteria(fx)},{raw('f_known')},1"
+    anchor_crit = f"{raw('max_tokens')},{level},{raw('f_known')},1,{_base_criteria(fx)}"
     crit = f"{raw('concurrency')},{anchor},{raw('max_tokens')},{level},{_base_criteria(fx)}"
     return _anchored(fx, col, row, level_value(raw("l_included"), slot, f"${col['level']}{row - 1}"),
-                          anchor_crit, crit)
+                          anchor_crit, crit, raw("p0_included"))
 
 
 def _anchored(fx: Formulas, col: dict[str, str], row: int, level_formula: str, anchor_crit: str,
-              crit: str) -> dict[str, str]:
+              crit: str, flag: str) -> dict[str, str]:
     """A factor anchored at the lowest concurrency whose f is known (K_len, K_in): the level,
-    its anchor, the rows there and the factor TPS / (BaseTPS x f(anchor))."""
+    its anchor, the rows there and the factor TPS / (BaseTPS x f(anchor)). `crit` holds `flag` = 1
+    (the rows' 0/1 column that selects them), `anchor_crit` f_known = 1."""
     level, anchor = f"${col['level']}{row}", f"${col['anchor']}{row}"
     base = fx.name("BaseTPS")
     return {
         "level": level_formula,
         "anchor": (
-            f"=IF(ISNUMBER({level}),IF(COUNTIFS({anchor_crit})>0,"
+            f"=IF(ISNUMBER({level}),IF({fx.count_flagged(fx.raw('f_known'), anchor_crit)}>0,"
             f"_xlfn.MINIFS({fx.raw('concurrency')},{anchor_crit}),\"\"),\"\")"
         ),
-        "rows": f"=IF(ISNUMBER({anchor}),COUNTIFS({crit}),\"\")",
+        "rows": f"=IF(ISNUMBER({anchor}),{fx.count_flagged(flag, crit)},\"\")",
         "k": (
             f"=IF(ISNUMBER({anchor}),IF(ISNUMBER({base}),EXP(AVERAGEIFS({fx.raw('ln_tps')},{crit}))"
             f"/({base}*SUMIFS({fx.ctab('f')},{fx.ctab('level')},{anchor})),\"\"),\"\")"
@@ -186,11 +199,11 @@ def prompt_row(fx: Formulas, row: int) -> dict[str, str]:
     slot = row - lo.p_table_first + 1
     raw = fx.raw
     at_level = (f"{raw('p_level')},{level},{raw('max_tokens')},{fx.name('BaseMaxTokens')},"
-                f"{raw('model')},{fx.name('BaseModel')},{raw('included')},1")
-    anchor_crit = f"{at_level},{raw('f_known')},1"
+                f"{raw('included')},1,{raw('model')},{fx.name('BaseModel')}")
+    anchor_crit = f"{raw('f_known')},1,{at_level}"
     crit = f"{raw('concurrency')},{anchor},{at_level}"
     return _anchored(fx, col, row, level_value(raw("p_level"), slot, f"${col['level']}{row - 1}"),
-                          anchor_crit, crit)
+                          anchor_crit, crit, raw("included"))
 
 
 def model_row(fx: Formulas, row: int) -> dict[str, str]:
@@ -204,9 +217,9 @@ def model_row(fx: Formulas, row: int) -> dict[str, str]:
     new = fx.new_model_criteria(raw("included"), lo.m_table_first, row, col["name"])
     return {
         # MINIFS only where a row matches (every row has a position): a number on every engine
-        "name": (f"=IF(COUNTIFS({new})>0,INDEX({raw('model')},_xlfn.MINIFS({raw('position')},{new}))&\"\","
+        "name": (f"=IF({fx.count_flagged(raw('included'), new)}>0,INDEX({raw('model')},_xlfn.MINIFS({raw('position')},{new}))&\"\","
                  f"\"\")"),
-        "rows": f"=IF({name}<>\"\",COUNTIFS({crit}),\"\")",
+        "rows": f"=IF({name}<>\"\",{_base_count(fx, crit)},\"\")",
         "tps": (
             f"=IF({name}<>\"\",IF(${col['rows']}{row}>0,"
             f"EXP(AVERAGEIFS({raw('ln_tps')},{crit})),\"\"),\"\")"

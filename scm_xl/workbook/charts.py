@@ -130,8 +130,9 @@ def cell_formulas(layout: Layout, row: int, slot: int) -> dict[str, str]:
     calc = layout.raw_range
     col = CELL_COLUMNS
     level = _level_cell(layout, slot)
-    crit = (f"{calc('model')},${col['model']}{row},{calc('max_tokens')},${col['max_tokens']}{row},"
-            f"{calc('concurrency')},${col['concurrency']}{row},{calc('p0_included')},1")
+    # the model (a text) last: IronCalc stops at a row's first failing criterion, and a text costs twice a number
+    crit = (f"{calc('concurrency')},${col['concurrency']}{row},{calc('max_tokens')},${col['max_tokens']}{row},"
+            f"{calc('p0_included')},1,{calc('model')},${col['model']}{row}")
     # a slot without a level is #N/A at once: its averages would scan every row to find none
     known = f"ISNUMBER(${col['concurrency']}{row})"
     return {

@@ -236,6 +236,16 @@ class Formulas:
             "physics_text": f"=IF({present}," + "&".join(text) + ",\"\")",
         }
 
+    @staticmethod
+    def count_flagged(flag: str, criteria: str) -> str:
+        """How many rows meet `criteria`, which hold `flag` = 1 (`flag`: a range of 0/1, such as
+        `raw("included")`): the sum of `flag` over them. Not COUNTIFS, which IronCalc 0.9.1 makes
+        measure the whole sheet its ranges lie on at every call (a millisecond a call on a
+        10,000-row workings sheet)."""
+        if f"{flag},1" not in criteria:
+            raise ValueError(f"the criteria must hold {flag} = 1 to be counted by its sum")
+        return f"SUMIFS({flag},{criteria})"
+
     def cell_lookup(self, key: str, cell_code: str) -> str:
         """A cells-sheet figure for a row's cell, found by its numeric code (0 when the row has no
         code or its cell no slot)."""
@@ -289,8 +299,10 @@ class Formulas:
             "key": (f"=IF(ISNUMBER({number}),{me('model')}&\"|\"&{me('max_tokens')}&\"|\"&{me('concurrency')}"
                     f"&IF({p_index}>0,\"|P\"&{p_index},\"\"),\"\")"),
             "first_row": f"=IF(ISNUMBER({number}),MATCH({code},{codes},0),\"\")",
-            "rows": f"=IF({has},COUNTIF({codes},{code}),\"\")",
-            "eligible": f"=IF({has},COUNTIFS({eligible}),\"\")",
+            # counted as sums of 0/1 columns (a row with a code is present; eligible is 0 or 1), not
+            # by COUNTIF(S): IronCalc 0.9.1 measures the whole sheet of a COUNTIF's range at every call
+            "rows": f"=IF({has},SUMIFS({raw('present')},{codes},{code}),\"\")",
+            "eligible": f"=IF({has},SUMIFS({raw('eligible')},{codes},{code}),\"\")",
             # an eligible row's tps is a number (eligible means tps > 0): the eligible count guards
             "max_tps": f"=IF({has},{ifs_or_zero('MAXIFS', raw('tps'), eligible, me('eligible'))},\"\")",
             "mean_ln": f"=IF({has},IF({me('eligible')}>0,AVERAGEIFS({raw('ln_tps')},{eligible}),\"\"),\"\")",
@@ -316,7 +328,7 @@ class Formulas:
         Every row has a position, so counting the matches guards MINIFS (`ifs_or_zero`); no pair is
         added to the criteria, which may already be MINIFS's 127."""
         criteria = self.new_model_criteria(flag, first, row, name_col)
-        return ifs_or_zero("MINIFS", self.raw("position"), criteria, f"COUNTIFS({criteria})")
+        return ifs_or_zero("MINIFS", self.raw("position"), criteria, self.count_flagged(flag, criteria))
 
     def scales(self) -> dict[str, str]:
         """The cell code's scales: one more than the largest max_tokens and concurrency of the rows,

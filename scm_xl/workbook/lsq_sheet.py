@@ -408,7 +408,7 @@ def coefficient_formulas(ll: LsqLayout, j: int) -> dict[str, str]:
         out["role"] = f"=IF({r.ok}=1,\"identified\",\"unidentified\")"
     else:
         out["level"] = f"={_cell_ref(r.levels[kind], j - first)}"
-        out["rows"] = f"=COUNTIF({ll.params(kind)},{j + 1})"
+        out["rows"] = f"=SUMIFS({ll.rows('fit')},{ll.params(kind)},{j + 1})"  # a # is set on fitted rows (fit 1)
         out["xty"] = f"={sign}SUMIFS({y},{ll.params(kind)},{j + 1})"
         out["role"] = (f"=IF({c['level']}=\"\",\"\",IF({c['level']}={r.bases[kind]},\"base\","
                        f"IF(({r.ok}=1)*({c['rows']}>0),\"identified\",\"unidentified\")))")
@@ -432,7 +432,11 @@ def a_formula(ll: LsqLayout, i: int, j: int) -> str | None:
     sign = "-" if SIGNS[ki] * SIGNS[kj] < 0 else ""
     if i == 0:
         return f"={sign}{rows_j}"
-    return (f"=IF({rows_i}*{rows_j}=0,0,{sign}COUNTIFS({ll.params(ki)},{i + 1},{ll.params(kj)},{j + 1}))")
+    # the fitted rows (fit 1, the only rows with a #) counted as the sum of their fit column, not by
+    # COUNTIFS: IronCalc 0.9.1 measures the whole sheet of a COUNTIFS's range at every call, and this
+    # sheet holds a dozen columns of every raw row
+    return (f"=IF({rows_i}*{rows_j}=0,0,{sign}SUMIFS({ll.rows('fit')},{ll.params(ki)},{i + 1},"
+            f"{ll.params(kj)},{j + 1}))")
 
 
 def m_formula(ll: LsqLayout) -> str:

@@ -241,7 +241,9 @@ def slot_formulas(rl: ReplicatesLayout, row: int) -> dict[str, str]:
         "concurrency": f"=IF({has},{_cells_cell(rl, 'concurrency', row)},\"\")",
         "max_tokens": f"=IF({has},{_cells_cell(rl, 'max_tokens', row)},\"\")",
         "prompt_level": f"=IF({has},{_cells_cell(rl, 'prompt_level', row)},\"\")",
-        "n": f"=IF({has},COUNTIF({slots},{c['slot']}),\"\")",
+        # the rows of slot k are the rows of the cells sheet's slot k: its count, not a COUNTIF here
+        # (IronCalc 0.9.1 measures the whole sheet of a COUNTIF's range at every call)
+        "n": f"=IF({has},{_cells_cell(rl, 'rows', row)},\"\")",
         "median": f"=IF({has},MEDIAN({runs}),\"\")",
         "mean": f"=IF({has},AVERAGEIFS({lo.raw_range('tps')},{slots},{c['slot']}),\"\")",
         "cv": f"=IF({has},IF(AND({n}>=2,{mean}<>0),SQRT(MAX(0,{squares}-{sums}*{sums}/{n})/({n}-1))/{mean},\"\"),\"\")",
