@@ -10,13 +10,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import openpyxl
 import pytest
 
 from scm_xl.latency import latency_model
 from scm_xl.results import read_results
 from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.latency_sheet import SETTING_ROWS, SHEET_TITLES, LatencyLayout
+from support import books
 from support.latency import Sweep, measure
 
 UNO_PYTHON = "/usr/bin/python3"
@@ -43,15 +43,13 @@ def filled(measured_csv: Path) -> Path:
     return out
 
 
-def _values(path: Path) -> openpyxl.worksheet.worksheet.Worksheet:
-    return openpyxl.load_workbook(path, data_only=True)[TITLE]
+def _values(path: Path) -> books.Sheet:
+    return books.sheet(path, TITLE)
 
 
 def _rows(path: Path) -> LatencyLayout:
     """The sheet's layout in the filled workbook (its sizes from the hidden meta sheet)."""
-    from scm_xl.workbook.registry import read_layout
-
-    return LatencyLayout(read_layout(openpyxl.load_workbook(path), path))
+    return LatencyLayout(books.layout(path))
 
 
 def test_the_sheet_holds_the_fitted_knee_and_the_python_forecast(filled: Path, measured_csv: Path) -> None:

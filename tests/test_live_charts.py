@@ -19,6 +19,7 @@ from scm_xl.workbook import charts
 from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import ENTRY_COLUMNS, Layout
 from scm_xl.workbook.registry import build_template
+from support import books
 
 UNO_PYTHON = "/usr/bin/python3"
 LANG = "en"
@@ -41,7 +42,7 @@ def typed(row: int, new: ResultRow) -> list[dict]:
 
 def fit_points(path: Path) -> dict[str, set[tuple[float, float]]]:
     """(measured, predicted) of each role's plotted points, from the saved file's values."""
-    ws = openpyxl.load_workbook(path, data_only=True)[DATA]
+    ws = books.sheet(path, DATA)
     out: dict[str, set[tuple[float, float]]] = {role: set() for role in charts.ROLE_COLOURS}
     for row in range(charts.FIRST_ROW, charts.fit_last_row(LAYOUT) + 1):
         for role in charts.ROLE_COLOURS:
@@ -56,7 +57,7 @@ def fit_points(path: Path) -> dict[str, set[tuple[float, float]]]:
 
 def consistency_points(path: Path) -> dict[str, set[tuple[float, float]]]:
     """The same, from the consistency sheet's rows as the saved file has them."""
-    ws = openpyxl.load_workbook(path, data_only=True)[LAYOUT.title("consistency")]
+    ws = books.sheet(path, LAYOUT.title("consistency"))
     out: dict[str, set[tuple[float, float]]] = {role: set() for role in charts.ROLE_COLOURS}
     for row in range(LAYOUT.cons_first, LAYOUT.cons_last + 1):
         role = ws[f"{LAYOUT.cons_col('role')}{row}"].value
@@ -75,8 +76,8 @@ def series_refs(path: Path) -> list[list[str]]:
 
 def tps_line(path: Path, model: str, max_tokens: int) -> dict[float, float]:
     """concurrency -> TPS of one line of the TPS chart, from the saved file's values."""
-    ws = openpyxl.load_workbook(path, data_only=True)[DATA]
-    groups = charts.read_groups(ws, LAYOUT)
+    ws = books.sheet(path, DATA)
+    groups = charts.read_groups(ws, LAYOUT)  # it reads cells only
     g = groups.index((model, max_tokens))
     out = {}
     for slot in range(LAYOUT.c_slots):
@@ -194,10 +195,11 @@ def test_a_row_inserted_by_hand_shows_its_tps_role_and_reason_on_the_consistency
         edited: dict[str, Path]) -> None:
     """What the inserted row's header comment promises, as LibreOffice recalculated and saved it: the
     Consistency sheet's row of the same exp_id has its TPS, its role and, where it has one, its reason."""
-    raw = openpyxl.load_workbook(edited["inserted"], data_only=True)[RAW]
+    shown = books.sheets(edited["inserted"], RAW, LAYOUT.title("consistency"))
+    raw = shown[RAW]
     col = LAYOUT.entry_col
     tokens, seconds = raw[f"{col('total_output_tokens')}8"].value, raw[f"{col('total_time_s')}8"].value
-    ws = openpyxl.load_workbook(edited["inserted"], data_only=True)[LAYOUT.title("consistency")]
+    ws = shown[LAYOUT.title("consistency")]
     rows = [row for row in range(LAYOUT.cons_first, LAYOUT.cons_last + 1)
             if ws[f"{LAYOUT.cons_col('exp_id')}{row}"].value == "INS1"]
     assert len(rows) == 1

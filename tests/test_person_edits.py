@@ -20,6 +20,7 @@ from scm_xl.results import write_results
 from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import ENTRY_COLUMNS, Layout
 from data.gen import experiment, full_factorial
+from support import books
 
 ENGINE = "libreoffice"
 UNO_PYTHON = "/usr/bin/python3"
@@ -45,7 +46,7 @@ def _typed_row(row: int, exp_id: str, concurrency: int = 2, max_tokens: int = 10
 
 
 def _exp_ids(path: Path) -> list[str]:
-    ws = openpyxl.load_workbook(path)[SHEET]
+    ws = books.sheet(path, SHEET, formulas=True)
     out = []
     for row in range(2, ws.max_row + 1):
         value = ws[f"{_col('exp_id')}{row}"].value
@@ -141,7 +142,7 @@ def test_a_number_typed_as_text_shows_why_the_row_is_unused(filled: Path, uno_ed
     assert report.verification.ok
     assert [row.exp_id for _, row in report.inputs.rows] == before[:4] + before[5:]
     assert report.inputs.unusable == [(6, "unusable: concurrency is text, not a number")]
-    shown = openpyxl.load_workbook(uno_edited["text_number"], data_only=True)[SHEET]
+    shown = books.sheet(uno_edited["text_number"], SHEET)
     assert shown[f"{_col('show_role')}6"].value == "unusable"
     assert shown[f"{_col('show_status')}6"].value == "unusable: concurrency is text, not a number"
 
@@ -202,7 +203,7 @@ def test_a_row_beyond_the_formulas_fails_verify_by_name(filled: Path, tmp_path: 
 
 
 def fill_rows(path: Path) -> int:
-    meta = openpyxl.load_workbook(path)["_scm_meta"]
+    meta = books.sheet(path, "_scm_meta", formulas=True)
     return int({meta.cell(r, 1).value: meta.cell(r, 2).value for r in range(1, meta.max_row + 1)}["rows"])
 
 

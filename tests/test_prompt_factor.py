@@ -25,7 +25,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import openpyxl
 import pytest
 from click.testing import CliRunner
 
@@ -36,6 +35,7 @@ from scm_xl.model import Settings, analyze, calibrate, check_rows, predict, solv
 from scm_xl.results import read_results, write_results
 from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import CONSISTENCY_COLUMNS, PROMPT_TABLE, Layout
+from support import books
 from support.paths import ARTICLE
 
 SIM_CSV = Path(__file__).with_name("data") / "sim_prompt_levels.csv"
@@ -252,7 +252,7 @@ def filled_sim(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _values(path: Path, sheet: str) -> Any:
-    return openpyxl.load_workbook(path, data_only=True)[sheet]
+    return books.sheet(path, sheet)
 
 
 def test_fill_shows_k_in_on_the_calibration_and_consistency_sheets(filled_sim: dict[str, Path]) -> None:

@@ -26,6 +26,7 @@ from scm_xl.workbook.io import load
 from scm_xl.workbook.registry import read_layout
 from scm_xl.workbook.layout import LAYOUT_VERSION, META_SHEET, Layout
 from scm_xl.workbook.stamp import is_formula
+from support import books
 from support.paths import ARTICLE
 
 UNO_PYTHON = "/usr/bin/python3"
@@ -53,8 +54,8 @@ def _solve(target: float) -> dict:
     return json.loads(result.output)
 
 
-def _values(path: Path) -> openpyxl.Workbook:
-    return openpyxl.load_workbook(path, data_only=True)
+def _values(path: Path) -> dict[str, books.Sheet]:
+    return books.sheets(path, SUMMARY)
 
 
 def _copy(path: Path, tmp_path: Path, name: str = "copy.xlsx") -> Path:
@@ -101,7 +102,7 @@ def test_a_target_typed_on_the_summary_in_libreoffice_moves_the_answer(filled: P
     assert after[TARGET].value == new_target
     assert after[RECOMMENDED].value == new["concurrency"]
     assert after[RECOMMENDED_TPS].value == pytest.approx(new["tps"], rel=1e-9)
-    assert is_formula(openpyxl.load_workbook(edited)[SUMMARY][RECOMMENDED].value)
+    assert is_formula(books.sheet(edited, SUMMARY, formulas=True)[RECOMMENDED].value)
     checked = verify(edited, engine="libreoffice")
     assert checked.verification.ok, render_verification(checked.verification)
     assert checked.inputs.inverse["target_tps"] == new_target  # read back from the Summary

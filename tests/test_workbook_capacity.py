@@ -29,6 +29,7 @@ from scm_xl.results import ResultRow, write_results
 from scm_xl.rules import DEFAULT_TARGET
 from scm_xl.workbook import slo_sheet, summary_sheet
 from scm_xl.workbook.fill import fill, verify
+from support import books
 from support.engines import ENGINES
 
 UNO_PYTHON = "/usr/bin/python3"
@@ -92,7 +93,7 @@ def _fill_cli(results: Path, out: Path, engine: str, *options: str) -> None:
 
 def _shown(path: Path) -> dict[str, Any]:
     """The Summary's capacity inputs and answer, as the engine computed them."""
-    ws = openpyxl.load_workbook(path, data_only=True)["Summary"]
+    ws = books.sheet(path, "Summary")
     rows = {**summary_sheet.SLO_CAPACITY_INPUT_ROWS,
             **{f"out.{key}": row for key, row in summary_sheet.SLO_CAPACITY_OUTPUT_ROWS.items()}}
     return {key: ws[f"B{row}"].value for key, row in rows.items()}
@@ -100,7 +101,7 @@ def _shown(path: Path) -> dict[str, Any]:
 
 def _configurations(path: Path) -> dict[int, dict[str, Any]]:
     """The SLO sheet's per-configuration table, by max_tokens."""
-    ws = openpyxl.load_workbook(path, data_only=True)[slo_sheet.SHEET_TITLES["en"]]
+    ws = books.sheet(path, slo_sheet.SHEET_TITLES["en"])
     out = {}
     for row in range(slo_sheet.FIRST, ws.max_row + 1):
         if ws[f"{slo_sheet.CELL_COLS['no']}{row}"].value is not None:
@@ -362,7 +363,7 @@ def test_cost_without_a_price_says_so_and_answers_nothing(tmp_path: Path) -> Non
     assert shown["out.status"] == slo_sheet.TEXTS["en"]["no_price"]
     assert {key: shown[f"out.{key}"] for key in slo_sheet.CAPACITY_OUTPUTS if key != "status"} == dict.fromkeys(
         (key for key in slo_sheet.CAPACITY_OUTPUTS if key != "status"))
-    ws = openpyxl.load_workbook(costly, data_only=True)[slo_sheet.SHEET_TITLES["en"]]
+    ws = books.sheet(costly, slo_sheet.SHEET_TITLES["en"])
     assert ws[slo_sheet.cap_answer_cell("slot")].value is None and ws[slo_sheet.cap_answer_cell("slot_free")].value is None
     refused = CliRunner().invoke(main, ["solve", str(results), "--target-tps", f"{TARGET:g}", *SLO_ARGS,
                                         "--minimise", "cost"])

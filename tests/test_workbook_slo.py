@@ -26,6 +26,7 @@ from scm_xl.workbook import printing, slo_sheet, summary_sheet
 from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import Lang
 from scm_xl.workbook.styles import BOLD_WIDTH, row_height, text_width, wrapped_lines
+from support import books
 from support.slo import collect_fixed_delays
 
 UNO_PYTHON = "/usr/bin/python3"
@@ -33,17 +34,18 @@ SLO_TEXT, ATTAINMENT = "ttft=0.5,e2el=0.03", 0.4  # 3 tokens take ~18 ms (good),
 SLO = goodput.parse_slo(SLO_TEXT, ATTAINMENT)
 
 
-def _values(path: Path) -> openpyxl.Workbook:
-    """The values the engine computed (fill stores them in the file)."""
-    return openpyxl.load_workbook(path, data_only=True)
+def _values(path: Path) -> dict[str, books.Sheet]:
+    """The values the engine computed (fill stores them in the file): the Summary, the SLO sheet and
+    the per-request sheet."""
+    return books.sheets(path, "Summary", slo_sheet.SHEET_TITLES["en"], slo_sheet.REQUESTS_TITLES["en"])
 
 
-def _summary(wb: openpyxl.Workbook) -> dict[str, object]:
+def _summary(wb: dict[str, books.Sheet]) -> dict[str, object]:
     ws = wb["Summary"]
     return {key: ws[f"B{row}"].value for key, row in summary_sheet.SLO_OUTPUT_ROWS.items()}
 
 
-def _experiments(wb: openpyxl.Workbook) -> dict[str, dict[str, object]]:
+def _experiments(wb: dict[str, books.Sheet]) -> dict[str, dict[str, object]]:
     """The SLO sheet's per-experiment table, by exp_id."""
     ws = wb[slo_sheet.SHEET_TITLES["en"]]
     out = {}

@@ -5,7 +5,8 @@ thousands of formulas cost 0.2 to 0.7 CPU-seconds a load, and the suite loaded w
 hundred times, mostly to read some cells of one sheet. `sheet(path, title)` parses that one sheet,
 through openpyxl's own reader (its read-only mode: the same cell parser, values as a full load
 gives them, formulas too with `formulas=True`), into an immutable snapshot read as a worksheet
-is read: `ws["B7"].value`, `ws.cell(row, column).value`, `ws.max_row`, `ws.max_column`.
+is read: `ws["B7"].value`, `ws.cell(row, column).value`, `ws.max_row`, `ws.max_column`,
+`ws.sheet_state`.
 `layout(path)` is the layout scm-xl reads from the workbook's meta sheet, without the rest.
 
 Anything else of a workbook (styles, charts, protection, defined names, merged cells, a
@@ -39,8 +40,9 @@ class Cell:
 class Sheet:
     """One sheet's cells as the file holds them (cached values, or formulas with `formulas=True`)."""
 
-    def __init__(self, title: str, cells: dict[tuple[int, int], Any]) -> None:
+    def __init__(self, title: str, cells: dict[tuple[int, int], Any], sheet_state: str = "visible") -> None:
         self.title = title
+        self.sheet_state = sheet_state  # visible, hidden or veryHidden, as the workbook says
         self._cells: Mapping[tuple[int, int], Any] = MappingProxyType(cells)
         # as openpyxl counts them: the last row and column holding a cell in the file (styled or not)
         self.max_row = max((row for row, _ in cells), default=1)
@@ -72,7 +74,7 @@ def sheets(path: str | Path, *titles: str, formulas: bool = False) -> dict[str, 
             ws.reset_dimensions()  # every row the file holds, whatever its <dimension> says
             cells = {(c.row, c.column): c.value for row in ws.iter_rows() for c in row
                      if not isinstance(c, EmptyCell)}
-            out[title] = Sheet(title, cells)
+            out[title] = Sheet(title, cells, ws.sheet_state)
         return out
     finally:
         wb.close()
