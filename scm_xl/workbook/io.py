@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import openpyxl
 from openpyxl import Workbook
 from openpyxl.utils import column_index_from_string
+from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.errors import InputError
 from scm_xl.model import Settings
@@ -207,6 +209,20 @@ def unusable_reason(values: dict[str, Any], lang: Lang) -> tuple[int, str] | Non
     return None
 
 
+def _row_values(ws: Worksheet, first: int, last: int, width: int) -> Iterator[tuple[int, list[Any]]]:
+    """Each row's values in columns 1..width, rows first..last (None where a cell is empty), as
+    iter_rows(values_only=True) gives them, without the empty cell object iter_rows creates in the
+    sheet for every empty position it passes (200,000 of them on a 10,000-row raw-data sheet)."""
+    held = ws._cells
+    for row in range(first, last + 1):
+        values: list[Any] = [None] * width
+        for col in range(width):
+            cell = held.get((row, col + 1))
+            if cell is not None:
+                values[col] = cell.value
+        yield row, values
+
+
 def read_inputs(wb: Workbook, layout: Layout, path: str | Path, *, pending: PendingFills | None = None) -> Inputs:
     """Read raw rows and hand-set cells, validating them as the CSV reader would; `pending`: the
     cells a workbook just built holds only once saved (`BuiltWorkbook.fills`).
@@ -229,8 +245,7 @@ def read_inputs(wb: Workbook, layout: Layout, path: str | Path, *, pending: Pend
     last = max(raw.max_row, layout.raw_last)
     width = max(*indexes.values(), display_index) + 1
     held_back = pending.rows(raw, display_index + 1) if pending is not None else range(0)
-    for sheet_row, cells in enumerate(raw.iter_rows(min_row=layout.raw_first, max_row=last, max_col=width,
-                                                    values_only=True), start=layout.raw_first):
+    for sheet_row, cells in _row_values(raw, layout.raw_first, last, width):
         if is_formula(cells[display_index]) or sheet_row in held_back:
             display_rows.add(sheet_row)
         values = {key: cells[index] for key, index in indexes.items()}
@@ -378,13 +393,13 @@ def write_rows(wb: Workbook, layout: Layout, rows: list[ResultRow], *, clear: bo
 def write_typed(wb: Workbook, layout: Layout, typed: list[dict[str, Any]]) -> None:
     """Write rows exactly as a person typed them (text stays text, even a number typed as text)."""
     ws = wb[layout.title("raw")]
+    columns = {key: column_index_from_string(layout.entry_col(key)) for key in RAW_INPUT_KEYS}
     for i, values in enumerate(typed):
         sheet_row = layout.raw_first + i
         for key, value in values.items():
             if value is None:
                 continue
-            cell = ws[f"{layout.entry_col(key)}{sheet_row}"]
-            write_value(cell, value)
+            write_value(ws.cell(row=sheet_row, column=columns[key]), value)
 
 
 def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bool = True) -> None:

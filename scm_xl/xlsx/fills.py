@@ -48,14 +48,26 @@ def with_fills(blocks: Iterator[bytes], fills: list[FilledColumn]) -> Iterator[b
     first = min(item[0] for item in cells)
     last = max(item[1] for item in cells)
     written = first - 1  # the rows before `first` need nothing
+    # A row the file does not hold yet (most rows: openpyxl holds a shared column's first and last
+    # cell only) is written whole from one template per run of rows that the same columns cover:
+    # one formatting a row instead of one a cell.
+    bounds = sorted({lo for lo, _, _, _ in cells} | {hi + 1 for _, hi, _, _ in cells})
+    runs: list[tuple[int, int, bytes, int]] = []  # (first row, last row, the row's cells with %d, how many)
+    for lo, hi in zip(bounds, bounds[1:]):
+        covering = [xml for c_lo, c_hi, _, xml in cells if c_lo <= lo and hi - 1 <= c_hi]
+        if covering:
+            runs.append((lo, hi - 1, b"".join(covering), len(covering)))
 
     def added(row: int) -> list[tuple[int, bytes]]:
         return [(column, xml % row) for lo, hi, column, xml in cells if lo <= row <= hi]
 
     def new_rows(upto: int) -> bytes:
         nonlocal written
-        out = [b'<row r="%d">' % row + b"".join(xml for _, xml in extra) + b"</row>"
-               for row in range(written + 1, min(upto, last + 1)) if (extra := added(row))]
+        out = []
+        for lo, hi, template, count in runs:
+            start, stop = max(lo, written + 1), min(hi, upto - 1, last)
+            for row in range(start, stop + 1):
+                out.append(b'<row r="%d">' % row + template % ((row,) * count) + b"</row>")
         written = max(written, min(upto - 1, last))
         return b"".join(out)
 
