@@ -36,6 +36,7 @@ from scm_xl.workbook.formulas import ANY_NUMBER
 from scm_xl.workbook.layout import CONCURRENCY_TABLE, Layout
 
 if TYPE_CHECKING:
+    from scm_xl.workbook.stamp import PendingFills
     from openpyxl.chart.series import Series as XlSeries  # the class; openpyxl.chart.Series is its factory
 
 Expected = dict[tuple[str, str], CellValue]
@@ -121,7 +122,9 @@ def _level_cell(layout: Layout, slot: int) -> str:
 
 
 def _cons_cell(layout: Layout, key: str, position: int) -> str:
-    return f"{layout.qtitle('consistency')}!${layout.cons_col(key)}${layout.cons_first + position}"
+    """The consistency sheet's cell of row `position` (its row relative, so the fit table's
+    columns are shared formulas)."""
+    return f"{layout.qtitle('consistency')}!${layout.cons_col(key)}{layout.cons_first + position}"
 
 
 def cell_formulas(layout: Layout, row: int, slot: int) -> dict[str, str]:
@@ -167,13 +170,17 @@ def diagonal_formulas(layout: Layout) -> dict[str, str]:
     }
 
 
-def write_sheet(data: Worksheet, layout: Layout) -> None:
-    """The chart-data sheet as every workbook has it, the template too: headers, the fit table, y = x."""
+def write_sheet(data: Worksheet, layout: Layout, fills: PendingFills) -> None:
+    """The chart-data sheet as every workbook has it, the template too: headers, the fit table (one
+    shared formula a column: IronCalc 0.9.1 parses every formula it loads that is not a shared one's
+    follower, about 35 microseconds each), y = x."""
+    from scm_xl.workbook.stamp import write_filled
+
     for col, text in HEADERS.items():
         data[f"{col}1"] = text
-    for position in range(layout.rows):
-        for col, text in fit_formulas(layout, position).items():
-            data[f"{col}{FIRST_ROW + position}"] = text
+    letters = {col: col for col in FIT_COLUMNS.values()}
+    write_filled(data, fills, letters, lambda row: fit_formulas(layout, row - FIRST_ROW),
+                 range(FIRST_ROW, FIRST_ROW + layout.rows), layout.cons_first - FIRST_ROW)
     for address, text in diagonal_formulas(layout).items():
         data[address] = text
 

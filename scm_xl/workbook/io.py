@@ -7,10 +7,11 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import openpyxl
 from openpyxl import Workbook
+from openpyxl.cell.cell import Cell
 from openpyxl.utils import column_index_from_string
 from openpyxl.worksheet.worksheet import Worksheet
 
@@ -399,7 +400,7 @@ def write_typed(wb: Workbook, layout: Layout, typed: list[dict[str, Any]]) -> No
         for key, value in values.items():
             if value is None:
                 continue
-            write_value(ws.cell(row=sheet_row, column=columns[key]), value)
+            write_value(cast(Cell, ws.cell(row=sheet_row, column=columns[key])), value)  # an input cell is never merged
 
 
 def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bool = True) -> None:

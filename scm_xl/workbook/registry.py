@@ -92,7 +92,7 @@ def _cells(c: Checking) -> None:
 
 
 def _write_chart_data(ws: Worksheet, b: Building) -> dict[str, str]:
-    charts.write_sheet(ws, b.layout)
+    charts.write_sheet(ws, b.layout, b.fills)
     return names_on(b.layout, "chart_data")
 
 
