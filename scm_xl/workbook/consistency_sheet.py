@@ -78,13 +78,13 @@ def row_formulas(fx: Formulas, row: int) -> dict[str, str]:
         f"&IF(({fm}+{km}+{cm})*{pm}>0,\", \",\"\")&IF({pm},{p_lab},\"\")"
     )
     return {
-        "exp_id": f"=IF({present}=1,{raw('exp_id')}&\"\",\"\")",
-        "model": f"=IF({present}=1,{model}&\"\",\"\")",
-        "concurrency": f"=IF({present}=1,{conc},\"\")",
-        "max_tokens": f"=IF({present}=1,{length},\"\")",
-        "prompt_level": f"=IF({present}=1,{level},\"\")",
-        "included": f"=IF({present}=1,{inc},\"\")",
-        "measured": f"=IF({present}=1,{raw('tps')},\"\")",
+        "exp_id": f"=IF({present},{raw('exp_id')}&\"\",\"\")",
+        "model": f"=IF({present},{model}&\"\",\"\")",
+        "concurrency": f"=IF({present},{conc},\"\")",
+        "max_tokens": f"=IF({present},{length},\"\")",
+        "prompt_level": f"=IF({present},{level},\"\")",
+        "included": f"=IF({present},{inc},\"\")",
+        "measured": f"=IF({present},{raw('tps')},\"\")",
         "f_known": f"=IF({inc}=1,SUMIFS({fx.ctab('known')},{fx.ctab('level')},{conc}),\"\")",
         "k_known": f"=IF({inc}=1,SUMIFS({fx.ltab('known')},{fx.ltab('level')},{length}),\"\")",
         "c_known": f"=IF({inc}=1,SUMIFS({fx.mtab('known')},{fx.mtab('name')},{model}),\"\")",
@@ -94,7 +94,7 @@ def row_formulas(fx: Formulas, row: int) -> dict[str, str]:
         "anchor": f"=IF({inc}=1,SUMIFS({fx.ltab('anchor')},{fx.ltab('level')},{length}),\"\")",
         "p_anchor": (f"=IF({inc}=1,IF(ISNUMBER({level}),SUMIFS({fx.ptab('anchor')},{fx.ptab('level')},"
                      f"{level}),0),\"\")"),
-        "physics_text": f"=IF({present}=1,{raw('physics_text')}&\"\",\"\")",
+        "physics_text": f"=IF({present},{raw('physics_text')}&\"\",\"\")",
         "f": f"=IF({f_known}=1,SUMIFS({fx.ctab('f')},{fx.ctab('level')},{conc}),\"\")",
         "k": f"=IF({k_known}=1,SUMIFS({fx.ltab('k')},{fx.ltab('level')},{length}),\"\")",
         "c": f"=IF({c_known}=1,SUMIFS({fx.mtab('c')},{fx.mtab('name')},{model}),\"\")",
@@ -109,7 +109,7 @@ def row_formulas(fx: Formulas, row: int) -> dict[str, str]:
             f"=IF(ISNUMBER({c('predicted')}),({c('measured')}-{c('predicted')})/{c('measured')}*100,\"\")"
         ),
         "role": (
-            f"=IF({present}=1,IF({inc}=0,\"excluded\",IF({identify},\"identify\","
+            f"=IF({present},IF({inc}=0,\"excluded\",IF({identify},\"identify\","
             f"IF(ISNUMBER({c('predicted')}),\"check\",\"unidentified\"))),\"\")"
         ),
         "note": (
