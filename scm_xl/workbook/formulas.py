@@ -88,6 +88,8 @@ class Formulas:
         def me(key: str) -> str:  # the row's own cell of a workings column, on whichever sheet holds it
             return lo.raw_cell(key, row)
 
+        # present is 0 or 1 in every row, so it is IF's condition itself: IF(present, ...), not
+        # IF(present=1, ...), for IronCalc 0.9.1 compares two numbers by printing both to 15 digits
         present = me("present")
         base_level = self.name("BasePromptLevel")
         p_index = me("p_index")

@@ -5,7 +5,8 @@ This module owns the sheet's writer (headers, input colours, validation, the hin
 inserted by hand, print setup), its display formulas and their reference values, side by side
 and independent: that independence is what `verify` checks. Its columns are `layout.py`'s
 (`ENTRY_COLUMNS`), because the filler writes rows there and every workings sheet reads them by
-position (the defined names `SCM_In_<column>`).
+position (INDEX into each input column's range, from the header down; the defined names
+`SCM_In_<column>` name the same ranges, and `io.covered_rows` reads how far they reach).
 """
 
 from __future__ import annotations
