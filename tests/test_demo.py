@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import openpyxl
 import pytest
 from click.testing import CliRunner
 
@@ -26,6 +25,7 @@ from scm_xl.errors import InputError
 from scm_xl.methods import default_questions
 from scm_xl.results import read_results
 from scm_xl.workbook.fill import analysis_from_source
+from support import books
 
 
 @pytest.mark.slow
@@ -54,8 +54,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert sum(int(r["completion_tokens"]) for r in requests if r["warmup"] != "true") == \
         sum(r.total_output_tokens for r in table.rows)
 
-    wb = openpyxl.load_workbook(out / "workbook.xlsx")
-    assert "BaseTPS" in wb.defined_names
+    assert "BaseTPS" in books.outline(out / "workbook.xlsx").defined_names
     text = result.output
     assert "verified:" in text and "match the Python reference" in text
     # Simulator data: no row breaks the roofline or the KV budget. A busy machine can slow a low
@@ -125,8 +124,7 @@ def test_demo_in_chinese_with_force_and_the_unreachable_case(tmp_path: Path) -> 
     assert "已验证：" in text and not any(line.startswith(("coefficient", "exp_id", "verified:", "check rows"))
                                       for line in text.splitlines())
     assert (out / "keep.txt").read_text(encoding="utf-8") == "not the demo's\n"
-    wb = openpyxl.load_workbook(out / "workbook.xlsx")
-    assert "第一性原理" in wb.sheetnames
+    assert "第一性原理" in books.outline(out / "workbook.xlsx").sheetnames
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
 
 

@@ -23,6 +23,7 @@ from scm_xl.workbook.raw_sheet import OWN_COMMENTS
 from scm_xl.workbook import fill as filling
 from scm_xl.workbook.io import MAX_LAYOUT_ROWS
 from scm_xl.workbook.registry import read_layout
+from support import books
 from support.paths import ARTICLE
 from support.reports import one_wrong_cell
 
@@ -62,7 +63,7 @@ def test_a_workbook_that_fails_verification_leaves_the_users_file(tmp_path: Path
                                               f"the workbook that failed is {failed}")
     assert f"wrote {out}" not in result.stdout
     assert "MISMATCH: 1 of" in result.stdout and report.is_file()  # the report says what disagreed
-    assert read_layout(openpyxl.load_workbook(failed), failed).lang == "en"  # the whole workbook, to inspect
+    assert books.layout(failed).lang == "en"  # the whole workbook (every sheet there), to inspect
     assert leftovers(tmp_path) == []
 
     # Again: the first failed workbook is not replaced either.

@@ -33,11 +33,12 @@ from scm_xl.workbook.registry import build_workbook
 from scm_xl.workbook.io import write_rows
 from scm_xl.workbook.stamp import BuiltWorkbook, PendingFills, SharedFormula, shares, write_filled
 from scm_xl.workbook.styles import fonts_in_schema_order
+from support import books
 
 
 def _formulas_by_cell(path: Path, title: str) -> dict[str, str]:
-    ws = openpyxl.load_workbook(path)[title]
-    return {cell.coordinate: cell.value for row in ws.iter_rows() for cell in row
+    ws = books.sheet(path, title, formulas=True)
+    return {cell.coordinate: cell.value for cell in ws.values()
             if isinstance(cell.value, str) and cell.value.startswith("=")}
 
 

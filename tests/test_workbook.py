@@ -31,6 +31,7 @@ from scm_xl.workbook.layout import (
     CONCURRENCY_TABLE, CONSISTENCY_COLUMNS, INVERSE_TABLE, LENGTH_TABLE, META_SHEET, MODEL_TABLE,
     RAW_FORMULA_KEYS, Layout,
 )
+from support import books
 from support.paths import ARTICLE
 
 ROOT = Path(__file__).parent.parent
@@ -351,10 +352,10 @@ def test_article_answers_are_live_in_the_workbook(engine: str, filled: Filled) -
     report = filled("article", engine)
     assert report.verification.ok
     values = report.verification.values
-    wb = openpyxl.load_workbook(report.path)
+    names = books.outline(report.path).defined_names
 
     def named(name: str) -> object:
-        sheet, cell = wb.defined_names[name].attr_text.split("!")
+        sheet, cell = names[name].split("!")
         return values[(sheet.strip("'"), cell.replace("$", ""))]
 
     assert round(named("BaseTPS"), 2) == 45.45

@@ -7,7 +7,8 @@ through openpyxl's own reader (its read-only mode: the same cell parser, values 
 gives them, formulas too with `formulas=True`), into an immutable snapshot read as a worksheet
 is read: `ws["B7"].value`, `ws.cell(row, column).value`, `ws.max_row`, `ws.max_column`,
 `ws.sheet_state`.
-`layout(path)` is the layout scm-xl reads from the workbook's meta sheet, without the rest.
+`layout(path)` is the layout scm-xl reads from the workbook's meta sheet, without the rest;
+`outline(path)` its sheets (in order, with their states) and defined names, without any sheet.
 
 Anything else of a workbook (styles, charts, protection, defined names, merged cells, a
 workbook to change and save) still comes from `openpyxl.load_workbook`.
@@ -83,6 +84,25 @@ def sheets(path: str | Path, *titles: str, formulas: bool = False) -> dict[str, 
 def sheet(path: str | Path, title: str, *, formulas: bool = False) -> Sheet:
     """One sheet of the workbook at `path`: its cached values, or its formulas with `formulas=True`."""
     return sheets(path, title, formulas=formulas)[title]
+
+
+@dataclass(frozen=True)
+class Outline:
+    """What a workbook says of itself: its sheets in order, each one's state, its defined names."""
+
+    sheetnames: list[str]
+    sheet_states: dict[str, str]  # title -> visible, hidden or veryHidden
+    defined_names: dict[str, str]  # workbook-level name -> what it refers to ("'Calibration'!$C$13")
+
+
+def outline(path: str | Path) -> Outline:
+    """The workbook's sheets and defined names, read without parsing any sheet."""
+    wb = openpyxl.load_workbook(path, read_only=True)
+    try:
+        return Outline(list(wb.sheetnames), {ws.title: ws.sheet_state for ws in wb.worksheets},
+                       {name: defined.attr_text for name, defined in wb.defined_names.items()})
+    finally:
+        wb.close()
 
 
 def layout(path: str | Path):  # type: ignore[no-untyped-def]
