@@ -87,3 +87,37 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if "libreoffice" in item.keywords and not soffice_path():
         if os.environ.get("SCM_XL_REQUIRE_LIBREOFFICE") == "1":
             pytest.fail("LibreOffice is required (SCM_XL_REQUIRE_LIBREOFFICE=1) but soffice was not found")
+
+
+# --- the workers' share of the machine -----------------------------------------------------------
+#
+# These modules spend most of their time waiting on real time, not computing: the simulator's
+# steps, a server's delayed replies, `scm-xl demo`'s collections (about 230 s of the suite's wall
+# time, 90 CPU-seconds). Their measurements want a core free when they wake (a latency, a knee, an
+# SLO's good requests), so they run one after another on one worker (one work unit for xdist's
+# loadfile scheduler), while the other workers (pyproject's `-n 3`: two more) take every other
+# module, a file at a time: never more than two modules computing at once on a two-core machine,
+# and the waiting done beside them instead of between them.
+WAITING_MODULES = frozenset({
+    "test_collect_checks", "test_collect_hostile", "test_collector", "test_compare", "test_compare_slo",
+    "test_compare_zh", "test_demo", "test_goodput", "test_latency_model", "test_latency_sheet",
+    "test_one_answer", "test_plan_collect", "test_prompt_levels", "test_ratelimit", "test_report_latency",
+    "test_report_slo", "test_simulator", "test_simulator_slots", "test_slo_between", "test_slo_zh",
+    "test_status_line", "test_transport", "test_workbook_slo",
+})
+WAITING_UNIT = "tests/(the modules that wait on real time)"
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's loadfile scheduling, WAITING_MODULES one work unit (see above)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class WaitingTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return WAITING_UNIT if os.path.splitext(os.path.basename(path))[0] in WAITING_MODULES else path
+
+    return WaitingTogether(config, log)  # type: ignore[arg-type]
