@@ -4,7 +4,7 @@
 * `support.rows`: the one row factory, `make_row` (tests/data/gen.py builds its designs on it).
 * `support.engines`: the engines a workbook is checked on, as pytest parameters; a small workbook
   of every value kind with what each engine must compute (`write_workbook`, `EXPECTED`); the
-  error strings a spreadsheet shows in a cell.
+  error strings a spreadsheet shows in a cell; what a verify's engine computed (`computed`).
 * `support.parallel`: run independent slow measurements at once (each on a simulator of its own).
 * `support.latency`: the simulator design the latency tests share, and its measurements.
 * `support.reports`: the report pages in both languages; a verification that finds one wrong cell;

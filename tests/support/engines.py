@@ -1,11 +1,13 @@
 """The engines a workbook is recalculated on in the tests, as pytest parameters (LibreOffice's
 marked `libreoffice`: conftest.py skips it, or fails it in CI, where soffice is missing); the
 small workbook every engine is tested on (`write_workbook`) with what it must compute
-(`EXPECTED`); and the error values a spreadsheet shows in a cell (`ERROR_STRINGS`)."""
+(`EXPECTED`); the error values a spreadsheet shows in a cell (`ERROR_STRINGS`); and what
+the engine of a verify computed, read as a recalculation (`computed`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import openpyxl
 import pytest
@@ -14,6 +16,7 @@ from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.formula import ArrayFormula
 
 from scm_xl.engines import CellError
+from scm_xl.engines.base import Recalculated
 
 LIBREOFFICE = pytest.param("libreoffice", marks=pytest.mark.libreoffice)
 # IronCalc (the default) and LibreOffice: what each sheet's own tests recalculate on.
@@ -24,6 +27,14 @@ ALL_ENGINES = ["formulas", "ironcalc", LIBREOFFICE]
 
 # What a spreadsheet shows in a cell it could not compute (LibreOffice's "Err:" and "###" too).
 ERROR_STRINGS = ("#N/A", "#VALUE!", "###", "Err:", "#REF!", "#DIV/0!", "#NAME?", "#NUM!")
+
+
+def computed(report: Any) -> Recalculated:
+    """What the engine computed for every formula cell of the workbook a `verify` (or `fill`)
+    checked (`Verification.values`), read as a recalculation is: `.get(sheet, cell)`. The same
+    values a second recalculation of that file by that engine gives, without running it again."""
+    verification = report.verification
+    return Recalculated(verification.engine, verification.values, 0.0)  # type: ignore[arg-type]
 
 # The workbook every engine is tested on (tests/test_engines.py, tests/test_gnumeric.py).
 RAW = "原始数据"
