@@ -4,6 +4,7 @@ workbook or the command line, and a long module says why it is long."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "scm_xl"
@@ -30,6 +31,7 @@ def _runtime_imports(tree: ast.AST) -> list[ast.ImportFrom | ast.Import]:
             if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skipped]
 
 
+@functools.cache  # the package's sources do not change during a run; three tests read the graph
 def import_graph() -> dict[str, set[str]]:
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
