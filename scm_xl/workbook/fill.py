@@ -297,8 +297,10 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
         sparse = staged.temp.with_name(staged.temp.name + ".sparse")
         try:
             fills = built.save(staged.temp, sparse=sparse)
+            cells = built.formula_cells(fills)
+            built.release()  # saved: its memory serves the reference and the engine's values
             report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say,
-                            analysis=analysis, cells=built.formula_cells(fills))
+                            analysis=analysis, cells=cells)
             _store_values(staged.temp, report.verification, say, sparse=sparse, fills=fills)
         finally:
             sparse.unlink(missing_ok=True)

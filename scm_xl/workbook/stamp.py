@@ -191,6 +191,7 @@ class BuiltWorkbook:
     def __init__(self, wb: Workbook, fills: PendingFills) -> None:
         self.wb = wb
         self.fills = fills
+        self.released = False
         wb.save = _refuse_plain_save  # type: ignore[method-assign]
 
     def save(self, path: str | Path, *, sparse: str | Path | None = None) -> dict[str, list[FilledColumn]]:
@@ -200,7 +201,17 @@ class BuiltWorkbook:
         `sparse`, when given, keeps openpyxl's own file there (without the pending cells), for
         `cached_values.write_cached_values(..., fills=<what this returned>)` to write the final
         file from in one pass, the pending cells with their values."""
+        if self.released:
+            raise RuntimeError("this workbook's cells were released after it was saved")
         return _save(self.wb, self.fills, path, sparse=sparse)
+
+    def release(self) -> None:
+        """Drop the cells the openpyxl workbook holds, once saved (the file has them): at 10,000
+        rows their memory then serves the reference's values and the engine's, which come next.
+        The workbook cannot be saved again."""
+        for ws in self.wb.worksheets:
+            ws._cells.clear()
+        self.released = True
 
     def formula_cells(self, fills: Mapping[str, Sequence[FilledColumn]]) -> dict[str, list[str]]:
         """Each sheet's formula cells in the file `save` wrote (given what it returned): "A1" for
