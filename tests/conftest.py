@@ -78,6 +78,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    _yield_to_the_waiting(item)
     if "browser" in item.keywords and os.environ.get("SCM_XL_REQUIRE_BROWSER") == "1":
         missing = browser_missing()
         if missing:
@@ -106,6 +107,26 @@ WAITING_MODULES = frozenset({
     "test_status_line", "test_transport", "test_workbook_slo",
 })
 WAITING_UNIT = "tests/(the modules that wait on real time)"
+
+
+# The computing workers yield the CPU to the waiting one: before its first test of a module not in
+# WAITING_MODULES a worker lowers its own priority (os.nice, inherited by the soffice and scm-xl
+# processes it starts), once: a measurement that wakes for its next step then finds a core at
+# once, as it did with a core to itself. The waiting worker gets its unit first (the largest, and
+# xdist hands out the largest first) and joins the others, niced, when the unit is done. Nothing
+# changes for a run without workers (-n 0).
+NICENESS = 10
+_niced = False
+
+
+def _yield_to_the_waiting(item: pytest.Item) -> None:
+    global _niced
+    if _niced or not hasattr(os, "nice") or "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    if item.path.stem in WAITING_MODULES:
+        return
+    os.nice(NICENESS)
+    _niced = True
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
