@@ -223,6 +223,18 @@ def _release() -> None:
 
 
 @contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """A signal's exit (`raise_or_hold`) that lands in the block is raised when the block ends:
+    for a step whose state an exit half-way would leave broken (`xlsx.package.copy_package`
+    opening a member's writer and entering its `with`)."""
+    _hold()
+    try:
+        yield
+    finally:
+        _release()
+
+
+@contextlib.contextmanager
 def staging(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Staged]:
     """Yield a `Staged` temporary file beside `path`; the caller writes it, then calls
     `put_in_place()` or `set_aside()`. Neither called (an error, a signal): the temporary file

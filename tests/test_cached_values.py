@@ -19,6 +19,7 @@ from openpyxl.worksheet.datavalidation import DataValidation
 from openpyxl.worksheet.formula import ArrayFormula
 
 from scm_xl.engines import CellError, FormulasEngine, LibreOfficeEngine, Recalculated, get_engine
+from scm_xl.outputs import raise_or_hold
 from scm_xl.xlsx.cached_values import values_by_sheet, write_cached_values
 
 RAW = "原始数据"
@@ -230,3 +231,28 @@ def test_engines_ignore_stored_values(source: Path, engine: str, tmp_path: Path)
                                         for sheet, cells in values_by_sheet(EXPECTED).items()})
     assert _load(stale, data_only=True)["Calc"]["A1"].value == 999
     assert get_engine(engine).recalculate(stale).values == pytest.approx(EXPECTED)
+
+
+def test_an_interruption_as_a_member_is_opened_is_what_propagates_and_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signal's exit (the CLI's SIGTERM handler raises one) can land between `ZipFile.open` and
+    its `with`, the member's writer made but never entered: the exit is what propagates, not
+    `ZipFile.close`'s complaint about an open writer; the target is untouched and no temporary
+    copy stays."""
+    source = write_source(tmp_path / "book.xlsx")
+    before = source.read_bytes()
+    real = zipfile._ZipWriteFile.__init__  # type: ignore[attr-defined]
+    made: list[int] = []
+
+    def interrupted(self: object, *args: object) -> None:
+        real(self, *args)
+        made.append(1)
+        if len(made) == 3:
+            raise_or_hold(SystemExit(143))  # the CLI's SIGTERM handler, landing before `open` returns
+
+    monkeypatch.setattr(zipfile._ZipWriteFile, "__init__", interrupted)  # type: ignore[attr-defined]
+    with pytest.raises(SystemExit):
+        write_cached_values(source, source, {RAW: {(2, 3): 2.0}})
+    monkeypatch.undo()
+    assert len(made) == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["book.xlsx"] and source.read_bytes() == before

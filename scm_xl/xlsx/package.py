@@ -8,6 +8,7 @@ The sheet XML is streamed row by row.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import posixpath
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import IO
 
 from defusedxml import ElementTree
+
+from scm_xl.outputs import signals_held
 
 _MAIN_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 _REL_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
@@ -178,7 +181,7 @@ def copy_package(source: str | Path, target: str | Path, rewrite: Callable[[str]
                 out.external_attr = info.external_attr
                 out.create_system = info.create_system
                 change = rewrite(info.filename)
-                with book.open(info) as reader, copy.open(out, "w", force_zip64=True) as writer:
+                with book.open(info) as reader, _member_writer(copy, out) as writer:
                     if change is None:
                         shutil.copyfileobj(reader, writer, CHUNK)
                     elif out.compress_type == zipfile.ZIP_DEFLATED:
@@ -192,6 +195,17 @@ def copy_package(source: str | Path, target: str | Path, rewrite: Callable[[str]
     except BaseException:
         os.unlink(temp_name)
         raise
+
+
+@contextlib.contextmanager
+def _member_writer(copy: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[IO[bytes]]:
+    """`copy.open(info, "w")`, entered with a signal's exit held: an exit that landed between the
+    open and its `with` would leave the member's writer open, and `ZipFile.close` would then
+    raise its own ValueError in place of the exit (the CLI's SIGTERM handler raises one)."""
+    with contextlib.ExitStack() as stack:
+        with signals_held():
+            writer = stack.enter_context(copy.open(info, "w", force_zip64=True))
+        yield writer
 
 
 class DeflatingWriter:
