@@ -3,6 +3,7 @@ cells fill names to the engine instead of having it read them from the file."""
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import signal
@@ -118,6 +119,56 @@ def test_the_worker_process_computes_what_ironcalc_computes_here(tmp_path: Path,
     assert dict(there.values.items()) == dict(here.values.items())
     assert set(there.values) == set(EXPECTED)  # every formula cell (some computed wrongly: array idioms)
     assert there.values[("Calc", "A4")] == CellError("#DIV/0!") and there.values[("Calc", "A11")] is None
+
+
+def test_the_worker_answers_sheet_by_sheet_in_the_workbook_order(tmp_path: Path) -> None:
+    """The worker's answer is one pickle per sheet, in the order of the cells it was given, then
+    the end: `fill` stores a sheet while the worker reads the next back."""
+    import subprocess
+    import sys
+
+    book = write_workbook(tmp_path / "engines.xlsx")
+    cells = formula_refs(book)
+    request = pickle.dumps({"path": str(book), "cells": dict(reversed(list(cells.items())))})
+    out = subprocess.run([sys.executable, "-m", "scm_xl.engines.ironcalc_worker"], input=request,
+                         capture_output=True, check=True).stdout
+    answers = []
+    with io.BytesIO(out) as stream:
+        while stream.tell() < len(out):
+            answers.append(pickle.load(stream))
+    assert [answer.get("sheet") for answer in answers] == [*reversed(list(cells)), None]
+    assert answers[-1] == {"done": True}
+    grid = CellGrid()
+    for answer in answers[:-1]:
+        grid.put_sheet(answer["sheet"], answer["columns"])
+    assert dict(grid.items()) == dict(IronCalcEngine().recalculate(book).values.items())
+
+
+def test_each_sheet_is_given_as_it_comes_and_a_failure_after_some_is_an_engine_error(
+        tmp_path: Path, in_worker: None) -> None:
+    """`Pending.sheet` gives a sheet's values once the worker has sent them; a failure the worker
+    meets later (here, a sheet it cannot find) is the answer for every sheet not sent yet and for
+    the whole."""
+    book = write_workbook(tmp_path / "engines.xlsx")
+    cells = {"Calc": ["A1", "A6"], "No such sheet": ["A1"]}
+    pending = IronCalcEngine().start(book, cells)
+    calc = pending.sheet("Calc")
+    assert dict(calc.items()) == {(1, 1): 47.0, (6, 1): "total=47"}
+    with pytest.raises(EngineError, match="did not load sheet 'No such sheet'"):
+        pending.sheet("No such sheet")
+    with pytest.raises(EngineError, match="did not load sheet 'No such sheet'"):
+        pending.result()
+
+
+def test_an_engine_that_answers_at_once_gives_a_sheet_from_its_one_answer(tmp_path: Path) -> None:
+    """Below WORKER_CELLS (and on every other engine) a sheet's values come from the one
+    recalculation, which runs once however many sheets are asked for."""
+    book = write_workbook(tmp_path / "engines.xlsx")
+    pending = IronCalcEngine().start(book)
+    whole = pending.result()
+    assert pending.result() is whole
+    assert dict(pending.sheet("Calc").items()) == {cell_position(ref): value for (sheet, ref), value
+                                                   in whole.values.items() if sheet == "Calc"}
 
 
 def test_a_workbook_the_worker_cannot_read_is_an_engine_error(tmp_path: Path, in_worker: None) -> None:

@@ -20,7 +20,9 @@ from scm_xl.errors import EngineError
 
 # The value types live with the grid that holds many of them (xlsx.values: no numpy or
 # openpyxl there, so the IronCalc worker process imports little); every engine names them here.
-from scm_xl.xlsx.values import CellError, CellKey, CellValue, FormulaCells, cell_position  # noqa: E402,F401
+from scm_xl.xlsx.values import (  # noqa: E402,F401
+    CellError, CellGrid, CellKey, CellValue, FormulaCells, SheetView, cell_position,
+)
 
 
 @dataclass
@@ -37,14 +39,31 @@ class Recalculated:
 
 class Pending:
     """A recalculation under way, or about to run: `result()` waits for its values (or raises
-    its EngineError), `cancel()` gives it up (an interrupted command ends the engine's process)."""
+    its EngineError), `sheet(title)` for one sheet's (an engine that answers sheet by sheet
+    gives each as it comes), `cancel()` gives it up (an interrupted command ends the engine's
+    process)."""
 
-    def __init__(self, result: Callable[[], Recalculated], cancel: Callable[[], None] | None = None) -> None:
+    def __init__(self, result: Callable[[], Recalculated], cancel: Callable[[], None] | None = None,
+                 sheet: Callable[[str], SheetView] | None = None) -> None:
         self._result = result
         self._cancel = cancel
+        self._sheet = sheet
+        self._done: Recalculated | None = None
 
     def result(self) -> Recalculated:
-        return self._result()
+        if self._done is None:
+            self._done = self._result()
+        return self._done
+
+    def sheet(self, title: str) -> SheetView:
+        """The values of sheet `title`'s formula cells, keyed (row, column)."""
+        if self._sheet is not None:
+            return self._sheet(title)
+        values = self.result().values
+        if isinstance(values, CellGrid):
+            return values.sheet_view(title)
+        grid = CellGrid((key, value) for key, value in values.items() if key[0] == title)
+        return grid.sheet_view(title)
 
     def cancel(self) -> None:
         if self._cancel is not None:

@@ -19,14 +19,18 @@ import importlib
 import pickle
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from scm_xl.engines import ironcalc_worker
 from scm_xl.engines.base import Engine, Pending, Recalculated, engine_failed
-from scm_xl.xlsx.values import CellGrid, FormulaCells, cell_position
+from scm_xl.xlsx.values import CellGrid, FormulaCells, SheetView, cell_position
 from scm_xl.errors import EngineError
+
+T = TypeVar("T")
 
 UNAVAILABLE = "the ironcalc engine needs the ironcalc package: pip install 'ironcalc>=0.9.1,<0.10'"
 
@@ -62,16 +66,20 @@ class IronCalcEngine(Engine):
         if not own_process:
             return Pending(lambda: self._recalculated(path, start, lambda: ironcalc_worker.evaluate(path, cells)))
         worker = _Worker(path, cells)
-        return Pending(lambda: self._recalculated(path, start, worker.values), worker.kill)
+        return Pending(lambda: self._recalculated(path, start, worker.values), worker.kill,
+                       lambda title: self._answered(path, lambda: worker.sheet(title)))
 
     def _recalculated(self, path: Path, start: float, evaluate: Callable[[], CellGrid]) -> Recalculated:
+        return Recalculated(self.name, self._answered(path, evaluate), time.perf_counter() - start)
+
+    @staticmethod
+    def _answered(path: Path, answer: Callable[[], T]) -> T:
         try:
-            values = evaluate()
+            return answer()
         except ironcalc_worker.ReadFailed as exc:
             raise EngineError(str(exc)) from exc
         except ironcalc_worker.EngineFailed as exc:
             raise engine_failed("ironcalc", path, exc) from exc
-        return Recalculated(self.name, values, time.perf_counter() - start)
 
 
 # From about this many formula cells (a filled workbook of a thousand rows has 150,000) the
@@ -90,48 +98,98 @@ def _count(ref: str) -> int:
 
 
 class _Worker:
-    """`ironcalc_worker.evaluate` in a process of its own, started at once: the request goes to
-    its standard input now, `values` waits for the answer on its standard output."""
+    """`ironcalc_worker.main` in a process of its own, started at once: the request goes to its
+    standard input now, and a thread takes its answer in as it comes, sheet by sheet: `sheet`
+    waits for one sheet's values (`fill` stores them while the next is read back), `values` for
+    them all."""
 
     def __init__(self, path: Path, cells: FormulaCells | None) -> None:
         request = pickle.dumps({"path": str(path), "cells": None if cells is None else dict(cells)},
                                protocol=pickle.HIGHEST_PROTOCOL)
         self.process = subprocess.Popen([sys.executable, "-m", "scm_xl.engines.ironcalc_worker"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.grid = CellGrid()
+        self.arrived: set[str] = set()
+        self.failure: Exception | None = None
+        self.finished = False
+        self.changed = threading.Condition()
         stdin = self.process.stdin
         assert stdin is not None
         try:
-            stdin.write(request)  # the worker reads it at once; its answer comes only at its end
+            stdin.write(request)  # the worker reads it at once; its answers come once it has evaluated
             stdin.close()
-        except BrokenPipeError:  # the worker died at its start: `values` says so
+        except BrokenPipeError:  # the worker died at its start: the reader says so
             pass
         except BaseException:
-            self.kill()
+            self.process.kill()
+            self.process.wait()
             raise
-        self.process.stdin = None  # written and closed: communicate() only reads
+        self.process.stdin = None
+        self.reader = threading.Thread(target=self._read, name="scm-xl-ironcalc-answers", daemon=True)
+        self.reader.start()
 
-    def values(self) -> CellGrid:
+    def _read(self) -> None:
+        stdout, stderr = self.process.stdout, self.process.stderr
+        assert stdout is not None and stderr is not None
+        errors: list[bytes] = []
+        drain = threading.Thread(target=lambda: errors.append(stderr.read()), daemon=True)  # never a full pipe
+        drain.start()
+        failure: Exception | None = None
         try:
-            out, err = self.process.communicate()
+            while True:
+                try:
+                    answer = pickle.load(stdout)
+                except Exception:  # the end of its output, or a worker killed half-way through an answer
+                    answer = None
+                if not isinstance(answer, dict):
+                    self.process.wait()
+                    drain.join()
+                    tail = b"".join(errors).decode("utf-8", "replace").strip().splitlines()[-1:] or [
+                        f"exit status {self.process.returncode}"]
+                    failure = ironcalc_worker.EngineFailed(f"the worker process ended without an answer ({tail[0]})")
+                    break
+                if "sheet" in answer:
+                    with self.changed:
+                        self.grid.put_sheet(answer["sheet"], answer["columns"])
+                        self.arrived.add(answer["sheet"])
+                        self.changed.notify_all()
+                    continue
+                if "read_failed" in answer:
+                    failure = ironcalc_worker.ReadFailed(answer["read_failed"])
+                elif "engine_failed" in answer:
+                    failure = ironcalc_worker.EngineFailed(answer["engine_failed"])
+                break
+        finally:
+            with self.changed:
+                self.failure, self.finished = failure, True
+                self.changed.notify_all()
+            self.process.wait()
+            drain.join()
+            stdout.close()
+            stderr.close()
+
+    def _wait(self, title: str | None) -> None:
+        """Until sheet `title` is in (None: every sheet), or the answer has ended; raises its failure."""
+        try:
+            with self.changed:
+                while not self.finished and (title is None or title not in self.arrived):
+                    self.changed.wait(0.5)
         except BaseException:  # interrupted: the worker goes with the command
             self.kill()
             raise
-        try:
-            answer = pickle.loads(out) if out else None
-        except Exception:  # a worker killed half-way through its answer
-            answer = None
-        if not isinstance(answer, dict):
-            tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [
-                f"exit status {self.process.returncode}"]
-            raise ironcalc_worker.EngineFailed(f"the worker process ended without an answer ({tail[0]})")
-        if "read_failed" in answer:
-            raise ironcalc_worker.ReadFailed(answer["read_failed"])
-        if "engine_failed" in answer:
-            raise ironcalc_worker.EngineFailed(answer["engine_failed"])
-        values: CellGrid = answer["values"]
-        return values
+        if self.failure is not None and (title is None or title not in self.arrived):
+            raise self.failure
+
+    def sheet(self, title: str) -> SheetView:
+        """The values of sheet `title` (none: it has no formula cell), once they are in."""
+        self._wait(title)
+        return self.grid.sheet_view(title)
+
+    def values(self) -> CellGrid:
+        self._wait(None)
+        return self.grid
 
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.communicate()
+        self.reader.join()

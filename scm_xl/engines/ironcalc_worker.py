@@ -3,7 +3,7 @@
 `IronCalcEngine` runs this in the caller's process for a small workbook and, for a large one,
 in a process of its own (`python -m scm_xl.engines.ironcalc_worker`: the request, a pickle on
 standard input, names the workbook and, when the caller knows them, its formula cells; the
-answer, a pickle on standard output, is the values or the failure). A process of its own,
+answer, pickles on standard output, is the values sheet by sheet, or the failure). A process of its own,
 because at 10,000 rows IronCalc's model is a few hundred megabytes that the command then
 never holds, because IronCalc holds Python's lock while it evaluates (the caller computes the
 reference meanwhile), and because a Rust panic or abort then ends the worker, not the command.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from scm_xl.xlsx import package
-from scm_xl.xlsx.values import CellError, CellGrid, CellValue, FormulaCells, cell_position
+from scm_xl.xlsx.values import CellError, CellGrid, CellValue, Column, FormulaCells, cell_position
 
 
 class ReadFailed(Exception):
@@ -46,6 +46,17 @@ def formula_cells(path: Path) -> dict[str, list[str]]:
 def evaluate(path: Path, cells: FormulaCells | None = None) -> CellGrid:
     """Every formula cell's value as IronCalc computes it (`cells`: the formula cells, when the
     caller knows them; else read from the file)."""
+    values = CellGrid()
+    for sheet, columns in sheet_by_sheet(path, cells):
+        values.put_sheet(sheet, columns)
+    return values
+
+
+def sheet_by_sheet(path: Path, cells: FormulaCells | None = None) -> Iterator[tuple[str, dict[int, Column]]]:
+    """`evaluate`'s values one sheet at a time, in the order of `cells` (the workbook's, read
+    from the file): the whole workbook is evaluated before the first, and each sheet is read
+    back when it is asked for, so that a caller can store one sheet's values while the next is
+    read (`main`)."""
     import ironcalc
 
     refs = cells if cells is not None else formula_cells(path)
@@ -61,7 +72,6 @@ def evaluate(path: Path, cells: FormulaCells | None = None) -> CellGrid:
             raise
         raise EngineFailed(str(exc)) from exc
     sheet_index = {props["name"]: i for i, props in enumerate(model.get_worksheets_properties())}
-    values = CellGrid()
     reader = _Reader(ironcalc, model)
     for sheet, sheet_refs in refs.items():
         if not sheet_refs:
@@ -69,6 +79,7 @@ def evaluate(path: Path, cells: FormulaCells | None = None) -> CellGrid:
         index = sheet_index.get(sheet)
         if index is None:
             raise EngineFailed(f"ironcalc did not load sheet {sheet!r} of {path}")
+        values = CellGrid()
         for ref in sheet_refs:
             if ":" not in ref:
                 row, col = cell_position(ref)
@@ -83,7 +94,7 @@ def evaluate(path: Path, cells: FormulaCells | None = None) -> CellGrid:
                 else:
                     for at, value in enumerate(column):
                         values.put(sheet, top + at, col, value)
-    return values
+        yield sheet, values.columns(sheet)
 
 
 class _Reader:
@@ -192,16 +203,26 @@ def _is_sheet(name: str) -> bool:
 
 
 def main() -> int:
-    """The worker process: one request in, one answer out (a failure is an answer too)."""
+    """The worker process: one request in; out, one answer per sheet as each is read back
+    ({"sheet": title, "columns": ...}), then {"done": True}, or a failure ({"read_failed": ...}
+    or {"engine_failed": ...}) in place of whatever is left: the caller stores a sheet's values
+    while the next is read (`ironcalc_engine._Worker`)."""
     request = pickle.load(sys.stdin.buffer)
+    out = sys.stdout.buffer
+
+    def send(answer: dict[str, Any]) -> None:
+        pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
+
     try:
-        answer: dict[str, Any] = {"values": evaluate(Path(request["path"]), request.get("cells"))}
+        for sheet, columns in sheet_by_sheet(Path(request["path"]), request.get("cells")):
+            send({"sheet": sheet, "columns": columns})
     except ReadFailed as exc:
-        answer = {"read_failed": str(exc)}
+        send({"read_failed": str(exc)})
     except EngineFailed as exc:
-        answer = {"engine_failed": str(exc)}
-    pickle.dump(answer, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    sys.stdout.buffer.flush()
+        send({"engine_failed": str(exc)})
+    else:
+        send({"done": True})
     return 0
 
 

@@ -14,7 +14,7 @@ exp_id) and where their own sheets sit among scm-xl's (`_PersonWork`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from scm_xl.workbook.io import (
     set_strict_physics, write_hand_set, write_rows, write_typed,
 )
 from scm_xl.xlsx import cached_values
+from scm_xl.xlsx.cached_values import SheetValues
 from scm_xl.workbook.stamp import BuiltWorkbook, FilledColumn, is_formula
 from scm_xl.workbook.layout import (
     MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
@@ -299,9 +300,11 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
             fills = built.save(staged.temp, sparse=sparse)
             cells = built.formula_cells(fills)
             built.release()  # saved: its memory serves the reference and the engine's values
+            # each sheet's values stored as the engine gives them, while it reads the next back
             report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say,
-                            analysis=analysis, cells=cells)
-            _store_values(staged.temp, report.verification, say, sparse=sparse, fills=fills)
+                            analysis=analysis, cells=cells,
+                            store=lambda sheet: _store_values(staged.temp, cells, sheet, say, sparse=sparse,
+                                                              fills=fills))
         finally:
             sparse.unlink(missing_ok=True)
         if report.verification.ok:
@@ -432,22 +435,47 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _store_values(path: Path, verification: Verification, say: Progress, *, sparse: Path,
-                  fills: dict[str, list[FilledColumn]]) -> None:
+def _store_values(path: Path, cells: FormulaCells, sheet: Callable[[str], SheetValues], say: Progress, *,
+                  sparse: Path, fills: dict[str, list[FilledColumn]]) -> None:
     """Give every formula cell the value the verifying engine computed, so readers that do
     not recalculate (openpyxl data_only, pandas, previews) see the numbers: `path` is written
-    anew from `sparse` (openpyxl's file) with the pending cells `fills`, each with its value."""
-    values = verification.values
-    if not values:
+    anew from `sparse` (openpyxl's file) with the pending cells `fills`, each with its value.
+    `sheet(title)` gives a sheet's values, waiting for them if the engine has not yet."""
+    titles = [title for title, refs in cells.items() if refs]
+    if not titles:
         return
-    say(Text("step_store"))
     stored = path.with_name(path.name + ".values")
     try:
-        cached_values.write_cached_values(sparse, stored, cached_values.values_by_sheet(values), fills=fills)
+        cached_values.write_cached_values(sparse, stored, _Arriving(titles, sheet, lambda: say(Text("step_store"))),
+                                          fills=fills)
         os.replace(stored, path)
     finally:
         if stored.exists():
             stored.unlink()
+
+
+class _Arriving(Mapping[str, SheetValues]):
+    """Sheets' values by title, each asked for only when it is looked up; `first` is called
+    when the first is in (the step is said once there is something to store)."""
+
+    def __init__(self, titles: list[str], sheet: Callable[[str], SheetValues], first: Callable[[], None]) -> None:
+        self.titles, self.sheet, self.first = titles, sheet, first
+        self.started = False
+
+    def __getitem__(self, title: str) -> SheetValues:
+        if title not in self.titles:
+            raise KeyError(title)
+        values = self.sheet(title)
+        if not self.started:
+            self.started = True
+            self.first()
+        return values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.titles)
+
+    def __len__(self) -> int:
+        return len(self.titles)
 
 
 def _measured_defaults(rows: list[ResultRow]) -> dict[str, dict[str, object]] | None:
@@ -477,16 +505,22 @@ def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
 
 
 def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: Any, note: str | None,
-           say: Progress, analysis: Analysis | None = None, cells: FormulaCells | None = None) -> WorkbookReport:
+           say: Progress, analysis: Analysis | None = None, cells: FormulaCells | None = None,
+           store: Callable[[Callable[[str], SheetValues]], None] | None = None) -> WorkbookReport:
     """Recalculate `path` with `engine` and compare every formula cell with the reference.
 
     The engine is started first and the reference computed while it works: an engine that works
-    in a process of its own (IronCalc on a large workbook) then runs beside this one."""
+    in a process of its own (IronCalc on a large workbook) then runs beside this one. `store`,
+    when given, is handed the engine's values sheet by sheet (`Pending.sheet`) before they are
+    compared: an engine that reads its values back sheet by sheet is storing one while it reads
+    the next."""
     say(Text("step_recalculate", engine=engine.name))
     pending = engine.start(path, cells)
     try:
         analysis, expected = expected_cells(layout, inputs, analysis=analysis)
         lsq = least_squares_analysis(analysis.statuses, analysis.settings)
+        if store is not None:
+            store(pending.sheet)
         recalculated: Recalculated = pending.result()
     except BaseException:  # interrupted, or the reference failed: the engine's work is given up
         pending.cancel()

@@ -69,6 +69,8 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
     in its formula cells; return how many cells got a value.
 
     Cells without a formula are left alone, and so are formula cells `values` has no entry for.
+    Each sheet's values are looked up when the copy reaches that sheet, not before: `values` may
+    be a mapping that waits for them (`fill` stores a sheet while an engine reads the next back).
     `fills` (sheet title -> pending shared columns, as `stamp.BuiltWorkbook.save` returns them) are the cells `src`
     does not hold yet (openpyxl's file, saved with `BuiltWorkbook.save(sparse=...)`): each is
     written straight with its value, in the same pass, as `BuiltWorkbook.save` would have
@@ -81,10 +83,8 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
         unknown = sorted((set(values) | set(fills)) - set(parts))
         if unknown:
             raise ValueError(f"{src}: no sheet named {', '.join(map(repr, unknown))}")
-        by_part = {parts[title]: sheet_values for title, sheet_values in values.items()}
+        title_of = {parts[title]: title for title in values}  # each sheet's values asked for at its turn
         fills_of = {parts[title]: columns for title, columns in fills.items() if columns}
-        for part in fills_of:
-            by_part.setdefault(part, {})
         wrapping = _wrapping_styles(source)
     written = 0
 
@@ -97,8 +97,9 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
                 yield piece
 
     def rewrite(name: str) -> Callable[[Iterator[bytes]], Iterator[bytes]] | None:
-        if name in by_part:
-            return lambda blocks: counted(_rewrite_sheet(blocks, by_part[name], wrapping, fills_of.get(name, ())))
+        if name in title_of or name in fills_of:
+            return lambda blocks: counted(_rewrite_sheet(blocks, values[title_of[name]] if name in title_of else {},
+                                                         wrapping, fills_of.get(name, ())))
         if name == "xl/workbook.xml":
             return lambda blocks: iter([_full_calc_on_load(b"".join(blocks))])
         return None
@@ -212,6 +213,18 @@ class _RowFitter:
         return bare + b' ht="' + repr(needed).encode("ascii") + b'" customHeight="1">'
 
 
+def _number_texts(values: list[Any]) -> list[bytes] | None:
+    """Each value's <v> text when every one is a finite float (as `_typed` writes a number: no
+    ".0" on a whole one), else None; in C-level sweeps, not a Python step per value."""
+    if not values or set(map(type, values)) != {float}:
+        return None
+    texts = list(map(repr, values))
+    joined = "\n".join(texts)
+    if "n" in joined:  # inf or nan: no finite float's repr holds an n
+        return None
+    return joined.replace(".0\n", "\n").removesuffix(".0").encode("ascii").split(b"\n")
+
+
 def _number(attr: bytes | None, default: float) -> float:
     """A quoted XML attribute as a number (`default` when absent or not a number)."""
     try:
@@ -286,12 +299,13 @@ class _SheetState:
                               fill.style_attr, fill.formula, fill.style) for fill in fills), key=lambda item: item[2])
         self.fill_last = max((fill.last for fill in fills), default=0)
         self.fill_next = min((fill.first for fill in fills), default=1)  # the first row not written yet
-        # The pending cells are rendered a block of rows at a time, column by column: rows
-        # block_first.. of fill k are block_cells[k] (None: none in the block), with how many got
-        # a value and the height each row's wrapped texts need.
+        # The pending cells are rendered a block of rows at a time, column by column, then turned
+        # into rows: row block_first + i's cells are block_rows[i], with the height its wrapped
+        # texts need; block_written counts the block's cells that got a value.
         self.block_first, self.block_end = 0, 0
-        self.block_cells: list[list[bytes] | None] = []
-        self.block_written: list[int] = []
+        self.block_rows: list[tuple[bytes, ...]] = []
+        self.block_columns: list[int] = []
+        self.block_written = 0
         self.block_needed: list[float] = []
 
     def _column_values(self, col: int, top: int, bottom: int) -> list[Any]:
@@ -308,54 +322,73 @@ class _SheetState:
     def _render_block(self, top: int) -> None:
         """Render the pending cells of rows top.. top + BLOCK_ROWS - 1."""
         bottom = min(top + BLOCK_ROWS - 1, self.fill_last)
-        numbers = [str(row).encode("ascii") for row in range(top, bottom + 1)]
+        count = bottom - top + 1
+        numbers = [b"%d" % row for row in range(top, bottom + 1)]
         self.block_first, self.block_end = top, bottom + 1
-        self.block_written = [0] * len(numbers)
-        self.block_needed = [0.0] * len(numbers)
-        self.block_cells = []
+        needed = [0.0] * count
+        written = 0
+        columns: list[int] = []
+        rendered: list[list[bytes]] = []
         fitter = self.fitter
         wrapping = fitter.wrapping if fitter is not None else {}
         isfinite = math.isfinite
         for first, last, column, at, style, formula, style_id in self.fills:
             low, high = max(first, top), min(last, bottom)
             if low > high:
-                self.block_cells.append(None)
                 continue
             head = b"<c" + at
             tail = b'"' + style + b">" + formula
-            cells: list[bytes] = [b""] * len(numbers)  # rows outside the fill stay empty
-            empty = tail + b"<v></v></c>"  # no value: as `BuiltWorkbook.save` writes it
-            no_text = b'"' + style + b' t="str">' + formula + b"<v></v></c>"
-            value_start = tail + b"<v>"
-            wraps = fitter is not None and style_id in wrapping
-            for row, value in zip(range(low, high + 1), self._column_values(column, low, high)):
-                at_row = row - top
-                number = numbers[at_row]
-                if type(value) is float and isfinite(value):  # most cells, inline: `_typed`'s number
-                    cells[at_row] = head + number + value_start + repr(value).removesuffix(".0").encode("ascii") \
-                        + b"</v></c>"
-                    self.block_written[at_row] += 1
-                elif value is ABSENT:
-                    cells[at_row] = head + number + empty
-                elif value is None:  # an empty result: `_value_cell`'s, inline (the next commonest)
-                    cells[at_row] = head + number + no_text
-                    self.block_written[at_row] += 1
-                else:
-                    cells[at_row] = _value_cell(None, at + number + b'"' + style, value, formula)
-                    self.block_written[at_row] += 1
-                    if wraps and isinstance(value, str) and fitter is not None:
-                        self.block_needed[at_row] = max(self.block_needed[at_row], fitter.height(style, column, value))
-            self.block_cells.append(cells)
+            values = self._column_values(column, low, high)
+            rows = numbers[low - top:high - top + 1]
+            texts = _number_texts(values)
+            if texts is not None:  # most columns: every value a finite number, rendered in one sweep
+                cells = [head + number + tail + b"<v>" + text + b"</v></c>" for number, text in zip(rows, texts)]
+                written += len(cells)
+            else:
+                cells = []
+                empty = tail + b"<v></v></c>"  # no value: as `BuiltWorkbook.save` writes it
+                no_text = b'"' + style + b' t="str">' + formula + b"<v></v></c>"
+                value_start = tail + b"<v>"
+                wraps = fitter is not None and style_id in wrapping
+                for at_row, (number, value) in enumerate(zip(rows, values), start=low - top):
+                    if type(value) is float and isfinite(value):  # `_typed`'s number, inline
+                        cells.append(head + number + value_start + repr(value).removesuffix(".0").encode("ascii")
+                                     + b"</v></c>")
+                        written += 1
+                    elif value is ABSENT:
+                        cells.append(head + number + empty)
+                    elif value is None:  # an empty result: `_value_cell`'s, inline (the next commonest)
+                        cells.append(head + number + no_text)
+                        written += 1
+                    else:
+                        cells.append(_value_cell(None, at + number + b'"' + style, value, formula))
+                        written += 1
+                        if wraps and isinstance(value, str) and fitter is not None:
+                            needed[at_row] = max(needed[at_row], fitter.height(style, column, value))
+            if low > top or high < bottom:  # rows outside the fill stay empty
+                cells = [b""] * (low - top) + cells + [b""] * (bottom - high)
+            columns.append(column)
+            rendered.append(cells)
+        # row by row: each pending column's <c> XML, b"" where it has none in that row
+        self.block_rows = list(zip(*rendered)) if rendered else [() for _ in range(count)]
+        self.block_columns = columns
+        self.block_needed = needed
+        self.block_written = written
 
-    def _filled(self, row: int) -> tuple[list[tuple[int, bytes]], int, float]:
-        """The pending cells of `row` ((column, <c> XML), in column order), how many got a value,
-        and the height their wrapped texts need."""
+    def _filled(self, row: int) -> tuple[tuple[bytes, ...], int, float]:
+        """The pending cells of `row` (each pending column's <c> XML in column order, b"" where
+        it has none: `_pairs` gives (column, XML) pairs), how many got a value (a block's count
+        goes with its first row), and the height their wrapped texts need."""
+        written = 0
         if not self.block_first <= row < self.block_end:
             self._render_block(row)
+            written = self.block_written
         at = row - self.block_first
-        cells = [(fill[2], rendered[at]) for fill, rendered in zip(self.fills, self.block_cells)
-                 if rendered is not None and rendered[at]]
-        return cells, self.block_written[at], self.block_needed[at]
+        return self.block_rows[at], written, self.block_needed[at]
+
+    def _pairs(self, cells: tuple[bytes, ...]) -> list[tuple[int, bytes]]:
+        """`_filled`'s cells of a row as (column, <c> XML), the empty ones left out."""
+        return [(col, xml) for col, xml in zip(self.block_columns, cells) if xml]
 
     def _rows_before(self, number: int) -> Iterator[bytes | int]:
         """The rows before `number` that the XML does not hold and that get cells: array-range
@@ -385,17 +418,18 @@ class _SheetState:
                  for col in sorted(cells) if (row, col) in self.values]
         written = len(parts)
         needed = 0.0
+        body = b"".join([xml for _, xml in parts])
         if self.fills:
             filled, filled_written, needed = self._filled(row)
-            if filled:
-                parts = sorted(parts + filled, key=lambda part: part[0]) if parts else filled
+            if any(filled):
+                body = b"".join([xml for _, xml in sorted(parts + self._pairs(filled), key=lambda part: part[0])]) \
+                    if parts else b"".join(filled)
                 written += filled_written
-        if parts:
+        if body:
             if written:
                 yield written
             head = b'<row r="%d">' % row
-            yield (self.fitter.fitted(head, needed) if needed and self.fitter else head) \
-                + b"".join([xml for _, xml in parts]) + b"</row>"
+            yield (self.fitter.fitted(head, needed) if needed and self.fitter else head) + body + b"</row>"
 
     def _row(self, xml: bytes) -> Iterator[bytes | int]:
         open_end = xml.index(b">") + 1
@@ -406,7 +440,8 @@ class _SheetState:
         filled: list[tuple[int, bytes]] = []
         filled_written, filled_needed = 0, 0.0
         if self.fills and self.fill_next <= number <= self.fill_last:
-            filled, filled_written, filled_needed = self._filled(number)
+            cells, filled_written, filled_needed = self._filled(number)
+            filled = self._pairs(cells)
             self.fill_next = number + 1
         if open_end == len(xml):  # <row .../>: a row with no cells
             if number not in self.pending and not filled:

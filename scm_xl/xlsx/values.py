@@ -126,6 +126,13 @@ class CellGrid(MutableMapping[CellKey, CellValue]):
         columns[col] = Column(first, values)
         self._count += sum(1 for value in values if value is not ABSENT)
 
+    def put_sheet(self, sheet: str, columns: dict[int, Column]) -> None:
+        """A whole sheet at once (`columns` as `columns(sheet)` gives them); it must hold no values yet."""
+        if self._sheets.get(sheet):
+            raise ValueError(f"sheet {sheet!r} holds values already")
+        self._sheets[sheet] = columns
+        self._count += sum(1 for column in columns.values() for value in column.values if value is not ABSENT)
+
     def lookup(self, sheet: str, row: int, col: int) -> Any:
         """The value at (row, col) of `sheet`, or ABSENT."""
         column = self._sheets.get(sheet, {}).get(col)
