@@ -6,7 +6,9 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import re
 import signal
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -142,6 +144,24 @@ def test_the_worker_answers_sheet_by_sheet_in_the_workbook_order(tmp_path: Path)
     for answer in answers[:-1]:
         grid.put_sheet(answer["sheet"], answer["columns"])
     assert dict(grid.items()) == dict(IronCalcEngine().recalculate(book).values.items())
+
+
+def test_what_ironcalc_prints_does_not_break_the_workers_answer(tmp_path: Path, in_worker: None) -> None:
+    """IronCalc prints a line to the standard output for a formula cell saved without a value
+    (<c><f>..</f></c>, as some writers save one); the worker's answers go there too, so its
+    lines are sent to the standard error instead."""
+    book = write_workbook(tmp_path / "engines.xlsx")
+    bare = tmp_path / "bare.xlsx"
+    with zipfile.ZipFile(book) as source, zipfile.ZipFile(bare, "w") as copy:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "xl/worksheets/sheet2.xml":
+                data, found = re.subn(rb'(<c r="A6"[^>]*><f>[^<]*</f>)<v>[^<]*</v>', rb"\1", data)
+                assert found == 1
+            copy.writestr(info, data)
+    values = IronCalcEngine().recalculate(bare).values
+    assert values[("Calc", "A6")] == "total=47" and dict(values.items()) == dict(IronCalcEngine().recalculate(book)
+                                                                                 .values.items())
 
 
 def test_each_sheet_is_given_as_it_comes_and_a_failure_after_some_is_an_engine_error(

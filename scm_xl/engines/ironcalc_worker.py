@@ -13,6 +13,7 @@ tenth of a second.
 
 from __future__ import annotations
 
+import os
 import pickle
 import posixpath
 import re
@@ -208,7 +209,12 @@ def main() -> int:
     or {"engine_failed": ...}) in place of whatever is left: the caller stores a sheet's values
     while the next is read (`ironcalc_engine._Worker`)."""
     request = pickle.load(sys.stdin.buffer)
-    out = sys.stdout.buffer
+    # The answers go to the standard output as it is now; whatever IronCalc prints there (it
+    # reports some cells it cannot read with a line each) goes to the standard error instead,
+    # so that no stray line can break an answer.
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
 
     def send(answer: dict[str, Any]) -> None:
         pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)
