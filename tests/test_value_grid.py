@@ -146,10 +146,15 @@ def test_the_worker_answers_sheet_by_sheet_in_the_workbook_order(tmp_path: Path)
     assert dict(grid.items()) == dict(IronCalcEngine().recalculate(book).values.items())
 
 
-def test_what_ironcalc_prints_does_not_break_the_workers_answer(tmp_path: Path, in_worker: None) -> None:
+@pytest.mark.parametrize("worker", [True, False], ids=["in its worker", "in the command"])
+def test_what_ironcalc_prints_goes_to_the_standard_error(tmp_path: Path, worker: bool,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capfd: pytest.CaptureFixture[str]) -> None:
     """IronCalc prints a line to the standard output for a formula cell saved without a value
-    (<c><f>..</f></c>, as some writers save one); the worker's answers go there too, so its
-    lines are sent to the standard error instead."""
+    (<c><f>..</f></c>, as some writers save one): the worker's answers go there (the line broke
+    them), and so does a command's `--json`. It goes to the standard error instead."""
+    if worker:
+        monkeypatch.setattr(ironcalc_engine, "WORKER_CELLS", 1)
     book = write_workbook(tmp_path / "engines.xlsx")
     bare = tmp_path / "bare.xlsx"
     with zipfile.ZipFile(book) as source, zipfile.ZipFile(bare, "w") as copy:
@@ -162,6 +167,8 @@ def test_what_ironcalc_prints_does_not_break_the_workers_answer(tmp_path: Path, 
     values = IronCalcEngine().recalculate(bare).values
     assert values[("Calc", "A6")] == "total=47" and dict(values.items()) == dict(IronCalcEngine().recalculate(book)
                                                                                  .values.items())
+    out, err = capfd.readouterr()
+    assert out == "" and ("Calc!A6" in err) is not worker  # the worker's standard error is its own
 
 
 def test_each_sheet_is_given_as_it_comes_and_a_failure_after_some_is_an_engine_error(

@@ -13,6 +13,7 @@ tenth of a second.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import posixpath
@@ -62,9 +63,9 @@ def sheet_by_sheet(path: Path, cells: FormulaCells | None = None) -> Iterator[tu
 
     refs = cells if cells is not None else formula_cells(path)
     try:
-        with tempfile.TemporaryDirectory(prefix="scm-xl-ironcalc-") as folder:
+        with tempfile.TemporaryDirectory(prefix="scm-xl-ironcalc-") as folder, _printing_to_stderr():
             model = ironcalc.load_from_xlsx(str(for_ironcalc(path, Path(folder))), "en", "UTC")
-        model.evaluate()
+            model.evaluate()
     except Exception as exc:
         raise EngineFailed(str(exc)) from exc
     except BaseException as exc:
@@ -96,6 +97,22 @@ def sheet_by_sheet(path: Path, cells: FormulaCells | None = None) -> Iterator[tu
                     for at, value in enumerate(column):
                         values.put(sheet, top + at, col, value)
         yield sheet, values.columns(sheet)
+
+
+@contextlib.contextmanager
+def _printing_to_stderr() -> Iterator[None]:
+    """IronCalc prints a line to the standard output for each formula cell saved without a value
+    (<c><f>..</f></c>, as some writers save one): in the worker that line would break its answer,
+    in the command it would land in `--json` output. While IronCalc works, what it prints goes to
+    the standard error."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 class _Reader:
@@ -209,12 +226,7 @@ def main() -> int:
     or {"engine_failed": ...}) in place of whatever is left: the caller stores a sheet's values
     while the next is read (`ironcalc_engine._Worker`)."""
     request = pickle.load(sys.stdin.buffer)
-    # The answers go to the standard output as it is now; whatever IronCalc prints there (it
-    # reports some cells it cannot read with a line each) goes to the standard error instead,
-    # so that no stray line can break an answer.
-    sys.stdout.flush()
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
+    out = sys.stdout.buffer
 
     def send(answer: dict[str, Any]) -> None:
         pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)
