@@ -116,7 +116,7 @@ def main() -> None:
 
     lines = [f"# `scm-xl fill` at {args.rows:,} rows: {head} against {args.base} and against LibreOffice", "",
              f"`python benchmarks/bench_fill_speed.py --base {args.base} --rows {args.rows} --rounds {args.rounds}`"
-             f" (load average {load} at the end; 2-core machine shared with other jobs)", "",
+             f" (load average {load} at the end, on a 2-core machine)", "",
              "Peak memory two ways: the largest process (GNU time's maximum resident set, what earlier runs "
              "reported) and every process of the command at once (sampled every 50 ms): `fill` evaluates a "
              "large workbook in an IronCalc worker process, LibreOffice runs soffice.", "",
