@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import warnings
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import openpyxl
@@ -20,11 +21,18 @@ from openpyxl.worksheet.formula import ArrayFormula
 
 from scm_xl.engines import CellError, FormulasEngine, LibreOfficeEngine, Recalculated, get_engine
 from scm_xl.outputs import raise_or_hold
-from scm_xl.xlsx.cached_values import values_by_sheet, write_cached_values
+from scm_xl.xlsx.cached_values import SheetValues, write_cached_values
+from scm_xl.xlsx.values import CellGrid
 
 RAW = "原始数据"
 USER = "我的笔记"  # a user's own sheet, with a chart
 SPECIAL = 'a<b & "c" > \'d\' ]]> 中文'
+
+
+def values_by_sheet(values: Mapping[tuple[str, str], object]) -> dict[str, SheetValues]:
+    """Values keyed (sheet, "A1"), as write_cached_values takes them: by sheet, keyed (row, column)."""
+    grid = values if isinstance(values, CellGrid) else CellGrid(values.items())  # type: ignore[arg-type]
+    return {sheet: grid.sheet_view(sheet) for sheet in grid.sheets()}
 
 
 def write_source(path: Path) -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from scm_xl.engines import CellError, IronCalcEngine, ironcalc_engine  # noqa: F401
-from scm_xl.engines.base import Recalculated, formula_refs
+from scm_xl.engines.base import Pending, Recalculated, formula_refs
 from scm_xl.xlsx.values import ABSENT, CellGrid, cell_position
 from scm_xl.errors import EngineError
 from scm_xl.verify import NOT_A_FORMULA, compare
@@ -196,6 +196,21 @@ def test_an_engine_that_answers_at_once_gives_a_sheet_from_its_one_answer(tmp_pa
     assert pending.result() is whole
     assert dict(pending.sheet("Calc").items()) == {cell_position(ref): value for (sheet, ref), value
                                                    in whole.values.items() if sheet == "Calc"}
+
+
+def test_a_sheet_of_an_engine_that_answers_with_a_dict_comes_from_one_recalculation() -> None:
+    """LibreOffice, Gnumeric and the formulas engine answer with a dict keyed (sheet, "A1"): it is
+    held by sheet and column once, however many sheets are asked for, and recalculated once."""
+    runs = []
+
+    def recalculate() -> Recalculated:
+        runs.append(1)
+        return Recalculated("dict", {("S", "B2"): 1.5, ("S", "A10"): "x", ("T", "C1"): None}, 0.0)
+
+    pending = Pending(recalculate)
+    assert dict(pending.sheet("S").items()) == {(2, 2): 1.5, (10, 1): "x"}
+    assert dict(pending.sheet("T").items()) == {(1, 3): None} and dict(pending.sheet("U").items()) == {}
+    assert pending.result().values[("S", "B2")] == 1.5 and runs == [1]
 
 
 def test_a_workbook_the_worker_cannot_read_is_an_engine_error(tmp_path: Path, in_worker: None) -> None:

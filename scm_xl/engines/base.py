@@ -49,6 +49,7 @@ class Pending:
         self._cancel = cancel
         self._sheet = sheet
         self._done: Recalculated | None = None
+        self._grid: CellGrid | None = None
 
     def result(self) -> Recalculated:
         if self._done is None:
@@ -59,11 +60,10 @@ class Pending:
         """The values of sheet `title`'s formula cells, keyed (row, column)."""
         if self._sheet is not None:
             return self._sheet(title)
-        values = self.result().values
-        if isinstance(values, CellGrid):
-            return values.sheet_view(title)
-        grid = CellGrid((key, value) for key, value in values.items() if key[0] == title)
-        return grid.sheet_view(title)
+        if self._grid is None:  # an engine's dict keyed (sheet, "A1"), held by sheet and column once
+            values = self.result().values
+            self._grid = values if isinstance(values, CellGrid) else CellGrid(values.items())
+        return self._grid.sheet_view(title)
 
     def cancel(self) -> None:
         if self._cancel is not None:

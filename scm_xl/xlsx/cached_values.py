@@ -109,17 +109,6 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
     return written
 
 
-def values_by_sheet(values: Mapping[tuple[str, str], CellValue]) -> dict[str, SheetValues]:
-    """An engine's values keyed (sheet, "A1"), as write_cached_values takes them (a CellGrid's
-    own sheets, viewed by position, without a copy)."""
-    if isinstance(values, CellGrid):
-        return {sheet: values.sheet_view(sheet) for sheet in values.sheets()}
-    by_sheet: dict[str, dict[Position, CellValue]] = {}
-    for (sheet, cell), value in values.items():
-        by_sheet.setdefault(sheet, {})[cell_position(cell)] = value
-    return dict(by_sheet)
-
-
 # -- the package -----------------------------------------------------------------------------------
 
 
