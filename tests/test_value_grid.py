@@ -8,6 +8,8 @@ import os
 import pickle
 import re
 import signal
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from scm_xl.verify import NOT_A_FORMULA, compare
 from scm_xl.workbook.registry import build_workbook
 from scm_xl.workbook.layout import Layout
 from support.engines import EXPECTED, write_workbook
+from support.paths import ARTICLE
 
 
 def test_the_grid_is_a_mapping_keyed_by_sheet_and_address() -> None:
@@ -126,9 +129,6 @@ def test_the_worker_process_computes_what_ironcalc_computes_here(tmp_path: Path,
 def test_the_worker_answers_sheet_by_sheet_in_the_workbook_order(tmp_path: Path) -> None:
     """The worker's answer is one pickle per sheet, in the order of the cells it was given, then
     the end: `fill` stores a sheet while the worker reads the next back."""
-    import subprocess
-    import sys
-
     book = write_workbook(tmp_path / "engines.xlsx")
     cells = formula_refs(book)
     request = pickle.dumps({"path": str(book), "cells": dict(reversed(list(cells.items())))})
@@ -169,6 +169,30 @@ def test_what_ironcalc_prints_goes_to_the_standard_error(tmp_path: Path, worker:
                                                                                  .values.items())
     out, err = capfd.readouterr()
     assert out == "" and ("Calc!A6" in err) is not worker  # the worker's standard error is its own
+
+
+def test_a_fill_stores_the_same_workbook_from_the_worker_sheet_by_sheet(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fill` stores each sheet's values as the worker sends it: the sheets it writes so are byte
+    for byte those it writes from IronCalc in its own process, all at once."""
+    from scm_xl.workbook.fill import fill
+
+    here = fill(ARTICLE, output=tmp_path / "here.xlsx", lang="en")
+    monkeypatch.setattr(ironcalc_engine, "WORKER_CELLS", 1)
+    started = []
+    real = ironcalc_engine._Worker
+
+    def counted(*args: object) -> object:
+        started.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ironcalc_engine, "_Worker", counted)
+    there = fill(ARTICLE, output=tmp_path / "there.xlsx", lang="en")
+    assert started and here.verification.ok and there.verification.ok
+    with zipfile.ZipFile(tmp_path / "here.xlsx") as one, zipfile.ZipFile(tmp_path / "there.xlsx") as two:
+        sheets = [name for name in one.namelist() if name.startswith("xl/worksheets/sheet")]
+        assert len(sheets) > 10 and sheets == [name for name in two.namelist() if name in sheets]
+        assert all(one.read(name) == two.read(name) for name in sheets)
 
 
 def test_each_sheet_is_given_as_it_comes_and_a_failure_after_some_is_an_engine_error(
