@@ -106,19 +106,26 @@ def in_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ironcalc_engine, "WORKER_CELLS", 1)  # every workbook evaluated in the worker
 
 
+def workers_from_now(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on every workbook is evaluated in the worker process; the list gets an entry for
+    each worker started."""
+    monkeypatch.setattr(ironcalc_engine, "WORKER_CELLS", 1)
+    started: list[int] = []
+    real = ironcalc_engine._Worker
+
+    def counted(*args: object) -> object:
+        started.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ironcalc_engine, "_Worker", counted)
+    return started
+
+
 def test_the_worker_process_computes_what_ironcalc_computes_here(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     book = write_workbook(tmp_path / "engines.xlsx")
     here = IronCalcEngine().recalculate(book)
-    monkeypatch.setattr(ironcalc_engine, "WORKER_CELLS", 1)
-    called = []
-    real = ironcalc_engine._Worker
-
-    def counted(*args: object) -> object:
-        called.append(1)
-        return real(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ironcalc_engine, "_Worker", counted)
+    called = workers_from_now(monkeypatch)
     there = IronCalcEngine().recalculate(book)
     assert called and isinstance(there.values, CellGrid)
     assert dict(there.values.items()) == dict(here.values.items())
@@ -178,15 +185,7 @@ def test_a_fill_stores_the_same_workbook_from_the_worker_sheet_by_sheet(tmp_path
     from scm_xl.workbook.fill import fill
 
     here = fill(ARTICLE, output=tmp_path / "here.xlsx", lang="en")
-    monkeypatch.setattr(ironcalc_engine, "WORKER_CELLS", 1)
-    started = []
-    real = ironcalc_engine._Worker
-
-    def counted(*args: object) -> object:
-        started.append(1)
-        return real(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ironcalc_engine, "_Worker", counted)
+    started = workers_from_now(monkeypatch)
     there = fill(ARTICLE, output=tmp_path / "there.xlsx", lang="en")
     assert started and here.verification.ok and there.verification.ok
     with zipfile.ZipFile(tmp_path / "here.xlsx") as one, zipfile.ZipFile(tmp_path / "there.xlsx") as two:
