@@ -5,6 +5,7 @@ a prompt length between the two) and find the knee within one measured level of 
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, list]:
     folder = tmp_path_factory.mktemp("latency")
     short, long, unseen_256, unseen_32 = measure(
         folder, Sweep("T", 32, MEASURED_CONCURRENCY, (16, 48)), Sweep("T", 512, MEASURED_CONCURRENCY, (16, 48)),
-        Sweep("U", 256, (3, 12), (32,)), Sweep("V", 32, (3, 12), (32,)))
+        Sweep("U", 256, (3, 12), (32,), repeats=3), Sweep("V", 32, (3, 12), (32,), repeats=3))
     train = short + long
     unseen = unseen_256 + unseen_32
     write_results(folder / "train.csv", train)
@@ -38,12 +39,23 @@ def test_unseen_concurrency_and_prompt_length_predicted_within_3_percent(measure
     train, unseen = measured
     model = latency_model(train)
     errors = []
+    # Each unseen configuration is measured three times and compared by its median: on a loaded
+    # machine one stall of the client (a closed loop sends its next request late, and that time is
+    # lost) moved one run's TPS by 9% once in a full suite; the median of three is the measurement
+    # a stall in one of them does not move.
+    by_configuration: dict[tuple, list] = {}
     for row in unseen:
+        by_configuration.setdefault((row.prompt_level, row.concurrency, row.max_tokens), []).append(row)
+    assert len(by_configuration) == 4 and all(len(rows) == 3 for rows in by_configuration.values())
+    for rows in by_configuration.values():
+        row = rows[0]
+        tps = statistics.median(r.tps for r in rows)
+        ttft = statistics.median(r.ttft_mean_s for r in rows)
         # a run as long as the measured one: above the knee its queue is the finite run's, not a steady state's
-        forecast = model.forecast(row.concurrency, row.max_tokens, "sim", row.prompt_tokens,
-                                  requests=row.total_requests)
+        prompt = statistics.median(r.prompt_tokens for r in rows)
+        forecast = model.forecast(row.concurrency, row.max_tokens, "sim", prompt, requests=row.total_requests)
         assert forecast.tps is not None and forecast.ttft_s is not None
-        errors.append(abs(forecast.tps - row.tps) / row.tps * 100)
+        errors.append(abs(forecast.tps - tps) / tps * 100)
         # Below the knee TTFT is milliseconds (two decode steps) over 9 requests: event-loop timers on a
         # loaded machine (the suite runs two workers on two cores) move it by a quarter;
         # benchmarks/bench_latency_sim.py measures it within 3% on longer runs. Above the knee it is the
@@ -51,7 +63,7 @@ def test_unseen_concurrency_and_prompt_length_predicted_within_3_percent(measure
         # 12%: a busy machine stretched one such wait by 9%; the steady-state wait, without the finite
         # run's queue, is 18-21% off, against 0.5-2% for the finite run's on an idle machine)
         tolerance = 0.35 if row.concurrency <= SLOTS else 0.12
-        assert abs(forecast.ttft_s - row.ttft_mean_s) / row.ttft_mean_s < tolerance, (row.exp_id, forecast)
+        assert abs(forecast.ttft_s - ttft) / ttft < tolerance, (row.exp_id, forecast)
         assert forecast.beyond_knee == (row.concurrency > fit_knee(model))
     assert sum(errors) / len(errors) < 3.0, errors
 

@@ -20,13 +20,13 @@ SIM = SimConfig(model_name="sim", step_base_s=0.004, step_per_seq_s=0.0004, step
 
 
 def collect(url: str, folder: Path, tag: str, prompt: int, concurrency: tuple[int, ...],
-            max_tokens: tuple[int, ...], requests_per_slot: int = 3) -> list[ResultRow]:
+            max_tokens: tuple[int, ...], requests_per_slot: int = 3, repeats: int = 1) -> list[ResultRow]:
     """One prompt length's experiments on the simulator at `url`, each row's exp_id tagged and its
     prompt_level set (the simulator counts 4 characters a token)."""
     path = folder / f"{tag}{prompt}.csv"
     config = CollectConfig(base_url=url, models=("sim",), concurrency=concurrency, max_tokens=max_tokens,
                            requests_per_slot=requests_per_slot, prompt="x" * (4 * prompt), results_path=path,
-                           overwrite=True, ignore_eos=True)
+                           overwrite=True, ignore_eos=True, repeats=repeats)
     asyncio.run(run_collection(config, progress=False))
     return [dataclasses.replace(r, exp_id=f"{tag}{r.exp_id}-P{prompt}", prompt_level=prompt)
             for r in read_results(path).rows]
@@ -42,11 +42,12 @@ class Sweep:
     max_tokens: tuple[int, ...]
     config: SimConfig = SIM
     requests_per_slot: int = 3
+    repeats: int = 1
 
     def measure(self, folder: Path) -> list[ResultRow]:
         with running_simulator(self.config) as url:
             return collect(url, folder, self.tag, self.prompt, self.concurrency, self.max_tokens,
-                           self.requests_per_slot)
+                           self.requests_per_slot, self.repeats)
 
 
 def measure(folder: Path, *sweeps: Sweep) -> list[list[ResultRow]]:
