@@ -1,0 +1,125 @@
+"""Where the quick suite's CPU goes: each test's CPU seconds in its own worker process and in the
+processes it waited for (LibreOffice, the IronCalc worker, a command run as a process), and how many
+times LibreOffice was started, file by file.
+
+On the 2-core machine the suite is CPU-bound (its CPU seconds are about twice its wall seconds), so
+its wall time comes down only with its CPU: tests waiting on the simulator's clock already overlap
+the others. The suite runs as `.venv/bin/pytest` runs it (pyproject's addopts), with a plugin that
+records every test's CPU and a `soffice` on PATH that counts its starts before it runs the real one.
+Writes benchmarks/results/suite_cpu.md.
+
+    python benchmarks/bench_suite_cpu.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from bench_workbook import head_commit  # noqa: E402
+
+PLUGIN = '''
+import json, os, resource, time
+import pytest
+
+def _cpu():
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, children.ru_utime + children.ru_stime
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    before, start = _cpu(), time.perf_counter()
+    yield
+    after = _cpu()
+    with open(os.path.join(os.environ["SCM_XL_SUITE_CPU"], f"tests-{os.getpid()}.jsonl"), "a") as out:
+        out.write(json.dumps({"id": item.nodeid, "own": after[0] - before[0], "children": after[1] - before[1],
+                              "wall": time.perf_counter() - start}) + "\\n")
+'''
+
+SHIM = """#!/bin/sh
+echo "$PYTEST_CURRENT_TEST" >> "{log}"
+exec "{soffice}" "$@"
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "suite_cpu.md")
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    soffice = shutil.which("soffice")
+    with tempfile.TemporaryDirectory(prefix="scm-suite-cpu-") as tmp:
+        folder = Path(tmp)
+        (folder / "scm_suite_cpu.py").write_text(PLUGIN, encoding="utf-8")
+        starts = folder / "soffice.log"
+        if soffice:
+            shim = folder / "soffice"
+            shim.write_text(SHIM.format(log=starts, soffice=soffice), encoding="utf-8")
+            shim.chmod(0o755)
+        env = {**os.environ, "SCM_XL_SUITE_CPU": str(folder), "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        run = subprocess.run([str(ROOT / ".venv" / "bin" / "pytest"), "-q", "-p", "scm_suite_cpu",
+                              "-p", "no:cacheprovider"], cwd=ROOT, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        system = after.ru_stime - before.ru_stime
+        tests = [json.loads(line) for path in folder.glob("tests-*.jsonl") for line in path.read_text().splitlines()]
+        launches: dict[str, int] = defaultdict(int)
+        if starts.exists():
+            for line in starts.read_text().splitlines():
+                launches[line.split("::")[0] or "(outside a test)"] += 1
+    summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "(no output)"
+    by_file: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    for test in tests:
+        entry = by_file[test["id"].split("::")[0]]
+        entry[0] += 1
+        entry[1] += test["own"]
+        entry[2] += test["children"]
+        entry[3] += test["wall"]
+    own = sum(t["own"] for t in tests)
+    children = sum(t["children"] for t in tests)
+    lines = [
+        f"# The quick suite's CPU, test file by test file ({head_commit()})", "",
+        "`python benchmarks/bench_suite_cpu.py`: `.venv/bin/pytest` as pyproject's addopts run it, with a "
+        "plugin that records each test's CPU seconds (its worker process; the processes it waited for) and a "
+        "`soffice` on PATH that counts LibreOffice's starts.", "",
+        f"- pytest said: {summary} (exit {run.returncode})",
+        f"- wall {wall:.0f} s; CPU {cpu:.0f} s, of which system {system:.0f} s: {cpu / wall:.2f} cores busy on average",
+        f"- inside the tests: {own:.0f} CPU-s in the workers, {children:.0f} CPU-s in the processes they waited for; "
+        f"the rest ({cpu - own - children:.0f} s) is collection, xdist and processes nobody waited for",
+        f"- LibreOffice started {sum(launches.values())} times", "",
+        "| file | tests | CPU-s own | CPU-s waited-for processes | wall s (summed) | LibreOffice starts |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, (count, mine, theirs, seconds) in sorted(by_file.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))[
+            :args.top]:
+        lines.append(f"| {name} | {count:.0f} | {mine:.1f} | {theirs:.1f} | {seconds:.1f} | {launches.get(name, 0)} |")
+    lines += ["", "The tests that cost the most CPU:", "", "| CPU-s | own | waited-for | wall s | test |",
+              "|---:|---:|---:|---:|---|"]
+    for test in sorted(tests, key=lambda t: -(t["own"] + t["children"]))[:args.top]:
+        lines.append(f"| {test['own'] + test['children']:.1f} | {test['own']:.1f} | {test['children']:.1f} | "
+                     f"{test['wall']:.1f} | {test['id']} |")
+    args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    if run.returncode != 0:
+        print(run.stdout[-3000:], file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
