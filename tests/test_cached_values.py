@@ -217,6 +217,30 @@ def test_large_sheet_is_linear(tmp_path: Path) -> None:
     assert rows[0] == (1, 3, "r1") and rows[-1] == (10_000, 30_000, "r10000") and len(rows) == 10_000
 
 
+
+@pytest.mark.parametrize("held", [False, True], ids=["gap rows absent", "a gap row held as text"])
+def test_pending_columns_with_a_gap_count_every_cell_stored(tmp_path: Path, held: bool) -> None:
+    """Pending cells are rendered a block of rows at a time; a block that starts in rows no
+    pending column covers (a gap between two columns' ranges) still counts the cells it stores,
+    whether the file holds its first row or not."""
+    from scm_xl.xlsx.cached_values import BLOCK_ROWS
+    from scm_xl.xlsx.fills import FilledColumn
+
+    gap = BLOCK_ROWS + 2  # the first block is rows 2..BLOCK_ROWS + 1: the second starts here, in the gap
+    book = openpyxl.Workbook()
+    book.active["A1"] = "label"
+    if held:
+        book.active[f"A{gap}"] = "a person's note in the gap"
+    book.save(tmp_path / "sparse.xlsx")
+    fills = {"Sheet": [FilledColumn(2, 2, gap - 1, 0, None), FilledColumn(3, gap + 70, gap + 170, 1, None)]}
+    values: dict[tuple[int, int], object] = {(row, 2): 1.5 for row in range(2, gap)}
+    values |= {(row, 3): float(row) for row in range(gap + 70, gap + 171)}
+    out = tmp_path / "out.xlsx"
+    assert write_cached_values(tmp_path / "sparse.xlsx", out, {"Sheet": values}, fills=fills) == len(values)
+    read = _load(out, data_only=True)["Sheet"]
+    assert read["B2"].value == 1.5 and read[f"C{gap + 170}"].value == gap + 170
+    assert read[f"A{gap}"].value == ("a person's note in the gap" if held else None)
+
 @pytest.mark.libreoffice
 def test_libreoffice_still_recalculates(cached: Path, tmp_path: Path) -> None:
     edited = tmp_path / "edited.xlsx"

@@ -366,8 +366,9 @@ class _SheetState:
 
     def _filled(self, row: int) -> tuple[tuple[bytes, ...], int, float]:
         """The pending cells of `row` (each pending column's <c> XML in column order, b"" where
-        it has none: `_pairs` gives (column, XML) pairs), how many got a value (a block's count
-        goes with its first row), and the height their wrapped texts need."""
+        it has none: `_pairs` gives (column, XML) pairs), how many cells of a block got a value
+        (given with the block's first row, 0 with the others: the caller counts it even when that
+        row has no pending cell), and the height their wrapped texts need."""
         written = 0
         if not self.block_first <= row < self.block_end:
             self._render_block(row)
@@ -409,11 +410,12 @@ class _SheetState:
         needed = 0.0
         body = b"".join([xml for _, xml in parts])
         if self.fills:
-            filled, filled_written, needed = self._filled(row)
+            filled, block_written, needed = self._filled(row)
+            if block_written:  # a block's count, whatever its first row holds
+                yield block_written
             if any(filled):
                 body = b"".join([xml for _, xml in sorted(parts + self._pairs(filled), key=lambda part: part[0])]) \
                     if parts else b"".join(filled)
-                written += filled_written
         if body:
             if written:
                 yield written
@@ -427,9 +429,11 @@ class _SheetState:
         yield from self._rows_before(number)
         self.row = number
         filled: list[tuple[int, bytes]] = []
-        filled_written, filled_needed = 0, 0.0
+        filled_needed = 0.0
         if self.fills and self.fill_next <= number <= self.fill_last:
-            cells, filled_written, filled_needed = self._filled(number)
+            cells, block_written, filled_needed = self._filled(number)
+            if block_written:  # a block's count, whatever its first row holds
+                yield block_written
             filled = self._pairs(cells)
             self.fill_next = number + 1
         if open_end == len(xml):  # <row .../>: a row with no cells
@@ -446,7 +450,7 @@ class _SheetState:
         if number not in self.pending and b"array" not in body:
             fast = self._plain_row(number, body)
             if fast is not None:
-                written, needed = fast[0] + filled_written, max(fast[2], filled_needed)
+                written, needed = fast[0], max(fast[2], filled_needed)
                 if written:
                     yield written
                 row_xml = (self.fitter.fitted(head, needed) if needed and self.fitter else head) + fast[1] + tail
@@ -496,7 +500,6 @@ class _SheetState:
             if (number, col) in self.values:
                 out.append(self._array_cell(number, col))
                 written += 1
-        written += filled_written
         needed = max(needed, filled_needed)
         if written:
             yield written
