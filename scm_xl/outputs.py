@@ -92,15 +92,13 @@ def check_writable(path: str | Path, *, force: bool = False) -> None:
     folder = target.parent
     if not folder.is_dir():
         raise InputError(f"folder does not exist: {folder}", path=shown)
-    _hold()  # a signal's exit waits until the probe is gone again
-    try:  # a real probe: access() says yes to root on a read-only file system
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".scm-xl-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise InputError(f"cannot write in folder {folder}: {exc.strerror}", path=shown) from None
-    finally:
-        _release()
+    with signals_held():  # a signal's exit waits until the probe is gone again
+        try:  # a real probe: access() says yes to root on a read-only file system
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".scm-xl-probe-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise InputError(f"cannot write in folder {folder}: {exc.strerror}", path=shown) from None
     if target.exists() and not force:
         raise UsageError(already_exists(shown))
 
@@ -225,8 +223,8 @@ def _release() -> None:
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
     """A signal's exit (`raise_or_hold`) that lands in the block is raised when the block ends:
-    for a step whose state an exit half-way would leave broken (`xlsx.package.copy_package`
-    opening a member's writer and entering its `with`)."""
+    for a step whose state an exit half-way would leave broken (`check_writable`'s probe file,
+    `xlsx.package.copy_package` opening a member's writer and entering its `with`)."""
     _hold()
     try:
         yield
