@@ -103,7 +103,7 @@ def test_known_formula_cells_are_the_cells_in_the_file(tmp_path: Path) -> None:
 
 @pytest.fixture
 def in_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ironcalc_engine, "WORKER_CELLS", 1)  # every workbook evaluated in the worker
+    workers_from_now(monkeypatch)  # every workbook evaluated in the worker
 
 
 def workers_from_now(monkeypatch: pytest.MonkeyPatch) -> list[int]:
