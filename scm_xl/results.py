@@ -161,7 +161,7 @@ def normalise_override(value: str | None) -> str | None:
     return word
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ResultRow:
     """One experiment. Building one checks its values (InputError naming the field)."""
 

@@ -113,9 +113,9 @@ def workers_from_now(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     started: list[int] = []
     real = ironcalc_engine._Worker
 
-    def counted(*args: object) -> object:
+    def counted(*args: object, **kwargs: object) -> object:
         started.append(1)
-        return real(*args)  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ironcalc_engine, "_Worker", counted)
     return started
@@ -192,6 +192,58 @@ def test_a_fill_stores_the_same_workbook_from_the_worker_sheet_by_sheet(tmp_path
         sheets = [name for name in one.namelist() if name.startswith("xl/worksheets/sheet")]
         assert len(sheets) > 10 and sheets == [name for name in two.namelist() if name in sheets]
         assert all(one.read(name) == two.read(name) for name in sheets)
+
+
+def test_a_workbook_too_large_to_share_the_memory_is_evaluated_alone(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """From ALONE_CELLS formula cells the worker writes its answer to a file without a name and
+    `fill` takes its values once the worker has ended, before it computes the reference: the two
+    never hold their memory at once. The workbook is byte for byte the one the overlapping way
+    writes, and nothing is left beside it."""
+    from scm_xl.workbook import fill as fill_module
+
+    overlapped = tmp_path / "overlapped"
+    alone = tmp_path / "alone"
+    overlapped.mkdir()
+    alone.mkdir()
+    workers_from_now(monkeypatch)
+    fill_module.fill(ARTICLE, output=overlapped / "book.xlsx", lang="en")
+    monkeypatch.setattr(ironcalc_engine, "ALONE_CELLS", 1)
+    workers: list[ironcalc_engine._Worker] = []
+    real_worker = ironcalc_engine._Worker
+
+    def kept(*args: object, **kwargs: object) -> ironcalc_engine._Worker:
+        workers.append(real_worker(*args, **kwargs))  # type: ignore[arg-type]
+        return workers[-1]
+
+    monkeypatch.setattr(ironcalc_engine, "_Worker", kept)
+    ended_first: list[bool] = []
+    real_expected = fill_module.expected_cells
+
+    def expected(*args: object, **kwargs: object) -> object:
+        ended_first.append(all(worker.process.poll() is not None for worker in workers))
+        return real_expected(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fill_module, "expected_cells", expected)
+    report = fill_module.fill(ARTICLE, output=alone / "book.xlsx", lang="en")
+    assert report.verification.ok and len(workers) == 1 and workers[0].spool is not None
+    assert ended_first == [True]
+    assert sorted(path.name for path in alone.iterdir()) == ["book.xlsx"]
+    with zipfile.ZipFile(overlapped / "book.xlsx") as one, zipfile.ZipFile(alone / "book.xlsx") as two:
+        sheets = [name for name in one.namelist() if name.startswith("xl/worksheets/sheet")]
+        assert len(sheets) > 10 and all(one.read(name) == two.read(name) for name in sheets)
+
+
+def test_a_worker_writing_its_answer_to_a_file_and_interrupted_is_an_engine_error(
+        tmp_path: Path, in_worker: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ironcalc_engine, "ALONE_CELLS", 1)
+    book = write_workbook(tmp_path / "engines.xlsx")
+    pending = IronCalcEngine().start(book)
+    assert pending.alone
+    pending.cancel()
+    with pytest.raises(EngineError, match="ended without an answer"):
+        pending.result()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["engines.xlsx"]
 
 
 def test_each_sheet_is_given_as_it_comes_and_a_failure_after_some_is_an_engine_error(

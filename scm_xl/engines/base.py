@@ -41,13 +41,16 @@ class Pending:
     """A recalculation under way, or about to run: `result()` waits for its values (or raises
     its EngineError), `sheet(title)` for one sheet's (an engine that answers sheet by sheet
     gives each as it comes), `cancel()` gives it up (an interrupted command ends the engine's
-    process)."""
+    process). `alone`: the engine's process needs the machine's memory to itself (a very large
+    workbook): its values come once it has ended, and the caller computes nothing large until
+    then (`fill` takes them before it computes the reference)."""
 
     def __init__(self, result: Callable[[], Recalculated], cancel: Callable[[], None] | None = None,
-                 sheet: Callable[[str], SheetView] | None = None) -> None:
+                 sheet: Callable[[str], SheetView] | None = None, *, alone: bool = False) -> None:
         self._result = result
         self._cancel = cancel
         self._sheet = sheet
+        self.alone = alone
         self._done: Recalculated | None = None
         self._grid: CellGrid | None = None
 

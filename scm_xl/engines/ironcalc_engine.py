@@ -19,11 +19,12 @@ import importlib
 import pickle
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from scm_xl.engines import ironcalc_worker
 from scm_xl.engines.base import Engine, Pending, Recalculated, engine_failed
@@ -61,13 +62,14 @@ class IronCalcEngine(Engine):
             size = path.stat().st_size  # a missing file: the worker's reading refuses it, as every engine does
         except OSError:
             size = 0
-        own_process = (sum(_count(ref) for refs in cells.values() for ref in refs) if cells is not None
-                       else size // WORKER_BYTES_PER_CELL) >= WORKER_CELLS
-        if not own_process:
+        count = (sum(_count(ref) for refs in cells.values() for ref in refs) if cells is not None
+                 else size // WORKER_BYTES_PER_CELL)
+        if count < WORKER_CELLS:
             return Pending(lambda: self._recalculated(path, start, lambda: ironcalc_worker.evaluate(path, cells)))
-        worker = _Worker(path, cells)
+        alone = count >= ALONE_CELLS
+        worker = _Worker(path, cells, spool=alone)
         return Pending(lambda: self._recalculated(path, start, worker.values), worker.kill,
-                       lambda title: self._answered(path, lambda: worker.sheet(title)))
+                       lambda title: self._answered(path, lambda: worker.sheet(title)), alone=alone)
 
     def _recalculated(self, path: Path, start: float, evaluate: Callable[[], CellGrid]) -> Recalculated:
         return Recalculated(self.name, self._answered(path, evaluate), time.perf_counter() - start)
@@ -86,6 +88,13 @@ class IronCalcEngine(Engine):
 # evaluation runs in a worker process: it then overlaps the reference's computation, and its
 # model's memory is the worker's. Below, the worker's start (about 0.1 s) is most of the gain.
 WORKER_CELLS = 100_000
+# From about this many (a workbook of 30,000 rows has 4 million) the worker's model and the
+# command's reference would not fit in 2 GB together (at 100,000 rows: 1.3-1.5 GB and 1.2 GB):
+# the worker writes its answer to a file no one else can open, and its values are taken once
+# it has ended (`Pending.alone`), so the two are never held at once
+# (benchmarks/results/fill_large.md). Below, they overlap: the reference is computed while
+# IronCalc evaluates, and a sheet is stored while the next is read back.
+ALONE_CELLS = 4_000_000
 WORKER_BYTES_PER_CELL = 6  # a filled workbook's compressed bytes per formula cell, about (for a file given alone)
 
 
@@ -97,17 +106,36 @@ def _count(ref: str) -> int:
     return (bottom - top + 1) * (right - left + 1)
 
 
+def _spool_beside(path: Path) -> IO[bytes]:
+    """A file without a name for the worker's answer: beside the workbook (/tmp may be memory,
+    which the answer would then take), or where temporary files go when that folder is not
+    writable (`verify` of a workbook in a read-only folder). It is gone once closed, or with the
+    command."""
+    try:
+        return tempfile.TemporaryFile(dir=path.parent, prefix=".scm-xl-ironcalc-")
+    except OSError:
+        return tempfile.TemporaryFile(prefix="scm-xl-ironcalc-")
+
+
 class _Worker:
     """`ironcalc_worker.main` in a process of its own, started at once: the request goes to its
     standard input now, and a thread takes its answer in as it comes, sheet by sheet: `sheet`
     waits for one sheet's values (`fill` stores them while the next is read back), `values` for
-    them all."""
+    them all. With `spool` the answer goes to a file and is taken in once the worker has ended
+    (ALONE_CELLS)."""
 
-    def __init__(self, path: Path, cells: FormulaCells | None) -> None:
+    def __init__(self, path: Path, cells: FormulaCells | None, *, spool: bool = False) -> None:
         request = pickle.dumps({"path": str(path), "cells": None if cells is None else dict(cells)},
                                protocol=pickle.HIGHEST_PROTOCOL)
-        self.process = subprocess.Popen([sys.executable, "-m", "scm_xl.engines.ironcalc_worker"],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.spool = _spool_beside(path) if spool else None
+        try:
+            self.process = subprocess.Popen([sys.executable, "-m", "scm_xl.engines.ironcalc_worker"],
+                                            stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                                            stdout=self.spool if self.spool is not None else subprocess.PIPE)
+        except BaseException:
+            if self.spool is not None:
+                self.spool.close()
+            raise
         self.grid = CellGrid()
         self.arrived: set[str] = set()
         self.failure: Exception | None = None
@@ -129,11 +157,16 @@ class _Worker:
         self.reader.start()
 
     def _read(self) -> None:
-        stdout, stderr = self.process.stdout, self.process.stderr
-        assert stdout is not None and stderr is not None
+        stderr = self.process.stderr
+        assert stderr is not None
         errors: list[bytes] = []
         drain = threading.Thread(target=lambda: errors.append(stderr.read()), daemon=True)  # never a full pipe
         drain.start()
+        if self.spool is not None:  # the answer is read once the worker has ended
+            self.process.wait()
+            self.spool.seek(0)
+        stdout = self.spool if self.spool is not None else self.process.stdout
+        assert stdout is not None
         failure: Exception | None = None
         try:
             while True:

@@ -517,6 +517,9 @@ def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: A
     say(Text("step_recalculate", engine=engine.name))
     pending = engine.start(path, cells)
     try:
+        if pending.alone:  # a very large workbook: the engine's values first, then the reference, never both
+            _return_freed_memory()
+            pending.result()
         analysis, expected = expected_cells(layout, inputs, analysis=analysis)
         lsq = least_squares_analysis(analysis.statuses, analysis.settings)
         if store is not None:
@@ -540,6 +543,21 @@ def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: A
     notes = list(inputs.notes) + [Text("row_unusable", row=row, reason=reason) for row, reason in inputs.unusable]
     return WorkbookReport(path=shown_as, layout=layout, inputs=inputs, analysis=analysis,
                           verification=verification, warnings=warnings, lsq=lsq, notes=notes)
+
+
+def _return_freed_memory() -> None:
+    """Give the memory this process has freed (the built workbook's cells, released once saved)
+    back to the system, where an engine's process can use it: Python's allocator keeps freed
+    blocks, and glibc's malloc keeps freed pages until `malloc_trim` (elsewhere: nothing to do)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        trim = ctypes.CDLL(None).malloc_trim  # the C library the interpreter runs on
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)
 
 
 def verify(path: str | Path, *, engine: str = "auto", progress: Progress | None = None) -> WorkbookReport:
