@@ -10,7 +10,7 @@ it (by `Layout.cons_col` and the defined names CheckRows, MAPE, Verdict...).
 
 from __future__ import annotations
 
-from openpyxl.utils import get_column_letter
+from openpyxl.utils import column_index_from_string, get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.engines.base import CellValue
@@ -25,7 +25,7 @@ from scm_xl.workbook.layout import (
 )
 from scm_xl.workbook.literals import q
 from scm_xl.workbook.printing import print_setup
-from scm_xl.workbook.sheet import Building, Checking, SheetSpec, names_on
+from scm_xl.workbook.sheet import Building, Checking, RowTable, SheetSpec, names_on
 from scm_xl.workbook.stamp import write_filled
 from scm_xl.workbook.styles import KEY_FILL, TITLE_FONT, _formula, _header, _label, wrap_column
 
@@ -185,9 +185,9 @@ def reference(c: Checking) -> None:
     title = layout.title("consistency")
     by_row: dict[int, tuple[ResultRow, RowCheck]] = {
         sheet_row: (row, check) for (sheet_row, row), check in zip(inputs.rows, analysis.checks)}
+    table = RowTable(column.key for column in CONSISTENCY_COLUMNS)
     for i in range(layout.rows):
         sheet_row = layout.raw_first + i
-        out_row = layout.cons_first + i
         pair = by_row.get(sheet_row)
         values: dict[str, CellValue]
         if pair is None:
@@ -215,8 +215,8 @@ def reference(c: Checking) -> None:
                 else None,
                 "physics_text": text_value(s.physics.text(layout.lang)),
             }
-        for key, value in values.items():
-            exp[(title, f"{layout.cons_col(key)}{out_row}")] = value
+        table.add(values)
+    table.place(exp, lambda key: (title, column_index_from_string(layout.cons_col(key))), layout.cons_first)
     cons = analysis.consistency
     summary = {
         "check_rows": float(cons.check_rows), "identify_rows": float(cons.identify_rows),

@@ -21,6 +21,7 @@ from scm_xl.workbook import charts, latency_sheet, lsq_sheet, summary_sheet
 from scm_xl.workbook.first_principles import expected_calculator
 from scm_xl.workbook.formulas import MIRRORED_KEYS
 from scm_xl.workbook.io import Inputs
+from scm_xl.workbook.sheet import RowTable
 from scm_xl.workbook.layout import (
     CELLS_TABLE, CONCURRENCY_TABLE, RAW_FORMULA_KEYS, Layout, unusable_tests,
 )
@@ -198,6 +199,7 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
                  "unusable_code", "p0_included"):
         blank[flag] = 0.0
     codes = {message: float(code) for code, (_, _, message) in enumerate(unusable_tests(layout.lang), start=1)}
+    table = RowTable(blank)
     for sheet_row in range(layout.raw_first, layout.raw_last + 1):
         position = sheet_row - layout.raw_first + 1
         typed = inputs.entry.get(position, {})
@@ -238,8 +240,8 @@ def workings_rows(exp: Expected, layout: Layout, inputs: Inputs, analysis: Analy
                 "over_ceiling": number_value(s.physics.above_ceiling), "kv_over": number_value(s.physics.kv_over_memory),
                 "physics": float(s.physics.count), "physics_text": text_value(s.physics.text(layout.lang)),
             })
-        for key, value in values.items():
-            exp[layout.raw_address(key, sheet_row)] = value
+        table.add(values)
+    table.place(exp, layout.raw_place, layout.raw_first)
 
 
 def typed_value(value: Any) -> CellValue:

@@ -442,6 +442,11 @@ class Layout:
         """The column of a workings key on its own workings sheet (`raw_sheet`)."""
         return get_column_letter(RAW_PLACES[key][1])  # openpyxl keeps a table of them
 
+    def raw_place(self, key: str) -> tuple[str, int]:
+        """(sheet title, column number) of a workings key: where its column of reference values goes."""
+        sheet, column = RAW_PLACES[key]
+        return self.title(sheet), column
+
     def raw_sheet(self, key: str) -> str:
         """The key of the workings sheet that holds a workings column."""
         return RAW_PLACES[key][0]
