@@ -134,6 +134,7 @@ WORDS: dict[Lang, dict[str, str]] = {
         "step_save": "save the workbook",
         "step_recalculate": "recalculate with {engine}",
         "step_compare": "compare {cells:,} formula cells with the reference",
+        "step_reference": "compute the reference (after the engine, to save memory)",
         "step_store": "store the computed values in the file",
         "step_write": "write {path}",
         # fill's notes: the per-request records, a person's comments, rows the workbook cannot use
@@ -310,6 +311,7 @@ WORDS: dict[Lang, dict[str, str]] = {
         "step_save": "保存工作簿",
         "step_recalculate": "用 {engine} 重算",
         "step_compare": "将 {cells:,} 个公式单元格与参考值比较",
+        "step_reference": "计算参考值（在引擎之后，以节省内存）",
         "step_store": "把计算出的值存入文件",
         "step_write": "写入 {path}",
         "requests_several": "逐请求记录只从单个结果 CSV 旁读取：给了多个结果 CSV 时，工作簿里没有逐请求记录（其 SLO "

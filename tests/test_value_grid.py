@@ -225,9 +225,12 @@ def test_a_workbook_too_large_to_share_the_memory_is_evaluated_alone(tmp_path: P
         return real_expected(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(fill_module, "expected_cells", expected)
-    report = fill_module.fill(ARTICLE, output=alone / "book.xlsx", lang="en")
+    said: list[str] = []
+    report = fill_module.fill(ARTICLE, output=alone / "book.xlsx", lang="en", progress=said.append)
     assert report.verification.ok and len(workers) == 1 and workers[0].spool is not None
     assert ended_first == [True]
+    steps = [str(line).split(" (")[0] for line in said]
+    assert steps.index("compute the reference") == steps.index("recalculate with ironcalc") + 1
     assert sorted(path.name for path in alone.iterdir()) == ["book.xlsx"]
     with zipfile.ZipFile(overlapped / "book.xlsx") as one, zipfile.ZipFile(alone / "book.xlsx") as two:
         sheets = [name for name in one.namelist() if name.startswith("xl/worksheets/sheet")]

@@ -520,6 +520,7 @@ def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: A
         if pending.alone:  # a very large workbook: the engine's values first, then the reference, never both
             _return_freed_memory()
             pending.result()
+            say(Text("step_reference"))
         analysis, expected = expected_cells(layout, inputs, analysis=analysis)
         lsq = least_squares_analysis(analysis.statuses, analysis.settings)
         if store is not None:
