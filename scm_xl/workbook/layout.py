@@ -463,7 +463,7 @@ class Layout:
         return f"{self.qtitle(self.raw_sheet(key))}!{ref}" if sheet else ref
 
     def raw_address(self, key: str, row: int) -> tuple[str, str]:
-        """(sheet title, "A1") of one workings cell: where the reference values go."""
+        """(sheet title, "A1") of one workings cell: where a reference reads a workings value back."""
         return self.title(self.raw_sheet(key)), f"{self.raw_col(key)}{row}"
 
     def qtitle(self, key: str) -> str:

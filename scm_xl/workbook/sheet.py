@@ -79,7 +79,8 @@ class SheetSpec:
 class RowTable:
     """A per-row table's reference values, gathered a row at a time and placed a column at a
     time: a 10,000-row workbook's per-row sheets are a million cells, and an "A1" address
-    spelled and parsed back for each was a third of the reference's time."""
+    spelled and parsed back for each was more than a quarter of the reference's time (3.2 s,
+    now 2.3 s)."""
 
     def __init__(self, keys: Iterable[str]) -> None:
         self.columns: dict[str, list[CellValue]] = {key: [] for key in keys}
