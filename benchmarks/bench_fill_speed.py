@@ -57,8 +57,14 @@ def tree_rss_kb(root: int) -> int:
 def measure(label: str, source: Path, csv: Path, engine: str | None, folder: Path) -> dict[str, object]:
     out = folder / f"{label}.xlsx"
     out.unlink(missing_ok=True)
-    command = ["/usr/bin/time", "-f", "%e %U %S %M", sys.executable, "-m", "scm_xl", "fill", str(csv),
-               "-o", str(out)] + (["--engine", engine] if engine else [])
+    return measure_command(label, source, ["fill", str(csv), "-o", str(out)] + (["--engine", engine] if engine else []),
+                           folder)
+
+
+def measure_command(label: str, source: Path, arguments: list[str], folder: Path) -> dict[str, object]:
+    """`python -m scm_xl ARGUMENTS` with `source`'s scm_xl, in `folder`: wall and CPU seconds, peak
+    memory of the largest process and of all of them at once, and whether it printed "verified:"."""
+    command = ["/usr/bin/time", "-f", "%e %U %S %M", sys.executable, "-m", "scm_xl", *arguments]
     env = {**os.environ, "PYTHONPATH": str(source)}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                cwd=folder)

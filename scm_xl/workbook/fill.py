@@ -565,9 +565,10 @@ def verify(path: str | Path, *, engine: str = "auto", progress: Progress | None 
     """Recalculate a workbook as it stands and compare every formula cell with the reference."""
     say = progress or _quiet
     path = Path(path)
-    wb = load(path)
+    wb = load(path, inputs_only=True)
     layout = read_layout(wb, path)
     inputs = read_inputs(wb, layout, path)
+    del wb  # what the engine and the reference need is in `inputs`
     chosen, note = choose_engine(engine, len(inputs.rows))
     return _check(path, path, layout, inputs, chosen, note, say)
 
@@ -585,7 +586,7 @@ def analysis_from_source(source: str | Path, *, strict_physics: bool | None = No
         from scm_xl.safety import check_xlsx
 
         check_xlsx(source)  # report, compare, predict, solve: every reader of a workbook refuses a bomb first
-        wb = load(source)
+        wb = load(source, inputs_only=True)
         layout = read_layout(wb, source)
         inputs = read_inputs(wb, layout, source)
         settings = inputs.settings
@@ -627,7 +628,7 @@ def questions_from_source(source: str | Path, rows: Sequence[ResultRow]) -> dict
     filled workbook's own input cells, else (a results CSV) `methods.default_questions`."""
     source = Path(source)
     if source.suffix.lower() in (".xlsx", ".xlsm"):
-        wb = load(source)
+        wb = load(source, inputs_only=True)
         return questions_from_inputs(read_inputs(wb, read_layout(wb, source), source), rows)
     from scm_xl.methods import default_questions
 

@@ -122,6 +122,30 @@ def row_blocks(stream: IO[bytes]) -> Iterator[bytes]:
     yield buffer
 
 
+# A formula cell, whole (<f> is always a <c>'s first child); a self-closing <c .../> never matches.
+_FORMULA_CELL_WHOLE = re.compile(rb"<c\b[^>]*>[^<]*<f\b[^<]*(?:<(?!/c>)[^<]*)*</c>")
+_ROW_NUMBER = re.compile(rb'<row\b[^>]*?\sr\s*=\s*["\']([0-9]+)["\']')
+
+
+def formula_cells_dropped(block: bytes, below: int) -> bytes:
+    """A block of whole rows (`row_blocks`) without the formula cells of the rows after row
+    `below`. Rows ascend: a row without its number (r="") is the one after the row before it, and
+    is kept whole where that cannot be told (at the start of the block, or after a row kept)."""
+    first = _ROW_NUMBER.search(block)
+    if first is None:
+        return block
+    if int(first.group(1)) > below:  # most blocks of a large sheet: one sweep
+        return _FORMULA_CELL_WHOLE.sub(b"", block)
+
+    def row(match: re.Match[bytes]) -> bytes:
+        number = _ROW_NUMBER.match(match.group(0))
+        if number is None or int(number.group(1)) <= below:
+            return match.group(0)
+        return _FORMULA_CELL_WHOLE.sub(b"", match.group(0))
+
+    return ROW_ELEMENT.sub(row, block)
+
+
 # An empty cell that carries only a style, as openpyxl writes it: <c r="B4" s="11"/> (with
 # ElementTree) or <c r="B4" s="11"></c> (with lxml), possibly with t="n".
 STYLED_EMPTY_CELL = re.compile(rb'<c r="[A-Z]+[0-9]+"(?: s="[0-9]+")?(?: t="n")?\s*(?:/>|></c>)')

@@ -1,0 +1,81 @@
+"""`scm-xl verify` of a filled workbook as a command, this checkout's HEAD against an older commit,
+alternating in one run: wall and CPU seconds, peak memory of the largest process and of all at once
+(`bench_fill_speed.measure_command`). The workbook is filled once, by HEAD. Writes
+benchmarks/results/verify.md.
+
+    python benchmarks/bench_verify.py --base b22b93d --rows 10000 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from bench_fill_speed import measure, measure_command  # noqa: E402  (one measurement of a command)
+from bench_workbook import head_commit, make_csv  # noqa: E402  (the benchmark's one data generator)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="b22b93d", help="the older commit to compare with")
+    parser.add_argument("--rows", type=int, default=10000)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    head = head_commit()
+    runs: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix="scm-bench-verify-") as tmp:
+        folder = Path(tmp)
+        base, current = folder / "base", folder / "head"
+        for tree, commit in ((base, args.base), (current, "HEAD")):
+            subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=ROOT, check=True,
+                           capture_output=True)
+        try:
+            csv = folder / "rows.csv"
+            make_csv(csv, args.rows)
+            filled = measure("filled", current, csv, None, folder)
+            assert filled["exit"] == 0 and filled["verified"], filled
+            book = folder / "filled.xlsx"
+            for round_no in range(args.rounds):
+                for label, source in (("head", current), ("base", base)):
+                    result = measure_command(label, source, ["verify", str(book)], folder)
+                    runs.append(result)
+                    print(round_no, result, flush=True)
+        finally:
+            for tree in (base, current):
+                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+
+    def median(label: str, key: str) -> float:
+        return statistics.median(float(r[key]) for r in runs if r["label"] == label)  # type: ignore[arg-type]
+
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    names = {"head": head, "base": args.base}
+    lines = [f"# `scm-xl verify` of a {args.rows:,}-row workbook: {head} against {args.base}", "",
+             f"`python benchmarks/bench_verify.py --base {args.base} --rows {args.rows} --rounds {args.rounds}` "
+             f"(load average {load} at the end, on a 2-core machine). The workbook is filled once by {head}; "
+             "each run is a fresh command.", "",
+             "| run | commit | wall s | CPU s | peak MB, largest process | peak MB, all at once | exit | verified |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for i, r in enumerate(runs):
+        lines.append(f"| {i // 2 + 1} | {names[str(r['label'])]} | {r['wall']:.1f} | {r['cpu']:.1f} | "
+                     f"{r['peak_mb']:.0f} | {r['summed_mb']:.0f} | {r['exit']} | {'yes' if r['verified'] else 'no'} |")
+    lines += ["", f"Medians: {head} {median('head', 'wall'):.1f} s wall / {median('head', 'summed_mb'):.0f} MB at "
+              f"once; {args.base} {median('base', 'wall'):.1f} s / {median('base', 'summed_mb'):.0f} MB "
+              f"({median('base', 'wall') / median('head', 'wall'):.2f}x faster, "
+              f"{median('head', 'summed_mb') / median('base', 'summed_mb'):.0%} of the memory)."]
+    out = HERE / "results" / "verify.md"
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""`io.load(inputs_only=True)`: `verify`, `predict`, `solve` and `report` read a workbook's inputs
+from a copy without the formula cells below INPUT_ROWS (but on the sheets read whole). What they
+read must be what the whole workbook gives, a person's edits included."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import openpyxl
+import pytest
+from openpyxl import Workbook
+
+from scm_xl.results import write_results
+from scm_xl.workbook import latency_sheet
+from scm_xl.workbook.fill import WorkbookReport, fill, verify
+from scm_xl.workbook.io import INPUT_ROWS, load, read_inputs
+from scm_xl.workbook.registry import read_layout
+from scm_xl.xlsx.package import formula_cells_dropped
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_cli_rows import rows_of  # noqa: E402  (the benchmark's campaign)
+
+ROWS = 240  # past INPUT_ROWS: the per-row sheets lose their formula cells below it
+
+
+@pytest.fixture(scope="module")
+def filled_report(tmp_path_factory: pytest.TempPathFactory) -> WorkbookReport:
+    folder = tmp_path_factory.mktemp("inputs-only")
+    csv = folder / "results.csv"
+    write_results(csv, rows_of(ROWS))
+    report = fill(csv, output=folder / "filled.xlsx", lang="en")
+    assert report.verification.ok and report.layout.raw_last > INPUT_ROWS
+    return report
+
+
+@pytest.fixture(scope="module")
+def filled(filled_report: WorkbookReport) -> Path:
+    return filled_report.path
+
+
+@pytest.fixture(scope="module")
+def loaded(filled: Path) -> tuple[Workbook, Workbook]:
+    """The filled workbook loaded whole, and for its inputs only."""
+    return load(filled), load(filled, inputs_only=True)
+
+
+@pytest.fixture(scope="module")
+def edited(filled: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The filled workbook after a person typed: a formula into the Summary's target, a knee on
+    the latency sheet, and a raw row past INPUT_ROWS cleared of its display formulas."""
+    wb = openpyxl.load_workbook(filled)
+    layout = read_layout(wb, filled)
+    summary = wb[layout.title("summary")]
+    target = next(cell for row in summary.iter_rows() for cell in row
+                  if cell.fill is not None and str(cell.fill.fgColor.rgb).endswith("FFF2CC"))
+    target.value = "=50+50"
+    wb[latency_sheet.SHEET_TITLES["en"]]["B5"] = 8
+    raw = wb[layout.title("raw")]
+    for cell in raw[INPUT_ROWS + 20]:
+        if isinstance(cell.value, str) and cell.value.startswith("="):
+            cell.value = None
+    out = tmp_path_factory.mktemp("edited") / "edited.xlsx"
+    wb.save(out)
+    return out
+
+
+@pytest.mark.parametrize("which", ["filled", "edited"])
+def test_the_inputs_are_those_of_the_whole_workbook(which: str, request: pytest.FixtureRequest) -> None:
+    path: Path = request.getfixturevalue(which)
+    whole, partial = request.getfixturevalue("loaded") if which == "filled" else (load(path),
+                                                                                   load(path, inputs_only=True))
+    layout = read_layout(whole, path)
+    assert read_layout(partial, path) == layout
+    inputs = read_inputs(whole, layout, path)
+    assert read_inputs(partial, layout, path) == inputs
+    assert len(inputs.rows) == ROWS
+    if which == "edited":  # the edits are there to be read
+        assert "'=50+50'" in repr(inputs)  # read as typed, wherever the Summary's first input goes
+        assert inputs.notes  # the cleared display formulas are noticed
+
+
+def test_the_copy_leaves_out_the_per_row_formulas_below_input_rows(filled: Path,
+                                                                    loaded: tuple[Workbook, Workbook]) -> None:
+    whole, partial = loaded
+    layout = read_layout(whole, filled)
+    work = layout.title("calc")
+    below = [cell for cell in partial[work]._cells.values() if cell.row > INPUT_ROWS and cell.data_type == "f"]
+    assert below == [] and any(cell.row > INPUT_ROWS for cell in whole[work]._cells.values())
+    raw = layout.title("raw")  # read whole
+    assert len(partial[raw]._cells) == len(whole[raw]._cells)
+    formulas = [sum(1 for ws in book.worksheets for cell in ws._cells.values() if cell.data_type == "f")
+                for book in (whole, partial)]
+    assert formulas[1] < formulas[0] * 0.9  # at 240 rows; at 10,000 rows 2% are left
+
+
+def test_verify_reads_the_copy_and_still_checks_every_formula_cell(filled_report: WorkbookReport) -> None:
+    report = verify(filled_report.path)
+    assert report.verification.ok and len(report.inputs.rows) == ROWS
+    assert report.verification.cells_compared == filled_report.verification.cells_compared
+
+
+def test_formula_cells_below_the_row_go_and_everything_else_stays() -> None:
+    block = (b'<sheetData><row r="199"><c r="A199"><f>1+1</f><v>2</v></c></row>'
+             b'<row r="200" ht="20"><c r="A200" s="3"/><c r="B200"><f>B1</f><v></v></c></row>'
+             b'<row r="201"><c r="A201" s="3"/><c r="B201" t="str"><f t="shared" ref="B201:B202" si="0">A1</f>'
+             b'<v>x</v></c><c r="C201"><v>7</v></c><c r="D201" t="inlineStr"><is><t>=not a formula</t></is></c>'
+             b'<c r="E201"><f>E1</f></c></row>'
+             b'<row r="202"><c r="B202" t="str"><f t="shared" si="0"/><v>y</v></c></row>')
+    assert formula_cells_dropped(block, 200) == (
+        b'<sheetData><row r="199"><c r="A199"><f>1+1</f><v>2</v></c></row>'
+        b'<row r="200" ht="20"><c r="A200" s="3"/><c r="B200"><f>B1</f><v></v></c></row>'
+        b'<row r="201"><c r="A201" s="3"/><c r="C201"><v>7</v></c><c r="D201" t="inlineStr"><is>'
+        b'<t>=not a formula</t></is></c></row>'
+        b'<row r="202"></row>')
+    later = b'<row r="300"><c r="A300"><f>1</f><v>1</v></c><c r="B300"><v>2</v></c></row><row><c><f>3</f></c></row>'
+    assert formula_cells_dropped(later, 200) == b'<row r="300"><c r="B300"><v>2</v></c></row><row></row>'
+    unnumbered = b'<row><c><f>3</f></c></row>'
+    assert formula_cells_dropped(unnumbered, 200) == unnumbered
