@@ -320,3 +320,24 @@ def test_a_worker_that_dies_is_an_engine_error_naming_the_other_engines(tmp_path
     monkeypatch.setattr(ironcalc_engine.subprocess, "Popen", dying)
     with pytest.raises(EngineError, match="ironcalc failed on .*ended without an answer.*--engine"):
         IronCalcEngine().recalculate(book)
+
+
+def test_formula_cells_down_a_column_are_listed_as_runs(tmp_path: Path) -> None:
+    """`formula_refs` lists a run of plain formulas down a column as one range (a 100,000-row
+    workbook's 13 million cells were a gigabyte as one string each); a gap, a value typed over a
+    formula and an array formula's range end a run or stand alone."""
+    from scm_xl.xlsx.package import formula_refs as sheet_refs
+
+    rows = []
+    for row in range(1, 8):
+        cells = [f'<c r="A{row}"><f>1</f><v>1</v></c>' if row != 4 else '<c r="A4"><v>9</v></c>',
+                 f'<c r="B{row}"><f>2</f><v>2</v></c>' if row in (2, 3, 6) else "",
+                 '<c r="C5"><f t="array" ref="C5:C7">ROW(A1:A3)</f><v>5</v></c>' if row == 5 else ""]
+        rows.append(f'<row r="{row}">{"".join(cells)}</row>')
+    xml = f'<worksheet><sheetData>{"".join(rows)}</sheetData></worksheet>'.encode()
+    book = tmp_path / "runs.zip"
+    with zipfile.ZipFile(book, "w") as out:
+        out.writestr("xl/worksheets/sheet1.xml", xml)
+    with zipfile.ZipFile(book) as read:
+        refs = sheet_refs(read, "xl/worksheets/sheet1.xml")
+    assert sorted(refs) == ["A1:A3", "A5:A7", "B2:B3", "B6", "C5:C7"]
