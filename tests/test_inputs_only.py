@@ -116,5 +116,5 @@ def test_formula_cells_below_the_row_go_and_everything_else_stays() -> None:
         b'<row r="202"></row>')
     later = b'<row r="300"><c r="A300"><f>1</f><v>1</v></c><c r="B300"><v>2</v></c></row><row><c><f>3</f></c></row>'
     assert formula_cells_dropped(later, 200) == b'<row r="300"><c r="B300"><v>2</v></c></row><row></row>'
-    unnumbered = b'<row><c><f>3</f></c></row>'
-    assert formula_cells_dropped(unnumbered, 200) == unnumbered
+    unnumbered = b'<row><c><f>3</f></c></row><row r="300"><c r="A300"><f>1</f></c></row>'
+    assert formula_cells_dropped(unnumbered, 200) == b'<row><c><f>3</f></c></row><row r="300"></row>'

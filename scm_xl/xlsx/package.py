@@ -150,12 +150,13 @@ _ROW_NUMBER = re.compile(rb'<row\b[^>]*?\sr\s*=\s*["\']([0-9]+)["\']')
 
 def formula_cells_dropped(block: bytes, below: int) -> bytes:
     """A block of whole rows (`row_blocks`) without the formula cells of the rows after row
-    `below`. Rows ascend: a row without its number (r="") is the one after the row before it, and
-    is kept whole where that cannot be told (at the start of the block, or after a row kept)."""
-    first = _ROW_NUMBER.search(block)
-    if first is None:
+    `below`. Rows ascend: a row without its number (no r attribute) is the one after the row
+    before it, and is kept whole where that cannot be told (first in the block, or after a row kept)."""
+    start = block.find(b"<row")
+    if start < 0:
         return block
-    if int(first.group(1)) > below:  # most blocks of a large sheet: one sweep
+    first = _ROW_NUMBER.match(block, start)
+    if first is not None and int(first.group(1)) > below:  # most blocks of a large sheet: one sweep
         return _FORMULA_CELL_WHOLE.sub(b"", block)
 
     def row(match: re.Match[bytes]) -> bytes:
