@@ -24,10 +24,9 @@ import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_workbook import head_commit, make_csv  # noqa: E402  (the benchmark's one data generator)
+from bench_workbook import head_commit, make_csv, worktrees  # noqa: E402  (the benchmark's one data generator)
 
 
 def tree_rss_kb(root: int) -> int:
@@ -95,25 +94,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     head = head_commit()
-    with tempfile.TemporaryDirectory(prefix="scm-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="scm-bench-") as tmp, \
+            worktrees(Path(tmp), {"base": args.base, "head": "HEAD"}) as trees:
         folder = Path(tmp)
-        base, current = folder / "base", folder / "head"
-        for tree, commit in ((base, args.base), (current, "HEAD")):
-            subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=ROOT, check=True,
-                           capture_output=True)
-        try:
-            csv = folder / "rows.csv"
-            make_csv(csv, args.rows)
-            runs: list[dict[str, object]] = []
-            for round_no in range(args.rounds):
-                for label, source, engine in (("head", current, None), ("base", base, None),
-                                              ("head-libreoffice", current, "libreoffice")):
-                    result = measure(label, source, csv, engine, folder)
-                    runs.append(result)
-                    print(round_no, result, flush=True)
-        finally:
-            for tree in (base, current):
-                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+        base, current = trees["base"], trees["head"]
+        csv = folder / "rows.csv"
+        make_csv(csv, args.rows)
+        runs: list[dict[str, object]] = []
+        for round_no in range(args.rounds):
+            for label, source, engine in (("head", current, None), ("base", base, None),
+                                          ("head-libreoffice", current, "libreoffice")):
+                result = measure(label, source, csv, engine, folder)
+                runs.append(result)
+                print(round_no, result, flush=True)
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
 

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_workbook import make_csv  # noqa: E402  (the benchmark's one data generator)
+from bench_workbook import make_csv, worktrees  # noqa: E402  (the benchmarks' data and worktrees)
 
 # Fill, then hand the filled workbook to that commit's own copy for IronCalc (run in the temporary
 # folder: `python -c` puts the working folder first on the path, which would import this checkout).
@@ -82,10 +82,8 @@ def main() -> None:
         for commit in commits:
             name = subprocess.run(["git", "rev-parse", "--short", commit], cwd=ROOT, check=True, capture_output=True,
                                   text=True).stdout.strip()
-            tree = folder / f"tree-{name}"
-            subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=ROOT, check=True,
-                           capture_output=True)
-            try:
+            with worktrees(folder, {name: commit}) as trees:
+                tree = trees[name]
                 filled, copy = folder / f"{name}.xlsx", folder / f"{name}-ironcalc.xlsx"
                 subprocess.run([sys.executable, "-c", _FILL, str(csv), str(filled), str(copy)], check=True,
                                env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, cwd=folder, capture_output=True)
@@ -93,8 +91,6 @@ def main() -> None:
                 start = count("import ironcalc")
                 results.append((commit, name, instructions - start, *formula_counts(copy)))
                 print(results[-1], flush=True)
-            finally:
-                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
     first = results[0][2]
     lines = [f"# IronCalc's load and evaluate at {args.rows:,} rows, in instructions", "",
              f"`python benchmarks/bench_ironcalc_instructions.py --commits {args.commits} --rows {args.rows}` "

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from bench_fill_speed import measure, measure_command  # noqa: E402  (one measurement of a command)
-from bench_workbook import head_commit, make_csv  # noqa: E402  (the benchmark's one data generator)
+from bench_workbook import head_commit, make_csv, worktrees  # noqa: E402  (the benchmark's one data generator)
 
 
 def main() -> None:
@@ -31,26 +29,19 @@ def main() -> None:
     args = parser.parse_args()
     head = head_commit()
     runs: list[dict[str, object]] = []
-    with tempfile.TemporaryDirectory(prefix="scm-bench-verify-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="scm-bench-verify-") as tmp, \
+            worktrees(Path(tmp), {"base": args.base, "head": "HEAD"}) as trees:
         folder = Path(tmp)
-        base, current = folder / "base", folder / "head"
-        for tree, commit in ((base, args.base), (current, "HEAD")):
-            subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=ROOT, check=True,
-                           capture_output=True)
-        try:
-            csv = folder / "rows.csv"
-            make_csv(csv, args.rows)
-            filled = measure("filled", current, csv, None, folder)
-            assert filled["exit"] == 0 and filled["verified"], filled
-            book = folder / "filled.xlsx"
-            for round_no in range(args.rounds):
-                for label, source in (("head", current), ("base", base)):
-                    result = measure_command(label, source, ["verify", str(book)], folder)
-                    runs.append(result)
-                    print(round_no, result, flush=True)
-        finally:
-            for tree in (base, current):
-                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+        csv = folder / "rows.csv"
+        make_csv(csv, args.rows)
+        filled = measure("filled", trees["head"], csv, None, folder)
+        assert filled["exit"] == 0 and filled["verified"], filled
+        book = folder / "filled.xlsx"
+        for round_no in range(args.rounds):
+            for label in ("head", "base"):
+                result = measure_command(label, trees[label], ["verify", str(book)], folder)
+                runs.append(result)
+                print(round_no, result, flush=True)
 
     def median(label: str, key: str) -> float:
         return statistics.median(float(r[key]) for r in runs if r["label"] == label)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ benchmarks/results/workbook.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import resource
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,6 +30,23 @@ def head_commit() -> str:
     """The short hash of this checkout's HEAD, which the benchmarks' results name."""
     return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                           cwd=HERE.parent, check=True).stdout.strip()
+
+
+@contextlib.contextmanager
+def worktrees(folder: Path, commits: dict[str, str]) -> Iterator[dict[str, Path]]:
+    """A `git worktree` of each commit (name -> commit: "HEAD", a hash) under `folder`, removed on
+    the way out: a benchmark runs an older commit's code beside this one's (PYTHONPATH first)."""
+    trees: dict[str, Path] = {}
+    try:
+        for name, commit in commits.items():
+            tree = folder / f"tree-{name}"
+            subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=HERE.parent, check=True,
+                           capture_output=True)
+            trees[name] = tree
+        yield trees
+    finally:
+        for tree in trees.values():
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=HERE.parent, capture_output=True)
 
 
 def make_csv(path: Path, n: int, seed: int = 1) -> None:
