@@ -13,7 +13,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from bench_fill_speed import measure  # the one measurement of a fill command
+from bench_fill_speed import (  # one measurement of a fill command, one table of them
+    MEASURED_ALIGN, MEASURED_HEADER, measure, measured_cells, write_table,
+)
 from bench_workbook import head_commit, make_csv
 
 HERE = Path(__file__).resolve().parent
@@ -42,15 +44,10 @@ def main() -> None:
              f"`python benchmarks/bench_fill_large.py --rows {args.rows}`: one fresh command per size, the "
              "default engine, on the 2-core machine; peak memory as `bench_fill_speed.py` measures it "
              f"(the largest process; all processes at once, sampled every 50 ms). Ceiling: {LIMIT_MB:,} MB.", "",
-             "| rows | wall s | CPU s | peak MB, largest process | peak MB, all at once | exit | verified |",
-             "|---:|---:|---:|---:|---:|---:|---|"]
+             f"| rows | {MEASURED_HEADER} |", f"|---:|{MEASURED_ALIGN}|"]
     for r in runs:
-        lines.append(f"| {r['rows']:,} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['peak_mb']:.0f} | {r['summed_mb']:.0f} "
-                     f"| {r['exit']} | {'yes' if r['verified'] else 'no'} |")
-    out = HERE / "results" / "fill_large.md"
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines))
-    print(f"wrote {out}")
+        lines.append(f"| {r['rows']:,} | {measured_cells(r)} |")
+    write_table("fill_large", lines)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,25 @@ def measure_command(label: str, source: Path, arguments: list[str], folder: Path
             "verified": "verified:" in stdout}
 
 
+# The columns every command measurement is tabled with (`measured_cells` fills them).
+MEASURED_HEADER = "wall s | CPU s | peak MB, largest process | peak MB, all at once | exit | verified"
+MEASURED_ALIGN = "---:|---:|---:|---:|---:|---"
+
+
+def write_table(name: str, lines: list[str]) -> None:
+    """A benchmark's results, as benchmarks/results/NAME.md and on the standard output."""
+    out = HERE / "results" / f"{name}.md"
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    print(f"wrote {out}")
+
+
+def measured_cells(r: dict[str, object]) -> str:
+    """One measurement's cells of a results table, in MEASURED_HEADER's order."""
+    return (f"{r['wall']:.1f} | {r['cpu']:.1f} | {r['peak_mb']:.0f} | {r['summed_mb']:.0f} | {r['exit']} | "
+            f"{'yes' if r['verified'] else 'no'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", default="1030633", help="the older commit to compare with")
@@ -119,13 +138,11 @@ def main() -> None:
              "Peak memory two ways: the largest process (GNU time's maximum resident set, what earlier runs "
              "reported) and every process of the command at once (sampled every 50 ms): `fill` evaluates a "
              "large workbook in an IronCalc worker process, LibreOffice runs soffice.", "",
-             "| run | commit | engine | wall s | CPU s | peak MB, largest process | peak MB, all at once | exit "
-             "| verified |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
+             f"| run | commit | engine | {MEASURED_HEADER} |", f"|---|---|---|{MEASURED_ALIGN}|"]
     for i, r in enumerate(runs):
         commit = args.base if r["label"] == "base" else head
         engine = "libreoffice" if r["label"] == "head-libreoffice" else "default (auto)"
-        lines.append(f"| {i // 3 + 1} | {commit} | {engine} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['peak_mb']:.0f} "
-                     f"| {r['summed_mb']:.0f} | {r['exit']} | {'yes' if r['verified'] else 'no'} |")
+        lines.append(f"| {i // 3 + 1} | {commit} | {engine} | {measured_cells(r)} |")
     lines += ["", "Medians: "
               f"{head} default {median('head', 'wall'):.1f} s wall / {median('head', 'cpu'):.1f} CPU-s / "
               f"{median('head', 'peak_mb'):.0f} MB; {args.base} default {median('base', 'wall'):.1f} s / "

@@ -17,7 +17,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_fill_speed import measure, measure_command  # noqa: E402  (one measurement of a command)
+from bench_fill_speed import (  # noqa: E402  (one measurement of a command, one table of them)
+    MEASURED_ALIGN, MEASURED_HEADER, measure, measure_command, measured_cells, write_table,
+)
 from bench_workbook import head_commit, make_csv, worktrees  # noqa: E402  (the benchmark's one data generator)
 
 
@@ -53,19 +55,14 @@ def main() -> None:
              f"`python benchmarks/bench_verify.py --base {args.base} --rows {args.rows} --rounds {args.rounds}` "
              f"(load average {load} at the end, on a 2-core machine). The workbook is filled once by {head}; "
              "each run is a fresh command.", "",
-             "| run | commit | wall s | CPU s | peak MB, largest process | peak MB, all at once | exit | verified |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+             f"| run | commit | {MEASURED_HEADER} |", f"|---|---|{MEASURED_ALIGN}|"]
     for i, r in enumerate(runs):
-        lines.append(f"| {i // 2 + 1} | {names[str(r['label'])]} | {r['wall']:.1f} | {r['cpu']:.1f} | "
-                     f"{r['peak_mb']:.0f} | {r['summed_mb']:.0f} | {r['exit']} | {'yes' if r['verified'] else 'no'} |")
+        lines.append(f"| {i // 2 + 1} | {names[str(r['label'])]} | {measured_cells(r)} |")
     lines += ["", f"Medians: {head} {median('head', 'wall'):.1f} s wall / {median('head', 'summed_mb'):.0f} MB at "
               f"once; {args.base} {median('base', 'wall'):.1f} s / {median('base', 'summed_mb'):.0f} MB "
               f"({median('base', 'wall') / median('head', 'wall'):.2f}x faster, "
               f"{median('head', 'summed_mb') / median('base', 'summed_mb'):.0%} of the memory)."]
-    out = HERE / "results" / "verify.md"
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines))
-    print(f"wrote {out}")
+    write_table("verify", lines)
 
 
 if __name__ == "__main__":
