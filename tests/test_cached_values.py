@@ -217,7 +217,6 @@ def test_large_sheet_is_linear(tmp_path: Path) -> None:
     assert rows[0] == (1, 3, "r1") and rows[-1] == (10_000, 30_000, "r10000") and len(rows) == 10_000
 
 
-
 @pytest.mark.parametrize("held", [False, True], ids=["gap rows absent", "a gap row held as text"])
 def test_pending_columns_with_a_gap_count_every_cell_stored(tmp_path: Path, held: bool) -> None:
     """Pending cells are rendered a block of rows at a time; a block that starts in rows no
@@ -240,6 +239,7 @@ def test_pending_columns_with_a_gap_count_every_cell_stored(tmp_path: Path, held
     read = _load(out, data_only=True)["Sheet"]
     assert read["B2"].value == 1.5 and read[f"C{gap + 170}"].value == gap + 170
     assert read[f"A{gap}"].value == ("a person's note in the gap" if held else None)
+
 
 @pytest.mark.libreoffice
 def test_libreoffice_still_recalculates(cached: Path, tmp_path: Path) -> None:

@@ -106,16 +106,16 @@ def in_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     workers_from_now(monkeypatch)  # every workbook evaluated in the worker
 
 
-def workers_from_now(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """From now on every workbook is evaluated in the worker process; the list gets an entry for
-    each worker started."""
+def workers_from_now(monkeypatch: pytest.MonkeyPatch) -> list[ironcalc_engine._Worker]:
+    """From now on every workbook is evaluated in the worker process; the list gets each worker
+    started."""
     monkeypatch.setattr(ironcalc_engine, "WORKER_CELLS", 1)
-    started: list[int] = []
+    started: list[ironcalc_engine._Worker] = []
     real = ironcalc_engine._Worker
 
-    def counted(*args: object, **kwargs: object) -> object:
-        started.append(1)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    def counted(*args: object, **kwargs: object) -> ironcalc_engine._Worker:
+        started.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return started[-1]
 
     monkeypatch.setattr(ironcalc_engine, "_Worker", counted)
     return started
@@ -206,17 +206,11 @@ def test_a_workbook_too_large_to_share_the_memory_is_evaluated_alone(tmp_path: P
     alone = tmp_path / "alone"
     overlapped.mkdir()
     alone.mkdir()
-    workers_from_now(monkeypatch)
+    workers = workers_from_now(monkeypatch)
     fill_module.fill(ARTICLE, output=overlapped / "book.xlsx", lang="en")
+    assert len(workers) == 1 and workers[0].spool is None
+    workers.clear()
     monkeypatch.setattr(ironcalc_engine, "ALONE_CELLS", 1)
-    workers: list[ironcalc_engine._Worker] = []
-    real_worker = ironcalc_engine._Worker
-
-    def kept(*args: object, **kwargs: object) -> ironcalc_engine._Worker:
-        workers.append(real_worker(*args, **kwargs))  # type: ignore[arg-type]
-        return workers[-1]
-
-    monkeypatch.setattr(ironcalc_engine, "_Worker", kept)
     ended_first: list[bool] = []
     real_expected = fill_module.expected_cells
 
