@@ -202,3 +202,31 @@ def test_values_written_with_the_pending_cells_equal_values_written_over_the_sav
         assert a.namelist() == b.namelist()
         for name in a.namelist():
             assert a.read(name) == b.read(name), name
+
+
+def test_the_engine_input_written_by_save_is_the_copy_the_engine_would_make(tmp_path: Path) -> None:
+    """`fill` saves IronCalc's input through its `prepare` (no styled empty cells, no conditional
+    formats or validations, relative relationship targets), so the worker loads it as it is: member
+    for member, the bytes of the copy IronCalc makes of a plain save (`for_ironcalc`)."""
+    from scm_xl.engines import ironcalc_worker
+    from scm_xl.xlsx.package import STYLED_EMPTY_CELL
+
+    layout = Layout(lang="en", rows=60)
+    rows = [experiment(f"E{i}", "model-a", 2 ** (i % 4), 50 * (1 + i % 3), 40.0 + i) for i in range(25)]
+    plain, prepared = tmp_path / "plain.xlsx", tmp_path / "prepared.xlsx"
+    for path, engine_input in ((plain, None), (prepared, ironcalc_worker.prepare)):
+        built = build_workbook(layout)  # one each: openpyxl's save changes what it saves
+        write_rows(built.wb, layout, rows, clear=False)
+        built.wb[layout.title("raw")]["L5"].comment = openpyxl.comments.Comment("a note", "a person")  # an absolute target
+        built.save(path, sparse=path.with_suffix(".sparse"), engine_input=engine_input)
+    (tmp_path / "copy").mkdir()
+    copy = ironcalc_worker.for_ironcalc(plain, tmp_path / "copy")
+    with zipfile.ZipFile(copy) as a, zipfile.ZipFile(prepared) as b, zipfile.ZipFile(plain) as c:
+        assert a.namelist() == b.namelist()
+        for name in a.namelist():
+            assert a.read(name) == b.read(name), name
+        # and the plain file had what the copy leaves out
+        sheets = b"".join(c.read(name) for name in c.namelist() if name.startswith("xl/worksheets/sheet"))
+        assert STYLED_EMPTY_CELL.search(sheets) and b"<conditionalFormatting" in sheets
+        rels = b"".join(c.read(name) for name in c.namelist() if name.endswith(".rels"))
+        assert b'Target="/xl/comments' in rels

@@ -85,11 +85,21 @@ class Engine(abc.ABC):
         the caller knows them (fill, which wrote them); an engine may read them from the file
         instead."""
 
-    def start(self, path: Path, cells: FormulaCells | None = None) -> Pending:
+    def start(self, path: Path, cells: FormulaCells | None = None, *, prepared: bool = False) -> Pending:
         """Begin recalculating `path`; the caller may work meanwhile, then asks `Pending.result`.
         An engine that works in a process of its own starts it now (IronCalc on a large
-        workbook); by default the work is done when the result is asked for."""
+        workbook); by default the work is done when the result is asked for. `prepared`: the
+        caller wrote `path` through `prepare` (an engine that needs a copy of its own then reads
+        the file as it is)."""
         return Pending(lambda: self.recalculate(path, cells))
+
+    # How each member of the package this engine reads must be rewritten (package.copy_package's
+    # `rewrite`), when it needs a copy of its own; None: it reads any workbook as it is. `fill`
+    # writes the file it recalculates so at once, and says so (`start(prepared=True)`): a sheet's
+    # rows as openpyxl saved them go through it, the pending formula cells join them after, so a
+    # rewrite that changes formula cells does not belong here (IronCalc's drops styled empty cells,
+    # conditional formats and validations, and makes relationship targets relative).
+    prepare: Callable[[str], package.SheetRewrite | None] | None = None
 
     @abc.abstractmethod
     def available(self) -> bool:

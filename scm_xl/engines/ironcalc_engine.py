@@ -39,6 +39,7 @@ UNAVAILABLE = "the ironcalc engine needs the ironcalc package: pip install 'iron
 class IronCalcEngine(Engine):
     name = "ironcalc"
     unavailable_message = UNAVAILABLE
+    prepare = staticmethod(ironcalc_worker.prepare)
 
     def available(self) -> bool:
         try:  # a wheel exists for most platforms, not all (e.g. musl Linux)
@@ -50,7 +51,7 @@ class IronCalcEngine(Engine):
     def recalculate(self, path: Path, cells: FormulaCells | None = None) -> Recalculated:
         return self.start(path, cells).result()
 
-    def start(self, path: Path, cells: FormulaCells | None = None) -> Pending:
+    def start(self, path: Path, cells: FormulaCells | None = None, *, prepared: bool = False) -> Pending:
         """IronCalc's values of every formula cell of `path` (`cells`: the formula cells, when the
         caller knows them). A workbook of WORKER_CELLS formula cells or more is evaluated in a
         process of its own (`ironcalc_worker`), started now; a smaller one here, when the result
@@ -65,9 +66,10 @@ class IronCalcEngine(Engine):
         count = (sum(_count(ref) for refs in cells.values() for ref in refs) if cells is not None
                  else size // WORKER_BYTES_PER_CELL)
         if count < WORKER_CELLS:
-            return Pending(lambda: self._recalculated(path, start, lambda: ironcalc_worker.evaluate(path, cells)))
+            return Pending(lambda: self._recalculated(
+                path, start, lambda: ironcalc_worker.evaluate(path, cells, prepared=prepared)))
         alone = count >= ALONE_CELLS
-        worker = _Worker(path, cells, spool=alone)
+        worker = _Worker(path, cells, spool=alone, prepared=prepared)
         return Pending(lambda: self._recalculated(path, start, worker.values), worker.kill,
                        lambda title: self._answered(path, lambda: worker.sheet(title)), alone=alone)
 
@@ -124,9 +126,9 @@ class _Worker:
     them all. With `spool` the answer goes to a file and is taken in once the worker has ended
     (ALONE_CELLS)."""
 
-    def __init__(self, path: Path, cells: FormulaCells | None, *, spool: bool = False) -> None:
-        request = pickle.dumps({"path": str(path), "cells": None if cells is None else dict(cells)},
-                               protocol=pickle.HIGHEST_PROTOCOL)
+    def __init__(self, path: Path, cells: FormulaCells | None, *, spool: bool = False, prepared: bool = False) -> None:
+        request = pickle.dumps({"path": str(path), "cells": None if cells is None else dict(cells),
+                                "prepared": prepared}, protocol=pickle.HIGHEST_PROTOCOL)
         self.spool = _spool_beside(path) if spool else None
         try:
             self.process = subprocess.Popen([sys.executable, "-m", "scm_xl.engines.ironcalc_worker"],

@@ -21,7 +21,7 @@ import re
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,16 +45,18 @@ def formula_cells(path: Path) -> dict[str, list[str]]:
         raise ReadFailed(str(exc)) from exc
 
 
-def evaluate(path: Path, cells: FormulaCells | None = None) -> CellGrid:
+def evaluate(path: Path, cells: FormulaCells | None = None, *, prepared: bool = False) -> CellGrid:
     """Every formula cell's value as IronCalc computes it (`cells`: the formula cells, when the
-    caller knows them; else read from the file)."""
+    caller knows them; else read from the file; `prepared`: `path` was written through
+    `prepare`, and IronCalc loads it as it is)."""
     values = CellGrid()
-    for sheet, columns in sheet_by_sheet(path, cells):
+    for sheet, columns in sheet_by_sheet(path, cells, prepared=prepared):
         values.put_sheet(sheet, columns)
     return values
 
 
-def sheet_by_sheet(path: Path, cells: FormulaCells | None = None) -> Iterator[tuple[str, dict[int, Column]]]:
+def sheet_by_sheet(path: Path, cells: FormulaCells | None = None, *,
+                   prepared: bool = False) -> Iterator[tuple[str, dict[int, Column]]]:
     """`evaluate`'s values one sheet at a time, in the order of `cells` (the workbook's, read
     from the file): the whole workbook is evaluated before the first, and each sheet is read
     back when it is asked for, so that a caller can store one sheet's values while the next is
@@ -64,7 +66,8 @@ def sheet_by_sheet(path: Path, cells: FormulaCells | None = None) -> Iterator[tu
     refs = cells if cells is not None else formula_cells(path)
     try:
         with tempfile.TemporaryDirectory(prefix="scm-xl-ironcalc-") as folder, _printing_to_stderr():
-            model = ironcalc.load_from_xlsx(str(for_ironcalc(path, Path(folder))), "en", "UTC")
+            loaded = path if prepared else for_ironcalc(path, Path(folder))
+            model = ironcalc.load_from_xlsx(str(loaded), "en", "UTC")
             model.evaluate()
     except Exception as exc:
         raise EngineFailed(str(exc)) from exc
@@ -167,25 +170,29 @@ class _Reader:
 # no cell's value: IronCalc 0.9.1 evaluates a conditional format's formula for every cell of its
 # range at every evaluate, and the raw-data sheet's (the orange hint on a row inserted by hand)
 # covers every input cell: 0.8 s of a 10,000-row workbook's evaluate (benchmarks/results/fill_phases.md).
+def prepare(name: str) -> package.SheetRewrite | None:
+    """How the package member `name` reads in IronCalc's copy (None: as it is)."""
+    if _is_sheet(name):
+        return _strip
+    if name.endswith(".rels"):
+        return lambda blocks: (relative_targets(name, block) for block in blocks)
+    return None
+
+
+def _strip(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    for block in blocks:
+        block = package.STYLED_EMPTY_CELL.sub(b"", block)
+        if b"<conditionalFormatting" in block or b"<dataValidations" in block:  # after </sheetData>
+            block = _NOT_VALUES.sub(b"", block)
+        yield block
+
+
 def for_ironcalc(path: Path, into: Path) -> Path:
+    """IronCalc's copy of `path`, in the folder `into` (`fill`, which writes the file, writes
+    it so at once: `prepare`)."""
     copy = into / path.name
-
-    def strip(blocks: Iterator[bytes]) -> Iterator[bytes]:
-        for block in blocks:
-            block = package.STYLED_EMPTY_CELL.sub(b"", block)
-            if b"<conditionalFormatting" in block or b"<dataValidations" in block:  # after </sheetData>
-                block = _NOT_VALUES.sub(b"", block)
-            yield block
-
-    def rewrite(name: str) -> package.SheetRewrite | None:
-        if _is_sheet(name):
-            return strip
-        if name.endswith(".rels"):
-            return lambda blocks: (relative_targets(name, block) for block in blocks)
-        return None
-
     try:
-        package.copy_package(path, copy, rewrite)
+        package.copy_package(path, copy, prepare)
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ReadFailed(f"cannot read workbook {path}: {exc}") from exc
     return copy
@@ -233,7 +240,8 @@ def main() -> int:
         out.flush()
 
     try:
-        for sheet, columns in sheet_by_sheet(Path(request["path"]), request.get("cells")):
+        for sheet, columns in sheet_by_sheet(Path(request["path"]), request.get("cells"),
+                                             prepared=bool(request.get("prepared"))):
             send({"sheet": sheet, "columns": columns})
     except ReadFailed as exc:
         send({"read_failed": str(exc)})

@@ -297,12 +297,12 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
         # pending cells, in one pass (not a second pass over every cell of the saved file).
         sparse = staged.temp.with_name(staged.temp.name + ".sparse")
         try:
-            fills = built.save(staged.temp, sparse=sparse)
+            fills = built.save(staged.temp, sparse=sparse, engine_input=chosen.prepare)
             cells = built.formula_cells(fills)
             built.release()  # saved: its memory serves the reference and the engine's values
             # each sheet's values stored as the engine gives them, while it reads the next back
             report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say,
-                            analysis=analysis, cells=cells,
+                            analysis=analysis, cells=cells, prepared=True,
                             store=lambda sheet: _store_values(staged.temp, cells, sheet, say, sparse=sparse,
                                                               fills=fills))
         finally:
@@ -506,8 +506,10 @@ def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
 
 def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: Any, note: str | None,
            say: Progress, analysis: Analysis | None = None, cells: FormulaCells | None = None,
-           store: Callable[[Callable[[str], SheetValues]], None] | None = None) -> WorkbookReport:
-    """Recalculate `path` with `engine` and compare every formula cell with the reference.
+           store: Callable[[Callable[[str], SheetValues]], None] | None = None,
+           prepared: bool = False) -> WorkbookReport:
+    """Recalculate `path` with `engine` and compare every formula cell with the reference
+    (`prepared`: `path` was written through the engine's `prepare`).
 
     The engine is started first and the reference computed while it works: an engine that works
     in a process of its own (IronCalc on a large workbook) then runs beside this one. `store`,
@@ -515,7 +517,7 @@ def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: A
     compared: an engine that reads its values back sheet by sheet is storing one while it reads
     the next."""
     say(Text("step_recalculate", engine=engine.name))
-    pending = engine.start(path, cells)
+    pending = engine.start(path, cells, prepared=prepared)
     try:
         if pending.alone:  # a very large workbook: the engine's values first, then the reference, never both
             _return_freed_memory()

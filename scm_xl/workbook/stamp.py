@@ -32,7 +32,7 @@ from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.xlsx.fills import FilledColumn, with_fills
-from scm_xl.xlsx.package import column_name, copy_package, sheet_parts
+from scm_xl.xlsx.package import SheetRewrite, column_name, copy_package, sheet_parts
 from scm_xl.workbook.styles import fonts_in_schema_order
 
 SENTINEL_ROW = 1048000  # a row number no sheet reaches
@@ -194,16 +194,18 @@ class BuiltWorkbook:
         self.released = False
         wb.save = _refuse_plain_save  # type: ignore[method-assign]
 
-    def save(self, path: str | Path, *, sparse: str | Path | None = None) -> dict[str, list[FilledColumn]]:
+    def save(self, path: str | Path, *, sparse: str | Path | None = None,
+             engine_input: Callable[[str], SheetRewrite | None] | None = None) -> dict[str, list[FilledColumn]]:
         """Save to `path`, the pending cells written into the sheets' XML (streamed, row by row)
         as openpyxl would have. Returns those columns, by sheet.
 
         `sparse`, when given, keeps openpyxl's own file there (without the pending cells), for
         `cached_values.write_cached_values(..., fills=<what this returned>)` to write the final
-        file from in one pass, the pending cells with their values."""
+        file from in one pass, the pending cells with their values; `path` is then the engine's
+        input, and `engine_input` (an engine's `prepare`) rewrites its members on the way."""
         if self.released:
             raise RuntimeError("this workbook's cells were released after it was saved")
-        return _save(self.wb, self.fills, path, sparse=sparse)
+        return _save(self.wb, self.fills, path, sparse=sparse, engine_input=engine_input)
 
     def release(self) -> None:
         """Drop the cells the openpyxl workbook holds, once saved (the file has them): at 10,000
@@ -236,23 +238,31 @@ class BuiltWorkbook:
         return cells
 
 
-def _save(wb: Workbook, pending: PendingFills, path: str | Path, *,
-          sparse: str | Path | None = None) -> dict[str, list[FilledColumn]]:
+def _save(wb: Workbook, pending: PendingFills, path: str | Path, *, sparse: str | Path | None = None,
+          engine_input: Callable[[str], SheetRewrite | None] | None = None) -> dict[str, list[FilledColumn]]:
     fonts_in_schema_order(wb)  # Excel's order: a schema validator then predicts no repair
     path = Path(path)
     first = Path(sparse) if sparse is not None else path
     Workbook.save(wb, first)
     by_sheet = pending.by_sheet()  # after saving: a cell's style_id numbers its style, in the order asked
-    if not by_sheet:
+    engine_input = engine_input if sparse is not None else None
+    if not by_sheet and engine_input is None:
         if sparse is not None:
             shutil.copyfile(first, path)
         return by_sheet
     with zipfile.ZipFile(first) as book:
         parts = {sheet_parts(book)[title]: sheet_fills for title, sheet_fills in by_sheet.items()}
 
-    def rewrite(name: str) -> Callable[[Iterator[bytes]], Iterator[bytes]] | None:
+    def rewrite(name: str) -> SheetRewrite | None:
         fills = parts.get(name)
-        return None if fills is None else lambda blocks: with_fills(blocks, fills)
+        then = engine_input(name) if engine_input is not None else None
+        if fills is None:
+            return then
+        if then is None:
+            return lambda blocks: with_fills(blocks, fills)
+        # openpyxl's rows through the engine's rewrite (whole rows in, whole rows out), then the
+        # pending cells, which it has no need to see: a few megabytes of XML read, not a hundred
+        return lambda blocks: with_fills(iter(then(blocks)), fills)
 
     # With `sparse`, `path` is the engine's input, read once and then replaced by the file
     # `write_cached_values` writes: stored, not compressed (a 10,000-row workbook's sheets are

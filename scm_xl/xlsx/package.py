@@ -30,6 +30,11 @@ _MAIN_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 _REL_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _PKG_REL_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
 CHUNK = 1 << 20  # bytes read or deflated at a time
+# zlib's level for every member `copy_package` deflates. A 10,000-row workbook's 83 MB of XML:
+# level 6 (zlib's default) 0.93 s and 8.2 MB, level 3 0.36 s and 9.1 MB, level 1 0.25 s and 10.3 MB;
+# `fill` deflates the final file while the engine's last sheets come back, so the level is seconds
+# on the command's end (benchmarks/results/fill_speed.md).
+DEFLATE_LEVEL = 3
 
 # "Anything up to </c>" written as runs of bytes other than "<": several times faster than .*?
 # A <row> element, whole: group 1 its attributes, group 2 its cells.
@@ -226,6 +231,7 @@ def copy_package(source: str | Path, target: str | Path, rewrite: Callable[[str]
                 out.compress_type = info.compress_type if compression is None else compression
                 out.external_attr = info.external_attr
                 out.create_system = info.create_system
+                out._compresslevel = DEFLATE_LEVEL  # type: ignore[attr-defined]  # zipfile's own per-member level
                 change = rewrite(info.filename)
                 with book.open(info) as reader, _member_writer(copy, out) as writer:
                     if change is None:
