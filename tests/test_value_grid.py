@@ -79,6 +79,25 @@ def test_comparing_grids_finds_what_comparing_dicts_finds(grids: bool) -> None:
     assert result.cells_compared == 7  # A1-A5, B1, B2; C9 has no reference value; Other is not compared
 
 
+@pytest.mark.parametrize("grids", [False, True])
+def test_a_column_equal_to_the_reference_counts_its_cells_and_no_more(grids: bool) -> None:
+    """Columns the engine gives exactly as the reference (compared whole, as most are): each cell
+    with a value counted once, a gap in both not counted, a column shorter or starting lower than
+    the reference's compared over its own rows; one differing cell is still found."""
+    expected = {("S", "D1"): 1.0, ("S", "D2"): "two", ("S", "D4"): None,
+                ("S", "E1"): 5.0, ("S", "E2"): 6.0, ("S", "E3"): 7.0,
+                ("S", "F1"): 1.0, ("S", "F2"): 2.0, ("S", "F3"): 3.0}
+    actual = {("S", "D1"): 1.0, ("S", "D2"): "two", ("S", "D4"): None,  # D3 absent in both
+              ("S", "E2"): 6.0, ("S", "E3"): 7.0,  # from row 2: E1 typed over
+              ("S", "F1"): 1.0, ("S", "F2"): 2.5, ("S", "F3"): 3.0}
+    exp = CellGrid(expected) if grids else expected
+    act = CellGrid(actual) if grids else actual
+    result = compare(exp, _recalculated(act), {"S"})  # type: ignore[arg-type]
+    assert [(m.cell, m.expected, m.actual) for m in result.mismatches] == [
+        ("E1", 5.0, NOT_A_FORMULA), ("F2", 2.0, 2.5)]
+    assert result.cells_compared == 9 and result.unexpected == []
+
+
 def test_known_formula_cells_are_the_cells_in_the_file(tmp_path: Path) -> None:
     """What fill names to the engine is every formula cell the saved file holds, no more."""
     layout = Layout(lang="en", rows=40)
