@@ -6,7 +6,8 @@ Python reference on every formula cell (benchmarks/results/engines.md).
 Known limits: it reads an empty styled cell written as <c s=".." t="n"/> as 0, and it cannot
 find a part named by an absolute relationship target (Target="/xl/comments/comment1.xml", as
 openpyxl writes a cell comment's): both worked around in the copy it is given
-(`ironcalc_worker.for_ironcalc`). It computes
+(`ironcalc_worker.for_ironcalc`; `fill` writes the file it recalculates so at once,
+`ironcalc_worker.prepare`). It computes
 some array (CSE) idioms wrongly: ISNUMBER/ISTEXT applied to a range, COUNTIF/MATCH with a
 range as criteria or lookup value, SMALL with an array k. Ordinary per-row formulas,
 SUMPRODUCT, MMULT, MINVERSE, TRANSPOSE and scalar MINIFS/MAXIFS it computes right. When it
