@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +62,7 @@ def browser_missing() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _longest_first(items)
     missing = browser_missing()
     if missing and os.environ.get("SCM_XL_REQUIRE_BROWSER") != "1":
         for item in items:
@@ -112,8 +117,8 @@ WAITING_UNIT = "tests/(the modules that wait on real time)"
 # The computing workers yield the CPU to the waiting one: before its first test of a module not in
 # WAITING_MODULES a worker lowers its own priority (os.nice, inherited by the soffice and scm-xl
 # processes it starts), once: a measurement that wakes for its next step then finds a core at
-# once, as it did with a core to itself. The waiting worker gets its unit first (the largest, and
-# xdist hands out the largest first) and joins the others, niced, when the unit is done. Nothing
+# once, as it did with a core to itself. The waiting worker gets its unit first (collected first:
+# LONGEST_FIRST below) and joins the others, niced, when the unit is done. Nothing
 # changes for a run without workers (-n 0).
 NICENESS = 10
 _niced = False
@@ -129,6 +134,31 @@ def _yield_to_the_waiting(item: pytest.Item) -> None:
     _niced = True
 
 
+# The modules that take the longest, longest first (each one's tests added up: wall seconds in
+# benchmarks/results/suite_cpu.md). xdist's loadfile scheduling hands out the modules in the order
+# collected (pyproject's addopts: --no-loadscope-reorder; by default it orders them by their
+# number of tests, and most of these have few): the long ones start at once, and the many short
+# ones fill in around them at the end, instead of a long one running on alone while the other
+# workers have nothing left. A module not named keeps its place after these; WAITING_MODULES,
+# one unit, go first of all.
+LONGEST_FIRST = (
+    "test_person_edits", "test_workbook_capacity", "test_workbook", "test_replicates_sheet", "test_fill_hostile",
+    "test_summary_inputs", "test_live_charts", "test_workbook_latency", "test_lsq_sheet", "test_workbook_print",
+    "test_ooxml_valid", "test_prompt_factor", "test_fill_cli", "test_safety", "test_gnumeric",
+    "test_first_principles", "test_cli_zh", "test_workbook_for_people", "test_registry", "test_shared_formulas",
+)
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    rank = {stem: i for i, stem in enumerate(LONGEST_FIRST)}
+
+    def order(item: pytest.Item) -> int:
+        stem = item.path.stem
+        return -1 if stem in WAITING_MODULES else rank.get(stem, len(rank))
+
+    items.sort(key=order)  # stable: each module's tests keep their order, and the modules theirs
+
+
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """xdist's loadfile scheduling, WAITING_MODULES one work unit (see above)."""
@@ -142,3 +172,70 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return WAITING_UNIT if os.path.splitext(os.path.basename(path))[0] in WAITING_MODULES else path
 
     return WaitingTogether(config, log)  # type: ignore[arg-type]
+
+
+# --- one LibreOffice a worker ------------------------------------------------------------------
+#
+# Each `--engine libreoffice` recalculation starts soffice anew (about 2.5 CPU-seconds, most of a
+# small workbook's recalculation), some seventy times in the suite. A worker starts one LibreOffice,
+# listening on a pipe, with the engine's profile setting (recalculate every xlsx on load), and the
+# engine's soffice is tests/support/soffice_forward.py, which has that LibreOffice convert the file
+# (real LibreOffice computes every value) and runs the real soffice for anything else or when none
+# answers. Tests marked `soffice_per_run` get the real soffice, started per recalculation: the
+# engine's own start, guard and signals are theirs to test. SCM_XL_TEST_SOFFICE_SERVER=0 turns it off.
+FORWARD = Path(__file__).resolve().parent / "support" / "soffice_forward.py"
+UNO_PYTHON = "/usr/bin/python3"
+
+
+def _uno_available() -> bool:
+    if not os.access(UNO_PYTHON, os.X_OK):
+        return False
+    return subprocess.run([UNO_PYTHON, "-c", "import uno"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def libreoffice_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    soffice = soffice_path()
+    if (soffice is None or os.environ.get("SCM_XL_SOFFICE") or os.environ.get("SCM_XL_TEST_SOFFICE_SERVER") == "0"
+            or not _uno_available()):
+        yield
+        return
+    from scm_xl.engines.libreoffice import PROFILE_SETTINGS
+
+    folder = tmp_path_factory.mktemp("soffice-server")
+    (folder / "profile" / "user").mkdir(parents=True)
+    (folder / "profile" / "user" / "registrymodifications.xcu").write_text(PROFILE_SETTINGS, encoding="utf-8")
+    pipe = f"scmxltests{os.getpid()}"
+    process = subprocess.Popen(
+        [soffice, f"-env:UserInstallation={(folder / 'profile').as_uri()}", "--headless", "--invisible",
+         "--norestore", "--nologo", "--nodefault", f"--accept=pipe,name={pipe};urp;"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, "TMPDIR": str(folder)},
+        preexec_fn=(lambda: os.nice(NICENESS)) if hasattr(os, "nice") else None)  # as the computing workers
+    saved = {key: os.environ.get(key) for key in ("SCM_XL_SOFFICE", "SCM_XL_TEST_SOFFICE_PIPE",
+                                                  "SCM_XL_TEST_SOFFICE_REAL")}
+    os.environ.update(SCM_XL_SOFFICE=str(FORWARD), SCM_XL_TEST_SOFFICE_PIPE=pipe, SCM_XL_TEST_SOFFICE_REAL=soffice)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+
+
+@pytest.fixture(autouse=True)
+def _soffice_per_run(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("soffice_per_run") is not None:
+        monkeypatch.delenv("SCM_XL_SOFFICE", raising=False)
+        monkeypatch.delenv("SCM_XL_TEST_SOFFICE_PIPE", raising=False)

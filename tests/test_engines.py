@@ -27,6 +27,9 @@ from support.engines import ALL_ENGINES as ENGINES
 from support.engines import EXPECTED, RAW, write_workbook
 from support.paths import ARTICLE
 
+# LibreOffice here as scm-xl runs it for a user: a soffice of its own for each recalculation
+pytestmark = pytest.mark.soffice_per_run
+
 # Array (CSE) idioms that apply a scalar function element by element: IronCalc 0.9 computes them
 # wrongly (../shared/notes/recalc-engines.md), so its results are compared without them.
 ARRAY_IDIOMS = {(RAW, f"{col}{row}") for col in "CD" for row in range(2, 13)} | {("Calc", "A10")}

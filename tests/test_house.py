@@ -159,3 +159,13 @@ def test_the_command_line_imports_light() -> None:
                             cwd=PACKAGE.parent)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_scheduling_lists_name_modules_that_exist() -> None:
+    """conftest's WAITING_MODULES and LONGEST_FIRST steer xdist by module name: a renamed module
+    would silently lose its place (a waiting module computing beside two others, a long one last)."""
+    from conftest import LONGEST_FIRST, WAITING_MODULES
+
+    modules = {path.stem for path in TESTS.glob("test_*.py")}
+    assert sorted(set(LONGEST_FIRST) - modules) == [] and sorted(WAITING_MODULES - modules) == []
+    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST) and not set(LONGEST_FIRST) & WAITING_MODULES

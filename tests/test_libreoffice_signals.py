@@ -15,7 +15,7 @@ import pytest
 
 from scm_xl.engines import LibreOfficeEngine
 
-pytestmark = [pytest.mark.libreoffice, pytest.mark.slow]
+pytestmark = [pytest.mark.libreoffice, pytest.mark.slow, pytest.mark.soffice_per_run]
 
 ROWS = 10_000  # enough quadratic work that soffice is still busy when the signal comes
 CHILD = """

@@ -224,7 +224,8 @@ def test_the_engine_input_written_by_save_is_the_copy_the_engine_would_make(tmp_
     with zipfile.ZipFile(copy) as a, zipfile.ZipFile(prepared) as b, zipfile.ZipFile(plain) as c:
         assert a.namelist() == b.namelist()
         for name in a.namelist():
-            assert a.read(name) == b.read(name), name
+            if name != "docProps/core.xml":  # the two saves' times
+                assert a.read(name) == b.read(name), name
         # and the plain file had what the copy leaves out
         sheets = b"".join(c.read(name) for name in c.namelist() if name.startswith("xl/worksheets/sheet"))
         assert STYLED_EMPTY_CELL.search(sheets) and b"<conditionalFormatting" in sheets

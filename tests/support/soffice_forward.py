@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""`soffice` for the test suite: a conversion done by one LibreOffice that stays running.
+
+The suite recalculates with LibreOffice about seventy times (`--engine libreoffice`), and each
+`soffice --convert-to` starts LibreOffice anew: about 2.5 CPU-seconds of a start for a small
+workbook's tenth of a second of work. conftest's `libreoffice_server` starts one LibreOffice per
+pytest worker, listening on a pipe (its profile recalculates every xlsx on load, as the engine's
+does), points $SCM_XL_SOFFICE here, and scm-xl's LibreOffice engine runs this program as it
+runs soffice: `soffice -env:UserInstallation=... --headless --norestore --convert-to xlsx
+--outdir DIR FILE`. This program, run by the system Python that has LibreOffice's bridge (uno),
+has the running LibreOffice load FILE hidden, recalculate it and store it as DIR/<stem>.xlsx,
+as soffice would, and prints what soffice prints. Anything else, or no LibreOffice on the pipe
+(not started, or gone), runs the real soffice with the same arguments.
+
+Real LibreOffice computes every value either way; what the engine's own start costs (a private
+profile, the guard that ends soffice's process group) is tested with the real soffice
+(tests marked `soffice_per_run`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+FILTERS = {"xlsx": "Calc MS Excel 2007 XML"}
+PIPE_VARIABLE = "SCM_XL_TEST_SOFFICE_PIPE"
+REAL_VARIABLE = "SCM_XL_TEST_SOFFICE_REAL"
+
+
+def _job(args: list[str]) -> tuple[str, Path, Path] | None:
+    """(format, input file, output folder) of a plain `--convert-to` of one file, else None."""
+    target = outdir = None
+    files = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--convert-to":
+            target = next(rest, None)
+        elif arg == "--outdir":
+            outdir = next(rest, None)
+        elif arg.startswith("-env:") or arg in ("--headless", "--norestore", "--invisible", "--nologo"):
+            continue
+        elif arg.startswith("-"):
+            return None
+        else:
+            files.append(arg)
+    if target not in FILTERS or outdir is None or len(files) != 1:
+        return None
+    return target, Path(files[0]), Path(outdir)
+
+
+def _convert(pipe: str, target: str, source: Path, outdir: Path) -> bool:
+    """Whether the running LibreOffice converted `source`; False when none answers on `pipe`."""
+    import uno  # type: ignore[import-not-found]
+    from com.sun.star.beans import PropertyValue  # type: ignore[import-not-found]
+    from com.sun.star.connection import NoConnectException  # type: ignore[import-not-found]
+
+    def prop(name: str, value: object) -> PropertyValue:
+        p = PropertyValue()
+        p.Name, p.Value = name, value
+        return p
+
+    local = uno.getComponentContext()
+    resolver = local.ServiceManager.createInstanceWithContext("com.sun.star.bridge.UnoUrlResolver", local)
+    try:
+        ctx = resolver.resolve(f"uno:pipe,name={pipe};urp;StarOffice.ComponentContext")
+    except NoConnectException:
+        return False
+    desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
+    out = outdir / f"{source.stem}.{target}"
+    outdir.mkdir(parents=True, exist_ok=True)
+    doc = desktop.loadComponentFromURL(source.resolve().as_uri(), "_blank", 0,
+                                       (prop("Hidden", True), prop("ReadOnly", True)))
+    if doc is None:  # soffice's own way with a file it cannot load: exit 0, nothing written
+        print("Error: source file could not be loaded", file=sys.stderr)
+        return True
+    try:  # recalculated as it loaded (the server's profile: OOXMLRecalcMode 0, the engine's)
+        doc.storeToURL(out.resolve().as_uri(), (prop("FilterName", FILTERS[target]),))
+    finally:
+        doc.close(True)
+    print(f"convert {source.resolve()} -> {out.resolve()} using filter : {FILTERS[target]}")
+    return True
+
+
+def main(args: list[str]) -> int:
+    job = _job(args)
+    pipe = os.environ.get(PIPE_VARIABLE)
+    if job is not None and pipe:
+        try:
+            if _convert(pipe, *job):
+                # at once: the UNO bridge's teardown at the interpreter's exit can crash (SIGSEGV)
+                # after the work is done, and soffice's exit status is what the engine reads
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
+        except Exception as exc:  # a LibreOffice gone half-way: the real soffice does it
+            print(f"soffice_forward: {type(exc).__name__}: {exc}; running soffice", file=sys.stderr)
+    real = os.environ.get(REAL_VARIABLE, "soffice")
+    os.execvp(real, [real, *args])
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
