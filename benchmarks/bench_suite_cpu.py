@@ -31,6 +31,9 @@ sys.path.insert(0, str(HERE))
 
 from bench_workbook import head_commit  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests"))
+from conftest import WAITING_MODULES  # noqa: E402  (the suite's own list; importing it sets the suite's environment)
+
 PLUGIN = '''
 import json, os, resource, time
 import pytest
@@ -92,6 +95,10 @@ def main() -> None:
         entry[1] += test["own"]
         entry[2] += test["children"]
         entry[3] += test["wall"]
+    waiting = [0, 0.0, 0.0, 0.0]
+    for name, entry in by_file.items():
+        if Path(name).stem in WAITING_MODULES:
+            waiting = [a + b for a, b in zip(waiting, entry)]
     own = sum(t["own"] for t in tests)
     children = sum(t["children"] for t in tests)
     lines = [
@@ -103,7 +110,10 @@ def main() -> None:
         f"- wall {wall:.0f} s; CPU {cpu:.0f} s, of which system {system:.0f} s: {cpu / wall:.2f} cores busy on average",
         f"- inside the tests: {own:.0f} CPU-s in the workers, {children:.0f} CPU-s in the processes they waited for; "
         f"the rest ({cpu - own - children:.0f} s) is collection, xdist and processes nobody waited for",
-        f"- LibreOffice started {sum(launches.values())} times", "",
+        f"- LibreOffice started {sum(launches.values())} times",
+        f"- the modules that wait on real time (conftest's WAITING_MODULES, one after another on one worker): "
+        f"{waiting[0]:.0f} tests, {waiting[3]:.0f} s of wall time added up, {waiting[1] + waiting[2]:.0f} CPU-s; "
+        "the suite takes at least that long, and at least its CPU over the machine's cores", "",
         "| file | tests | CPU-s own | CPU-s waited-for processes | wall s (summed) | LibreOffice starts |",
         "|---|---:|---:|---:|---:|---:|",
     ]
