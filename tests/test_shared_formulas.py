@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import re
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import openpyxl
@@ -231,3 +232,39 @@ def test_the_engine_input_written_by_save_is_the_copy_the_engine_would_make(tmp_
         assert STYLED_EMPTY_CELL.search(sheets) and b"<conditionalFormatting" in sheets
         rels = b"".join(c.read(name) for name in c.namelist() if name.endswith(".rels"))
         assert b'Target="/xl/comments' in rels
+
+
+def test_cells_put_in_a_row_land_where_reading_every_cell_whole_puts_them() -> None:
+    """`with_cells` reads only each cell's start and column (openpyxl writes r first) and a whole
+    cell only where a pending one falls on its column: on rows of every mix (styled empty cells
+    both ways, numbers, inline strings that quote a cell's start, formulas, no cells, a cell whose r
+    comes second), the same row, or the same error, as reading each cell whole."""
+    import random
+
+    from scm_xl.xlsx.package import _among_whole_cells, column_name, with_cells
+
+    def cell(col: int, kind: str) -> bytes:
+        ref = f"{column_name(col)}5"
+        return {"empty": f'<c r="{ref}" s="3"/>', "empty2": f'<c r="{ref}" s="4"></c>',
+                "number": f'<c r="{ref}" s="2"><v>1.5</v></c>',
+                "text": f'<c r="{ref}" t="inlineStr"><is><t>a &lt;c r="Z9" b</t></is></c>',
+                "formula": f'<c r="{ref}"><f>A1*2</f><v></v></c>',
+                "r_second": f'<c s="2" r="{ref}"><v>2</v></c>'}[kind].encode()
+
+    def outcome(make: Callable[[], bytes]) -> object:
+        try:
+            return make()
+        except ValueError as exc:
+            return ("refused", str(exc))
+
+    rng = random.Random(7)
+    kinds = ["empty", "empty2", "number", "text", "formula"]
+    for trial in range(600):
+        columns = sorted(rng.sample(range(1, 40), rng.randint(0, 12)))
+        own = {col: rng.choice(kinds + (["r_second"] if trial % 10 == 0 else [])) for col in columns}
+        extra = [(col, f'<c r="{column_name(col)}5"><f>X</f><v>9</v></c>'.encode())
+                 for col in sorted(rng.sample(range(1, 40), rng.randint(1, 5)))]
+        body = b"".join(cell(col, kind) for col, kind in own.items())
+        row = b'<row r="5" spans="1:40">' + body + b"</row>"
+        whole = outcome(lambda: b'<row r="5" spans="1:40">' + _among_whole_cells(body, extra) + b"</row>")
+        assert outcome(lambda: with_cells(row, extra)) == whole, (row, extra)
