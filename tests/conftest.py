@@ -201,20 +201,20 @@ def libreoffice_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
         yield
         return
     from scm_xl.engines.libreoffice import PROFILE_SETTINGS
+    from support.soffice_forward import PIPE_VARIABLE, REAL_VARIABLE
 
     folder = tmp_path_factory.mktemp("soffice-server")
     (folder / "profile" / "user").mkdir(parents=True)
     (folder / "profile" / "user" / "registrymodifications.xcu").write_text(PROFILE_SETTINGS, encoding="utf-8")
     pipe = f"scmxltests{os.getpid()}"
+    nice = ["nice", "-n", str(NICENESS)] if shutil.which("nice") else []  # as the computing workers
     process = subprocess.Popen(
-        [soffice, f"-env:UserInstallation={(folder / 'profile').as_uri()}", "--headless", "--invisible",
+        [*nice, soffice, f"-env:UserInstallation={(folder / 'profile').as_uri()}", "--headless", "--invisible",
          "--norestore", "--nologo", "--nodefault", f"--accept=pipe,name={pipe};urp;"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        env={**os.environ, "TMPDIR": str(folder)},
-        preexec_fn=(lambda: os.nice(NICENESS)) if hasattr(os, "nice") else None)  # as the computing workers
-    saved = {key: os.environ.get(key) for key in ("SCM_XL_SOFFICE", "SCM_XL_TEST_SOFFICE_PIPE",
-                                                  "SCM_XL_TEST_SOFFICE_REAL")}
-    os.environ.update(SCM_XL_SOFFICE=str(FORWARD), SCM_XL_TEST_SOFFICE_PIPE=pipe, SCM_XL_TEST_SOFFICE_REAL=soffice)
+        env={**os.environ, "TMPDIR": str(folder)})
+    saved = {key: os.environ.get(key) for key in ("SCM_XL_SOFFICE", PIPE_VARIABLE, REAL_VARIABLE)}
+    os.environ.update({"SCM_XL_SOFFICE": str(FORWARD), PIPE_VARIABLE: pipe, REAL_VARIABLE: soffice})
     try:
         yield
     finally:
@@ -237,5 +237,7 @@ def libreoffice_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 @pytest.fixture(autouse=True)
 def _soffice_per_run(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if request.node.get_closest_marker("soffice_per_run") is not None:
+        from support.soffice_forward import PIPE_VARIABLE
+
         monkeypatch.delenv("SCM_XL_SOFFICE", raising=False)
-        monkeypatch.delenv("SCM_XL_TEST_SOFFICE_PIPE", raising=False)
+        monkeypatch.delenv(PIPE_VARIABLE, raising=False)

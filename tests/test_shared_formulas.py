@@ -238,7 +238,7 @@ def test_cells_put_in_a_row_land_where_reading_every_cell_whole_puts_them() -> N
     """`with_cells` reads only each cell's start and column (openpyxl writes r first) and a whole
     cell only where a pending one falls on its column: on rows of every mix (styled empty cells
     both ways, numbers, inline strings that quote a cell's start, formulas, no cells, a cell whose r
-    comes second), the same row, or the same error, as reading each cell whole."""
+    comes second or after a tab), the same row, or the same error, as reading each cell whole."""
     import random
 
     from scm_xl.xlsx.package import _among_whole_cells, column_name, with_cells
@@ -249,7 +249,8 @@ def test_cells_put_in_a_row_land_where_reading_every_cell_whole_puts_them() -> N
                 "number": f'<c r="{ref}" s="2"><v>1.5</v></c>',
                 "text": f'<c r="{ref}" t="inlineStr"><is><t>a &lt;c r="Z9" b</t></is></c>',
                 "formula": f'<c r="{ref}"><f>A1*2</f><v></v></c>',
-                "r_second": f'<c s="2" r="{ref}"><v>2</v></c>'}[kind].encode()
+                "r_second": f'<c s="2" r="{ref}"><v>2</v></c>',
+                "r_after_a_tab": f'<c\tr="{ref}" s="2"><v>3</v></c>'}[kind].encode()
 
     def outcome(make: Callable[[], bytes]) -> object:
         try:
@@ -261,7 +262,7 @@ def test_cells_put_in_a_row_land_where_reading_every_cell_whole_puts_them() -> N
     kinds = ["empty", "empty2", "number", "text", "formula"]
     for trial in range(600):
         columns = sorted(rng.sample(range(1, 40), rng.randint(0, 12)))
-        own = {col: rng.choice(kinds + (["r_second"] if trial % 10 == 0 else [])) for col in columns}
+        own = {col: rng.choice(kinds + (["r_second", "r_after_a_tab"] if trial % 10 == 0 else [])) for col in columns}
         extra = [(col, f'<c r="{column_name(col)}5"><f>X</f><v>9</v></c>'.encode())
                  for col in sorted(rng.sample(range(1, 40), rng.randint(1, 5)))]
         body = b"".join(cell(col, kind) for col, kind in own.items())

@@ -32,8 +32,8 @@ _PKG_REL_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
 CHUNK = 1 << 20  # bytes read or deflated at a time
 # zlib's level for every member `copy_package` deflates. A 10,000-row workbook's 83 MB of XML:
 # level 6 (zlib's default) 0.93 s and 8.2 MB, level 3 0.36 s and 9.1 MB, level 1 0.25 s and 10.3 MB;
-# `fill` deflates the final file while the engine's last sheets come back, so the level is seconds
-# on the command's end (benchmarks/results/fill_speed.md).
+# `fill` deflates the final file while the engine's last sheets come back, so the level shows on
+# the command's end (about half a second at 10,000 rows; benchmarks/results/fill_speed.md).
 DEFLATE_LEVEL = 3
 
 # "Anything up to </c>" written as runs of bytes other than "<": several times faster than .*?
@@ -183,6 +183,7 @@ _CELL_COLUMN = re.compile(rb'<c\b[^>]*?\sr="([A-Z]+)[0-9]+"[^>]*?(?:/>|>[^<]*(?:
 
 
 _CELL_START = re.compile(rb'<c r="([A-Z]+)')
+_CELL_TAG = re.compile(rb"<c[\s/>]")
 
 
 def with_cells(row_xml: bytes, extra: list[tuple[int, bytes]]) -> bytes:
@@ -194,10 +195,11 @@ def with_cells(row_xml: bytes, extra: list[tuple[int, bytes]]) -> bytes:
     open_end = row_xml.index(b">") + 1
     body = row_xml[open_end:-len(b"</row>")]
     starts = list(_CELL_START.finditer(body))
-    if len(starts) != body.count(b"<c "):  # a cell whose r is not its first attribute: read each whole
+    if len(starts) != len(_CELL_TAG.findall(body)):  # a cell whose r is not its first attribute (or no r)
         return row_xml[:open_end] + _among_whole_cells(body, extra) + b"</row>"
     # Each cell's start and column only (openpyxl writes r first): a whole cell is read only where
-    # one of `extra` falls on its column (a 10,000-row raw-data sheet: a row of 27 cells at a time).
+    # one of `extra` falls on its column (the raw-data sheet's rows: its three display cells among
+    # the inputs).
     out: list[bytes] = []
     at = 0
     i = 0
@@ -215,7 +217,7 @@ def with_cells(row_xml: bytes, extra: list[tuple[int, bytes]]) -> bytes:
         if i < len(extra) and extra[i][0] == column:
             empty = STYLED_EMPTY_CELL.match(body, match.start())
             if empty is None:
-                raise ValueError(f"cell {match.group(1).decode()} of a shared formula's range already holds something")
+                raise _taken(match.group(1))
             out.append(extra[i][1])
             i += 1
             at = empty.end()
@@ -237,13 +239,17 @@ def _among_whole_cells(body: bytes, extra: list[tuple[int, bytes]]) -> bytes:
             out.append(pending.pop(col))
         if column in pending:
             if STYLED_EMPTY_CELL.fullmatch(match.group(0)) is None:
-                raise ValueError(f"cell {match.group(1).decode()} of a shared formula's range already holds something")
+                raise _taken(match.group(1))
             out.append(pending.pop(column))
         else:
             out.append(match.group(0))
     out.append(body[at:])
     out.extend(pending[col] for col in sorted(pending))
     return b"".join(out)
+
+
+def _taken(letters: bytes) -> ValueError:
+    return ValueError(f"cell {letters.decode()} of a shared formula's range already holds something")
 
 
 def copy_package(source: str | Path, target: str | Path, rewrite: Callable[[str], SheetRewrite | None], *,
