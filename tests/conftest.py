@@ -184,10 +184,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 # answers. Tests marked `soffice_per_run` get the real soffice, started per recalculation: the
 # engine's own start, guard and signals are theirs to test. SCM_XL_TEST_SOFFICE_SERVER=0 turns it off.
 FORWARD = Path(__file__).resolve().parent / "support" / "soffice_forward.py"
-UNO_PYTHON = "/usr/bin/python3"
 
 
 def _uno_available() -> bool:
+    from support.paths import UNO_PYTHON
+
     if not os.access(UNO_PYTHON, os.X_OK):
         return False
     return subprocess.run([UNO_PYTHON, "-c", "import uno"], capture_output=True).returncode == 0

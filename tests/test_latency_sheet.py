@@ -18,8 +18,8 @@ from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.latency_sheet import SETTING_ROWS, SHEET_TITLES, LatencyLayout
 from support import books
 from support.latency import Sweep, measure
+from support.paths import UNO_PYTHON
 
-UNO_PYTHON = "/usr/bin/python3"
 TITLE = SHEET_TITLES["en"]
 
 

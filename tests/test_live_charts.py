@@ -20,8 +20,8 @@ from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import ENTRY_COLUMNS, Layout
 from scm_xl.workbook.registry import build_template
 from support import books
+from support.paths import UNO_PYTHON
 
-UNO_PYTHON = "/usr/bin/python3"
 LANG = "en"
 LAYOUT = Layout(lang=LANG)
 RAW = LAYOUT.title("raw")

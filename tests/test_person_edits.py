@@ -21,9 +21,9 @@ from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import ENTRY_COLUMNS, Layout
 from data.gen import experiment, full_factorial
 from support import books
+from support.paths import UNO_PYTHON
 
 ENGINE = "libreoffice"
-UNO_PYTHON = "/usr/bin/python3"
 LANG = "en"
 LAYOUT = Layout(lang=LANG)
 SHEET = LAYOUT.title("raw")

@@ -36,10 +36,9 @@ from scm_xl.results import read_results, write_results
 from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import CONSISTENCY_COLUMNS, PROMPT_TABLE, Layout
 from support import books
-from support.paths import ARTICLE
+from support.paths import ARTICLE, UNO_PYTHON
 
 SIM_CSV = Path(__file__).with_name("data") / "sim_prompt_levels.csv"
-UNO_PYTHON = "/usr/bin/python3"
 
 
 def hand_rows() -> list:

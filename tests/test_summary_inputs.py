@@ -27,9 +27,8 @@ from scm_xl.workbook.registry import read_layout
 from scm_xl.workbook.layout import LAYOUT_VERSION, META_SHEET, Layout
 from scm_xl.workbook.stamp import is_formula
 from support import books
-from support.paths import ARTICLE
+from support.paths import ARTICLE, UNO_PYTHON
 
-UNO_PYTHON = "/usr/bin/python3"
 LAYOUT = Layout(lang="en")
 SUMMARY = LAYOUT.title("summary")
 TARGET = summary_sheet.INPUTS["inverse.target_tps"]

@@ -31,8 +31,8 @@ from scm_xl.workbook import slo_sheet, summary_sheet
 from scm_xl.workbook.fill import fill, verify
 from support import books
 from support.engines import ENGINES
+from support.paths import UNO_PYTHON
 
-UNO_PYTHON = "/usr/bin/python3"
 SLO_ARGS = ["--slo", "e2el=10", "--attainment", "0.5"]  # every request is good; 8 of 8 clears 0.5 (Wilson 67.6%)
 TARGET = float(DEFAULT_TARGET["tps"])  # a new workbook's target TPS: 100
 

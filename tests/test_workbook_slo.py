@@ -27,9 +27,9 @@ from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import Lang
 from scm_xl.workbook.styles import BOLD_WIDTH, row_height, text_width, wrapped_lines
 from support import books
+from support.paths import UNO_PYTHON
 from support.slo import collect_fixed_delays
 
-UNO_PYTHON = "/usr/bin/python3"
 SLO_TEXT, ATTAINMENT = "ttft=0.5,e2el=0.03", 0.4  # 3 tokens take ~18 ms (good), 12 tokens ~54 ms (a miss)
 SLO = goodput.parse_slo(SLO_TEXT, ATTAINMENT)
 
