@@ -232,6 +232,11 @@ def test_the_engine_input_written_by_save_is_the_copy_the_engine_would_make(tmp_
         assert STYLED_EMPTY_CELL.search(sheets) and b"<conditionalFormatting" in sheets
         rels = b"".join(c.read(name) for name in c.namelist() if name.endswith(".rels"))
         assert b'Target="/xl/comments' in rels
+    # the final file (no sparse one beside) is never an engine's rewrite: asked so, save refuses
+    final = tmp_path / "final.xlsx"
+    with pytest.raises(ValueError, match="engine_input"):
+        build_workbook(layout).save(final, engine_input=ironcalc_worker.prepare)
+    assert not final.exists()
 
 
 def test_cells_put_in_a_row_land_where_reading_every_cell_whole_puts_them() -> None:

@@ -15,7 +15,9 @@ JOBS.json is a list of {"in": path, "out": path, "sheet": title, "edits": [...]}
                                          What happened goes to the job's "report" file (a JSON list of
                                          {"cell", "protected", "locked", "refused", "before", "after"})
 Each file is opened, edited, recalculated (calculateAll, as on load) and saved as xlsx, in
-one LibreOffice process with a private profile.
+one LibreOffice: the suite's running one when $SCM_XL_TEST_SOFFICE_PIPE names it
+(tests/support/soffice_forward.py; conftest's `libreoffice_server`), else a LibreOffice started
+here with a private profile.
 """
 
 from __future__ import annotations
@@ -29,27 +31,8 @@ import time
 from pathlib import Path
 
 import uno  # type: ignore[import-not-found]
-from com.sun.star.beans import PropertyValue  # type: ignore[import-not-found]
-from com.sun.star.connection import NoConnectException  # type: ignore[import-not-found]
 
-
-def _prop(name: str, value: object) -> PropertyValue:
-    p = PropertyValue()
-    p.Name = name
-    p.Value = value
-    return p
-
-
-def _connect(pipe: str, deadline: float):  # type: ignore[no-untyped-def]
-    local = uno.getComponentContext()
-    resolver = local.ServiceManager.createInstanceWithContext("com.sun.star.bridge.UnoUrlResolver", local)
-    while True:
-        try:
-            return resolver.resolve(f"uno:pipe,name={pipe};urp;StarOffice.ComponentContext")
-        except NoConnectException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+from support.soffice_forward import PIPE_VARIABLE, connect, exit_now, prop
 
 
 def _sort(sheet, address: str, column: int, ascending: bool) -> None:  # type: ignore[no-untyped-def]
@@ -60,11 +43,11 @@ def _sort(sheet, address: str, column: int, ascending: bool) -> None:  # type: i
     field.Field = column
     field.IsAscending = ascending
     descriptor = cells.createSortDescriptor()
-    for prop in descriptor:
-        if prop.Name == "SortFields":
-            prop.Value = uno.Any("[]com.sun.star.table.TableSortField", (field,))
-        if prop.Name == "ContainsHeader":
-            prop.Value = False
+    for setting in descriptor:
+        if setting.Name == "SortFields":
+            setting.Value = uno.Any("[]com.sun.star.table.TableSortField", (field,))
+        if setting.Name == "ContainsHeader":
+            setting.Value = False
     cells.sort(descriptor)
 
 
@@ -108,8 +91,25 @@ def _edit(doc, job: dict) -> None:  # type: ignore[no-untyped-def]
         Path(job["report"]).write_text(json.dumps(report))
 
 
+def _run(desktop, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
+    for job in jobs:
+        doc = desktop.loadComponentFromURL(Path(job["in"]).resolve().as_uri(), "_blank", 0,
+                                           (prop("Hidden", True),))
+        try:
+            _edit(doc, job)
+            doc.storeToURL(Path(job["out"]).resolve().as_uri(),
+                           (prop("FilterName", "Calc MS Excel 2007 XML"),))
+        finally:
+            doc.close(True)
+
+
 def main(jobs_path: str) -> int:
     jobs = json.loads(Path(jobs_path).read_text())
+    running = os.environ.get(PIPE_VARIABLE)
+    ctx = connect(running) if running else None
+    if ctx is not None:  # the suite's LibreOffice: used, and left running
+        _run(ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx), jobs)
+        exit_now(0)
     soffice = os.environ.get("SOFFICE", "soffice")
     with tempfile.TemporaryDirectory(prefix="scm-xl-uno-") as folder:
         pipe = f"scmxl{os.getpid()}"
@@ -119,17 +119,11 @@ def main(jobs_path: str) -> int:
              "--nologo", "--nodefault", f"--accept=pipe,name={pipe};urp;"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            ctx = _connect(pipe, time.monotonic() + 60)
+            ctx = connect(pipe, time.monotonic() + 60)
+            if ctx is None:
+                raise RuntimeError(f"LibreOffice ({soffice}) did not answer on pipe {pipe} within 60 s")
             desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
-            for job in jobs:
-                doc = desktop.loadComponentFromURL(Path(job["in"]).resolve().as_uri(), "_blank", 0,
-                                                   (_prop("Hidden", True),))
-                try:
-                    _edit(doc, job)
-                    doc.storeToURL(Path(job["out"]).resolve().as_uri(),
-                                   (_prop("FilterName", "Calc MS Excel 2007 XML"),))
-                finally:
-                    doc.close(True)
+            _run(desktop, jobs)
             try:
                 desktop.terminate()
             except Exception:  # the bridge drops as soffice exits

@@ -202,7 +202,8 @@ class BuiltWorkbook:
         `sparse`, when given, keeps openpyxl's own file there (without the pending cells), for
         `cached_values.write_cached_values(..., fills=<what this returned>)` to write the final
         file from in one pass, the pending cells with their values; `path` is then the engine's
-        input, and `engine_input` (an engine's `prepare`) rewrites its members on the way."""
+        input, and `engine_input` (an engine's `prepare`) rewrites its members on the way (only
+        then: without `sparse`, `path` is the final file, and save refuses an `engine_input`)."""
         if self.released:
             raise RuntimeError("this workbook's cells were released after it was saved")
         return _save(self.wb, self.fills, path, sparse=sparse, engine_input=engine_input)
@@ -240,12 +241,14 @@ class BuiltWorkbook:
 
 def _save(wb: Workbook, pending: PendingFills, path: str | Path, *, sparse: str | Path | None = None,
           engine_input: Callable[[str], SheetRewrite | None] | None = None) -> dict[str, list[FilledColumn]]:
+    if engine_input is not None and sparse is None:
+        # without `sparse`, `path` is the final file, which no engine's rewrite may touch
+        raise ValueError("engine_input rewrites the engine's input, which save writes only beside sparse")
     fonts_in_schema_order(wb)  # Excel's order: a schema validator then predicts no repair
     path = Path(path)
     first = Path(sparse) if sparse is not None else path
     Workbook.save(wb, first)
     by_sheet = pending.by_sheet()  # after saving: a cell's style_id numbers its style, in the order asked
-    engine_input = engine_input if sparse is not None else None
     if not by_sheet and engine_input is None:
         if sparse is not None:
             shutil.copyfile(first, path)

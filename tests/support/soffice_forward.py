@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 FILTERS = {"xlsx": "Calc MS Excel 2007 XML"}
 PIPE_VARIABLE = "SCM_XL_TEST_SOFFICE_PIPE"
@@ -49,22 +50,38 @@ def _job(args: list[str]) -> tuple[str, Path, Path] | None:
     return target, Path(files[0]), Path(outdir)
 
 
-def _convert(pipe: str, target: str, source: Path, outdir: Path) -> bool:
-    """Whether the running LibreOffice converted `source`; False when none answers on `pipe`."""
-    import uno  # type: ignore[import-not-found]
+def prop(name: str, value: object) -> object:
+    """A UNO PropertyValue (a load or store argument)."""
     from com.sun.star.beans import PropertyValue  # type: ignore[import-not-found]
-    from com.sun.star.connection import NoConnectException  # type: ignore[import-not-found]
 
-    def prop(name: str, value: object) -> PropertyValue:
-        p = PropertyValue()
-        p.Name, p.Value = name, value
-        return p
+    p = PropertyValue()
+    p.Name, p.Value = name, value
+    return p
+
+
+def connect(pipe: str, deadline: float | None = None) -> Any:
+    """The component context of the LibreOffice listening on `pipe`; None when none answers
+    (by `deadline`, a time.monotonic(), when given: a LibreOffice still starting)."""
+    import time
+
+    import uno  # type: ignore[import-not-found]
+    from com.sun.star.connection import NoConnectException  # type: ignore[import-not-found]
 
     local = uno.getComponentContext()
     resolver = local.ServiceManager.createInstanceWithContext("com.sun.star.bridge.UnoUrlResolver", local)
-    try:
-        ctx = resolver.resolve(f"uno:pipe,name={pipe};urp;StarOffice.ComponentContext")
-    except NoConnectException:
+    while True:
+        try:
+            return resolver.resolve(f"uno:pipe,name={pipe};urp;StarOffice.ComponentContext")
+        except NoConnectException:
+            if deadline is None or time.monotonic() > deadline:
+                return None
+            time.sleep(0.2)
+
+
+def _convert(pipe: str, target: str, source: Path, outdir: Path) -> bool:
+    """Whether the running LibreOffice converted `source`; False when none answers on `pipe`."""
+    ctx = connect(pipe)
+    if ctx is None:
         return False
     desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
     out = outdir / f"{source.stem}.{target}"
@@ -82,17 +99,21 @@ def _convert(pipe: str, target: str, source: Path, outdir: Path) -> bool:
     return True
 
 
+def exit_now(code: int = 0) -> None:
+    """Leave at once, output flushed: the UNO bridge's teardown at the interpreter's exit can
+    crash (SIGSEGV) after the work is done, and the exit status is what the caller reads."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(args: list[str]) -> int:
     job = _job(args)
     pipe = os.environ.get(PIPE_VARIABLE)
     if job is not None and pipe:
         try:
             if _convert(pipe, *job):
-                # at once: the UNO bridge's teardown at the interpreter's exit can crash (SIGSEGV)
-                # after the work is done, and soffice's exit status is what the engine reads
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(0)
+                exit_now(0)
         except Exception as exc:  # a LibreOffice gone half-way: the real soffice does it
             print(f"soffice_forward: {type(exc).__name__}: {exc}; running soffice", file=sys.stderr)
     real = os.environ.get(REAL_VARIABLE, "soffice")
