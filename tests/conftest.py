@@ -181,8 +181,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 # listening on a pipe, with the engine's profile setting (recalculate every xlsx on load), and the
 # engine's soffice is tests/support/soffice_forward.py, which has that LibreOffice convert the file
 # (real LibreOffice computes every value) and runs the real soffice for anything else or when none
-# answers. Tests marked `soffice_per_run` get the real soffice, started per recalculation: the
-# engine's own start, guard and signals are theirs to test. SCM_XL_TEST_SOFFICE_SERVER=0 turns it off.
+# answers. A person's edits (tests/uno_edit.py) are made in that LibreOffice too. Tests marked
+# `soffice_per_run` get the real soffice, started per recalculation: the engine's own start, guard
+# and signals are theirs to test. SCM_XL_TEST_SOFFICE_SERVER=0 turns it off (uno_edit.py then
+# starts a LibreOffice of its own, as it does where none runs).
 FORWARD = Path(__file__).resolve().parent / "support" / "soffice_forward.py"
 
 
