@@ -204,7 +204,7 @@ def libreoffice_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
         yield
         return
     from scm_xl.engines.libreoffice import PROFILE_SETTINGS
-    from support.soffice_forward import PIPE_VARIABLE, REAL_VARIABLE
+    from support.soffice_forward import PID_VARIABLE, PIPE_VARIABLE, REAL_VARIABLE
 
     folder = tmp_path_factory.mktemp("soffice-server")
     (folder / "profile" / "user").mkdir(parents=True)
@@ -216,8 +216,9 @@ def libreoffice_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
          "--norestore", "--nologo", "--nodefault", f"--accept=pipe,name={pipe};urp;"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         env={**os.environ, "TMPDIR": str(folder)})
-    saved = {key: os.environ.get(key) for key in ("SCM_XL_SOFFICE", PIPE_VARIABLE, REAL_VARIABLE)}
-    os.environ.update({"SCM_XL_SOFFICE": str(FORWARD), PIPE_VARIABLE: pipe, REAL_VARIABLE: soffice})
+    saved = {key: os.environ.get(key) for key in ("SCM_XL_SOFFICE", PIPE_VARIABLE, PID_VARIABLE, REAL_VARIABLE)}
+    os.environ.update({"SCM_XL_SOFFICE": str(FORWARD), PIPE_VARIABLE: pipe, PID_VARIABLE: str(process.pid),
+                       REAL_VARIABLE: soffice})
     try:
         yield
     finally:

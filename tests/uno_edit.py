@@ -32,7 +32,7 @@ from pathlib import Path
 
 import uno  # type: ignore[import-not-found]
 
-from support.soffice_forward import PIPE_VARIABLE, connect, exit_now, prop
+from support.soffice_forward import connect, exit_now, prop, running
 
 
 def _sort(sheet, address: str, column: int, ascending: bool) -> None:  # type: ignore[no-untyped-def]
@@ -105,8 +105,7 @@ def _run(desktop, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
 
 def main(jobs_path: str) -> int:
     jobs = json.loads(Path(jobs_path).read_text())
-    running = os.environ.get(PIPE_VARIABLE)
-    ctx = connect(running) if running else None
+    ctx = running()
     if ctx is not None:  # the suite's LibreOffice: used, and left running
         _run(ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx), jobs)
         exit_now(0)

@@ -10,7 +10,8 @@ runs soffice: `soffice -env:UserInstallation=... --headless --norestore --conver
 --outdir DIR FILE`. This program, run by the system Python that has LibreOffice's bridge (uno),
 has the running LibreOffice load FILE hidden, recalculate it and store it as DIR/<stem>.xlsx,
 as soffice would, and prints what soffice prints. Anything else, or no LibreOffice on the pipe
-(not started, or gone), runs the real soffice with the same arguments.
+(not started, or gone; one still starting is waited for), runs the real soffice with the same
+arguments.
 
 Real LibreOffice computes every value either way; what the engine's own start costs (a private
 profile, the guard that ends soffice's process group) is tested with the real soffice
@@ -26,7 +27,9 @@ from typing import Any
 
 FILTERS = {"xlsx": "Calc MS Excel 2007 XML"}
 PIPE_VARIABLE = "SCM_XL_TEST_SOFFICE_PIPE"
+PID_VARIABLE = "SCM_XL_TEST_SOFFICE_PID"  # its process: while alive and not answering, it is starting
 REAL_VARIABLE = "SCM_XL_TEST_SOFFICE_REAL"
+STARTING_S = 60  # the longest a LibreOffice just started is waited for
 
 
 def _job(args: list[str]) -> tuple[str, Path, Path] | None:
@@ -78,9 +81,35 @@ def connect(pipe: str, deadline: float | None = None) -> Any:
             time.sleep(0.2)
 
 
-def _convert(pipe: str, target: str, source: Path, outdir: Path) -> bool:
-    """Whether the running LibreOffice converted `source`; False when none answers on `pipe`."""
-    ctx = connect(pipe)
+def running() -> Any:
+    """The component context of the suite's running LibreOffice, waited for while it is still
+    starting (its process alive, at most STARTING_S): a conversion asked for at once after the
+    start would otherwise start a LibreOffice of its own. None when there is none, or it is gone."""
+    import time
+
+    pipe = os.environ.get(PIPE_VARIABLE)
+    if not pipe:
+        return None
+    deadline = time.monotonic() + STARTING_S
+    while True:
+        ctx = connect(pipe)
+        if ctx is not None or not _alive(os.environ.get(PID_VARIABLE)) or time.monotonic() > deadline:
+            return ctx
+        time.sleep(0.2)
+
+
+def _alive(pid: str | None) -> bool:
+    """Whether process `pid` runs (not ended, nor a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{int(pid or 0)}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def _convert(target: str, source: Path, outdir: Path) -> bool:
+    """Whether the running LibreOffice converted `source`; False when there is none."""
+    ctx = running()
     if ctx is None:
         return False
     desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
@@ -109,10 +138,9 @@ def exit_now(code: int = 0) -> None:
 
 def main(args: list[str]) -> int:
     job = _job(args)
-    pipe = os.environ.get(PIPE_VARIABLE)
-    if job is not None and pipe:
+    if job is not None:
         try:
-            if _convert(pipe, *job):
+            if _convert(*job):
                 exit_now(0)
         except Exception as exc:  # a LibreOffice gone half-way: the real soffice does it
             print(f"soffice_forward: {type(exc).__name__}: {exc}; running soffice", file=sys.stderr)
