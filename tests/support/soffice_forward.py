@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +66,6 @@ def prop(name: str, value: object) -> object:
 def connect(pipe: str, deadline: float | None = None) -> Any:
     """The component context of the LibreOffice listening on `pipe`; None when none answers
     (by `deadline`, a time.monotonic(), when given: a LibreOffice still starting)."""
-    import time
-
     import uno  # type: ignore[import-not-found]
     from com.sun.star.connection import NoConnectException  # type: ignore[import-not-found]
 
@@ -85,8 +84,6 @@ def running() -> Any:
     """The component context of the suite's running LibreOffice, waited for while it is still
     starting (its process alive, at most STARTING_S): a conversion asked for at once after the
     start would otherwise start a LibreOffice of its own. None when there is none, or it is gone."""
-    import time
-
     pipe = os.environ.get(PIPE_VARIABLE)
     if not pipe:
         return None
