@@ -1,6 +1,8 @@
-"""`io.load(inputs_only=True)`: `verify`, `predict`, `solve` and `report` read a workbook's inputs
-from a copy without the formula cells below INPUT_ROWS (but on the sheets read whole). What they
-read must be what the whole workbook gives, a person's edits included."""
+"""`registry.load_inputs`: `verify`, `predict`, `solve` and `report` read a workbook's inputs from
+a copy without the formula cells the input readers never read, as each sheet's spec declares
+(`SheetSpec.inputs`): none on a sheet they do not read, those below INPUT_ROWS on a sheet they
+read the top of, every one on a sheet read whole. What they read must be what the whole workbook
+gives, a person's edits included, and a sheet declared unread must be one they do not read."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from scm_xl.results import write_results
 from scm_xl.workbook import latency_sheet
 from scm_xl.workbook.fill import WorkbookReport, fill, verify
 from scm_xl.workbook.io import INPUT_ROWS, load, read_inputs
-from scm_xl.workbook.registry import read_layout
+from scm_xl.workbook.registry import BY_KEY, SHEETS, load_inputs, read_layout
 from scm_xl.xlsx.package import formula_cells_dropped
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +45,7 @@ def filled(filled_report: WorkbookReport) -> Path:
 @pytest.fixture(scope="module")
 def loaded(filled: Path) -> tuple[Workbook, Workbook]:
     """The filled workbook loaded whole, and for its inputs only."""
-    return load(filled), load(filled, inputs_only=True)
+    return load(filled), load_inputs(filled)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +72,7 @@ def edited(filled: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_inputs_are_those_of_the_whole_workbook(which: str, request: pytest.FixtureRequest) -> None:
     path: Path = request.getfixturevalue(which)
     whole, partial = request.getfixturevalue("loaded") if which == "filled" else (load(path),
-                                                                                   load(path, inputs_only=True))
+                                                                                   load_inputs(path))
     layout = read_layout(whole, path)
     assert read_layout(partial, path) == layout
     inputs = read_inputs(whole, layout, path)
@@ -93,6 +95,24 @@ def test_the_copy_leaves_out_the_per_row_formulas_below_input_rows(filled: Path,
     formulas = [sum(1 for ws in book.worksheets for cell in ws._cells.values() if cell.data_type == "f")
                 for book in (whole, partial)]
     assert formulas[1] < formulas[0] * 0.9  # at 240 rows; at 10,000 rows 2% are left
+
+
+def test_a_sheet_declared_unread_is_not_read_and_keeps_no_formula_cell(filled: Path,
+                                                                        loaded: tuple[Workbook, Workbook],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    whole, partial = loaded
+    layout = read_layout(whole, filled)
+    unread = {spec.title(layout.lang) for spec in SHEETS if spec.inputs == "none"}
+    assert {BY_KEY[key].title(layout.lang) for key in ("lsq", "consistency", "calc")} <= unread
+    assert layout.title("raw") not in unread
+    for title in unread:
+        assert not any(cell.data_type == "f" for cell in partial[title]._cells.values())
+        assert any(cell.data_type == "f" for cell in whole[title]._cells.values()) or title == layout.title("readme")
+    opened: list[str] = []  # every sheet the readers open
+    sheet_named = Workbook.__getitem__
+    monkeypatch.setattr(Workbook, "__getitem__", lambda wb, title: opened.append(title) or sheet_named(wb, title))
+    read_inputs(whole, read_layout(whole, filled), filled)
+    assert layout.title("raw") in opened and not unread & set(opened)
 
 
 def test_verify_reads_the_copy_and_still_checks_every_formula_cell(filled_report: WorkbookReport) -> None:

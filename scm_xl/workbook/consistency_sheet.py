@@ -228,6 +228,6 @@ def reference(c: Checking) -> None:
 
 
 SHEET = SheetSpec("consistency", {lang: SHEET_TITLES[lang]["consistency"] for lang in SHEET_TITLES},
-                  write_sheet, reference)
+                  write_sheet, reference, inputs="none")
 
 __all__ = ["SHEET", "WRAPPED_KEYS", "reference", "row_formulas", "summary_formulas", "write_sheet"]

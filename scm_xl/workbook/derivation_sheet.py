@@ -429,4 +429,4 @@ def reference(c: Checking) -> None:
 
 
 SHEET = SheetSpec("derivation", {lang: SHEET_TITLES[lang]["derivation"] for lang in SHEET_TITLES}, write_sheet,
-                  reference, reads=("lsq",))
+                  reference, reads=("lsq",), inputs="none")

@@ -36,7 +36,9 @@ from scm_xl.workbook import charts, latency_sheet, slo_sheet, summary_sheet
 from scm_xl.workbook.raw_sheet import OWN_COMMENTS
 from scm_xl.workbook.printing import trim_print_areas
 from scm_xl.outputs import staging, write_target
-from scm_xl.workbook.registry import build_workbook, expected_cells, own_sheet_titles, read_layout, remove_own_sheets
+from scm_xl.workbook.registry import (
+    build_workbook, expected_cells, load_inputs, own_sheet_titles, read_layout, remove_own_sheets,
+)
 from scm_xl.workbook.io import (
     MAX_DATA_ROWS, Inputs, check_model_names, load, over_capacity, read_inputs, set_method,
     set_strict_physics, write_hand_set, write_rows, write_typed,
@@ -567,7 +569,7 @@ def verify(path: str | Path, *, engine: str = "auto", progress: Progress | None 
     """Recalculate a workbook as it stands and compare every formula cell with the reference."""
     say = progress or _quiet
     path = Path(path)
-    wb = load(path, inputs_only=True)
+    wb = load_inputs(path)
     layout = read_layout(wb, path)
     inputs = read_inputs(wb, layout, path)
     del wb  # what the engine and the reference need is in `inputs`
@@ -588,7 +590,7 @@ def analysis_from_source(source: str | Path, *, strict_physics: bool | None = No
         from scm_xl.safety import check_xlsx
 
         check_xlsx(source)  # report, compare, predict, solve: every reader of a workbook refuses a bomb first
-        wb = load(source, inputs_only=True)
+        wb = load_inputs(source)
         layout = read_layout(wb, source)
         inputs = read_inputs(wb, layout, source)
         settings = inputs.settings
@@ -630,7 +632,7 @@ def questions_from_source(source: str | Path, rows: Sequence[ResultRow]) -> dict
     filled workbook's own input cells, else (a results CSV) `methods.default_questions`."""
     source = Path(source)
     if source.suffix.lower() in (".xlsx", ".xlsm"):
-        wb = load(source, inputs_only=True)
+        wb = load_inputs(source)
         return questions_from_inputs(read_inputs(wb, read_layout(wb, source), source), rows)
     from scm_xl.methods import default_questions
 

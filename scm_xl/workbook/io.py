@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import openpyxl
 from openpyxl import Workbook
@@ -72,20 +72,23 @@ class Inputs:
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm", ".xltx", ".xltm")
 
 
-# Below this row, the input readers read no formula cell on any sheet but those read whole: every
-# cell a person types elsewhere lies above it (the Summary's and the latency sheet's reach row
-# 59), and below it the per-row sheets are formulas (a 10,000-row workbook: 1.4 million).
+# What the input readers (`read_inputs`, `read_meta_layout`) read of a sheet, as each sheet's spec
+# declares it (`sheet.SheetSpec.inputs`): "whole" to its last row (the raw data, the SLO sheets'
+# experiments and per-request records), "top" its cells above INPUT_ROWS (every cell a person
+# types on such a sheet lies there: the Summary's and the latency sheet's reach row 59), "none"
+# not one cell (the per-row workings and the sheets computed from them: formulas only).
+SheetRead = Literal["whole", "top", "none"]
 INPUT_ROWS = 200
-# Read to their last row: the raw data, and the SLO sheets' experiments and per-request records.
-_READ_WHOLE = frozenset({*(titles["raw"] for titles in SHEET_TITLES.values()), *slo_sheet.SHEET_TITLES.values(),
-                         *slo_sheet.REQUESTS_TITLES.values()})
 
 
-def load(path: str | Path, *, data_only: bool = False, inputs_only: bool = False) -> Workbook:
-    """The workbook at `path`, as openpyxl reads it. `inputs_only`: for reading its inputs and
-    nothing else (`verify`, and `predict`, `solve` and `report` of a workbook): the formula cells
-    below INPUT_ROWS are left out, except on the sheets read whole. openpyxl builds an object a
-    cell, and a 10,000-row workbook's 1.4 million formula cells took 46 s and 900 MB."""
+def load(path: str | Path, *, data_only: bool = False, inputs: Mapping[str, SheetRead] | None = None) -> Workbook:
+    """The workbook at `path`, as openpyxl reads it. `inputs` (sheet title -> what the input
+    readers read of it; `registry.load_inputs` gives every sheet's): for reading its inputs and
+    nothing else (`verify`, and `predict`, `solve` and `report` of a workbook), openpyxl reads a
+    copy without the formula cells they never read: those of a "none" sheet (or one not named),
+    and those below INPUT_ROWS on a "top" one. openpyxl builds an object a cell: a 10,000-row
+    workbook's 1.4 million formula cells took 46 s and 900 MB, and a small one's 14,000 formula
+    cells are half the time `verify` takes."""
     path = Path(path)
     if not path.exists():
         raise InputError("file not found", path=str(path))
@@ -95,24 +98,25 @@ def load(path: str | Path, *, data_only: bool = False, inputs_only: bool = False
         raise InputError(f"not an .xlsx workbook: its name ends in {path.suffix or 'no suffix'!r}, and only "
                          f"{', '.join(WORKBOOK_SUFFIXES)} are read{hint}", path=str(path))
     try:
-        if inputs_only:
-            return _inputs_only(path, data_only)
+        if inputs is not None:
+            return _inputs_only(path, data_only, inputs)
         # A macro-enabled workbook keeps its macros (vbaProject.bin) through a fill.
         return openpyxl.load_workbook(path, data_only=data_only, keep_vba=path.suffix.lower() == ".xlsm")
     except (zipfile.BadZipFile, KeyError, ValueError, OSError, SyntaxError) as exc:  # SyntaxError: broken XML
         raise InputError(f"not a readable .xlsx workbook ({type(exc).__name__})", path=str(path)) from exc
 
 
-def _inputs_only(path: Path, data_only: bool) -> Workbook:
-    """`load(inputs_only=True)`: openpyxl reads a copy (in a temporary folder, stored, not
-    compressed) without the formula cells the input readers never read."""
+def _inputs_only(path: Path, data_only: bool, inputs: Mapping[str, SheetRead]) -> Workbook:
+    """`load(inputs=...)`: openpyxl reads a copy (in a temporary folder, stored, not compressed)
+    without the formula cells the input readers never read."""
     with zipfile.ZipFile(path) as book:
-        partial = {part for title, part in package.sheet_parts(book).items() if title not in _READ_WHOLE}
+        below = {part: {"top": INPUT_ROWS, "none": 0}[inputs.get(title, "none")]
+                 for title, part in package.sheet_parts(book).items() if inputs.get(title) != "whole"}
 
     def rewrite(name: str) -> package.SheetRewrite | None:
-        if name not in partial:
+        if name not in below:
             return None
-        return lambda blocks: (package.formula_cells_dropped(block, INPUT_ROWS) for block in blocks)
+        return lambda blocks: (package.formula_cells_dropped(block, below[name]) for block in blocks)
 
     with tempfile.TemporaryDirectory(prefix="scm-xl-inputs-") as folder:
         copy = Path(folder) / "inputs.xlsx"

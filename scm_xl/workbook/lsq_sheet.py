@@ -833,7 +833,7 @@ def _reference(c: Checking) -> None:
     c.exp.update(expected_sheet(c.layout, c.analysis, sheet_rows=[sheet_row for sheet_row, _ in c.inputs.rows]))
 
 
-SHEET = SheetSpec("lsq", SHEET_TITLES, _write, _reference)
+SHEET = SheetSpec("lsq", SHEET_TITLES, _write, _reference, inputs="none")
 
 
 __all__ = [

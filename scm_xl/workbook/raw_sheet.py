@@ -191,4 +191,4 @@ def reference(c: Checking) -> None:
 
 
 SHEET = SheetSpec("raw", {lang: SHEET_TITLES[lang]["raw"] for lang in SHEET_TITLES}, write_sheet, reference,
-                  reads=(*WORKINGS_KEYS, "consistency"))
+                  reads=(*WORKINGS_KEYS, "consistency"), inputs="whole")

@@ -112,12 +112,12 @@ SHEETS: tuple[SheetSpec, ...] = (
     latency_sheet.SHEET,
     slo_sheet.SHEET,
     SheetSpec("first_principles", _core("first_principles"), _write_first_principles, _first_principles),
-    SheetSpec("readme", _core("readme"), _write_readme, no_reference),
+    SheetSpec("readme", _core("readme"), _write_readme, no_reference, inputs="none"),
     # the per-row workings, wrapped onto WORKINGS_SHEETS sheets; the first's reference fills them all
     *(SheetSpec(key, _core(key), _workings_writer(key), _workings if key == WORKINGS_KEYS[0] else no_reference,
-                reads=() if key == WORKINGS_KEYS[0] else (WORKINGS_KEYS[0],), working=True)
+                reads=() if key == WORKINGS_KEYS[0] else (WORKINGS_KEYS[0],), working=True, inputs="none")
       for key in WORKINGS_KEYS),
-    SheetSpec("cells", _core("cells"), _write_cells, _cells, working=True),
+    SheetSpec("cells", _core("cells"), _write_cells, _cells, working=True, inputs="none"),
     SheetSpec("chart_data", _core("chart_data"), _write_chart_data, _chart_data,
               reads=("consistency", "calibration"), working=True),
     slo_sheet.REQUESTS_SHEET,  # its formula cells' reference: the slo sheet's (one pass)
@@ -159,6 +159,13 @@ def read_layout(wb: Workbook, path: str | Path) -> Layout:
         if spec.title(layout.lang) not in wb.sheetnames:
             raise InputError(f"sheet {spec.title(layout.lang)!r} is missing", path=str(path))
     return layout
+
+
+def load_inputs(path: str | Path) -> Workbook:
+    """The workbook at `path` for reading its layout and inputs and nothing else (`io.load` of a
+    copy without the formula cells the input readers never read, as each sheet's spec says)."""
+    return io.load(path, inputs={title: spec.inputs for spec in SHEETS for title in spec.titles.values()}
+                   | {META_SHEET: "top"})
 
 
 def own_sheet_titles(layout: Layout) -> list[str]:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # types only: the sheet modules that import this are imported
 
     from scm_xl.workbook.catalog_tables import CatalogLayout
     from scm_xl.workbook.formulas import Formulas
-    from scm_xl.workbook.io import Inputs
+    from scm_xl.workbook.io import Inputs, SheetRead
     from scm_xl.workbook.layout import Lang, Layout
     from scm_xl.workbook.stamp import PendingFills
 
@@ -71,6 +71,7 @@ class SheetSpec:
     reference: Reference
     reads: tuple[str, ...] = ()  # the sheets whose reference values `reference` reads
     working: bool = False  # hidden workings at the end of the tabs
+    inputs: SheetRead = "top"  # what the input readers read of it (`io.SheetRead`; tests/test_inputs_only.py checks)
 
     def title(self, lang: Lang) -> str:
         return self.titles[lang]

@@ -1550,8 +1550,8 @@ def _reference(c: Checking) -> None:
                                  c.inputs.inverse.get("target_tps"), c.inputs.slo_capacity))
 
 
-SHEET = SheetSpec("slo", SHEET_TITLES, _write, _reference)
-REQUESTS_SHEET = SheetSpec("requests", REQUESTS_TITLES, _write_requests, no_reference, working=True)
+SHEET = SheetSpec("slo", SHEET_TITLES, _write, _reference, inputs="whole")
+REQUESTS_SHEET = SheetSpec("requests", REQUESTS_TITLES, _write_requests, no_reference, working=True, inputs="whole")
 
 
 __all__ = [

@@ -331,13 +331,15 @@ class _SheetState:
             rows = numbers[low - top:high - top + 1]
             texts = _number_texts(values)
             if texts is not None:  # most columns: every value a finite number, rendered in one sweep
-                cells = [head + number + tail + b"<v>" + text + b"</v></c>" for number, text in zip(rows, texts)]
+                join, value_start = b"".join, tail + b"<v>"
+                cells = [join((head, number, value_start, text, b"</v></c>")) for number, text in zip(rows, texts)]
                 written += len(cells)
             else:
                 cells = []
                 empty = tail + b"<v></v></c>"  # no value: as `BuiltWorkbook.save` writes it
                 no_text = b'"' + style + b' t="str">' + formula + b"<v></v></c>"
                 value_start = tail + b"<v>"
+                rest_of: dict[tuple[type, CellValue], bytes] = {}
                 wraps = fitter is not None and style_id in wrapping
                 for at_row, (number, value) in enumerate(zip(rows, values), start=low - top):
                     if type(value) is float and isfinite(value):  # `_typed`'s number, inline
@@ -349,8 +351,12 @@ class _SheetState:
                     elif value is None:  # an empty result: `_value_cell`'s, inline (the next commonest)
                         cells.append(head + number + no_text)
                         written += 1
-                    else:
-                        cells.append(_value_cell(None, at + number + b'"' + style, value, formula))
+                    else:  # a text, logical or error: the cell after its number is the same for the same value
+                        key = (type(value), value)
+                        rest = rest_of.get(key)
+                        if rest is None:
+                            rest = rest_of[key] = _value_cell(None, b'"' + style, value, formula)[len(b"<c"):]
+                        cells.append(head + number + rest)
                         written += 1
                         if wraps and isinstance(value, str) and fitter is not None:
                             needed[at_row] = max(needed[at_row], fitter.height(style, column, value))
@@ -444,8 +450,14 @@ class _SheetState:
         else:
             head, body = xml[:open_end], xml[open_end:-len(b"</row>")]
         tail = b"</row>"
-        if number not in self.pending and b"<f" not in body and not filled:
-            yield xml  # no formula and no array cell here: the row as it is
+        if number not in self.pending and b"<f" not in body:
+            if not filled:
+                yield xml  # no formula and no array cell here: the row as it is
+                return
+            # only the pending cells get values (the raw-data sheet's rows: its inputs and three
+            # display cells): its own cells as they are, not looked at one by one
+            row_xml = (self.fitter.fitted(head, filled_needed) if filled_needed and self.fitter else head) + body + tail
+            yield with_cells(row_xml, filled)
             return
         if number not in self.pending and b"array" not in body:
             fast = self._plain_row(number, body)
