@@ -6,7 +6,8 @@ On the 2-core machine the suite is CPU-bound (its CPU seconds are about twice it
 its wall time comes down only with its CPU: tests waiting on the simulator's clock already overlap
 the others. The suite runs as `.venv/bin/pytest` runs it (pyproject's addopts), with a plugin that
 records every test's CPU and a `soffice` on PATH that counts its starts before it runs the real one.
-Writes benchmarks/results/suite_cpu.md.
+Writes benchmarks/results/suite_cpu.md; `--keep DIR` keeps every test's record (its CPU, its
+wall time, when it ended and on which worker) in DIR/tests.jsonl, for a timeline of the workers.
 
     python benchmarks/bench_suite_cpu.py
 """
@@ -49,7 +50,8 @@ def pytest_runtest_protocol(item, nextitem):
     after = _cpu()
     with open(os.path.join(os.environ["SCM_XL_SUITE_CPU"], f"tests-{os.getpid()}.jsonl"), "a") as out:
         out.write(json.dumps({"id": item.nodeid, "own": after[0] - before[0], "children": after[1] - before[1],
-                              "wall": time.perf_counter() - start}) + "\\n")
+                              "wall": time.perf_counter() - start, "ended": time.time(),
+                              "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}) + "\\n")
 '''
 
 SHIM = """#!/bin/sh
@@ -62,6 +64,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE / "results" / "suite_cpu.md")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--keep", type=Path, help="copy each test's record (JSON lines) into this folder")
     args = parser.parse_args()
     soffice = shutil.which("soffice")
     with tempfile.TemporaryDirectory(prefix="scm-suite-cpu-") as tmp:
@@ -83,6 +86,9 @@ def main() -> None:
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         system = after.ru_stime - before.ru_stime
         tests = [json.loads(line) for path in folder.glob("tests-*.jsonl") for line in path.read_text().splitlines()]
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            (args.keep / "tests.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tests), encoding="utf-8")
         launches: dict[str, int] = defaultdict(int)
         if starts.exists():
             for line in starts.read_text().splitlines():
