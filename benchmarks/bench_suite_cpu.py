@@ -1,6 +1,7 @@
-"""Where the quick suite's CPU goes: each test's CPU seconds in its own worker process and in the
-processes it waited for (LibreOffice, the IronCalc worker, a command run as a process), and how many
-times LibreOffice was started, file by file.
+"""Where the quick suite's CPU goes: each test's CPU seconds in its own worker process, in the
+processes it waited for (LibreOffice, the IronCalc worker, a command run as a process) and in its
+worker's running LibreOffice (conftest's libreoffice_server, which converts and edits for it and
+which no test waits for), and how many times LibreOffice was started, file by file.
 
 On the 2-core machine the suite is CPU-bound (its CPU seconds are about twice its wall seconds), so
 its wall time comes down only with its CPU: tests waiting on the simulator's clock already overlap
@@ -39,17 +40,40 @@ PLUGIN = '''
 import json, os, resource, time
 import pytest
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
 def _cpu():
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime, children.ru_utime + children.ru_stime
 
+def _running_libreoffice():
+    """CPU seconds of the worker's running LibreOffice (conftest's libreoffice_server, its pid in
+    SCM_XL_TEST_SOFFICE_PID, and soffice.bin under it): no test waits for it, so no rusage has it."""
+    pid = os.environ.get("SCM_XL_TEST_SOFFICE_PID")
+    if not pid:
+        return 0.0
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if entry == pid or fields[1] == pid:
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    before, start = _cpu(), time.perf_counter()
+    before, start, office = _cpu(), time.perf_counter(), _running_libreoffice()
     yield
     after = _cpu()
     with open(os.path.join(os.environ["SCM_XL_SUITE_CPU"], f"tests-{os.getpid()}.jsonl"), "a") as out:
         out.write(json.dumps({"id": item.nodeid, "own": after[0] - before[0], "children": after[1] - before[1],
+                              "office": _running_libreoffice() - office,
                               "wall": time.perf_counter() - start, "ended": time.time(),
                               "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}) + "\\n")
 '''
@@ -94,19 +118,21 @@ def main() -> None:
             for line in starts.read_text().splitlines():
                 launches[line.split("::")[0] or "(outside a test)"] += 1
     summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "(no output)"
-    by_file: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    by_file: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0])
     for test in tests:
         entry = by_file[test["id"].split("::")[0]]
         entry[0] += 1
         entry[1] += test["own"]
         entry[2] += test["children"]
         entry[3] += test["wall"]
-    waiting = [0, 0.0, 0.0, 0.0]
+        entry[4] += test["office"]
+    waiting = [0, 0.0, 0.0, 0.0, 0.0]
     for name, entry in by_file.items():
         if Path(name).stem in WAITING_MODULES:
             waiting = [a + b for a, b in zip(waiting, entry)]
     own = sum(t["own"] for t in tests)
     children = sum(t["children"] for t in tests)
+    office = sum(t["office"] for t in tests)
     lines = [
         f"# The quick suite's CPU, test file by test file ({head_commit()})", "",
         "`python benchmarks/bench_suite_cpu.py`: `.venv/bin/pytest` as pyproject's addopts run it, with a "
@@ -116,21 +142,26 @@ def main() -> None:
         f"- wall {wall:.0f} s; CPU {cpu:.0f} s, of which system {system:.0f} s: {cpu / wall:.2f} cores busy on average",
         f"- inside the tests: {own:.0f} CPU-s in the workers, {children:.0f} CPU-s in the processes they waited for; "
         f"the rest ({cpu - own - children:.0f} s) is collection, xdist and processes nobody waited for",
-        f"- LibreOffice started {sum(launches.values())} times",
+        f"- LibreOffice started {sum(launches.values())} times; the running ones (conftest's libreoffice_server, one a "
+        f"worker) worked {office:.0f} CPU-s for the tests, counted in the CPU above (where a process reaped them: "
+        "no test waits for them) and below in a column of their own",
         f"- the modules that wait on real time (conftest's WAITING_MODULES, one after another on one worker): "
-        f"{waiting[0]:.0f} tests, {waiting[3]:.0f} s of wall time added up, {waiting[1] + waiting[2]:.0f} CPU-s; "
+        f"{waiting[0]:.0f} tests, {waiting[3]:.0f} s of wall time added up, {waiting[1] + waiting[2] + waiting[4]:.0f} CPU-s; "
         "the suite takes at least that long, and at least its CPU over the machine's cores", "",
-        "| file | tests | CPU-s own | CPU-s waited-for processes | wall s (summed) | LibreOffice starts |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| file | tests | CPU-s own | CPU-s waited-for processes | CPU-s the running LibreOffice | wall s (summed) "
+        "| LibreOffice starts |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, (count, mine, theirs, seconds) in sorted(by_file.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))[
-            :args.top]:
-        lines.append(f"| {name} | {count:.0f} | {mine:.1f} | {theirs:.1f} | {seconds:.1f} | {launches.get(name, 0)} |")
-    lines += ["", "The tests that cost the most CPU:", "", "| CPU-s | own | waited-for | wall s | test |",
-              "|---:|---:|---:|---:|---|"]
-    for test in sorted(tests, key=lambda t: -(t["own"] + t["children"]))[:args.top]:
-        lines.append(f"| {test['own'] + test['children']:.1f} | {test['own']:.1f} | {test['children']:.1f} | "
-                     f"{test['wall']:.1f} | {test['id']} |")
+    for name, (count, mine, theirs, seconds, its) in sorted(
+            by_file.items(), key=lambda kv: -(kv[1][1] + kv[1][2] + kv[1][4]))[:args.top]:
+        lines.append(f"| {name} | {count:.0f} | {mine:.1f} | {theirs:.1f} | {its:.1f} | {seconds:.1f} | "
+                     f"{launches.get(name, 0)} |")
+    lines += ["", "The tests that cost the most CPU (a waited-for process's may be another test's: a process is "
+              "counted where it is reaped):", "",
+              "| CPU-s | own | waited-for | the running LibreOffice | wall s | test |", "|---:|---:|---:|---:|---:|---|"]
+    for test in sorted(tests, key=lambda t: -(t["own"] + t["children"] + t["office"]))[:args.top]:
+        lines.append(f"| {test['own'] + test['children'] + test['office']:.1f} | {test['own']:.1f} | "
+                     f"{test['children']:.1f} | {test['office']:.1f} | {test['wall']:.1f} | {test['id']} |")
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     if run.returncode != 0:
