@@ -70,10 +70,14 @@ def _running_libreoffice():
 def pytest_runtest_protocol(item, nextitem):
     before, start, office = _cpu(), time.perf_counter(), _running_libreoffice()
     yield
-    after = _cpu()
+    after, office_after = _cpu(), _running_libreoffice()
+    children = after[1] - before[1]
+    if office_after < office:  # its worker's last test: the session's teardown ended the LibreOffice, and
+        # reaped it here; what it had worked for the tests before is theirs, not this one's
+        children, office_after = max(0.0, children - office), office
     with open(os.path.join(os.environ["SCM_XL_SUITE_CPU"], f"tests-{os.getpid()}.jsonl"), "a") as out:
-        out.write(json.dumps({"id": item.nodeid, "own": after[0] - before[0], "children": after[1] - before[1],
-                              "office": _running_libreoffice() - office,
+        out.write(json.dumps({"id": item.nodeid, "own": after[0] - before[0], "children": children,
+                              "office": office_after - office,
                               "wall": time.perf_counter() - start, "ended": time.time(),
                               "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}) + "\\n")
 '''
@@ -136,15 +140,14 @@ def main() -> None:
     lines = [
         f"# The quick suite's CPU, test file by test file ({head_commit()})", "",
         "`python benchmarks/bench_suite_cpu.py`: `.venv/bin/pytest` as pyproject's addopts run it, with a "
-        "plugin that records each test's CPU seconds (its worker process; the processes it waited for) and a "
-        "`soffice` on PATH that counts LibreOffice's starts.", "",
+        "plugin that records each test's CPU seconds (its worker process; the processes it waited for; its worker's "
+        "running LibreOffice, read from /proc) and a `soffice` on PATH that counts LibreOffice's starts.", "",
         f"- pytest said: {summary} (exit {run.returncode})",
         f"- wall {wall:.0f} s; CPU {cpu:.0f} s, of which system {system:.0f} s: {cpu / wall:.2f} cores busy on average",
-        f"- inside the tests: {own:.0f} CPU-s in the workers, {children:.0f} CPU-s in the processes they waited for; "
-        f"the rest ({cpu - own - children:.0f} s) is collection, xdist and processes nobody waited for",
-        f"- LibreOffice started {sum(launches.values())} times; the running ones (conftest's libreoffice_server, one a "
-        f"worker) worked {office:.0f} CPU-s for the tests, counted in the CPU above (where a process reaped them: "
-        "no test waits for them) and below in a column of their own",
+        f"- inside the tests: {own:.0f} CPU-s in the workers, {children:.0f} CPU-s in the processes they waited for, "
+        f"{office:.0f} CPU-s in the running LibreOffices (conftest's libreoffice_server, one a worker); the rest "
+        f"({cpu - own - children - office:.0f} s) is collection, xdist, and processes nobody waited for",
+        f"- LibreOffice started {sum(launches.values())} times",
         f"- the modules that wait on real time (conftest's WAITING_MODULES, one after another on one worker): "
         f"{waiting[0]:.0f} tests, {waiting[3]:.0f} s of wall time added up, {waiting[1] + waiting[2] + waiting[4]:.0f} CPU-s; "
         "the suite takes at least that long, and at least its CPU over the machine's cores", "",
