@@ -30,7 +30,7 @@ from scm_xl.workbook.replicates_sheet import DEFAULT_CV_THRESHOLD, read_threshol
 from scm_xl.workbook.layout import (
     DEFAULT_CELL_SLOTS, DEFAULT_CONCURRENCY_SLOTS, DEFAULT_LENGTH_SLOTS, DEFAULT_PHYSICS_PRECISION, DEFAULT_SHORT_OUTPUT_RATIO, DEFAULT_MODEL_SLOTS, DEFAULT_PROMPT_SLOTS, DEFAULT_ROWS, LAYOUT_VERSION,
     DISPLAY_KEYS, ENTRY_COLUMNS, META_SHEET, NUMERIC_INPUT_KEYS, RAW_INPUT_KEYS,
-    MAX_MODELS, SHEET_TITLES, Layout, fitted_layout, unusable_tests,
+    MAX_MODELS, Layout, fitted_layout, unusable_tests,
 )
 
 _RESULT_FIELDS = {f.name for f in fields(ResultRow)}
