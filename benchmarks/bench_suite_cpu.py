@@ -48,8 +48,10 @@ def _cpu():
 
 def _running_libreoffice():
     """CPU seconds of the worker's running LibreOffice (conftest's libreoffice_server, its pid in
-    SCM_XL_TEST_SOFFICE_PID, and soffice.bin under it): no test waits for it, so no rusage has it."""
-    pid = os.environ.get("SCM_XL_TEST_SOFFICE_PID")
+    soffice_forward.PID_VARIABLE, and soffice.bin under it): no test waits for it, so no rusage has it."""
+    from support.soffice_forward import PID_VARIABLE  # the tests' folder is on the workers' path
+
+    pid = os.environ.get(PID_VARIABLE)
     if not pid:
         return 0.0
     total = 0.0

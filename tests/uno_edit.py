@@ -32,7 +32,7 @@ from pathlib import Path
 
 import uno  # type: ignore[import-not-found]
 
-from support.soffice_forward import connect, exit_now, prop, running
+from support.soffice_forward import connect, desktop, exit_now, prop, running
 
 
 def _sort(sheet, address: str, column: int, ascending: bool) -> None:  # type: ignore[no-untyped-def]
@@ -91,10 +91,10 @@ def _edit(doc, job: dict) -> None:  # type: ignore[no-untyped-def]
         Path(job["report"]).write_text(json.dumps(report))
 
 
-def _run(desktop, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
+def _run(office, jobs: list[dict]) -> None:  # type: ignore[no-untyped-def]
     for job in jobs:
-        doc = desktop.loadComponentFromURL(Path(job["in"]).resolve().as_uri(), "_blank", 0,
-                                           (prop("Hidden", True),))
+        doc = office.loadComponentFromURL(Path(job["in"]).resolve().as_uri(), "_blank", 0,
+                                          (prop("Hidden", True),))
         try:
             _edit(doc, job)
             doc.storeToURL(Path(job["out"]).resolve().as_uri(),
@@ -107,7 +107,7 @@ def main(jobs_path: str) -> int:
     jobs = json.loads(Path(jobs_path).read_text())
     ctx = running()
     if ctx is not None:  # the suite's LibreOffice: used, and left running
-        _run(ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx), jobs)
+        _run(desktop(ctx), jobs)
         exit_now(0)
     soffice = os.environ.get("SOFFICE", "soffice")
     with tempfile.TemporaryDirectory(prefix="scm-xl-uno-") as folder:
@@ -121,10 +121,10 @@ def main(jobs_path: str) -> int:
             ctx = connect(pipe, time.monotonic() + 60)
             if ctx is None:
                 raise RuntimeError(f"LibreOffice ({soffice}) did not answer on pipe {pipe} within 60 s")
-            desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
-            _run(desktop, jobs)
+            office = desktop(ctx)
+            _run(office, jobs)
             try:
-                desktop.terminate()
+                office.terminate()
             except Exception:  # the bridge drops as soffice exits
                 pass
         finally:

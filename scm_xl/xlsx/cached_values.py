@@ -330,15 +330,15 @@ class _SheetState:
             values = self._column_values(column, low, high)
             rows = numbers[low - top:high - top + 1]
             texts = _number_texts(values)
+            value_start = tail + b"<v>"
             if texts is not None:  # most columns: every value a finite number, rendered in one sweep
-                join, value_start = b"".join, tail + b"<v>"
+                join = b"".join
                 cells = [join((head, number, value_start, text, b"</v></c>")) for number, text in zip(rows, texts)]
                 written += len(cells)
             else:
                 cells = []
                 empty = tail + b"<v></v></c>"  # no value: as `BuiltWorkbook.save` writes it
                 no_text = b'"' + style + b' t="str">' + formula + b"<v></v></c>"
-                value_start = tail + b"<v>"
                 rest_of: dict[tuple[type, CellValue], bytes] = {}
                 wraps = fitter is not None and style_id in wrapping
                 for at_row, (number, value) in enumerate(zip(rows, values), start=low - top):

@@ -80,6 +80,11 @@ def connect(pipe: str, deadline: float | None = None) -> Any:
             time.sleep(0.2)
 
 
+def desktop(ctx: Any) -> Any:
+    """The Desktop of the LibreOffice whose component context is `ctx`: what loads documents."""
+    return ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
+
+
 def running() -> Any:
     """The component context of the suite's running LibreOffice, waited for while it is still
     starting (its process alive, at most STARTING_S): a conversion asked for at once after the
@@ -109,11 +114,10 @@ def _convert(target: str, source: Path, outdir: Path) -> bool:
     ctx = running()
     if ctx is None:
         return False
-    desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
     out = outdir / f"{source.stem}.{target}"
     outdir.mkdir(parents=True, exist_ok=True)
-    doc = desktop.loadComponentFromURL(source.resolve().as_uri(), "_blank", 0,
-                                       (prop("Hidden", True), prop("ReadOnly", True)))
+    doc = desktop(ctx).loadComponentFromURL(source.resolve().as_uri(), "_blank", 0,
+                                            (prop("Hidden", True), prop("ReadOnly", True)))
     if doc is None:  # soffice's own way with a file it cannot load: exit 0, nothing written
         print("Error: source file could not be loaded", file=sys.stderr)
         return True
