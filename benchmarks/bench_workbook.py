@@ -57,7 +57,7 @@ def make_csv(path: Path, n: int, seed: int = 1) -> None:
     models = {"model-a": 1.0, "model-b": 2.2}
     levels = [1, 2, 4, 8, 16, 32, 64, 128]
     lengths = [50, 100, 200, 400, 800]
-    rows = []
+    rows: list[ResultRow] = []
     i = 0
     while len(rows) < n:
         model = list(models)[i % 2]
