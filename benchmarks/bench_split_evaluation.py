@@ -1,9 +1,9 @@
 """Would IronCalc's evaluation, split in two halves that run at once, make `fill` faster? Measured,
 and not kept in scm-xl: the evaluation alone gets faster (benchmarks/results/split_evaluation.md),
 but on this 2-core machine `fill` as a command, with the split built into its IronCalc worker (a
-patch measured and not kept), gained about 0.3 s of 12, inside the machine's noise: the Python
-reference takes the second core while IronCalc evaluates, and each half computes the per-row
-workings every sheet reads.
+patch measured and not kept), was no faster: 5 rounds alternating, median 12.16 s with the split
+against 11.77 s without. The Python reference takes the second core while IronCalc evaluates, and
+each half computes the per-row workings every sheet reads.
 
 The idea: a spreadsheet engine evaluates a workbook on one core. Two copies of IronCalc can
 evaluate one workbook at once, each with the formulas it need not compute cleared: a half holds
@@ -57,7 +57,7 @@ from scm_xl.xlsx.package import column_name, column_number, sheet_parts  # noqa:
 from scm_xl.xlsx.values import MAX_COLUMN, FormulaCells, cell_position  # noqa: E402
 
 MAX_ROW = 1_048_576
-# A split is kept only when its larger half costs at most this share of the whole (below that,
+# A split is kept only when its larger half costs at most this share of the whole (above it,
 # computing the shared cells twice and the second process cost more than they save).
 WORTH_SPLITTING = 0.8
 
@@ -494,7 +494,6 @@ def _partition(by_sheet: Mapping[str, int], costs: Sequence[float], chosen: set[
         return None
     first = set(sheets) - second
     return (first, second), (whole, cost(_union(by_sheet, first)), cost(_union(by_sheet, second)))
-
 
 
 # -- the measurement ----------------------------------------------------------------------------
