@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from bench_workbook import head_commit, make_csv  # noqa: E402  (the benchmark's one data generator)
+from bench_workbook import filled_workbook, head_commit  # noqa: E402  (the benchmark's one data generator)
 
 _FORMULA = re.compile(r"<f\b([^>]*?)(?:/>|>(.*?)</f>)", re.DOTALL)
 _SHARED_REF = re.compile(r'\sref="([A-Z]+)(\d+)(?::([A-Z]+)(\d+))?"')
@@ -87,12 +87,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10000)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "aggregate_visits.md")
     args = parser.parse_args()
-    from scm_xl.workbook.fill import fill
-
     with tempfile.TemporaryDirectory(prefix="scm-visits-") as tmp:
-        csv, book = Path(tmp) / "rows.csv", Path(tmp) / "filled.xlsx"
-        make_csv(csv, args.rows)
-        fill(csv, output=book, lang="en", force=True)
+        book = filled_workbook(Path(tmp), args.rows)
         by_sheet, by_pattern, cells_of = count(book)
     total_formulas = sum(f for f, _ in by_sheet.values())
     total_visits = sum(v for _, v in by_sheet.values())

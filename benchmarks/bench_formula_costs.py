@@ -33,7 +33,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from bench_workbook import head_commit, make_csv  # noqa: E402  (the benchmark's one data generator)
+from bench_workbook import filled_workbook, head_commit  # noqa: E402  (the benchmark's one data generator)
 
 _FORMULA = re.compile(rb"<f\b[^>]*/>|<f\b[^>]*>[^<]*</f>")
 _CELL = re.compile(rb'<c r="([A-Z]+)[0-9]+"[^>]*?(?:/>|>[^<]*(?:<(?!/c>)[^<]*)*</c>)')
@@ -105,14 +105,11 @@ def main() -> None:
                         help="time each group evaluated alone (every other formula taken out)")
     args = parser.parse_args()
     from scm_xl.xlsx.package import sheet_parts
-    from scm_xl.workbook.fill import fill
 
     commit = head_commit()
     with tempfile.TemporaryDirectory(prefix="scm-costs-") as tmp:
         folder = Path(tmp)
-        csv, book = folder / "rows.csv", folder / "filled.xlsx"
-        make_csv(csv, args.rows)
-        fill(csv, output=book, lang="en", force=True)
+        book = filled_workbook(folder, args.rows)
         with zipfile.ZipFile(book) as zf:
             parts = sheet_parts(zf)
             groups: list[tuple[str, str, set[str] | None]] = []

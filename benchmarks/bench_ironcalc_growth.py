@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 from bench_formula_costs import alone, evaluate_seconds  # noqa: E402  (one way to take formulas out)
-from bench_workbook import head_commit, make_csv  # noqa: E402  (the benchmark's one data generator)
+from bench_workbook import filled_workbook, head_commit  # noqa: E402  (the benchmark's one data generator)
 
 # The aggregates of the workbook's sheets, over one column of N rows ({n}) with a criterion ({i}).
 AGGREGATES = {
@@ -62,7 +62,6 @@ def main() -> None:
     parser.add_argument("--rows", default="10000,30000", help="two sizes, comma-separated")
     args = parser.parse_args()
     small, large = (int(size) for size in args.rows.split(","))
-    from scm_xl.workbook.fill import fill
     from scm_xl.xlsx.package import sheet_parts
 
     commit = head_commit()
@@ -71,9 +70,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="scm-growth-") as tmp:
         folder = Path(tmp)
         for rows in (small, large):
-            csv, book = folder / f"rows{rows}.csv", folder / f"filled{rows}.xlsx"
-            make_csv(csv, rows)
-            fill(csv, output=book, lang="en", force=True)
+            book = filled_workbook(folder, rows)
             whole[rows] = evaluate_seconds(book)
             print(f"{rows:,} rows: whole {whole[rows]:.2f} s", flush=True)
             with zipfile.ZipFile(book) as zf:

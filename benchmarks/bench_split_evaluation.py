@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from defusedxml import ElementTree  # noqa: E402
 
-from bench_workbook import head_commit, make_csv  # noqa: E402  (the benchmark's one data generator)
+from bench_workbook import filled_workbook, head_commit  # noqa: E402  (the benchmark's one data generator)
 from scm_xl.xlsx.package import column_name, column_number, sheet_parts  # noqa: E402
 from scm_xl.xlsx.values import MAX_COLUMN, FormulaCells, cell_position  # noqa: E402
 
@@ -580,7 +580,6 @@ def main() -> None:
     import threading
 
     from scm_xl.engines.ironcalc_worker import for_ironcalc
-    from scm_xl.workbook.fill import fill
     from scm_xl.workbook.io import read_inputs
     from scm_xl.workbook.registry import expected_cells, load_inputs, read_layout
     from scm_xl.xlsx.package import workbook_formula_refs
@@ -588,9 +587,7 @@ def main() -> None:
     commit = head_commit()
     with tempfile.TemporaryDirectory(prefix="scm-split-") as tmp:
         folder = Path(tmp)
-        csv, book = folder / "rows.csv", folder / "filled.xlsx"
-        make_csv(csv, args.rows)
-        fill(csv, output=book, lang="en", force=True)
+        book = filled_workbook(folder, args.rows)
         (folder / "prepared").mkdir()
         prepared = for_ironcalc(book, folder / "prepared")
         cells = workbook_formula_refs(prepared)  # `fill` knows them without reading the file

@@ -49,6 +49,17 @@ def worktrees(folder: Path, commits: dict[str, str]) -> Iterator[dict[str, Path]
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=HERE.parent, capture_output=True)
 
 
+def filled_workbook(folder: Path, n: int) -> Path:
+    """`make_csv`'s n rows filled by the library (`fill`, English, the default engine) into
+    folder/filled<n>.xlsx: the workbook the engine benchmarks time."""
+    from scm_xl.workbook.fill import fill
+
+    csv, book = folder / f"rows{n}.csv", folder / f"filled{n}.xlsx"
+    make_csv(csv, n)
+    fill(csv, output=book, lang="en", force=True)
+    return book
+
+
 def make_csv(path: Path, n: int, seed: int = 1) -> None:
     """A noisy full factorial repeated until n rows: 2 models x 8 concurrency x 5 lengths."""
     from scm_xl.results import ResultRow, write_results
