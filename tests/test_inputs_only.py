@@ -7,6 +7,7 @@ gives, a person's edits included, and a sheet declared unread must be one they d
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import openpyxl
@@ -19,6 +20,7 @@ from scm_xl.workbook.fill import WorkbookReport, fill, verify
 from scm_xl.workbook.io import INPUT_ROWS, load, read_inputs
 from scm_xl.workbook.registry import BY_KEY, SHEETS, load_inputs, read_layout
 from scm_xl.xlsx.package import formula_cells_dropped
+from support.rows import make_row
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -138,3 +140,23 @@ def test_formula_cells_below_the_row_go_and_everything_else_stays() -> None:
     assert formula_cells_dropped(later, 200) == b'<row r="300"><c r="B300"><v>2</v></c></row><row></row>'
     unnumbered = b'<row><c><f>3</f></c></row><row r="300"><c r="A300"><f>1</f></c></row>'
     assert formula_cells_dropped(unnumbered, 200) == b'<row><c><f>3</f></c></row><row r="300"></row>'
+
+
+def test_fill_computes_from_the_numbers_its_file_holds(tmp_path: Path) -> None:
+    """openpyxl saves a float with 16 significant digits: a measured time of 12.126047822328516 s
+    is 12.12604782232852 in the file. `fill` computes its reference from the inputs as the file
+    holds them, so it is the reference `verify` computes from that file, to the bit."""
+    rows = [replace(make_row(f"E{i}", "m", c, 50, 41.233550067262314 / c), total_time_s=12.126047822328516 * (i + 1))
+            for i, c in enumerate((1, 2, 4))]
+    csv = tmp_path / "results.csv"
+    write_results(csv, rows)
+    report = fill(csv, output=tmp_path / "filled.xlsx", lang="en")
+    assert report.verification.ok
+    raw = openpyxl.load_workbook(report.path)[report.layout.title("raw")]
+    saved = {raw[f"{report.layout.entry_col('exp_id')}{n}"].value: raw[f"{report.layout.entry_col('total_time_s')}{n}"].value
+             for n in range(report.layout.raw_first, report.layout.raw_first + len(rows))}
+    given = {row.exp_id: row.total_time_s for row in rows}
+    read = {row.exp_id: row.total_time_s for _, row in report.inputs.rows}
+    assert read == saved and saved["E0"] != given["E0"] == 12.126047822328516  # 17 digits given, 16 kept
+    again = verify(report.path)
+    assert [s.tps for s in again.analysis.statuses] == [s.tps for s in report.analysis.statuses]

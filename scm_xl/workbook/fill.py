@@ -46,6 +46,7 @@ from scm_xl.workbook.io import (
 from scm_xl.xlsx import cached_values
 from scm_xl.xlsx.cached_values import SheetValues
 from scm_xl.workbook.stamp import BuiltWorkbook, FilledColumn, is_formula
+from scm_xl.workbook.styles import as_saved
 from scm_xl.workbook.layout import (
     MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
 )
@@ -278,8 +279,8 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
     analysis = analyze([row for _, row in inputs.rows], inputs.settings)
     # The latency sheet's knee is profiled here (not a formula) and stored as a value.
     latency_ws = wb[latency_sheet.SHEET_TITLES[layout.lang]]
-    inputs.latency["fitted_knee"] = latency_sheet.fitted_knee(
-        [row for _, row in inputs.rows], latency_sheet.sheet_model(inputs.latency, analysis))
+    knee = latency_sheet.fitted_knee([row for _, row in inputs.rows], latency_sheet.sheet_model(inputs.latency, analysis))
+    inputs.latency["fitted_knee"] = as_saved(knee) if knee is not None else None  # as its cell will hold it
     latency_sheet.write_cells(latency_ws, layout, inputs.latency, hand_set_only=False)
     points = charts.chart_points([row for _, row in inputs.rows], analysis.statuses,
                                  analysis.calibration.base_prompt_level)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from openpyxl import Workbook
 from openpyxl.cell.cell import Cell as XlCell
+from openpyxl.compat.strings import safe_string
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.utils.indexed_list import IndexedList
 from openpyxl.utils import column_index_from_string, get_column_letter
@@ -90,11 +91,23 @@ def write_text(cell: XlCell, value: str) -> None:
 
 
 def write_value(cell: XlCell, value: Any) -> None:
-    """Type a value into a cell as a person would: text stays text (even "=cmd"), numbers stay numbers."""
+    """Type a value into a cell as a person would: text stays text (even "=cmd"), numbers stay
+    numbers, a float as its file will hold it (`as_saved`)."""
     if isinstance(value, str):
         write_text(cell, value)
+    elif type(value) is float:
+        cell.value = as_saved(value)
     else:
         cell.value = value
+
+
+def as_saved(value: float) -> float:
+    """A float as the saved file holds it: openpyxl writes 16 significant digits
+    (`openpyxl.compat.safe_string`), so 12.126047822328516 is 12.12604782232852 in the file. Every
+    input cell is typed through `write_value`, so a workbook held in memory holds what its file
+    will, and the reference `fill` computes from its inputs is the one `verify` computes from the
+    file: to the bit, as IronCalc computes from it."""
+    return float(safe_string(value)) if math.isfinite(value) else value
 
 
 def fit_row(ws: Worksheet, row: int, texts: Iterable[tuple[str, float, float]]) -> None:
