@@ -18,6 +18,7 @@ need. A built workbook is saved through its `BuiltWorkbook` and no other way: it
 
 from __future__ import annotations
 
+import functools
 import shutil
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -73,9 +74,11 @@ def _stamped(base: Mapping[str, str], row: int, marks: list[tuple[str, int]]) ->
     return stamped
 
 
+@functools.lru_cache(maxsize=4096)
 def shares(text: str, first: str, later: str, expected: str) -> bool:
     """Whether the formula `text` at cell `first`, copied to `later`, reads `expected` (so the
-    column can be one shared formula)."""
+    column can be one shared formula). Remembered: every workbook of a layout asks the same
+    questions (about 300; openpyxl's tokenizer takes a fifth of a small workbook's build)."""
     if not text.startswith("="):
         return False
     return Translator(text, origin=first).translate_formula(later) == expected
