@@ -274,3 +274,50 @@ def test_cells_put_in_a_row_land_where_reading_every_cell_whole_puts_them() -> N
         row = b'<row r="5" spans="1:40">' + body + b"</row>"
         whole = outcome(lambda: b'<row r="5" spans="1:40">' + _among_whole_cells(body, extra) + b"</row>")
         assert outcome(lambda: with_cells(row, extra)) == whole, (row, extra)
+
+
+def test_plain_value_cells_are_written_as_openpyxl_writes_them(tmp_path: Path) -> None:
+    """A sheet's plain value cells (numbers, text: a large raw sheet's typed inputs) are written
+    by `stamp` itself, not openpyxl: the file holds the very bytes openpyxl would have written,
+    for text that needs escaping or keeps its spaces, rows with a height of their own, cells
+    among styled ones, and the sheet's extent; and the cells are in the workbook again after."""
+    from openpyxl.styles import Font
+
+    from scm_xl.workbook.stamp import PLAIN_CELLS_AT_LEAST
+
+    texts = ["plain", " lead", "trail ", "a & b < c > d", "line\nbreak\ttab", "cr\rhere", "=SUM(A1)", "   ",
+             "\u4e2d\u6587 text", "quote \" ' ]]>", "emoji \U0001F600"]
+    numbers = [0, -0.0, 1, -17, 12.126047822328516, 1e-300, 3.5e20, 123456789012345678, 2.5]
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Raw"
+    other = wb.create_sheet("Other")
+    other["B2"] = "few plain cells stay openpyxl's"
+    row = 1
+    while row * 4 < PLAIN_CELLS_AT_LEAST + 400:
+        ws.cell(row=row, column=1, value=texts[row % len(texts)])
+        ws.cell(row=row, column=3, value=numbers[row % len(numbers)])
+        ws.cell(row=row, column=4 + row % 3, value=float(row) / 7)
+        ws.cell(row=row, column=30, value=f"E{row:05d}")
+        row += 1
+    ws["B5"].font = Font(bold=True)  # a styled cell among them
+    ws["B6"] = "styled"
+    ws["B6"].font = Font(italic=True)
+    ws["A7"].value = "=not a formula"
+    ws["A7"].data_type = "s"
+    ws["C8"] = True  # a logical: openpyxl's
+    ws["C9"] = ""  # empty text: openpyxl's
+    ws.row_dimensions[10].height = 30  # a row with a height of its own
+    ws.row_dimensions[row + 5].height = 20  # and one with no cell
+    expected, written = tmp_path / "openpyxl.xlsx", tmp_path / "stamp.xlsx"
+    fonts_in_schema_order(wb)  # as BuiltWorkbook.save orders them
+    openpyxl.Workbook.save(wb, expected)
+    before = {title: dict(wb[title]._cells) for title in wb.sheetnames}
+    BuiltWorkbook(wb, PendingFills()).save(written)
+    assert {title: dict(wb[title]._cells) for title in wb.sheetnames} == before
+    with zipfile.ZipFile(expected) as a, zipfile.ZipFile(written) as b:
+        assert a.namelist() == b.namelist()
+        for name in a.namelist():
+            if name != "docProps/core.xml":  # its time of saving
+                assert a.read(name) == b.read(name), name
+    assert openpyxl.load_workbook(written)["Raw"]["A7"].value == "=not a formula"

@@ -3,13 +3,15 @@
 `workbook.stamp` writes a filled-down column as one xlsx shared formula and keeps only its
 first and last cell in openpyxl; the cells between are `FilledColumn`s. `with_fills` puts
 them into the saved sheet XML, streamed block by block, each in its row and in column order,
-and `cached_values` writes them again with their values.
+and `cached_values` writes them again with their values. `with_rows` puts cells given as XML
+into their rows: the plain value cells `workbook.stamp` writes itself rather than through
+openpyxl.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from scm_xl.xlsx.package import ROW_ELEMENT, column_name, with_cells
@@ -92,3 +94,56 @@ def with_fills(blocks: Iterator[bytes], fills: list[FilledColumn]) -> Iterator[b
         else:
             out.append(rest)
         yield b"".join(out)
+
+
+_DIMENSION_REF = re.compile(rb'(<dimension\b[^>]*?\sref=")[^"]*(")')
+
+
+def with_rows(blocks: Iterator[bytes], rows: Mapping[int, Sequence[tuple[int, bytes]]],
+              dimension: str | None = None) -> Iterator[bytes]:
+    """The sheet XML with the cells `rows` (row -> its (column, <c> XML) pairs in column order)
+    each in its row: among the cells of a row the XML holds (`package.with_cells`), or in a row
+    of their own (`<row r="N">`) where it holds none, rows in ascending order. `dimension`,
+    when given, is the sheet's <dimension ref>: the extent with these cells counted."""
+    pending = sorted(rows)
+    at = 0  # pending[at:] are the rows not written yet
+
+    def rows_before(number: int) -> bytes:
+        nonlocal at
+        out = []
+        while at < len(pending) and pending[at] < number:
+            row = pending[at]
+            out.append(b'<row r="%d">' % row + b"".join(xml for _, xml in rows[row]) + b"</row>")
+            at += 1
+        return b"".join(out)
+
+    for block in blocks:
+        if dimension is not None and b"<dimension" in block:
+            ref = dimension.encode("ascii")
+            block = _DIMENSION_REF.sub(lambda m: m.group(1) + ref + m.group(2), block, count=1)
+            dimension = None
+        out: list[bytes] = []
+        start = 0
+        for match in ROW_ELEMENT.finditer(block):
+            number = _ROW_NUMBER.match(match.group(0))
+            if number is None:
+                raise ValueError("a sheet row without r=: cannot place the cells")
+            row = int(number.group(1))
+            out.append(block[start:match.start()])
+            start = match.end()
+            out.append(rows_before(row))
+            if at < len(pending) and pending[at] == row:
+                out.append(with_cells(match.group(0), list(rows[row])))
+                at += 1
+            else:
+                out.append(match.group(0))
+        rest = block[start:]
+        if b"<sheetData/>" in rest:
+            rest = rest.replace(b"<sheetData/>", b"<sheetData>" + rows_before(1 << 31) + b"</sheetData>", 1)
+        end = rest.find(b"</sheetData>")
+        if end >= 0:
+            rest = rest[:end] + rows_before(1 << 31) + rest[end:]
+        out.append(rest)
+        yield b"".join(out)
+    if at < len(pending):
+        raise ValueError("the sheet XML ended before its rows")
