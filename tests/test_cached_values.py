@@ -22,6 +22,7 @@ from openpyxl.worksheet.formula import ArrayFormula
 from scm_xl.engines import CellError, FormulasEngine, LibreOfficeEngine, Recalculated, get_engine
 from scm_xl.outputs import raise_or_hold
 from scm_xl.xlsx.cached_values import SheetValues, write_cached_values
+from scm_xl.xlsx.package import sheet_parts
 from scm_xl.xlsx.values import CellGrid
 
 RAW = "原始数据"
@@ -288,3 +289,43 @@ def test_an_interruption_as_a_member_is_opened_is_what_propagates_and_leaves_not
     monkeypatch.undo()
     assert len(made) == 3
     assert [p.name for p in tmp_path.iterdir()] == ["book.xlsx"] and source.read_bytes() == before
+
+
+def test_sheets_rendered_ahead_are_kept_only_when_their_values_are_identical(source: Path, recalculated: Recalculated,
+                                                                              tmp_path: Path) -> None:
+    """`fill` renders the sheets with the reference's values while the engine works, and keeps a
+    sheet so rendered only where the engine's values turn out identical (to the bit): the file
+    is the same either way, and a sheet whose values differ in one cell is rendered again."""
+    from scm_xl.xlsx.cached_values import render_ahead
+
+    engine = values_by_sheet(recalculated.values)
+    plain = tmp_path / "plain.xlsx"
+    written = write_cached_values(source, plain, engine)
+    changed = CellGrid(recalculated.values.items())
+    cell = next(key for key, value in recalculated.values.items() if isinstance(value, float) and key[0] == RAW)
+    changed[cell] = float(recalculated.values[cell]) + 1e-12  # a reference that differs in one cell's last bits
+    for reference, kept in ((values_by_sheet(recalculated.values), set(engine)),
+                            (values_by_sheet(changed), set(engine) - {RAW})):
+        with render_ahead(source, reference, folder=tmp_path) as ahead:
+            out = tmp_path / "ahead.xlsx"
+            assert write_cached_values(source, out, values_by_sheet(recalculated.values), ahead=ahead) == written
+            with zipfile.ZipFile(source) as book:
+                parts = {part: title for title, part in sheet_parts(book).items()}
+            assert {parts[name] for name in ahead.kept} == kept
+        with zipfile.ZipFile(plain) as a, zipfile.ZipFile(out) as b:
+            assert a.namelist() == b.namelist() and all(a.read(name) == b.read(name) for name in a.namelist())
+
+
+def test_identical_values_are_the_same_cells_types_and_bits() -> None:
+    from scm_xl.xlsx.values import ABSENT, identical
+
+    def view(*values: object) -> SheetValues:
+        return CellGrid({("S", f"A{row}"): value for row, value in enumerate(values, start=1)
+                         if value is not ABSENT}.items()).sheet_view("S")
+
+    assert identical(view(1.5, "x", None, True, CellError("#N/A"), 0.0), view(1.5, "x", None, True, CellError("#N/A"), 0.0))
+    for one, other in ((0.0, -0.0), (1.0, True), (0.0, False), (1.5, 1.5000000000000002), (float("nan"), float("nan")),
+                       ("", None), (1.0, "1")):
+        assert not identical(view(2.0, one), view(2.0, other)), (one, other)
+    assert not identical(view(1.0, 2.0), view(1.0))  # a cell fewer
+    assert not identical({(1, 1): 1.0}, {(1, 1): 1.0})  # not two grids' sheets: not told, so not the same

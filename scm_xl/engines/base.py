@@ -43,14 +43,18 @@ class Pending:
     gives each as it comes), `cancel()` gives it up (an interrupted command ends the engine's
     process). `alone`: the engine's process needs the machine's memory to itself (a very large
     workbook): its values come once it has ended, and the caller computes nothing large until
-    then (`fill` takes them before it computes the reference)."""
+    then (`fill` takes them before it computes the reference). `working()`: the engine is still
+    at work in a process of its own, and none of its values is in yet: time the caller may spend
+    on work it would otherwise do after (`fill` renders the sheets ahead)."""
 
     def __init__(self, result: Callable[[], Recalculated], cancel: Callable[[], None] | None = None,
-                 sheet: Callable[[str], SheetView] | None = None, *, alone: bool = False) -> None:
+                 sheet: Callable[[str], SheetView] | None = None, *, alone: bool = False,
+                 working: Callable[[], bool] | None = None) -> None:
         self._result = result
         self._cancel = cancel
         self._sheet = sheet
         self.alone = alone
+        self._working = working
         self._done: Recalculated | None = None
         self._grid: CellGrid | None = None
 
@@ -71,6 +75,9 @@ class Pending:
     def cancel(self) -> None:
         if self._cancel is not None:
             self._cancel()
+
+    def working(self) -> bool:
+        return self._working is not None and self._done is None and self._working()
 
 
 class Engine(abc.ABC):

@@ -72,7 +72,8 @@ class IronCalcEngine(Engine):
         alone = count >= ALONE_CELLS
         worker = _Worker(path, cells, spool=alone, prepared=prepared)
         return Pending(lambda: self._recalculated(path, start, worker.values), worker.kill,
-                       lambda title: self._answered(path, lambda: worker.sheet(title)), alone=alone)
+                       lambda title: self._answered(path, lambda: worker.sheet(title)), alone=alone,
+                       working=worker.working)
 
     def _recalculated(self, path: Path, start: float, evaluate: Callable[[], CellGrid]) -> Recalculated:
         return Recalculated(self.name, self._answered(path, evaluate), time.perf_counter() - start)
@@ -215,6 +216,11 @@ class _Worker:
             raise
         if self.failure is not None and (title is None or title not in self.arrived):
             raise self.failure
+
+    def working(self) -> bool:
+        """Whether the worker is still at work: no sheet's values are in yet, and it has not ended."""
+        with self.changed:
+            return not self.arrived and not self.finished
 
     def sheet(self, title: str) -> SheetView:
         """The values of sheet `title` (none: it has no formula cell), once they are in."""

@@ -45,6 +45,7 @@ from scm_xl.workbook.io import (
 )
 from scm_xl.xlsx import cached_values
 from scm_xl.xlsx.cached_values import SheetValues
+from scm_xl.xlsx.values import CellGrid
 from scm_xl.workbook.stamp import BuiltWorkbook, FilledColumn, is_formula
 from scm_xl.workbook.styles import as_saved
 from scm_xl.workbook.layout import (
@@ -306,8 +307,8 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
             # each sheet's values stored as the engine gives them, while it reads the next back
             report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say,
                             analysis=analysis, cells=cells, prepared=True,
-                            store=lambda sheet: _store_values(staged.temp, cells, sheet, say, sparse=sparse,
-                                                              fills=fills))
+                            store=lambda sheet, ahead: _store_values(staged.temp, cells, sheet, say,
+                                                                     sparse=sparse, fills=fills, ahead=ahead))
         finally:
             sparse.unlink(missing_ok=True)
         if report.verification.ok:
@@ -439,22 +440,44 @@ def _short(value: Any) -> str:
 
 
 def _store_values(path: Path, cells: FormulaCells, sheet: Callable[[str], SheetValues], say: Progress, *,
-                  sparse: Path, fills: dict[str, list[FilledColumn]]) -> None:
+                  sparse: Path, fills: dict[str, list[FilledColumn]], ahead: _Ahead | None = None) -> None:
     """Give every formula cell the value the verifying engine computed, so readers that do
     not recalculate (openpyxl data_only, pandas, previews) see the numbers: `path` is written
     anew from `sparse` (openpyxl's file) with the pending cells `fills`, each with its value.
-    `sheet(title)` gives a sheet's values, waiting for them if the engine has not yet."""
+    `sheet(title)` gives a sheet's values, waiting for them if the engine has not yet.
+
+    With `ahead` (the reference's values, and whether the engine is still at work), the sheets
+    are first rendered with the reference's values while the engine works: each sheet whose
+    engine values are identical to the reference's (most are, to the bit) is then copied as
+    rendered, and only the others are rendered once the engine's values are in
+    (`cached_values.render_ahead`). The file is the same either way."""
     titles = [title for title, refs in cells.items() if refs]
     if not titles:
         return
     stored = path.with_name(path.name + ".values")
+    rendered = None
     try:
+        if ahead is not None and ahead.working():
+            rendered = cached_values.render_ahead(
+                sparse, {title: ahead.reference.sheet_view(title) for title in titles}, folder=path.parent,
+                fills=fills, go_on=ahead.working)
         cached_values.write_cached_values(sparse, stored, _Arriving(titles, sheet, lambda: say(Text("step_store"))),
-                                          fills=fills)
+                                          fills=fills, ahead=rendered)
         os.replace(stored, path)
     finally:
+        if rendered is not None:
+            rendered.close()
         if stored.exists():
             stored.unlink()
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """The reference's values, for `_store_values` to render the sheets with while the engine
+    is still `working()`."""
+
+    reference: CellGrid
+    working: Callable[[], bool]
 
 
 class _Arriving(Mapping[str, SheetValues]):
@@ -509,7 +532,7 @@ def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
 
 def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: Any, note: str | None,
            say: Progress, analysis: Analysis | None = None, cells: FormulaCells | None = None,
-           store: Callable[[Callable[[str], SheetValues]], None] | None = None,
+           store: Callable[[Callable[[str], SheetValues], _Ahead | None], None] | None = None,
            prepared: bool = False) -> WorkbookReport:
     """Recalculate `path` with `engine` and compare every formula cell with the reference
     (`prepared`: `path` was written through the engine's `prepare`).
@@ -518,7 +541,8 @@ def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: A
     in a process of its own (IronCalc on a large workbook) then runs beside this one. `store`,
     when given, is handed the engine's values sheet by sheet (`Pending.sheet`) before they are
     compared: an engine that reads its values back sheet by sheet is storing one while it reads
-    the next."""
+    the next. It is handed the reference's values too (`_Ahead`), to render the sheets with
+    while the engine is still at work."""
     say(Text("step_recalculate", engine=engine.name))
     pending = engine.start(path, cells, prepared=prepared)
     try:
@@ -529,7 +553,7 @@ def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: A
         analysis, expected = expected_cells(layout, inputs, analysis=analysis)
         lsq = least_squares_analysis(analysis.statuses, analysis.settings)
         if store is not None:
-            store(pending.sheet)
+            store(pending.sheet, _Ahead(expected, pending.working) if isinstance(expected, CellGrid) else None)
         recalculated: Recalculated = pending.result()
     except BaseException:  # interrupted, or the reference failed: the engine's work is given up
         pending.cancel()

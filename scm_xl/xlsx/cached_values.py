@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -35,10 +36,10 @@ from xml.etree import ElementTree
 
 from scm_xl.xlsx.fills import FilledColumn
 from scm_xl.xlsx.package import (
-    ROW_ELEMENT, column_name, column_number, copy_package, sheet_parts, with_cells,
+    CHUNK, ROW_ELEMENT, column_name, column_number, copy_package, row_blocks, sheet_parts, with_cells,
 )
 from scm_xl.xlsx.text_fit import DEFAULT_FONT_SIZE, WIDE_WIDTH, row_height, wrapped_lines
-from scm_xl.xlsx.values import ABSENT, CellError, CellGrid, CellValue, SheetView, cell_position
+from scm_xl.xlsx.values import ABSENT, CellError, CellGrid, CellValue, SheetView, cell_position, identical
 
 Position = tuple[int, int]  # (row, column), both from 1
 SheetValues = Mapping[Position, CellValue]
@@ -64,7 +65,8 @@ EXCEL_COLUMN_WIDTH = 8.43  # a column with no width of its own, as Excel and ope
 
 
 def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, SheetValues], *,
-                        fills: Mapping[str, Sequence[FilledColumn]] | None = None) -> int:
+                        fills: Mapping[str, Sequence[FilledColumn]] | None = None,
+                        ahead: RenderedAhead | None = None) -> int:
     """Copy the workbook `src` to `dst` with `values` (sheet title -> (row, col) -> value) cached
     in its formula cells; return how many cells got a value.
 
@@ -75,6 +77,8 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
     does not hold yet (openpyxl's file, saved with `BuiltWorkbook.save(sparse=...)`): each is
     written straight with its value, in the same pass, as `BuiltWorkbook.save` would have
     written it empty. `dst` may be `src`; it is replaced only once the copy is complete.
+    `ahead` holds sheets rendered before `values` were in (`render_ahead`): a sheet whose values
+    are identical to those it was rendered with is copied from there, not rendered again.
     """
     src, dst = Path(src), Path(dst)
     with zipfile.ZipFile(src) as source:
@@ -96,10 +100,14 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
             else:
                 yield piece
 
+    def sheet(name: str, blocks: Iterator[bytes]) -> Iterator[bytes | int]:
+        sheet_values = values[title_of[name]] if name in title_of else {}
+        kept = ahead.take(name, sheet_values) if ahead is not None else None
+        return kept if kept is not None else _rewrite_sheet(blocks, sheet_values, wrapping, fills_of.get(name, ()))
+
     def rewrite(name: str) -> Callable[[Iterator[bytes]], Iterator[bytes]] | None:
         if name in title_of or name in fills_of:
-            return lambda blocks: counted(_rewrite_sheet(blocks, values[title_of[name]] if name in title_of else {},
-                                                         wrapping, fills_of.get(name, ())))
+            return lambda blocks: counted(sheet(name, blocks))
         if name == "xl/workbook.xml":
             return lambda blocks: iter([_full_calc_on_load(b"".join(blocks))])
         return None
@@ -107,6 +115,88 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
     dst.parent.mkdir(parents=True, exist_ok=True)
     copy_package(src, dst, rewrite, compression=None)  # each member compressed as it was
     return written
+
+
+class RenderedAhead:
+    """Sheets' XML with values cached, rendered before an engine's values are in, with values
+    the caller expects it to give (`fill`: the reference's, while IronCalc's worker evaluates),
+    held uncompressed in a file without a name beside the output. `take` gives a sheet back only
+    when the values it is asked for are identical to those it was rendered with
+    (`values.identical`: the same cells, types and bits), so the file gets the very bytes that
+    rendering it then would have given."""
+
+    def __init__(self, folder: str | Path) -> None:
+        try:
+            self.file = tempfile.TemporaryFile(dir=folder, prefix=".scm-xl-ahead-")
+        except OSError:  # a folder it cannot write in: where temporary files go
+            self.file = tempfile.TemporaryFile(prefix="scm-xl-ahead-")
+        # member name -> (the values it was rendered with, its offset and length in the file,
+        # how many cells got a value)
+        self.parts: dict[str, tuple[SheetValues, int, int, int]] = {}
+        self.kept: list[str] = []  # the members `take` gave back
+
+    def take(self, name: str, values: SheetValues) -> Iterator[bytes | int] | None:
+        """Member `name` as rendered ahead (a count of the cells that got a value, then the XML),
+        when `values` are those it was rendered with; else None."""
+        part = self.parts.get(name)
+        if part is None or not identical(part[0], values):
+            return None
+        self.kept.append(name)
+        return self._pieces(*part[1:])
+
+    def _pieces(self, offset: int, length: int, written: int) -> Iterator[bytes | int]:
+        yield written
+        self.file.seek(offset)
+        while length > 0:
+            piece = self.file.read(min(CHUNK, length))
+            if not piece:
+                raise OSError("the sheets rendered ahead were cut short")
+            length -= len(piece)
+            yield piece
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __enter__(self) -> RenderedAhead:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def render_ahead(src: str | Path, values: Mapping[str, SheetValues], *, folder: str | Path,
+                 fills: Mapping[str, Sequence[FilledColumn]] | None = None,
+                 go_on: Callable[[], bool] = lambda: True) -> RenderedAhead:
+    """Render the sheets of `values` (title -> values) of the workbook `src` as
+    `write_cached_values` would with those values and `fills`, one after another while
+    `go_on()` says there is time (the caller has nothing else to do: `fill` while IronCalc's
+    worker still evaluates); `write_cached_values(..., ahead=)` then copies each sheet whose
+    values turn out identical."""
+    ahead = RenderedAhead(folder)
+    try:
+        with zipfile.ZipFile(src) as source:
+            parts = sheet_parts(source)
+            unknown = sorted(set(values) - set(parts))
+            if unknown:
+                raise ValueError(f"{src}: no sheet named {', '.join(map(repr, unknown))}")
+            wrapping = _wrapping_styles(source)
+            for title, sheet_values in values.items():
+                if not go_on():
+                    break
+                name = parts[title]
+                offset, written = ahead.file.tell(), 0
+                with source.open(name) as reader:
+                    for piece in _rewrite_sheet(row_blocks(reader), sheet_values, wrapping,
+                                                (fills or {}).get(title, ())):
+                        if isinstance(piece, int):
+                            written += piece
+                        else:
+                            ahead.file.write(piece)
+                ahead.parts[name] = (sheet_values, offset, ahead.file.tell() - offset, written)
+    except BaseException:
+        ahead.close()
+        raise
+    return ahead
 
 
 # -- the package -----------------------------------------------------------------------------------
