@@ -280,7 +280,8 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
     analysis = analyze([row for _, row in inputs.rows], inputs.settings)
     # The latency sheet's knee is profiled here (not a formula) and stored as a value.
     latency_ws = wb[latency_sheet.SHEET_TITLES[layout.lang]]
-    knee = latency_sheet.fitted_knee([row for _, row in inputs.rows], latency_sheet.sheet_model(inputs.latency, analysis))
+    knee = latency_sheet.fitted_knee([row for _, row in inputs.rows],
+                                     latency_sheet.sheet_model(inputs.latency, analysis))
     inputs.latency["fitted_knee"] = as_saved(knee) if knee is not None else None  # as its cell will hold it
     latency_sheet.write_cells(latency_ws, layout, inputs.latency, hand_set_only=False)
     points = charts.chart_points([row for _, row in inputs.rows], analysis.statuses,

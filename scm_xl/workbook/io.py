@@ -431,14 +431,22 @@ def write_rows(wb: Workbook, layout: Layout, rows: list[ResultRow], *, clear: bo
 
 def write_typed(wb: Workbook, layout: Layout, typed: list[dict[str, Any]]) -> None:
     """Write rows exactly as a person typed them (text stays text, even a number typed as text)."""
-    ws = wb[layout.title("raw")]
+    ws = cast(Worksheet, wb[layout.title("raw")])
     columns = {key: column_index_from_string(layout.entry_col(key)) for key in RAW_INPUT_KEYS}
+    # the sheet's cells looked up and added here, not through `ws.cell` (its checks and
+    # bookkeeping are a third of typing 100,000 values): an input cell is never merged
+    cells = ws._cells
     for i, values in enumerate(typed):
         sheet_row = layout.raw_first + i
         for key, value in values.items():
             if value is None:
                 continue
-            write_value(cast(Cell, ws.cell(row=sheet_row, column=columns[key])), value)  # an input cell is never merged
+            cell = cells.get((sheet_row, columns[key]))
+            if cell is None:
+                cell = cells[(sheet_row, columns[key])] = Cell(ws, row=sheet_row, column=columns[key])
+            write_value(cast(Cell, cell), value)
+    if typed:  # the last row written, as `ws.cell` keeps it (`ws.append` writes below it)
+        ws._current_row = max(ws._current_row, layout.raw_first + len(typed) - 1)  # type: ignore[attr-defined]
 
 
 def write_hand_set(wb: Workbook, layout: Layout, inputs: Inputs, *, settings: bool = True) -> None:
