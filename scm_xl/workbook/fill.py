@@ -8,7 +8,7 @@ stays as it was (`WorkbookReport.set_aside` names it).
 
 Filling a person's own workbook rebuilds scm-xl's sheets; what the person added to them
 that the rebuild would lose is carried over: their comments (a raw row's move with its
-exp_id) and where their own sheets sit among scm-xl's (`_PersonWork`).
+exp_id) and where their own sheets sit among scm-xl's (`person_work.PersonWork`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from openpyxl.comments import Comment
-from openpyxl.utils.cell import column_index_from_string, coordinate_from_string
 
 from scm_xl.engines import choose_engine
 from scm_xl.engines.base import FormulaCells, Recalculated
@@ -33,7 +31,7 @@ from scm_xl.verify import Verification, compare
 from scm_xl import goodput
 from scm_xl.slo_answer import provider_limits
 from scm_xl.workbook import charts, latency_sheet, slo_sheet, summary_sheet
-from scm_xl.workbook.raw_sheet import OWN_COMMENTS
+from scm_xl.workbook.person_work import PersonWork
 from scm_xl.workbook.printing import trim_print_areas
 from scm_xl.outputs import staging, write_target
 from scm_xl.workbook.registry import (
@@ -46,7 +44,7 @@ from scm_xl.workbook.io import (
 from scm_xl.xlsx import cached_values
 from scm_xl.xlsx.cached_values import SheetValues
 from scm_xl.xlsx.values import CellGrid
-from scm_xl.workbook.stamp import BuiltWorkbook, FilledColumn, is_formula
+from scm_xl.workbook.stamp import BuiltWorkbook, FilledColumn
 from scm_xl.workbook.styles import as_saved
 from scm_xl.workbook.layout import (
     MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
@@ -170,7 +168,7 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
     chosen.require()  # refuse an engine that cannot run here before anything is written
     check_model_names(rows, where=str(paths[0]))
 
-    person: _PersonWork | None = None
+    person: PersonWork | None = None
     if workbook is not None:
         workbook = Path(workbook)
         say(Text("step_read", path=workbook))
@@ -180,7 +178,7 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
         rows = _keep_manual_cells(rows, old_inputs)
         layout = _layout_for(rows, old_layout.lang, at_least=old_layout, where=str(paths[0]))
         say(Text("step_build"))
-        person = _PersonWork.take(user_wb, old_layout)
+        person = PersonWork.take(user_wb, old_layout)
         remove_own_sheets(user_wb, old_layout)
         built = build_workbook(layout, into=user_wb)
         write_hand_set(built.wb, layout, old_inputs)
@@ -258,7 +256,7 @@ def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress:
     chosen, note = choose_engine(engine, len(typed))
     chosen.require()
     progress(Text("step_build"))
-    person = _PersonWork.take(user_wb, old_layout)
+    person = PersonWork.take(user_wb, old_layout)
     remove_own_sheets(user_wb, old_layout)
     built = build_workbook(layout, into=user_wb)
     write_hand_set(built.wb, layout, old)
@@ -270,7 +268,7 @@ def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress:
 
 
 def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, note: str | None, say: Progress,
-            warnings: list[str], *, force: bool = True, person: _PersonWork | None = None,
+            warnings: list[str], *, force: bool = True, person: PersonWork | None = None,
             notes: list[str] | None = None) -> WorkbookReport:
     """Charts from the reference, then save beside the target, recalculate, verify, store the
     values, and rename into place (exclusively without `force`); a workbook that fails
@@ -321,123 +319,6 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
     report.warnings = warnings + report.warnings
     report.notes = person_notes + (notes or []) + report.notes
     return report
-
-
-@dataclass(frozen=True)
-class _KeptComment:
-    """A comment a person put on one of scm-xl's sheets, and what its cell held then."""
-
-    sheet: str
-    address: str
-    text: str
-    author: str | None
-    width: int
-    height: int
-    value: Any
-    exp_id: str | None  # on a raw-data row: that row's experiment, which the comment follows
-
-
-@dataclass
-class _PersonWork:
-    """What a person added to a workbook that rebuilding scm-xl's sheets would otherwise lose:
-    comments on scm-xl's sheets, and the order of the sheets (a sheet of theirs put first stays
-    first). `take` reads it before scm-xl's sheets are removed, `restore` puts it back and says
-    what it could not keep as it was."""
-
-    order: list[str]
-    active: str | None
-    comments: list[_KeptComment]
-
-    @classmethod
-    def take(cls, wb: Any, layout: Layout) -> _PersonWork:
-        raw_title = layout.title("raw")
-        exp_col = column_index_from_string(layout.entry_col("exp_id"))
-        comments = []
-        for title in own_sheet_titles(layout):
-            if title not in wb.sheetnames:
-                continue
-            ws = wb[title]
-            for cell in list(ws._cells.values()):  # the cells the file holds, not every address in range
-                comment = cell.comment
-                if comment is None or comment.text in OWN_COMMENTS:
-                    continue  # none, or scm-xl's own (the rebuild writes it again)
-                exp_id = None
-                if title == raw_title and cell.row >= layout.raw_first:
-                    held = ws._cells.get((cell.row, exp_col))
-                    exp_id = _exp_id_text(held.value if held is not None else None)
-                comments.append(_KeptComment(title, cell.coordinate, comment.text, comment.author, int(comment.width),
-                                             int(comment.height), cell.value, exp_id))
-        active = wb.active.title if wb.active is not None else None
-        return cls(list(wb.sheetnames), active, comments)
-
-    def restore(self, wb: Any, layout: Layout) -> list[str]:
-        """Put the comments and the sheet order back into the rebuilt `wb`; notes on what changed."""
-        self._restore_order(wb, layout)
-        notes: list[str] = []
-        rows_of: dict[str, int] = {}  # exp_id -> its raw-data row now
-        if any(kept.exp_id is not None for kept in self.comments):
-            exp_col = column_index_from_string(layout.entry_col("exp_id"))
-            for (row, col), cell in wb[layout.title("raw")]._cells.items():
-                exp_id = _exp_id_text(cell.value) if col == exp_col and row >= layout.raw_first else None
-                if exp_id is not None:
-                    rows_of.setdefault(exp_id, row)
-        for kept in self.comments:
-            where = f"'{kept.sheet}'!{kept.address}"
-            address = kept.address
-            if kept.exp_id is not None:
-                row = rows_of.get(kept.exp_id)
-                if row is None:
-                    notes.append(Text("comment_lost", where=where, exp_id=kept.exp_id, text=_short(kept.text)))
-                    continue
-                address = f"{coordinate_from_string(kept.address)[0]}{row}"
-            cell = wb[kept.sheet][address]
-            cell.comment = Comment(kept.text, kept.author, height=kept.height, width=kept.width)
-            if not is_formula(kept.value) and cell.value != kept.value:
-                now: str = f"'{kept.sheet}'!{address}"
-                if address != kept.address:
-                    now = Text("comment_moved", where=now, exp_id=kept.exp_id)
-                notes.append(Text("comment_rewritten", where=where, now=now, before=_short(kept.value),
-                                  after=_short(cell.value)))
-        return notes
-
-    def _restore_order(self, wb: Any, layout: Layout) -> None:
-        """Each sheet of the person's goes back after the scm-xl sheet it followed (first, if
-        it was first); scm-xl's sheets keep their own order."""
-        own = set(own_sheet_titles(layout))
-        after: dict[str | None, list[str]] = {}
-        anchor: str | None = None
-        for title in self.order:
-            if title in own:
-                anchor = title
-            else:
-                after.setdefault(anchor, []).append(title)
-        present = {sheet.title: sheet for sheet in wb._sheets}
-        ordered = [present[title] for title in after.get(None, []) if title in present]
-        for sheet in wb._sheets:
-            if sheet.title in own:
-                ordered.append(sheet)
-                ordered += [present[title] for title in after.get(sheet.title, []) if title in present]
-        ordered += [sheet for sheet in wb._sheets if sheet not in ordered]
-        wb._sheets = ordered
-        active = present.get(self.active) if self.active is not None else None
-        if active is None or active.sheet_state != "visible":
-            active = next(sheet for sheet in ordered if sheet.sheet_state == "visible")
-        wb.active = active
-        for sheet in wb.worksheets:
-            sheet.sheet_view.tabSelected = sheet is active
-
-
-def _exp_id_text(value: Any) -> str | None:
-    """A raw row's exp_id as the workbook's rows are matched by it (None: blank)."""
-    if value is None or is_formula(value):
-        return None
-    text = str(value).strip()
-    return text or None
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _store_values(path: Path, cells: FormulaCells, sheet: Callable[[str], SheetValues], say: Progress, *,

@@ -21,6 +21,15 @@ is streamed row by row, so memory stays small on a 10,000-row sheet. The workboo
 keeps calcPr fullCalcOnLoad="1", so Excel recalculates on open; LibreOffice
 recalculates cells whose inputs a person changes, and its own setting decides
 whether it recalculates everything on load.
+
+`render_ahead` renders sheets before the engine's values are in, with the values the
+caller expects (`fill`: the reference's), and `write_cached_values` copies each one whose
+values turn out identical to the bit.
+
+Long because it is one rewrite of one stream: a sheet's rows as they come, its formula
+cells, the cells of array ranges, the pending cells rendered a block of rows at a time,
+and the heights of rows whose wrapped values need more lines; rendering ahead is the same
+rewrite, earlier.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ openpyxl.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from scm_xl.xlsx.package import ROW_ELEMENT, column_name, with_cells
@@ -61,38 +61,51 @@ def with_fills(blocks: Iterator[bytes], fills: list[FilledColumn]) -> Iterator[b
             runs.append((lo, hi - 1, b"".join(covering), len(covering)))
 
     def added(row: int) -> list[tuple[int, bytes]]:
-        return [(column, xml % row) for lo, hi, column, xml in cells if lo <= row <= hi]
+        return [(column, xml % row) for lo, hi, column, xml in cells if lo <= row <= hi] if first <= row <= last else []
 
     def new_rows(upto: int) -> bytes:
+        """The rows before row `upto` (the file holds `upto`, or END) not written yet."""
         nonlocal written
         out = []
         for lo, hi, template, count in runs:
             start, stop = max(lo, written + 1), min(hi, upto - 1, last)
             for row in range(start, stop + 1):
                 out.append(b'<row r="%d">' % row + template % ((row,) * count) + b"</row>")
-        written = max(written, min(upto - 1, last))
+        written = max(written, upto)
         return b"".join(out)
 
+    return _placed(blocks, new_rows, added, "the shared formulas' cells")
+
+
+END = 1 << 31  # a row number after every row: `_placed`'s "the rows that are left"
+
+
+def _placed(blocks: Iterator[bytes], rows_before: Callable[[int], bytes],
+            cells_of: Callable[[int], list[tuple[int, bytes]]], what: str) -> Iterator[bytes]:
+    """The sheet XML with rows and cells put in: `rows_before(n)` gives the new rows that go
+    before row n, which the XML holds (END: every one left, before </sheetData>), and `cells_of(n)`
+    the (column, <c> XML) pairs that go among row n's own cells (`package.with_cells`). Rows
+    ascend; a row without its number cannot be placed (`what`: what could not)."""
     for block in blocks:
         out: list[bytes] = []
-        at = 0
+        start = 0
         for match in ROW_ELEMENT.finditer(block):
             number = _ROW_NUMBER.match(match.group(0))
             if number is None:
-                raise ValueError("a sheet row without r=: cannot place the shared formulas' cells")
+                raise ValueError(f"a sheet row without r=: cannot place {what}")
             row = int(number.group(1))
-            out.append(block[at:match.start()])
-            at = match.end()
-            out.append(new_rows(row))
-            extra = added(row) if first <= row <= last else []
+            out.append(block[start:match.start()])
+            start = match.end()
+            out.append(rows_before(row))
+            extra = cells_of(row)
             out.append(with_cells(match.group(0), extra) if extra else match.group(0))
-            written = max(written, row)
-        rest = block[at:]
+        rest = block[start:]
+        if b"<sheetData/>" in rest:
+            rest = rest.replace(b"<sheetData/>", b"<sheetData>" + rows_before(END) + b"</sheetData>", 1)
         end = rest.find(b"</sheetData>")
         if end >= 0:
-            out.append(rest[:end] + new_rows(last + 1) + rest[end:])
-        else:
-            out.append(rest)
+            rest = rest[:end] + rows_before(END) + rest[end:]
+        out.append(rest)
         yield b"".join(out)
 
 
@@ -117,33 +130,22 @@ def with_rows(blocks: Iterator[bytes], rows: Mapping[int, Sequence[tuple[int, by
             at += 1
         return b"".join(out)
 
-    for block in blocks:
-        if dimension is not None and b"<dimension" in block:
-            ref = dimension.encode("ascii")
-            block = _DIMENSION_REF.sub(lambda m: m.group(1) + ref + m.group(2), block, count=1)
-            dimension = None
-        out: list[bytes] = []
-        start = 0
-        for match in ROW_ELEMENT.finditer(block):
-            number = _ROW_NUMBER.match(match.group(0))
-            if number is None:
-                raise ValueError("a sheet row without r=: cannot place the cells")
-            row = int(number.group(1))
-            out.append(block[start:match.start()])
-            start = match.end()
-            out.append(rows_before(row))
-            if at < len(pending) and pending[at] == row:
-                out.append(with_cells(match.group(0), list(rows[row])))
-                at += 1
-            else:
-                out.append(match.group(0))
-        rest = block[start:]
-        if b"<sheetData/>" in rest:
-            rest = rest.replace(b"<sheetData/>", b"<sheetData>" + rows_before(1 << 31) + b"</sheetData>", 1)
-        end = rest.find(b"</sheetData>")
-        if end >= 0:
-            rest = rest[:end] + rows_before(1 << 31) + rest[end:]
-        out.append(rest)
-        yield b"".join(out)
+    def cells_of(number: int) -> list[tuple[int, bytes]]:
+        nonlocal at
+        if at < len(pending) and pending[at] == number:
+            at += 1
+            return list(rows[number])
+        return []
+
+    def with_extent(blocks: Iterator[bytes]) -> Iterator[bytes]:
+        pending_ref = dimension is not None
+        for block in blocks:
+            if pending_ref and dimension is not None and b"<dimension" in block:
+                ref = dimension.encode("ascii")
+                block = _DIMENSION_REF.sub(lambda m: m.group(1) + ref + m.group(2), block, count=1)
+                pending_ref = False
+            yield block
+
+    yield from _placed(with_extent(blocks), rows_before, cells_of, "the cells")
     if at < len(pending):
         raise ValueError("the sheet XML ended before its rows")
