@@ -32,7 +32,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import IO, Iterator, Sequence
 
 from scm_xl.errors import InputError, UsageError
 
@@ -106,6 +106,16 @@ def check_writable(path: str | Path, *, force: bool = False) -> None:
 def already_exists(shown: str | Path) -> str:
     """The refusal of an existing output (one wording, before the work and at the rename)."""
     return f"{shown} already exists: pass --force to replace it"
+
+
+def scratch_file(folder: str | Path, prefix: str) -> IO[bytes]:
+    """A file without a name in `folder`, beside the output (/tmp may be memory, which a large
+    scratch file would then take), or where temporary files go when that folder is not writable
+    (`verify` of a workbook in a read-only folder). It is gone once closed, or with the command."""
+    try:
+        return tempfile.TemporaryFile(dir=folder, prefix=f".{prefix}")
+    except OSError:
+        return tempfile.TemporaryFile(prefix=prefix)
 
 
 def new_file_mode() -> int:

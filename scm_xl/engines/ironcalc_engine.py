@@ -20,17 +20,17 @@ import importlib
 import pickle
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import TypeVar
 
 from scm_xl.engines import ironcalc_worker
 from scm_xl.engines.base import Engine, Pending, Recalculated, engine_failed
 from scm_xl.xlsx.values import CellGrid, FormulaCells, SheetView, cell_position
 from scm_xl.errors import EngineError
+from scm_xl.outputs import scratch_file
 
 T = TypeVar("T")
 
@@ -110,17 +110,6 @@ def _count(ref: str) -> int:
     return (bottom - top + 1) * (right - left + 1)
 
 
-def _spool_beside(path: Path) -> IO[bytes]:
-    """A file without a name for the worker's answer: beside the workbook (/tmp may be memory,
-    which the answer would then take), or where temporary files go when that folder is not
-    writable (`verify` of a workbook in a read-only folder). It is gone once closed, or with the
-    command."""
-    try:
-        return tempfile.TemporaryFile(dir=path.parent, prefix=".scm-xl-ironcalc-")
-    except OSError:
-        return tempfile.TemporaryFile(prefix="scm-xl-ironcalc-")
-
-
 class _Worker:
     """`ironcalc_worker.main` in a process of its own, started at once: the request goes to its
     standard input now, and a thread takes its answer in as it comes, sheet by sheet: `sheet`
@@ -131,7 +120,7 @@ class _Worker:
     def __init__(self, path: Path, cells: FormulaCells | None, *, spool: bool = False, prepared: bool = False) -> None:
         request = pickle.dumps({"path": str(path), "cells": None if cells is None else dict(cells),
                                 "prepared": prepared}, protocol=pickle.HIGHEST_PROTOCOL)
-        self.spool = _spool_beside(path) if spool else None
+        self.spool = scratch_file(path.parent, "scm-xl-ironcalc-") if spool else None  # beside the workbook
         try:
             self.process = subprocess.Popen([sys.executable, "-m", "scm_xl.engines.ironcalc_worker"],
                                             stdin=subprocess.PIPE, stderr=subprocess.PIPE,

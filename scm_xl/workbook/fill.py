@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-
 from scm_xl.engines import choose_engine
 from scm_xl.engines.base import FormulaCells, Recalculated
 from scm_xl.lsq import LsqAnalysis, least_squares_analysis

@@ -30,6 +30,7 @@ from typing import Any
 
 from openpyxl import Workbook
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
+from openpyxl.compat.strings import safe_string
 from openpyxl.formula.translate import Translator
 from openpyxl.utils import column_index_from_string
 from openpyxl.worksheet.formula import ArrayFormula
@@ -371,7 +372,7 @@ def plain_cell_xml(cell: object, ref: bytes) -> bytes | None:
     if (kind is int or kind is float) and plain.data_type == "n":
         if not math.isfinite(value):
             return None
-        return b'<c r="%s" t="n"><v>%.16g</v></c>' % (ref, value)  # safe_string's format
+        return b'<c r="%s" t="n"><v>%s</v></c>' % (ref, safe_string(value).encode("ascii"))
     if kind is str and plain.data_type == "s" and value and ILLEGAL_CHARACTERS_RE.search(value) is None \
             and _NOT_LXML_TEXT.search(value) is None:
         text = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", "&#13;") \

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import math
 import re
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from scm_xl.outputs import scratch_file
 from scm_xl.xlsx.fills import FilledColumn
 from scm_xl.xlsx.package import (
     CHUNK, ROW_ELEMENT, column_name, column_number, copy_package, row_blocks, sheet_parts, with_cells,
@@ -135,10 +135,7 @@ class RenderedAhead:
     rendering it then would have given."""
 
     def __init__(self, folder: str | Path) -> None:
-        try:
-            self.file = tempfile.TemporaryFile(dir=folder, prefix=".scm-xl-ahead-")
-        except OSError:  # a folder it cannot write in: where temporary files go
-            self.file = tempfile.TemporaryFile(prefix="scm-xl-ahead-")
+        self.file = scratch_file(folder, "scm-xl-ahead-")
         # member name -> (the values it was rendered with, its offset and length in the file,
         # how many cells got a value)
         self.parts: dict[str, tuple[SheetValues, int, int, int]] = {}
