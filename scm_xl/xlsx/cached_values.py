@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import re
 import zipfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -91,11 +91,8 @@ def write_cached_values(src: str | Path, dst: str | Path, values: Mapping[str, S
     """
     src, dst = Path(src), Path(dst)
     with zipfile.ZipFile(src) as source:
-        parts = sheet_parts(source)
         fills = fills or {}
-        unknown = sorted((set(values) | set(fills)) - set(parts))
-        if unknown:
-            raise ValueError(f"{src}: no sheet named {', '.join(map(repr, unknown))}")
+        parts = _parts_naming(source, src, set(values) | set(fills))
         title_of = {parts[title]: title for title in values}  # each sheet's values asked for at its turn
         fills_of = {parts[title]: columns for title, columns in fills.items() if columns}
         wrapping = _wrapping_styles(source)
@@ -181,10 +178,7 @@ def render_ahead(src: str | Path, values: Mapping[str, SheetValues], *, folder: 
     ahead = RenderedAhead(folder)
     try:
         with zipfile.ZipFile(src) as source:
-            parts = sheet_parts(source)
-            unknown = sorted(set(values) - set(parts))
-            if unknown:
-                raise ValueError(f"{src}: no sheet named {', '.join(map(repr, unknown))}")
+            parts = _parts_naming(source, src, values)
             wrapping = _wrapping_styles(source)
             for title, sheet_values in values.items():
                 if not go_on():
@@ -206,6 +200,16 @@ def render_ahead(src: str | Path, values: Mapping[str, SheetValues], *, folder: 
 
 
 # -- the package -----------------------------------------------------------------------------------
+
+
+def _parts_naming(source: zipfile.ZipFile, src: str | Path, titles: Iterable[str]) -> dict[str, str]:
+    """The sheet parts of `source` (the workbook `src`) by title, refused where `titles` name a
+    sheet it does not have."""
+    parts = sheet_parts(source)
+    unknown = sorted(set(titles) - set(parts))
+    if unknown:
+        raise ValueError(f"{src}: no sheet named {', '.join(map(repr, unknown))}")
+    return parts
 
 
 def _full_calc_on_load(xml: bytes) -> bytes:
