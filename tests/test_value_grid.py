@@ -204,13 +204,26 @@ def test_a_fill_stores_the_same_workbook_from_the_worker_sheet_by_sheet(tmp_path
     from scm_xl.workbook.fill import fill
 
     here = fill(ARTICLE, output=tmp_path / "here.xlsx", lang="en")
+    worker_class = ironcalc_engine._Worker
+    given: list[int] = []
+    real_type_in = worker_class.type_in
+
+    def type_in(worker: ironcalc_engine._Worker, typed: list[object], cells: object) -> None:
+        given.append(len(typed))
+        real_type_in(worker, typed, cells)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(worker_class, "type_in", type_in)
     started = workers_from_now(monkeypatch)
     there = fill(ARTICLE, output=tmp_path / "there.xlsx", lang="en")
     assert started and here.verification.ok and there.verification.ok
+    # the worker loaded the file saved before the analysis, then took the cells it typed (the
+    # fitted knee, the charts' groups and rows): the file is the same as if it had waited
+    assert len(started) == 1 and len(given) == 1 and given[0] > 0
     with zipfile.ZipFile(tmp_path / "here.xlsx") as one, zipfile.ZipFile(tmp_path / "there.xlsx") as two:
         sheets = [name for name in one.namelist() if name.startswith("xl/worksheets/sheet")]
         assert len(sheets) > 10 and sheets == [name for name in two.namelist() if name in sheets]
         assert all(one.read(name) == two.read(name) for name in sheets)
+        assert one.read("xl/styles.xml") == two.read("xl/styles.xml")
 
 
 def test_a_workbook_too_large_to_share_the_memory_is_evaluated_alone(tmp_path: Path,
@@ -354,3 +367,97 @@ def test_formula_cells_down_a_column_are_listed_as_runs(tmp_path: Path) -> None:
     with zipfile.ZipFile(book) as read:
         refs = sheet_refs(read, "xl/worksheets/sheet1.xml")
     assert sorted(refs) == ["A1:A3", "A5:A7", "B2:B3", "B6", "C5:C7"]
+
+
+def test_what_was_typed_since_a_save_is_listed_as_values_and_formulas() -> None:
+    """`TypedSince` lists the values and formulas typed into a workbook since it was taken, as an
+    engine that loaded the file saved then is given them; a text that reads like a formula stays a
+    text. Anything more than typing (a cell emptied, a sheet moved, a defined name, an array
+    formula) gives None: the engine must load the file as it ends up."""
+    import openpyxl
+    from openpyxl.workbook.defined_name import DefinedName
+    from openpyxl.worksheet.formula import ArrayFormula
+
+    from scm_xl.workbook.stamp import TypedSince
+    from scm_xl.workbook.styles import write_text
+    from scm_xl.xlsx.values import FormulaText
+
+    def book() -> openpyxl.Workbook:
+        wb = openpyxl.Workbook()
+        wb.active.title = "S"
+        wb["S"]["A1"] = 1.5
+        wb["S"]["A2"] = "=A1*2"
+        wb.create_sheet("T")
+        return wb
+
+    wb = book()
+    since = TypedSince(wb)
+    wb["S"]["A1"] = 2.5
+    wb["S"]["B1"] = True
+    write_text(wb["S"]["B2"], "=1+1")
+    wb["S"]["B3"] = "=A1*3"
+    wb["T"]["C4"] = 7
+    _ = wb["T"]["D9"].value  # looked at, not typed into
+    assert since.typed() == [("S", 1, 1, 2.5), ("S", 1, 2, True), ("S", 2, 2, "=1+1"),
+                             ("S", 3, 2, FormulaText("=A1*3")), ("T", 4, 3, 7)]
+    assert TypedSince(wb).typed() == []
+
+    for change in (lambda wb: setattr(wb["S"]["A1"], "value", None),
+                   lambda wb: wb.move_sheet("T", -1),
+                   lambda wb: wb.defined_names.add(DefinedName("Rate", attr_text="S!$A$1")),
+                   lambda wb: wb["S"].__setitem__("C1", ArrayFormula("C1:C2", "=A1:A2*2"))):
+        wb = book()
+        since = TypedSince(wb)
+        change(wb)
+        assert since.typed() is None
+
+
+def test_the_worker_evaluates_what_was_typed_after_it_loaded_the_file(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`start_then`: the worker loads the file at once and evaluates once it is given what was
+    typed since (values, a text that reads like a formula, a formula) and the formula cells to
+    read back."""
+    from scm_xl.xlsx.values import FormulaText
+
+    book = write_workbook(tmp_path / "engines.xlsx")
+    cells = formula_refs(book)
+    engine = IronCalcEngine()
+    assert not engine.loads_apart(cells)  # a small workbook is evaluated in the command
+    started = workers_from_now(monkeypatch)
+    assert engine.loads_apart(cells)
+    pending = engine.start_then(book, cells)
+    assert started and pending.working()
+    typed = [("Calc", 20, 1, 5.0), ("Calc", 20, 2, "=1+1"), ("Calc", 20, 3, FormulaText("=A20*A1"))]
+    pending.type_in(typed, {**cells, "Calc": [*cells["Calc"], "C20"]})
+    values = pending.result().values
+    assert values[("Calc", "C20")] == 5.0 * 47
+    whole = dict(values.items())
+    del whole[("Calc", "C20")]
+    assert whole == dict(IronCalcEngine().recalculate(book).values.items())
+    with pytest.raises(TypeError):
+        IronCalcEngine().start(book).type_in(typed, cells)
+
+
+def test_a_fill_that_changes_more_than_cells_restarts_its_early_engine(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filling a person's workbook puts their own sheet back among scm-xl's after the engine's
+    input was saved: more than typed cells, so the engine that loaded it is given up and another
+    one evaluates the file as it ends up. The workbook is the one a single save writes."""
+    import openpyxl
+
+    from scm_xl.workbook.fill import fill
+
+    fill(ARTICLE, output=tmp_path / "book.xlsx", lang="en")
+    wb = openpyxl.load_workbook(tmp_path / "book.xlsx")
+    mine = wb.create_sheet("Mine", 1)
+    mine["A1"] = "my own notes"
+    wb.save(tmp_path / "book.xlsx")
+    here = fill(ARTICLE, workbook=tmp_path / "book.xlsx", output=tmp_path / "here.xlsx")
+    started = workers_from_now(monkeypatch)
+    there = fill(ARTICLE, workbook=tmp_path / "book.xlsx", output=tmp_path / "there.xlsx")
+    assert here.verification.ok and there.verification.ok
+    assert len(started) == 2 and started[0].process.returncode != 0  # the first was killed
+    with zipfile.ZipFile(tmp_path / "here.xlsx") as one, zipfile.ZipFile(tmp_path / "there.xlsx") as two:
+        sheets = [name for name in one.namelist() if name.startswith("xl/worksheets/sheet")]
+        assert len(sheets) > 10 and all(one.read(name) == two.read(name) for name in sheets)
+        assert one.read("xl/styles.xml") == two.read("xl/styles.xml")

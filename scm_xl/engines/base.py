@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import datetime
 import numbers
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsFloat, cast
@@ -21,7 +21,7 @@ from scm_xl.errors import EngineError
 # The value types live with the grid that holds many of them (xlsx.values: no numpy or
 # openpyxl there, so the IronCalc worker process imports little); every engine names them here.
 from scm_xl.xlsx.values import (  # noqa: E402,F401
-    CellError, CellGrid, CellKey, CellValue, FormulaCells, SheetView, cell_position,
+    CellError, CellGrid, CellKey, CellValue, FormulaCells, SheetView, TypedCell, cell_position,
 )
 
 
@@ -45,18 +45,27 @@ class Pending:
     workbook): its values come once it has ended, and the caller computes nothing large until
     then (`fill` takes them before it computes the reference). `working()`: the engine is still
     at work in a process of its own, and none of its values is in yet: time the caller may spend
-    on work it would otherwise do after (`fill` renders the sheets ahead)."""
+    on work it would otherwise do after (`fill` renders the sheets ahead). `type_in(typed, cells)`:
+    what was typed into the workbook since its file was saved, and its formula cells now, for a
+    recalculation begun by `Engine.start_then`, which evaluates once it has them."""
 
     def __init__(self, result: Callable[[], Recalculated], cancel: Callable[[], None] | None = None,
                  sheet: Callable[[str], SheetView] | None = None, *, alone: bool = False,
-                 working: Callable[[], bool] | None = None) -> None:
+                 working: Callable[[], bool] | None = None,
+                 type_in: Callable[[Sequence[TypedCell], FormulaCells], None] | None = None) -> None:
         self._result = result
         self._cancel = cancel
         self._sheet = sheet
         self.alone = alone
         self._working = working
+        self._type_in = type_in
         self._done: Recalculated | None = None
         self._grid: CellGrid | None = None
+
+    def type_in(self, typed: Sequence[TypedCell], cells: FormulaCells) -> None:
+        if self._type_in is None:
+            raise TypeError("only a recalculation begun by Engine.start_then is given typed cells")
+        self._type_in(typed, cells)
 
     def result(self) -> Recalculated:
         if self._done is None:
@@ -99,6 +108,18 @@ class Engine(abc.ABC):
         caller wrote `path` through `prepare` (an engine that needs a copy of its own then reads
         the file as it is)."""
         return Pending(lambda: self.recalculate(path, cells))
+
+    def loads_apart(self, cells: FormulaCells) -> bool:
+        """Whether this engine loads and evaluates a workbook of these formula cells in a process
+        of its own, which `start_then` can begin before the workbook is final. The default: no."""
+        return False
+
+    def start_then(self, path: Path, cells: FormulaCells, *, prepared: bool = False) -> Pending:
+        """`start` for a workbook its writer is still finishing (only where `loads_apart`): the
+        engine loads `path` now, in its own process, while the caller types the last cells into
+        its workbook (`fill`: what the analysis of the rows fills in), and evaluates once
+        `Pending.type_in` gives them."""
+        raise TypeError(f"{self.name} does not load a workbook in a process of its own")
 
     # How each member of the package this engine reads must be rewritten (package.copy_package's
     # `rewrite`), when it needs a copy of its own; None: it reads any workbook as it is. `fill`

@@ -21,12 +21,12 @@ import re
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from scm_xl.xlsx import package
-from scm_xl.xlsx.values import CellError, CellGrid, CellValue, Column, FormulaCells, cell_position
+from scm_xl.xlsx.values import CellError, CellGrid, CellValue, Column, FormulaCells, FormulaText, TypedCell, cell_position
 
 
 class ReadFailed(Exception):
@@ -55,12 +55,16 @@ def evaluate(path: Path, cells: FormulaCells | None = None, *, prepared: bool = 
     return values
 
 
-def sheet_by_sheet(path: Path, cells: FormulaCells | None = None, *,
-                   prepared: bool = False) -> Iterator[tuple[str, dict[int, Column]]]:
+def sheet_by_sheet(path: Path, cells: FormulaCells | None = None, *, prepared: bool = False,
+                   typed: Callable[[], tuple[Sequence[TypedCell], FormulaCells] | None] | None = None,
+                   ) -> Iterator[tuple[str, dict[int, Column]]]:
     """`evaluate`'s values one sheet at a time, in the order of `cells` (the workbook's, read
     from the file): the whole workbook is evaluated before the first, and each sheet is read
     back when it is asked for, so that a caller can store one sheet's values while the next is
-    read (`main`)."""
+    read (`main`). `typed`, when given, is asked once the workbook is loaded for what was typed
+    into it since its file was saved, which goes in before it is evaluated, and for its formula
+    cells then, which are read back in place of `cells` (None: the caller gave up, and nothing
+    is evaluated)."""
     import ironcalc
 
     refs = cells if cells is not None else formula_cells(path)
@@ -68,6 +72,13 @@ def sheet_by_sheet(path: Path, cells: FormulaCells | None = None, *,
         with tempfile.TemporaryDirectory(prefix="scm-xl-ironcalc-") as folder, _printing_to_stderr():
             loaded = path if prepared else for_ironcalc(path, Path(folder))
             model = ironcalc.load_from_xlsx(str(loaded), "en", "UTC")
+            sheet_index = {props["name"]: i for i, props in enumerate(model.get_worksheets_properties())}
+            if typed is not None:
+                since = typed()
+                if since is None:
+                    return
+                _type_in(model, sheet_index, since[0])
+                refs = since[1]
             model.evaluate()
     except Exception as exc:
         raise EngineFailed(str(exc)) from exc
@@ -76,7 +87,6 @@ def sheet_by_sheet(path: Path, cells: FormulaCells | None = None, *,
         if type(exc).__name__ != "PanicException":
             raise
         raise EngineFailed(str(exc)) from exc
-    sheet_index = {props["name"]: i for i, props in enumerate(model.get_worksheets_properties())}
     reader = _Reader(ironcalc, model)
     for sheet, sheet_refs in refs.items():
         if not sheet_refs:
@@ -100,6 +110,23 @@ def sheet_by_sheet(path: Path, cells: FormulaCells | None = None, *,
                     for at, value in enumerate(column):
                         values.put(sheet, top + at, col, value)
         yield sheet, values.columns(sheet)
+
+
+def _type_in(model: Any, sheet_index: dict[str, int], typed: Sequence[TypedCell]) -> None:
+    """Each typed value into its cell as the value it is, not parsed as input (a text stays a
+    text even when it reads "=1+1"), and each typed formula as a formula."""
+    for sheet, row, col, value in typed:
+        index = sheet_index.get(sheet)
+        if index is None:
+            raise EngineFailed(f"a value was typed into sheet {sheet!r}, which the workbook does not have")
+        if isinstance(value, FormulaText):
+            model.update_cell_with_formula(index, row, col, value.text)
+        elif isinstance(value, bool):
+            model.update_cell_with_bool(index, row, col, value)
+        elif isinstance(value, (int, float)):
+            model.update_cell_with_number(index, row, col, float(value))
+        else:
+            model.update_cell_with_text(index, row, col, value)
 
 
 @contextlib.contextmanager
@@ -235,13 +262,21 @@ def main() -> int:
     request = pickle.load(sys.stdin.buffer)
     out = sys.stdout.buffer
 
+    def typed() -> tuple[Sequence[TypedCell], FormulaCells] | None:
+        try:
+            since = pickle.load(sys.stdin.buffer)
+        except EOFError:  # the command gave up before it had them to give
+            return None
+        return since["typed"], since["cells"]
+
     def send(answer: dict[str, Any]) -> None:
         pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)
         out.flush()
 
     try:
         for sheet, columns in sheet_by_sheet(Path(request["path"]), request.get("cells"),
-                                             prepared=bool(request.get("prepared"))):
+                                             prepared=bool(request.get("prepared")),
+                                             typed=typed if request.get("then") else None):
             send({"sheet": sheet, "columns": columns})
     except ReadFailed as exc:
         send({"read_failed": str(exc)})

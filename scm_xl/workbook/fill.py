@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from scm_xl.engines import choose_engine
-from scm_xl.engines.base import FormulaCells, Recalculated
+from scm_xl.engines.base import FormulaCells, Pending, Recalculated
 from scm_xl.lsq import LsqAnalysis, least_squares_analysis
 from scm_xl.errors import InputError, UsageError
 from scm_xl.model import Analysis, Settings, analyze
@@ -43,7 +43,7 @@ from scm_xl.workbook.io import (
 from scm_xl.xlsx import cached_values
 from scm_xl.xlsx.cached_values import SheetValues
 from scm_xl.xlsx.values import CellGrid
-from scm_xl.workbook.stamp import BuiltWorkbook, FilledColumn
+from scm_xl.workbook.stamp import BuiltWorkbook, FilledColumn, TypedSince
 from scm_xl.workbook.styles import as_saved
 from scm_xl.workbook.layout import (
     MAX_MODELS, META_SHEET, Lang, Layout, fitted_layout,
@@ -271,43 +271,68 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
             notes: list[str] | None = None) -> WorkbookReport:
     """Charts from the reference, then save beside the target, recalculate, verify, store the
     values, and rename into place (exclusively without `force`); a workbook that fails
-    verification is set aside instead and the target left alone."""
+    verification is set aside instead and the target left alone.
+
+    An engine that loads the file in a process of its own (`Engine.start_then`: IronCalc on a
+    large workbook) is started on the workbook as typed, before the rows are analysed: it loads
+    while this process analyses them, and is then given the cells the analysis filled in (the
+    latency sheet's fitted knee, the charts' groups: `stamp.TypedSince`). Where the analysis
+    changed more than typed values, that start is given up and the engine starts on the file
+    as it ends up, as any other engine does."""
     wb = built.wb
-    inputs = read_inputs(wb, layout, target, pending=built.fills)
-    analysis = analyze([row for _, row in inputs.rows], inputs.settings)
-    # The latency sheet's knee is profiled here (not a formula) and stored as a value.
-    latency_ws = wb[latency_sheet.SHEET_TITLES[layout.lang]]
-    knee = latency_sheet.fitted_knee([row for _, row in inputs.rows],
-                                     latency_sheet.sheet_model(inputs.latency, analysis))
-    inputs.latency["fitted_knee"] = as_saved(knee) if knee is not None else None  # as its cell will hold it
-    latency_sheet.write_cells(latency_ws, layout, inputs.latency, hand_set_only=False)
-    points = charts.chart_points([row for _, row in inputs.rows], analysis.statuses,
-                                 analysis.calibration.base_prompt_level)
-    charts.add_line_charts(wb, layout, points, summary_sheet.CHART_ANCHOR_COL)
-    # the last raw-data position holding an experiment (a row left blank between them prints too)
-    trim_print_areas(wb, layout, max(inputs.entry, default=0), _distinct_cells([row for _, row in inputs.rows]))
-    inputs.chart_groups = [(model, float(length)) for model, length in points.groups]
-
-    person_notes = person.restore(wb, layout) if person is not None else []
-
     # Written, recalculated, verified and given its values beside the target; renamed onto it last.
     if not write_target(target).parent.is_dir():
         raise InputError(f"folder does not exist: {write_target(target).parent}", path=str(target))
     with staging(target, suffix=".xlsx") as staged:
-        say(Text("step_save"))
         # openpyxl's own file is kept beside: the values go in on the way from it, with the
         # pending cells, in one pass (not a second pass over every cell of the saved file).
         sparse = staged.temp.with_name(staged.temp.name + ".sparse")
+        early: Pending | None = None
         try:
-            fills = built.save(staged.temp, sparse=sparse, engine_input=chosen.prepare)
-            cells = built.formula_cells(fills)
+            early, since, early_fills = _start_early(built, staged.temp, sparse, chosen, say)
+            inputs = read_inputs(wb, layout, target, pending=built.fills)
+            analysis = analyze([row for _, row in inputs.rows], inputs.settings)
+            # The latency sheet's knee is profiled here (not a formula) and stored as a value.
+            latency_ws = wb[latency_sheet.SHEET_TITLES[layout.lang]]
+            knee = latency_sheet.fitted_knee([row for _, row in inputs.rows],
+                                             latency_sheet.sheet_model(inputs.latency, analysis))
+            inputs.latency["fitted_knee"] = as_saved(knee) if knee is not None else None  # as its cell will hold it
+            latency_sheet.write_cells(latency_ws, layout, inputs.latency, hand_set_only=False)
+            points = charts.chart_points([row for _, row in inputs.rows], analysis.statuses,
+                                         analysis.calibration.base_prompt_level)
+            charts.add_line_charts(wb, layout, points, summary_sheet.CHART_ANCHOR_COL)
+            # the last raw-data position holding an experiment (a row left blank between them prints too)
+            trim_print_areas(wb, layout, max(inputs.entry, default=0),
+                             _distinct_cells([row for _, row in inputs.rows]))
+            inputs.chart_groups = [(model, float(length)) for model, length in points.groups]
+            person_notes = person.restore(wb, layout) if person is not None else []
+
+            started = False
+            if early is not None and since is not None and early_fills is not None:
+                typed = since.typed()
+                if typed is not None:
+                    # its formula cells now: openpyxl's, and the pending columns as saved then
+                    cells = built.formula_cells(early_fills)
+                    early.type_in(typed, cells)
+                    fills = built.save(None, sparse=sparse)
+                    started = built.formula_cells(fills) == cells  # no pending column added since
+            if not started:  # more than typed values changed: the engine starts on the file as it ends up
+                if early is not None:
+                    early.cancel()
+                if since is None:
+                    say(Text("step_save"))
+                fills = built.save(staged.temp, sparse=sparse, engine_input=chosen.prepare)
+                cells = built.formula_cells(fills)
             built.release()  # saved: its memory serves the reference and the engine's values
             # each sheet's values stored as the engine gives them, while it reads the next back
             report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say,
                             analysis=analysis, cells=cells, prepared=True,
+                            started=early if started else None, announced=since is not None,
                             store=lambda sheet, ahead: _store_values(staged.temp, cells, sheet, say,
                                                                      sparse=sparse, fills=fills, ahead=ahead))
         finally:
+            if early is not None:  # given up, failed, or done (then this ends nothing)
+                early.cancel()
             sparse.unlink(missing_ok=True)
         if report.verification.ok:
             say(Text("step_write", path=target))
@@ -318,6 +343,22 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
     report.warnings = warnings + report.warnings
     report.notes = person_notes + (notes or []) + report.notes
     return report
+
+
+def _start_early(built: BuiltWorkbook, path: Path, sparse: Path, engine: Any, say: Progress,
+                 ) -> tuple[Pending | None, TypedSince | None, dict[str, list[FilledColumn]] | None]:
+    """The engine started on the workbook as typed so far (`Engine.start_then`), saved at `path`
+    through its `prepare` (openpyxl's own file at `sparse`, rewritten later), with what the
+    workbook holds then (to say what is typed since) and the pending columns saved. (None, None,
+    None) where the engine does not load it in a process of its own: nothing is saved yet."""
+    if not engine.loads_apart(built.formula_cells()):
+        return None, None, None
+    say(Text("step_save"))
+    fills = built.save(path, sparse=sparse, engine_input=engine.prepare)
+    since = built.typed_since()
+    say(Text("step_recalculate", engine=engine.name))
+    pending = engine.start_then(path, built.formula_cells(fills), prepared=True)
+    return pending, since, fills
 
 
 def _store_values(path: Path, cells: FormulaCells, sheet: Callable[[str], SheetValues], say: Progress, *,
@@ -414,7 +455,7 @@ def _keep_manual_cells(rows: list[ResultRow], old: Inputs) -> list[ResultRow]:
 def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: Any, note: str | None,
            say: Progress, analysis: Analysis | None = None, cells: FormulaCells | None = None,
            store: Callable[[Callable[[str], SheetValues], _Ahead | None], None] | None = None,
-           prepared: bool = False) -> WorkbookReport:
+           prepared: bool = False, started: Pending | None = None, announced: bool = False) -> WorkbookReport:
     """Recalculate `path` with `engine` and compare every formula cell with the reference
     (`prepared`: `path` was written through the engine's `prepare`).
 
@@ -423,9 +464,11 @@ def _check(path: Path, shown_as: Path, layout: Layout, inputs: Inputs, engine: A
     when given, is handed the engine's values sheet by sheet (`Pending.sheet`) before they are
     compared: an engine that reads its values back sheet by sheet is storing one while it reads
     the next. It is handed the reference's values too (`_Ahead`), to render the sheets with
-    while the engine is still at work."""
-    say(Text("step_recalculate", engine=engine.name))
-    pending = engine.start(path, cells, prepared=prepared)
+    while the engine is still at work. `started`: the engine's work on `path`, begun already
+    (`_start_early`); `announced`: the recalculation's step was said already."""
+    if not announced:
+        say(Text("step_recalculate", engine=engine.name))
+    pending = started if started is not None else engine.start(path, cells, prepared=prepared)
     try:
         if pending.alone:  # a very large workbook: the engine's values first, then the reference, never both
             _return_freed_memory()

@@ -18,6 +18,7 @@ need. A built workbook is saved through its `BuiltWorkbook` and no other way: it
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import re
@@ -26,18 +27,20 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from openpyxl import Workbook
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
 from openpyxl.compat.strings import safe_string
 from openpyxl.formula.translate import Translator
 from openpyxl.utils import column_index_from_string
+from openpyxl.utils.indexed_list import IndexedList
 from openpyxl.worksheet.formula import ArrayFormula
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.xlsx.fills import FilledColumn, with_fills, with_rows
 from scm_xl.xlsx.package import SheetRewrite, column_name, copy_package, sheet_parts
+from scm_xl.xlsx.values import FormulaText, TypedCell
 from scm_xl.workbook.styles import fonts_in_schema_order
 
 SENTINEL_ROW = 1048000  # a row number no sheet reaches
@@ -125,6 +128,14 @@ class PendingFills:
                 return range(fill.first, fill.last + 1)
         return range(0)
 
+    def columns(self) -> dict[str, list[FilledColumn]]:
+        """`by_sheet` without the columns' styles (asked before saving: `by_sheet` then is not)."""
+        out: dict[str, list[FilledColumn]] = {}
+        for fill in self._fills:
+            out.setdefault(fill.anchor.parent.title, []).append(
+                FilledColumn(fill.column, fill.first, fill.last, fill.index, None))
+        return out
+
     def by_sheet(self) -> dict[str, list[FilledColumn]]:
         """Sheet title -> the columns to write into that sheet's XML (asked once the workbook is
         saved: asking a cell's style_id before gives the styles other numbers)."""
@@ -201,7 +212,7 @@ class BuiltWorkbook:
         self.released = False
         wb.save = _refuse_plain_save  # type: ignore[method-assign]
 
-    def save(self, path: str | Path, *, sparse: str | Path | None = None,
+    def save(self, path: str | Path | None, *, sparse: str | Path | None = None,
              engine_input: Callable[[str], SheetRewrite | None] | None = None) -> dict[str, list[FilledColumn]]:
         """Save to `path`, the pending cells written into the sheets' XML (streamed, row by row)
         as openpyxl would have. Returns those columns, by sheet.
@@ -210,10 +221,22 @@ class BuiltWorkbook:
         `cached_values.write_cached_values(..., fills=<what this returned>)` to write the final
         file from in one pass, the pending cells with their values; `path` is then the engine's
         input, and `engine_input` (an engine's `prepare`) rewrites its members on the way (only
-        then: without `sparse`, `path` is the final file, and save refuses an `engine_input`)."""
+        then: without `sparse`, `path` is the final file, and save refuses an `engine_input`).
+        `path` None, with `sparse`: only openpyxl's own file (the engine's input was saved
+        before, and the engine given what was typed since: `typed_since`)."""
         if self.released:
             raise RuntimeError("this workbook's cells were released after it was saved")
+        if path is None:
+            if sparse is None or engine_input is not None:
+                raise ValueError("save(None) writes openpyxl's own file only, at sparse")
+            return _save_sparse(self.wb, self.fills, Path(sparse))
         return _save(self.wb, self.fills, path, sparse=sparse, engine_input=engine_input)
+
+    def typed_since(self) -> TypedSince:
+        """What the workbook holds now, to say later what was typed into it since (`TypedSince`)."""
+        if self.released:
+            raise RuntimeError("this workbook's cells were released after it was saved")
+        return TypedSince(self.wb)
 
     def release(self) -> None:
         """Drop the cells the openpyxl workbook holds, once saved (the file has them): at 10,000
@@ -223,11 +246,13 @@ class BuiltWorkbook:
             ws._cells.clear()
         self.released = True
 
-    def formula_cells(self, fills: Mapping[str, Sequence[FilledColumn]]) -> dict[str, list[str]]:
-        """Each sheet's formula cells in the file `save` wrote (given what it returned): "A1" for
-        a formula openpyxl held, an array formula's whole range, and each pending column as one
-        range. An engine then need not read a million cells' XML to find them
-        (`Engine.recalculate(cells=...)`)."""
+    def formula_cells(self, fills: Mapping[str, Sequence[FilledColumn]] | None = None) -> dict[str, list[str]]:
+        """Each sheet's formula cells in the file `save` wrote (given what it returned; None: as
+        it would write them now): "A1" for a formula openpyxl held, an array formula's whole
+        range, and each pending column as one range. An engine then need not read a million
+        cells' XML to find them (`Engine.recalculate(cells=...)`)."""
+        if fills is None:
+            fills = self.fills.columns()
         cells: dict[str, list[str]] = {}
         for ws in self.wb.worksheets:
             refs = cells.setdefault(ws.title, [])
@@ -246,22 +271,111 @@ class BuiltWorkbook:
         return cells
 
 
+class TypedSince:
+    """The cells of a workbook as they were (`BuiltWorkbook.typed_since`), and `typed()`: the
+    values and formulas typed into it since, as an engine that loaded the file saved then can be
+    given them (`Engine.start_then`). `fill` saves the engine's input before it analyses the
+    rows, and the analysis then types a few hundred cells (the latency sheet's fitted knee, the
+    charts' groups and their rows' formulas).
+
+    `typed()` is None where anything else changed: a cell emptied or removed, an array or shared
+    formula, a value an engine takes only from a file (a date, an error), a sheet added, renamed
+    or moved, a defined name (print areas are no defined name here: openpyxl keeps a sheet's
+    print area apart, and no formula reads it). Then the engine must load the file as it ends up."""
+
+    def __init__(self, wb: Workbook) -> None:
+        self.wb = wb
+        self.titles = list(wb.sheetnames)
+        self.names = _defined_names(wb)
+        self.cells = {ws.title: {key: (getattr(cell, "_value", None), cell.data_type) for key, cell in ws._cells.items()}
+                      for ws in wb.worksheets}
+
+    def typed(self) -> list[TypedCell] | None:
+        wb = self.wb
+        if list(wb.sheetnames) != self.titles or _defined_names(wb) != self.names:
+            return None
+        typed: list[TypedCell] = []
+        for ws in wb.worksheets:
+            before = self.cells[ws.title]
+            kept = 0
+            for key, cell in ws._cells.items():
+                value, kind = getattr(cell, "_value", None), cell.data_type
+                was = before.get(key)
+                if was is not None:
+                    kept += 1
+                    if (was[0] is value or was[0] == value) and was[1] == kind:
+                        continue
+                elif value is None:  # an empty cell openpyxl made when one was looked at
+                    continue
+                if kind == "f" and type(value) is str:
+                    typed.append((ws.title, key[0], key[1], FormulaText(value)))
+                    continue
+                if value is None or kind not in _TYPED_KINDS or type(value) not in _TYPED_VALUES:
+                    return None
+                typed.append((ws.title, key[0], key[1], value))
+            if kept != len(before):  # a cell removed
+                return None
+        return typed
+
+
+_TYPED_KINDS = frozenset({"n", "s", "b", "inlineStr"})  # not "e" (an error) or "d" (a date)
+_TYPED_VALUES = frozenset({int, float, bool, str})
+
+
+def _defined_names(wb: Workbook) -> dict[tuple[str | None, str], str | None]:
+    names: dict[tuple[str | None, str], str | None] = {(None, name): defined.attr_text
+                                                       for name, defined in wb.defined_names.items()}
+    for ws in wb.worksheets:
+        names.update({(ws.title, name): defined.attr_text for name, defined in ws.defined_names.items()})
+    return names
+
+
+def _save_sparse(wb: Workbook, pending: PendingFills, sparse: Path) -> dict[str, list[FilledColumn]]:
+    """openpyxl's own file at `sparse`, its large sheets' plain cells written in (`_PlainCells`);
+    returns the pending cells by sheet, for the file written from it."""
+    with _as_if_never_saved(wb):
+        fonts_in_schema_order(wb)  # Excel's order: a schema validator then predicts no repair
+        plain = _PlainCells.take(wb)
+        try:
+            Workbook.save(wb, sparse)
+        finally:
+            plain.put_back()
+        if plain.sheets:
+            plain.write_into(sparse)
+        return pending.by_sheet()  # after saving: a cell's style_id numbers its style, in the order asked
+
+
+@contextlib.contextmanager
+def _as_if_never_saved(wb: Workbook) -> Iterator[None]:
+    """What openpyxl's save leaves behind in the workbook, put back as it was: the numbers it gave
+    the cells' styles and the conditional formats' styles (in the order it met them) and the
+    columns' outline level it worked out (written into the sheet's format at the next save). A
+    workbook saved twice (`fill` saves the engine's input early, then openpyxl's own file once
+    the analysis has typed its cells) then writes, the second time, what one save would have."""
+    book = cast(Any, wb)  # the private lists openpyxl numbers styles with: no public API
+    cell_styles = IndexedList(book._cell_styles)
+    differential = list(book._differential_styles.styles)
+    rules = [(rule, rule.dxfId) for ws in wb.worksheets for cf in ws.conditional_formatting for rule in cf.rules]
+    outlines = [(ws.column_dimensions, ws.column_dimensions.max_outline) for ws in wb.worksheets]
+    try:
+        yield
+    finally:
+        book._cell_styles = cell_styles
+        book._differential_styles.styles = differential
+        for rule, dxf_id in rules:
+            rule.dxfId = dxf_id
+        for dimensions, outline in outlines:
+            dimensions.max_outline = outline
+
+
 def _save(wb: Workbook, pending: PendingFills, path: str | Path, *, sparse: str | Path | None = None,
           engine_input: Callable[[str], SheetRewrite | None] | None = None) -> dict[str, list[FilledColumn]]:
     if engine_input is not None and sparse is None:
         # without `sparse`, `path` is the final file, which no engine's rewrite may touch
         raise ValueError("engine_input rewrites the engine's input, which save writes only beside sparse")
-    fonts_in_schema_order(wb)  # Excel's order: a schema validator then predicts no repair
     path = Path(path)
     first = Path(sparse) if sparse is not None else path
-    plain = _PlainCells.take(wb)
-    try:
-        Workbook.save(wb, first)
-    finally:
-        plain.put_back()
-    if plain.sheets:
-        plain.write_into(first)
-    by_sheet = pending.by_sheet()  # after saving: a cell's style_id numbers its style, in the order asked
+    by_sheet = _save_sparse(wb, pending, first)
     if not by_sheet and engine_input is None:
         if sparse is not None:
             shutil.copyfile(first, path)

@@ -33,6 +33,19 @@ CellValue = float | str | bool | CellError | None
 CellKey = tuple[str, str]  # (sheet title exactly as in the workbook, "A1")
 FormulaCells = Mapping[str, Sequence[str]]  # sheet title -> "A1", or "A1:C9" where every cell holds a formula
 
+
+@dataclass(frozen=True)
+class FormulaText:
+    """A formula typed into a cell ("=A1*2"), where a str is a text (even one that reads "=A1*2")."""
+
+    text: str
+
+
+# What was typed into a cell of a saved workbook since: (sheet title, row, column, the value or
+# formula). An engine that loads the file while its writer finishes the workbook is given these
+# before it evaluates (`Engine.start_then`, `stamp.TypedSince`).
+TypedCell = tuple[str, int, int, float | bool | str | FormulaText]
+
 _COLUMN_NUMBERS: dict[str, int] = {}  # column letters -> number, each spelled once per process
 MAX_COLUMN = 16384  # XFD
 
