@@ -76,3 +76,26 @@ def test_collect_and_plan_spell_repeats_alike() -> None:
 def test_an_old_spelling_must_be_a_name_of_the_option() -> None:
     with pytest.raises(ValueError, match="not names of"):
         Aliased(["--output", "-o"], old=("--out",))
+
+
+def test_each_command_is_found_in_the_module_that_lists_it_and_runs_without_the_others() -> None:
+    """`COMMAND_MODULES` names, for each command, the submodule whose `commands` list holds it, and
+    every such command is there; a command imports only its own submodule (`scm-xl fill` neither
+    the collector nor asyncio)."""
+    import importlib
+    import subprocess
+    import sys
+
+    from scm_xl.cli import COMMAND_MODULES
+
+    listed = {command.name: name for name in set(COMMAND_MODULES.values())
+              for command in importlib.import_module(f"scm_xl.cli.{name}").commands}
+    assert listed == COMMAND_MODULES
+    assert [command.name for command in main.commands.values()] == list(COMMAND_MODULES)
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys; from scm_xl.cli import main\n"
+         "try:\n    main(['fill', '--help'])\nexcept SystemExit:\n    pass\n"
+         "print(sorted(m for m in sys.modules if m.startswith('scm_xl.cli.') or m == 'asyncio'))"],
+        capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+    assert "scm_xl.cli.workbook" in imported and "scm_xl.cli.collect" not in imported \
+        and "'asyncio'" not in imported and "scm_xl.cli.demo" not in imported

@@ -17,6 +17,7 @@ from typing import Any
 from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.constrained import measured_percentiles
+from scm_xl.results import has_fault
 from scm_xl.model import Analysis, Calibration, effective_prompt_level, interpolate_k_in, k_in_bracket
 from scm_xl.workbook import lsq_sheet, summary_sheet
 from scm_xl.workbook.expected import Expected, coerce_key, fmt_key, number_value, text_value, typed_value
@@ -27,6 +28,7 @@ from scm_xl.workbook.literals import q
 from scm_xl.workbook.lsq_sheet import COEF_COLS, LsqLayout
 from scm_xl.workbook.printing import pages_for, print_setup
 from scm_xl.workbook.sheet import Building, Checking, SheetSpec, names_on
+from scm_xl.workbook.stamp import write_filled
 from scm_xl.workbook.styles import KEY_FILL, NOTE_FONT, TITLE_FONT, _formula, _header, _label, wrapped_note
 
 
@@ -155,15 +157,45 @@ def inverse_formulas(fx: Formulas) -> dict[str, str]:
     }
 
 
+# The inverse's runs: beside the printed columns (grouped and collapsed), one cell per workings row,
+# the row's concurrency where it is a fault-free run with output of the inverse's model, max_tokens
+# and prompt level, else "". The inverse table's measured latencies select their runs from it with
+# one comparison each (MEDIAN(IF(runs=level, ...))), not seven products over every row: at 10,000
+# rows those cost IronCalc 0.39 s (benchmarks/results/formula_costs_alone_derivation.md).
+RUNS_COL = "J"
+RUNS_HEADER_ROW = 1
+RUNS_FIRST_ROW = 2
+RUNS_HEADER = {"zh": "逆向问题的运行：并发数（计算过程）",
+               "en": "the inverse's runs: concurrency (workings)"}
+
+
+def _runs_range(lo: Layout) -> str:
+    return f"${RUNS_COL}${RUNS_FIRST_ROW}:${RUNS_COL}${RUNS_FIRST_ROW + lo.rows - 1}"
+
+
+def runs_formula(fx: Formulas, row: int) -> dict[str, str]:
+    """The inverse's runs on sheet row `row` (the workings row `row - RUNS_FIRST_ROW + raw_first`)."""
+    lo = fx.lo
+    calc = row - RUNS_FIRST_ROW + lo.raw_first
+    level_at = _keyed(fx, "inverse", "prompt_tokens", "extra")
+    length, model = _keyed(fx, "inverse", "max_tokens"), _keyed(fx, "inverse", "model", "extra")
+
+    def me(key: str) -> str:
+        return lo.raw_cell(key, calc)
+
+    member = (f"({me('model')}={model})*({me('max_tokens')}={length})*({me('present')}=1)*({me('fault')}=0)"
+              f"*({me('total_output_tokens')}>0)*({me('p_level')}={level_at})")  # "" = "" with no levels
+    return {"runs": f"=IF({member}=1,{me('concurrency')},\"\")"}
+
+
 def inverse_row(fx: Formulas, row: int) -> dict[str, str]:
     """One measured concurrency level of the inverse: its prediction, its measured P95
-    latency (median over fault-free runs, as `solve` takes it) and whether it meets both
-    the target and the latency limit."""
+    latency (median over fault-free runs, as `solve` takes it: the inverse's runs at this
+    level) and whether it meets both the target and the latency limit."""
     lo = fx.lo
     slot = row - lo.inverse_table_first
     k, cm = _keyed(fx, "inverse", "max_tokens", "effective"), _keyed(fx, "inverse", "model", "effective")
-    p, level_at = _keyed(fx, "inverse", "prompt_tokens", "effective"), _keyed(fx, "inverse", "prompt_tokens", "extra")
-    length, model = _keyed(fx, "inverse", "max_tokens"), _keyed(fx, "inverse", "model", "extra")
+    p = _keyed(fx, "inverse", "prompt_tokens", "effective")
     limit = _keyed(fx, "inverse", "max_latency")
     col = {c.key: lo.table_col(INVERSE_TABLE, c.key) for c in INVERSE_TABLE}
     level, pred, latency = (f"${col['level']}{row}", f"${col['predicted']}{row}", f"${col['latency']}{row}")
@@ -174,10 +206,6 @@ def inverse_row(fx: Formulas, row: int) -> dict[str, str]:
     first, _ = ll.blocks["f"]
     lsq_f = f"'{ll.title}'!${COEF_COLS['value']}${ll.coef_first + first + slot}"
     f_value = f"IF({fx.name('Method')}=\"lsq\",{lsq_f},{c_f})"
-    raw = fx.raw
-    members = (f"({raw('model')}={model})*({raw('max_tokens')}={length})*({raw('concurrency')}={level})"
-               f"*({raw('present')}=1)*({raw('fault')}=0)*({raw('total_output_tokens')}>0)"
-               f"*({raw('p_level')}={level_at})")  # "" = "" with no levels
     # No ISNUMBER(range) here: IronCalc 0.9.1 gives FALSE for every element of it inside an
     # array formula. A blank latency is copied as "", which MEDIAN skips like any text.
     return {
@@ -186,8 +214,8 @@ def inverse_row(fx: Formulas, row: int) -> dict[str, str]:
             f"=IF(ISNUMBER({level})*ISNUMBER({k})*ISNUMBER({cm})*ISNUMBER({p})*ISNUMBER({base}),"
             f"IF(ISNUMBER({f_value}),{base}*{f_value}*{k}*{p}/{cm},\"\"),\"\")"
         ),
-        "latency": (f"=IF(ISNUMBER({level}),IFERROR(MEDIAN(IF({members}=1,{raw('latency_p95_s')},\"\")),"
-                    f"\"\"),\"\")"),
+        "latency": (f"=IF(ISNUMBER({level}),IFERROR(MEDIAN(IF({_runs_range(lo)}={level},{fx.raw('latency_p95_s')},"
+                    f"\"\")),\"\"),\"\")"),
         "allowed": (f"=IF(ISNUMBER({level}),IF(ISNUMBER({pred}),IF(ISNUMBER({limit}),"
                     f"IF(ISNUMBER({latency}),({latency}<={limit})*1,0),1),0),\"\")"),  # blank: no level here
         "meets": (f"=IF(ISNUMBER({pred}),IF(AND({pred}>={_keyed(fx, 'inverse', 'target_tps')},${col['allowed']}{row}=1),"
@@ -287,9 +315,11 @@ def derivation_values(exp: Expected, layout: Layout, inputs: Inputs, analysis: A
     limit = float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
     # the measured latencies at the prompt level asked for (blank: the base level; every row without levels)
     base_level = analysis.calibration.base_prompt_level
-    percentiles = measured_percentiles([row for _, row in inputs.rows
-                                        if effective_prompt_level(row, base_level) == latency_level])
+    at_level = [(sheet_row, row) for sheet_row, row in inputs.rows
+                if effective_prompt_level(row, base_level) == latency_level]
+    percentiles = measured_percentiles([row for _, row in at_level])
     length = coerce_key(target_in.get("max_tokens"))
+    _runs_values(exp, layout, at_level, model, length)
     table: list[tuple[float | None, float | None, float | None, float]] = []
     for i in range(layout.c_slots):
         level = cal.concurrency_levels[i] if i < len(cal.concurrency_levels) else None
@@ -333,6 +363,20 @@ def derivation_values(exp: Expected, layout: Layout, inputs: Inputs, analysis: A
     else:
         exp[(title, layout.keyed_cell("inverse", "best_tps"))] = None
         exp[(title, layout.keyed_cell("inverse", "best_concurrency"))] = None
+
+
+def _runs_values(exp: Expected, layout: Layout, at_level: list[tuple[int, Any]], model: Any, length: Any) -> None:
+    """The inverse's runs (`runs_formula`): each row's concurrency where it is a fault-free run
+    with output of the model and max_tokens (the rows given are those at the prompt level)."""
+    title = layout.title("derivation")
+    wanted = fmt_key(model).casefold() if model is not None else None
+    runs: dict[int, float] = {}
+    if wanted is not None and isinstance(length, float):
+        runs = {sheet_row: float(row.concurrency) for sheet_row, row in at_level
+                if row.model.casefold() == wanted and row.max_tokens == length and row.total_output_tokens > 0
+                and not has_fault(row)}
+    for i in range(layout.rows):
+        exp[(title, f"{RUNS_COL}{RUNS_FIRST_ROW + i}")] = runs.get(layout.raw_first + i)
 
 
 def _meets(pred: float, target: Any) -> bool:
@@ -401,6 +445,11 @@ def write_sheet(ws: Worksheet, b: Building) -> dict[str, str]:
         for key, text in inverse_row(fx, row).items():
             _formula(ws, f"{layout.table_col(INVERSE_TABLE, key)}{row}", text,
                      {"predicted": "0.00", "latency": "0.000"}.get(key), array=(key == "latency"))
+    ws[f"{RUNS_COL}{RUNS_HEADER_ROW}"] = RUNS_HEADER[layout.lang]
+    write_filled(ws, b.fills, {"runs": RUNS_COL}, lambda row: runs_formula(fx, row),
+                 range(RUNS_FIRST_ROW, RUNS_FIRST_ROW + layout.rows), layout.raw_first - RUNS_FIRST_ROW)
+    ws.column_dimensions.group(RUNS_COL, RUNS_COL, outline_level=1, hidden=True)
+    ws.column_dimensions[RUNS_COL].width = 14
     ws.column_dimensions["A"].width = 36
     ws.column_dimensions["B"].width = 16
     ws.column_dimensions["C"].width = 14
