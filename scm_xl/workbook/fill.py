@@ -191,7 +191,8 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
     if target.is_dir():
         raise UsageError(f"{target} is a folder; give a file name with -o")
     wb = built.wb
-    write_rows(wb, layout, rows, clear=workbook is not None)
+    if workbook is not None:  # a person's workbook: its rows cleared and these typed now
+        write_rows(wb, layout, rows, clear=True)
     if strict_physics is not None:
         set_strict_physics(wb, layout, strict_physics)
     if method is not None:
@@ -213,7 +214,8 @@ def fill(results_path: str | Path | Sequence[str | Path] | None, *, workbook: st
                 typed_capacity[key] = int(sent) if float(sent).is_integer() else sent
     if typed_capacity:
         slo_sheet.set_capacity_inputs(wb, layout, typed_capacity)
-    return _finish(built, layout, target, chosen, note, say, warnings, force=force, person=person, notes=slo_notes)
+    return _finish(built, layout, target, chosen, note, say, warnings, force=force, person=person, notes=slo_notes,
+                   rows=rows if workbook is None else None)
 
 
 def _requests_data(rows: list[ResultRow],
@@ -268,17 +270,18 @@ def _regrow(workbook: Path, *, output: str | Path | None, engine: str, progress:
 
 def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, note: str | None, say: Progress,
             warnings: list[str], *, force: bool = True, person: PersonWork | None = None,
-            notes: list[str] | None = None) -> WorkbookReport:
-    """Charts from the reference, then save beside the target, recalculate, verify, store the
-    values, and rename into place (exclusively without `force`); a workbook that fails
-    verification is set aside instead and the target left alone.
+            notes: list[str] | None = None, rows: list[ResultRow] | None = None) -> WorkbookReport:
+    """Type `rows` into a new workbook's raw-data sheet, charts from the reference, then save
+    beside the target, recalculate, verify, store the values, and rename into place (exclusively
+    without `force`); a workbook that fails verification is set aside instead and the target left
+    alone.
 
     An engine that loads the file in a process of its own (`Engine.start_then`: IronCalc on a
-    large workbook) is started on the workbook as typed, before the rows are analysed: it loads
-    while this process analyses them, and is then given the cells the analysis filled in (the
-    latency sheet's fitted knee, the charts' groups: `stamp.TypedSince`). Where the analysis
-    changed more than typed values, that start is given up and the engine starts on the file
-    as it ends up, as any other engine does."""
+    large workbook) is started on the workbook as built, before the rows are typed and analysed:
+    it loads while this process types and analyses them, and is then given what was typed (the
+    rows, the latency sheet's fitted knee, the charts' groups and their formulas:
+    `stamp.TypedSince`). Where more than typed cells changed, that start is given up and the
+    engine starts on the file as it ends up, as any other engine does."""
     wb = built.wb
     # Written, recalculated, verified and given its values beside the target; renamed onto it last.
     if not write_target(target).parent.is_dir():
@@ -290,6 +293,8 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
         early: Pending | None = None
         try:
             early, since, early_fills = _start_early(built, staged.temp, sparse, chosen, say)
+            if rows is not None:
+                write_rows(wb, layout, rows, clear=False)
             inputs = read_inputs(wb, layout, target, pending=built.fills)
             analysis = analyze([row for _, row in inputs.rows], inputs.settings)
             # The latency sheet's knee is profiled here (not a formula) and stored as a value.
