@@ -422,9 +422,10 @@ def test_the_worker_evaluates_what_was_typed_after_it_loaded_the_file(tmp_path: 
     book = write_workbook(tmp_path / "engines.xlsx")
     cells = formula_refs(book)
     engine = IronCalcEngine()
-    assert not engine.loads_apart(cells)  # a small workbook is evaluated in the command
+    count = sum(ironcalc_engine._count(ref) for refs in cells.values() for ref in refs)
+    assert not engine.loads_apart(count)  # a small workbook is evaluated in the command
     started = workers_from_now(monkeypatch)
-    assert engine.loads_apart(cells)
+    assert engine.loads_apart(count)
     pending = engine.start_then(book, cells)
     assert started and pending.working()
     typed = [("Calc", 20, 1, 5.0), ("Calc", 20, 2, "=1+1"), ("Calc", 20, 3, FormulaText("=A20*A1"))]
@@ -461,3 +462,21 @@ def test_a_fill_that_changes_more_than_cells_restarts_its_early_engine(tmp_path:
         sheets = [name for name in one.namelist() if name.startswith("xl/worksheets/sheet")]
         assert len(sheets) > 10 and all(one.read(name) == two.read(name) for name in sheets)
         assert one.read("xl/styles.xml") == two.read("xl/styles.xml")
+
+
+def test_a_built_workbook_counts_the_formula_cells_it_names(tmp_path: Path) -> None:
+    """`formula_cell_count` is the number of cells `formula_cells` names (each pending column's,
+    each array formula's range), counted without an address for each."""
+    from scm_xl.workbook.fill import _layout_for
+    from scm_xl.results import read_results
+    from scm_xl.workbook.io import write_rows
+
+    rows = list(read_results(ARTICLE).rows)
+    layout = _layout_for(rows, "en")
+    built = build_workbook(layout)
+    write_rows(built.wb, layout, rows, clear=False)
+    cells = built.formula_cells()
+    named = sum(ironcalc_engine._count(ref) for refs in cells.values() for ref in refs)
+    assert named > 10_000 and built.formula_cell_count() == named
+    kinds = {":" in ref for refs in cells.values() for ref in refs}
+    assert kinds == {True, False}  # cells spelled one by one, and ranges (pending columns, array formulas)

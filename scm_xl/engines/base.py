@@ -109,8 +109,8 @@ class Engine(abc.ABC):
         the file as it is)."""
         return Pending(lambda: self.recalculate(path, cells))
 
-    def loads_apart(self, cells: FormulaCells) -> bool:
-        """Whether this engine loads and evaluates a workbook of these formula cells in a process
+    def loads_apart(self, count: int) -> bool:
+        """Whether this engine loads and evaluates a workbook of `count` formula cells in a process
         of its own, which `start_then` can begin before the workbook is final. The default: no."""
         return False
 

@@ -69,18 +69,18 @@ class IronCalcEngine(Engine):
         worker = _Worker(path, cells, spool=alone, prepared=prepared)
         return self._pending(path, start, worker, alone=alone)
 
-    def loads_apart(self, cells: FormulaCells) -> bool:
+    def loads_apart(self, count: int) -> bool:
         """A workbook evaluated in the worker process, and not alone: a smaller one is evaluated
         here, a much larger one alone (ALONE_CELLS: while the worker loads it, the command's
         memory would not be the worker's)."""
-        return WORKER_CELLS <= _cells_in(None, cells) < ALONE_CELLS
+        return WORKER_CELLS <= count < ALONE_CELLS
 
     def start_then(self, path: Path, cells: FormulaCells, *, prepared: bool = False) -> Pending:
         """The worker loads the workbook at once and evaluates it once `Pending.type_in` gives
         what was typed since: at 10,000 rows IronCalc's load (about 1.2 s) then overlaps `fill`'s
         analysis of the rows."""
         self.require()
-        if not self.loads_apart(cells):
+        if not self.loads_apart(_cells_in(None, cells)):
             raise TypeError("ironcalc evaluates this workbook here or alone, not beside its writer")
         path = Path(path)
         start = time.perf_counter()

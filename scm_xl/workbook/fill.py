@@ -356,7 +356,7 @@ def _start_early(built: BuiltWorkbook, path: Path, sparse: Path, engine: Any, sa
     through its `prepare` (openpyxl's own file at `sparse`, rewritten later), with what the
     workbook holds then (to say what is typed since) and the pending columns saved. (None, None,
     None) where the engine does not load it in a process of its own: nothing is saved yet."""
-    if not engine.loads_apart(built.formula_cells()):
+    if not engine.loads_apart(built.formula_cell_count()):
         return None, None, None
     say(Text("step_save"))
     fills = built.save(path, sparse=sparse, engine_input=engine.prepare)

@@ -40,7 +40,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.xlsx.fills import FilledColumn, with_fills, with_rows
 from scm_xl.xlsx.package import SheetRewrite, column_name, copy_package, sheet_parts
-from scm_xl.xlsx.values import FormulaText, TypedCell
+from scm_xl.xlsx.values import FormulaText, TypedCell, cell_position
 from scm_xl.workbook.styles import fonts_in_schema_order
 
 SENTINEL_ROW = 1048000  # a row number no sheet reaches
@@ -131,10 +131,14 @@ class PendingFills:
     def columns(self) -> dict[str, list[FilledColumn]]:
         """`by_sheet` without the columns' styles (asked before saving: `by_sheet` then is not)."""
         out: dict[str, list[FilledColumn]] = {}
-        for fill in self._fills:
+        for fill in self.columns_pending():
             out.setdefault(fill.anchor.parent.title, []).append(
                 FilledColumn(fill.column, fill.first, fill.last, fill.index, None))
         return out
+
+    def columns_pending(self) -> list[_Fill]:
+        """The pending columns as added (their cells counted by `BuiltWorkbook.formula_cell_count`)."""
+        return list(self._fills)
 
     def by_sheet(self) -> dict[str, list[FilledColumn]]:
         """Sheet title -> the columns to write into that sheet's XML (asked once the workbook is
@@ -231,6 +235,23 @@ class BuiltWorkbook:
                 raise ValueError("save(None) writes openpyxl's own file only, at sparse")
             return _save_sparse(self.wb, self.fills, Path(sparse))
         return _save(self.wb, self.fills, path, sparse=sparse, engine_input=engine_input)
+
+    def formula_cell_count(self) -> int:
+        """How many formula cells `save` writes now (`formula_cells` counted, without spelling an
+        address for each: an engine decides from it how to evaluate the workbook)."""
+        count = sum(fill.last - fill.first + 1 for fill in self.fills.columns_pending())
+        for ws in self.wb.worksheets:
+            for cell in ws._cells.values():
+                if cell.data_type != "f":
+                    continue
+                value = cell.value
+                if isinstance(value, ArrayFormula) and not isinstance(value, SharedFormula) and value.ref \
+                        and ":" in value.ref:
+                    (top, left), (bottom, right) = (cell_position(end.replace("$", "")) for end in value.ref.split(":"))
+                    count += (bottom - top + 1) * (right - left + 1)
+                else:
+                    count += 1
+        return count
 
     def typed_since(self) -> TypedSince:
         """What the workbook holds now, to say later what was typed into it since (`TypedSince`)."""
