@@ -6,8 +6,10 @@ Each measurement is a fresh `python -m scm_xl fill ROWS.csv -o out.xlsx` process
 printing included) under /usr/bin/time: wall seconds, CPU seconds of the process and its children
 (soffice), peak resident memory. The older commit runs from a `git worktree` of it, with this
 checkout's virtual environment (PYTHONPATH puts its scm_xl first), and so does this checkout's
-HEAD (a worktree too: uncommitted edits are not measured). Writes
-benchmarks/results/fill_speed.md.
+HEAD (a worktree too: uncommitted edits are not measured). Both trees are byte-compiled first, as
+an installed package is; `--as-checked-out` runs them as checked out (each command then compiles
+what it imports, where PYTHONDONTWRITEBYTECODE is set). Writes benchmarks/results/fill_speed.md
+(`--out NAME`: NAME.md).
 
     python benchmarks/bench_fill_speed.py --base 1030633 --rows 10000 --rounds 2
 """
@@ -111,10 +113,14 @@ def main() -> None:
     parser.add_argument("--base", default="1030633", help="the older commit to compare with")
     parser.add_argument("--rows", type=int, default=10000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--as-checked-out", action="store_true",
+                        help="run the trees without byte-compiling them first (each command then compiles "
+                             "every module it imports where PYTHONDONTWRITEBYTECODE is set)")
+    parser.add_argument("--out", default="fill_speed", help="the results file's name under benchmarks/results/")
     args = parser.parse_args()
     head = head_commit()
     with tempfile.TemporaryDirectory(prefix="scm-bench-") as tmp, \
-            worktrees(Path(tmp), {"base": args.base, "head": "HEAD"}) as trees:
+            worktrees(Path(tmp), {"base": args.base, "head": "HEAD"}, compile_first=not args.as_checked_out) as trees:
         folder = Path(tmp)
         base, current = trees["base"], trees["head"]
         csv = folder / "rows.csv"
@@ -133,8 +139,13 @@ def main() -> None:
         return statistics.median(float(r[key]) for r in runs if r["label"] == label)  # type: ignore[arg-type]
 
     lines = [f"# `scm-xl fill` at {args.rows:,} rows: {head} against {args.base} and against LibreOffice", "",
-             f"`python benchmarks/bench_fill_speed.py --base {args.base} --rows {args.rows} --rounds {args.rounds}`"
+             f"`python benchmarks/bench_fill_speed.py --base {args.base} --rows {args.rows} --rounds {args.rounds}"
+             + (" --as-checked-out" if args.as_checked_out else "") + (f" --out {args.out}" if args.out != "fill_speed"
+                                                                          else "") + "`"
              f" (load average {load} at the end, on a 2-core machine)", "",
+             ("Both trees as checked out: each command compiles every module it imports (PYTHONDONTWRITEBYTECODE "
+              "is set here)." if args.as_checked_out else
+              "Both trees byte-compiled first, as an installed package is (`bench_workbook.worktrees`)."), "",
              "Peak memory two ways: the largest process (GNU time's maximum resident set, what earlier runs "
              "reported) and every process of the command at once (sampled every 50 ms): `fill` evaluates a "
              "large workbook in an IronCalc worker process, LibreOffice runs soffice.", "",
@@ -154,8 +165,7 @@ def main() -> None:
               f"{head} / {args.base} = {median('head', 'peak_mb') / median('base', 'peak_mb'):.0%} by the largest "
               f"process, {median('head', 'summed_mb') / median('base', 'summed_mb'):.0%} by all processes at once "
               "(target at most 60%)."]
-    (HERE / "results" / "fill_speed.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_table(args.out, lines)
 
 
 if __name__ == "__main__":

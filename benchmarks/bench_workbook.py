@@ -33,14 +33,14 @@ def head_commit() -> str:
 
 
 @contextlib.contextmanager
-def worktrees(folder: Path, commits: dict[str, str]) -> Iterator[dict[str, Path]]:
+def worktrees(folder: Path, commits: dict[str, str], *, compile_first: bool = True) -> Iterator[dict[str, Path]]:
     """A `git worktree` of each commit (name -> commit: "HEAD", a hash) under `folder`, removed on
     the way out: a benchmark runs an older commit's code beside this one's (PYTHONPATH first).
 
     Each tree's scm_xl is byte-compiled first, as `pip install` compiles an installed package's
     modules: where PYTHONDONTWRITEBYTECODE is set (as on these machines), a fresh checkout would
     otherwise compile every module it imports again in every process it runs (about 0.25 s of a
-    command's start here), which no installed scm-xl does."""
+    command's start here), which no installed scm-xl does. `compile_first=False`: as checked out."""
     trees: dict[str, Path] = {}
     try:
         for name, commit in commits.items():
@@ -48,8 +48,9 @@ def worktrees(folder: Path, commits: dict[str, str]) -> Iterator[dict[str, Path]
             subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=HERE.parent, check=True,
                            capture_output=True)
             trees[name] = tree
-            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "scm_xl")], check=True,
-                           capture_output=True)
+            if compile_first:
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "scm_xl")], check=True,
+                               capture_output=True)
         yield trees
     finally:
         for tree in trees.values():
