@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from openpyxl import Workbook
-from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
+from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell, MergedCell
 from openpyxl.compat.strings import safe_string
 from openpyxl.formula.translate import Translator
 from openpyxl.utils import column_index_from_string
@@ -241,16 +241,12 @@ class BuiltWorkbook:
         address for each: an engine decides from it how to evaluate the workbook)."""
         count = sum(fill.last - fill.first + 1 for fill in self.fills.columns_pending())
         for ws in self.wb.worksheets:
-            for cell in ws._cells.values():
-                if cell.data_type != "f":
-                    continue
-                value = cell.value
-                if isinstance(value, ArrayFormula) and not isinstance(value, SharedFormula) and value.ref \
-                        and ":" in value.ref:
-                    (top, left), (bottom, right) = (cell_position(end.replace("$", "")) for end in value.ref.split(":"))
-                    count += (bottom - top + 1) * (right - left + 1)
-                else:
+            for _, array in _formulas_held(ws):
+                if array is None:
                     count += 1
+                    continue
+                (top, left), (bottom, right) = (cell_position(end) for end in array.split(":"))
+                count += (bottom - top + 1) * (right - left + 1)
         return count
 
     def typed_since(self) -> TypedSince:
@@ -277,27 +273,33 @@ class BuiltWorkbook:
         cells: dict[str, list[str]] = {}
         for ws in self.wb.worksheets:
             refs = cells.setdefault(ws.title, [])
-            for cell in ws._cells.values():
-                if cell.data_type != "f":
-                    continue
-                value = cell.value
-                if isinstance(value, ArrayFormula) and not isinstance(value, SharedFormula) and value.ref \
-                        and ":" in value.ref:
-                    refs.append(value.ref.replace("$", ""))  # the array's range: a formula in every cell
-                else:
-                    refs.append(cell.coordinate)
+            for cell, array in _formulas_held(ws):
+                refs.append(array if array is not None else cell.coordinate)
             for fill in fills.get(ws.title, ()):
                 name = column_name(fill.column)
                 refs.append(f"{name}{fill.first}:{name}{fill.last}")
         return cells
 
 
+def _formulas_held(ws: Worksheet) -> Iterator[tuple[Cell | MergedCell, str | None]]:
+    """Each formula cell openpyxl holds in `ws`, with an array formula's whole range ("C2:C12": a
+    formula in every cell of it; None for any other formula)."""
+    for cell in ws._cells.values():
+        if cell.data_type != "f":
+            continue
+        value = cell.value
+        if isinstance(value, ArrayFormula) and not isinstance(value, SharedFormula) and value.ref and ":" in value.ref:
+            yield cell, value.ref.replace("$", "")
+        else:
+            yield cell, None
+
+
 class TypedSince:
     """The cells of a workbook as they were (`BuiltWorkbook.typed_since`), and `typed()`: the
     values and formulas typed into it since, as an engine that loaded the file saved then can be
-    given them (`Engine.start_then`). `fill` saves the engine's input before it analyses the
-    rows, and the analysis then types a few hundred cells (the latency sheet's fitted knee, the
-    charts' groups and their rows' formulas).
+    given them (`Engine.start_then`). `fill` saves the engine's input as the workbook was built,
+    then types a new workbook's rows and analyses them, and the analysis types a few hundred cells
+    more (the latency sheet's fitted knee, the charts' groups and their rows' formulas).
 
     `typed()` is None where anything else changed: a cell emptied or removed, an array or shared
     formula, a value an engine takes only from a file (a date, an error), a sheet added, renamed
