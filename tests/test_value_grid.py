@@ -439,11 +439,11 @@ def test_the_worker_evaluates_what_was_typed_after_it_loaded_the_file(tmp_path: 
         IronCalcEngine().start(book).type_in(typed, cells)
 
 
-def test_a_fill_that_changes_more_than_cells_restarts_its_early_engine(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Filling a person's workbook puts their own sheet back among scm-xl's after the engine's
-    input was saved: more than typed cells, so the engine that loaded it is given up and another
-    one evaluates the file as it ends up. The workbook is the one a single save writes."""
+def test_a_persons_workbook_is_filled_the_same_with_the_engine_started_early(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filling a person's workbook puts their own sheet back among scm-xl's before the engine's
+    input is saved, so the engine started early evaluates it as it ends up: one worker, and the
+    workbook one single save writes."""
     import openpyxl
 
     from scm_xl.workbook.fill import fill
@@ -456,12 +456,40 @@ def test_a_fill_that_changes_more_than_cells_restarts_its_early_engine(tmp_path:
     here = fill(ARTICLE, workbook=tmp_path / "book.xlsx", output=tmp_path / "here.xlsx")
     started = workers_from_now(monkeypatch)
     there = fill(ARTICLE, workbook=tmp_path / "book.xlsx", output=tmp_path / "there.xlsx")
+    assert here.verification.ok and there.verification.ok and len(started) == 1
+    assert openpyxl.load_workbook(tmp_path / "there.xlsx", read_only=True).sheetnames[1] == "Mine"
+    with zipfile.ZipFile(tmp_path / "here.xlsx") as one, zipfile.ZipFile(tmp_path / "there.xlsx") as two:
+        sheets = [name for name in one.namelist() if name.startswith("xl/worksheets/sheet")]
+        assert len(sheets) > 10 and all(one.read(name) == two.read(name) for name in sheets)
+        assert one.read("xl/styles.xml") == two.read("xl/styles.xml")
+
+
+def test_a_fill_that_changes_more_than_cells_restarts_its_early_engine(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the analysis changes more than typed cells (here a defined name, added where the
+    print areas are set), the engine that loaded the file saved before is given up and another
+    evaluates the file as it ends up: verified, and the same workbook as without the early start."""
+    from openpyxl.workbook.defined_name import DefinedName
+
+    from scm_xl.workbook import fill as fill_module
+
+    real_trim = fill_module.trim_print_areas
+
+    def trim_and_name(wb: object, *args: object) -> None:
+        real_trim(wb, *args)  # type: ignore[arg-type]
+        wb.defined_names.add(DefinedName("Mine", attr_text="'Summary'!$A$1"))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(fill_module, "trim_print_areas", trim_and_name)
+    here = fill_module.fill(ARTICLE, output=tmp_path / "here.xlsx", lang="en")
+    started = workers_from_now(monkeypatch)
+    there = fill_module.fill(ARTICLE, output=tmp_path / "there.xlsx", lang="en")
     assert here.verification.ok and there.verification.ok
     assert len(started) == 2 and started[0].process.returncode != 0  # the first was killed
     with zipfile.ZipFile(tmp_path / "here.xlsx") as one, zipfile.ZipFile(tmp_path / "there.xlsx") as two:
         sheets = [name for name in one.namelist() if name.startswith("xl/worksheets/sheet")]
         assert len(sheets) > 10 and all(one.read(name) == two.read(name) for name in sheets)
         assert one.read("xl/styles.xml") == two.read("xl/styles.xml")
+        assert b"Mine" in two.read("xl/workbook.xml")
 
 
 def test_a_built_workbook_counts_the_formula_cells_it_names(tmp_path: Path) -> None:

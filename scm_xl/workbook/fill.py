@@ -292,6 +292,8 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
         sparse = staged.temp.with_name(staged.temp.name + ".sparse")
         early: Pending | None = None
         try:
+            if person is not None:  # their sheets where the file will have them, in the engine's input too
+                person.restore_order(wb, layout)
             early, since, early_fills = _start_early(built, staged.temp, sparse, chosen, say)
             if rows is not None:
                 write_rows(wb, layout, rows, clear=False)

@@ -65,6 +65,11 @@ class PersonWork:
         active = wb.active.title if wb.active is not None else None
         return cls(list(wb.sheetnames), active, comments)
 
+    def restore_order(self, wb: Any, layout: Layout) -> None:
+        """Put the sheet order back alone (`fill` does so before it saves the engine's input, which
+        then has the sheets where the file will; `restore` puts it back again, the same)."""
+        self._restore_order(wb, layout)
+
     def restore(self, wb: Any, layout: Layout) -> list[str]:
         """Put the comments and the sheet order back into the rebuilt `wb`; notes on what changed."""
         self._restore_order(wb, layout)
