@@ -80,7 +80,7 @@ class IronCalcEngine(Engine):
         what was typed since: at 10,000 rows IronCalc's load (about 1.2 s) then overlaps `fill`'s
         analysis of the rows."""
         self.require()
-        if not self.loads_apart(_cells_in(None, cells)):
+        if not self.loads_apart(_counted(cells)):
             raise TypeError("ironcalc evaluates this workbook here or alone, not beside its writer")
         path = Path(path)
         start = time.perf_counter()
@@ -120,16 +120,18 @@ ALONE_CELLS = 4_000_000
 WORKER_BYTES_PER_CELL = 6  # a filled workbook's compressed bytes per formula cell, about (for a file given alone)
 
 
-def _cells_in(path: Path | None, cells: FormulaCells | None) -> int:
+def _cells_in(path: Path, cells: FormulaCells | None) -> int:
     """How many formula cells `path` has: counted in `cells`, or estimated from the file's size."""
     if cells is not None:
-        return sum(_count(ref) for refs in cells.values() for ref in refs)
-    if path is None:
-        raise ValueError("formula cells are counted in the cells given or estimated from a file")
+        return _counted(cells)
     try:
         return path.stat().st_size // WORKER_BYTES_PER_CELL
     except OSError:  # a missing file: the worker's reading refuses it, as every engine does
         return 0
+
+
+def _counted(cells: FormulaCells) -> int:
+    return sum(_count(ref) for refs in cells.values() for ref in refs)
 
 
 def _count(ref: str) -> int:

@@ -290,11 +290,11 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
         # openpyxl's own file is kept beside: the values go in on the way from it, with the
         # pending cells, in one pass (not a second pass over every cell of the saved file).
         sparse = staged.temp.with_name(staged.temp.name + ".sparse")
-        early: Pending | None = None
+        early: _Early | None = None
         try:
             if person is not None:  # their sheets where the file will have them, in the engine's input too
                 person.restore_order(wb, layout)
-            early, since, early_fills = _start_early(built, staged.temp, sparse, chosen, say)
+            early = _start_early(built, staged.temp, sparse, chosen, say)
             if rows is not None:
                 write_rows(wb, layout, rows, clear=False)
             inputs = read_inputs(wb, layout, target, pending=built.fills)
@@ -315,18 +315,17 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
             person_notes = person.restore(wb, layout) if person is not None else []
 
             started = False
-            if early is not None and since is not None and early_fills is not None:
-                typed = since.typed()
-                if typed is not None:
-                    # its formula cells now: openpyxl's, and the pending columns as saved then
-                    cells = built.formula_cells(early_fills)
-                    early.type_in(typed, cells)
-                    fills = built.save(None, sparse=sparse)
-                    started = built.formula_cells(fills) == cells  # no pending column added since
+            typed = early.since.typed() if early is not None else None
+            if early is not None and typed is not None:
+                # its formula cells now: openpyxl's, and the pending columns as saved then
+                cells = built.formula_cells(early.fills)
+                early.pending.type_in(typed, cells)
+                fills = built.save(None, sparse=sparse)
+                started = built.formula_cells(fills) == cells  # no pending column added since
             if not started:  # more than typed values changed: the engine starts on the file as it ends up
                 if early is not None:
-                    early.cancel()
-                if since is None:
+                    early.pending.cancel()
+                else:
                     say(Text("step_save"))
                 fills = built.save(staged.temp, sparse=sparse, engine_input=chosen.prepare)
                 cells = built.formula_cells(fills)
@@ -334,12 +333,13 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
             # each sheet's values stored as the engine gives them, while it reads the next back
             report = _check(staged.temp, write_target(target), layout, inputs, chosen, note, say,
                             analysis=analysis, cells=cells, prepared=True,
-                            started=early if started else None, announced=since is not None,
+                            started=early.pending if early is not None and started else None,
+                            announced=early is not None,
                             store=lambda sheet, ahead: _store_values(staged.temp, cells, sheet, say,
                                                                      sparse=sparse, fills=fills, ahead=ahead))
         finally:
             if early is not None:  # given up, failed, or done (then this ends nothing)
-                early.cancel()
+                early.pending.cancel()
             sparse.unlink(missing_ok=True)
         if report.verification.ok:
             say(Text("step_write", path=target))
@@ -352,20 +352,27 @@ def _finish(built: BuiltWorkbook, layout: Layout, target: Path, chosen: Any, not
     return report
 
 
-def _start_early(built: BuiltWorkbook, path: Path, sparse: Path, engine: Any, say: Progress,
-                 ) -> tuple[Pending | None, TypedSince | None, dict[str, list[FilledColumn]] | None]:
+@dataclass(frozen=True)
+class _Early:
+    """An engine started on the workbook before it was final (`_start_early`): its work, what the
+    workbook held when its input was saved, and the pending columns saved then."""
+
+    pending: Pending
+    since: TypedSince
+    fills: dict[str, list[FilledColumn]]
+
+
+def _start_early(built: BuiltWorkbook, path: Path, sparse: Path, engine: Any, say: Progress) -> _Early | None:
     """The engine started on the workbook as typed so far (`Engine.start_then`), saved at `path`
-    through its `prepare` (openpyxl's own file at `sparse`, rewritten later), with what the
-    workbook holds then (to say what is typed since) and the pending columns saved. (None, None,
-    None) where the engine does not load it in a process of its own: nothing is saved yet."""
+    through its `prepare` (openpyxl's own file at `sparse`, rewritten later). None where the
+    engine does not load it in a process of its own: nothing is saved yet."""
     if not engine.loads_apart(built.formula_cell_count()):
-        return None, None, None
+        return None
     say(Text("step_save"))
     fills = built.save(path, sparse=sparse, engine_input=engine.prepare)
     since = built.typed_since()
     say(Text("step_recalculate", engine=engine.name))
-    pending = engine.start_then(path, built.formula_cells(fills), prepared=True)
-    return pending, since, fills
+    return _Early(engine.start_then(path, built.formula_cells(fills), prepared=True), since, fills)
 
 
 def _store_values(path: Path, cells: FormulaCells, sheet: Callable[[str], SheetValues], say: Progress, *,

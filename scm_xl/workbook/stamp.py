@@ -131,14 +131,10 @@ class PendingFills:
     def columns(self) -> dict[str, list[FilledColumn]]:
         """`by_sheet` without the columns' styles (asked before saving: `by_sheet` then is not)."""
         out: dict[str, list[FilledColumn]] = {}
-        for fill in self.columns_pending():
+        for fill in self._fills:
             out.setdefault(fill.anchor.parent.title, []).append(
                 FilledColumn(fill.column, fill.first, fill.last, fill.index, None))
         return out
-
-    def columns_pending(self) -> list[_Fill]:
-        """The pending columns as added (their cells counted by `BuiltWorkbook.formula_cell_count`)."""
-        return list(self._fills)
 
     def by_sheet(self) -> dict[str, list[FilledColumn]]:
         """Sheet title -> the columns to write into that sheet's XML (asked once the workbook is
@@ -239,7 +235,7 @@ class BuiltWorkbook:
     def formula_cell_count(self) -> int:
         """How many formula cells `save` writes now (`formula_cells` counted, without spelling an
         address for each: an engine decides from it how to evaluate the workbook)."""
-        count = sum(fill.last - fill.first + 1 for fill in self.fills.columns_pending())
+        count = sum(fill.last - fill.first + 1 for columns in self.fills.columns().values() for fill in columns)
         for ws in self.wb.worksheets:
             for _, array in _formulas_held(ws):
                 if array is None:
@@ -263,13 +259,11 @@ class BuiltWorkbook:
             ws._cells.clear()
         self.released = True
 
-    def formula_cells(self, fills: Mapping[str, Sequence[FilledColumn]] | None = None) -> dict[str, list[str]]:
-        """Each sheet's formula cells in the file `save` wrote (given what it returned; None: as
-        it would write them now): "A1" for a formula openpyxl held, an array formula's whole
-        range, and each pending column as one range. An engine then need not read a million
-        cells' XML to find them (`Engine.recalculate(cells=...)`)."""
-        if fills is None:
-            fills = self.fills.columns()
+    def formula_cells(self, fills: Mapping[str, Sequence[FilledColumn]]) -> dict[str, list[str]]:
+        """Each sheet's formula cells in the file `save` wrote (given what it returned, or the
+        pending columns as they stand: `PendingFills.columns`): "A1" for a formula openpyxl held, an
+        array formula's whole range, and each pending column as one range. An engine then need not
+        read a million cells' XML to find them (`Engine.recalculate(cells=...)`)."""
         cells: dict[str, list[str]] = {}
         for ws in self.wb.worksheets:
             refs = cells.setdefault(ws.title, [])
