@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,23 @@ from click.testing import CliRunner, Result
 from scm_xl.cli import main
 from scm_xl.rules import DEFAULT_METHOD, DEFAULT_TARGET
 from support.browser import browser, open_page  # noqa: F401  (the fixture)
+from support.cli import Started
 from support.paths import ARTICLE
 
 REL = 1e-9
+
+
+@pytest.fixture(scope="module", autouse=True)
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Started]]:
+    """`scm-xl demo`, started as the module starts (a process of its own, nearly all of it waiting on
+    its simulators) and read by the module's last test: the other tests run meanwhile. Its output
+    folder and its run."""
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    started = Started("demo", "--out", out, "--lang", "en", "--no-progress")
+    try:
+        yield out, started
+    finally:
+        started.stop()
 
 
 def run(*args: object, env: dict[str, str] | None = None) -> Result:
@@ -119,41 +134,6 @@ def test_the_article_default_question_has_one_answer(browser: Any, tmp_path: Pat
         assert "-%" not in calc["text"] and "bound by -" not in calc["text"], source
 
 
-@pytest.mark.browser
-@pytest.mark.slow
-def test_the_demo_question_has_one_answer(browser: Any, tmp_path: Path) -> None:  # noqa: F811
-    """`scm-xl demo` (the real command: the simulator over loopback, about 30 s) asks its target at
-    the default max_tokens; its workbook, solve, predict and the report's calculator agree."""
-    out = tmp_path / "demo"
-    said = ok("demo", "--out", out, "--lang", "en", "--no-progress")
-    line = next(x for x in said.splitlines() if x.startswith("Inverse: "))
-    match = re.match(r"Inverse: ([\d.]+) TPS at max_tokens (\d+) needs concurrency (\d+) \(predicted ([\d.]+) TPS\)",
-                     line)
-    assert match, line
-    target, length, concurrency, shown = float(match[1]), int(match[2]), int(match[3]), float(match[4])
-
-    book = workbook_answers(out / "workbook.xlsx")
-    assert (book["target"], book["max_tokens"], book["method"]) == (target, length, DEFAULT_METHOD)
-    assert book["concurrency"] == concurrency and round(book["tps"], 1) == shown
-
-    results = out / "results.csv"
-    plain = cli_json("solve", results, "--target-tps", target)  # the default max_tokens
-    assert plain["max_tokens"] == length
-    own = cli_json("solve", out / "workbook.xlsx")  # nothing asked: the workbook's question
-    for solved in (plain, own):
-        assert solved["concurrency"] == concurrency and close(solved["tps"], book["tps"])
-    predicted = cli_json("predict", results, "--concurrency", concurrency, "--max-tokens", length)
-    assert predicted["method"] == DEFAULT_METHOD and close(predicted["tps"], book["tps"])
-
-    page = tmp_path / "demo.html"
-    ok("report", out / "workbook.xlsx", "-o", page, "--lang", "en")
-    calc = calculator_as_it_opens(browser, page)
-    assert float(calc["target"]) == target and calc["lengths"] == [str(length)]
-    inverse = calc["inverse"]
-    assert (inverse["method"], inverse["max_tokens"], inverse["concurrency"]) == (DEFAULT_METHOD, length, concurrency)
-    assert close(inverse["tps"], book["tps"])
-
-
 # ---------------------------------------------------------------------------
 # One language rule
 # ---------------------------------------------------------------------------
@@ -243,3 +223,42 @@ def test_the_verdict_names_its_check_rows_and_excellent_needs_enough() -> None:
     assert f"at least {EXCELLENT_MIN_ROWS} rows" in verdict_rule("en", "check rows")
     assert verdict_line("good", 1, 1.0) == ("consistency verdict: good (1 check row, MAPE 1.00%; excellent needs "
                                             f"at least {EXCELLENT_MIN_ROWS})")
+
+
+# The demo the module started as it began (`demo`), read last: the tests above ran beside it.
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_demo_question_has_one_answer(browser: Any, demo: tuple[Path, Started],  # noqa: F811
+                                          tmp_path: Path) -> None:
+    """`scm-xl demo` (the real command: the simulator over loopback, about 15 s) asks its target at
+    the default max_tokens; its workbook, solve, predict and the report's calculator agree."""
+    out, started = demo
+    ran = started.result()
+    assert ran.exit_code == 0, ran.output
+    said = ran.stdout
+    line = next(x for x in said.splitlines() if x.startswith("Inverse: "))
+    match = re.match(r"Inverse: ([\d.]+) TPS at max_tokens (\d+) needs concurrency (\d+) \(predicted ([\d.]+) TPS\)",
+                     line)
+    assert match, line
+    target, length, concurrency, shown = float(match[1]), int(match[2]), int(match[3]), float(match[4])
+
+    book = workbook_answers(out / "workbook.xlsx")
+    assert (book["target"], book["max_tokens"], book["method"]) == (target, length, DEFAULT_METHOD)
+    assert book["concurrency"] == concurrency and round(book["tps"], 1) == shown
+
+    results = out / "results.csv"
+    plain = cli_json("solve", results, "--target-tps", target)  # the default max_tokens
+    assert plain["max_tokens"] == length
+    own = cli_json("solve", out / "workbook.xlsx")  # nothing asked: the workbook's question
+    for solved in (plain, own):
+        assert solved["concurrency"] == concurrency and close(solved["tps"], book["tps"])
+    predicted = cli_json("predict", results, "--concurrency", concurrency, "--max-tokens", length)
+    assert predicted["method"] == DEFAULT_METHOD and close(predicted["tps"], book["tps"])
+
+    page = tmp_path / "demo.html"
+    ok("report", out / "workbook.xlsx", "-o", page, "--lang", "en")
+    calc = calculator_as_it_opens(browser, page)
+    assert float(calc["target"]) == target and calc["lengths"] == [str(length)]
+    inverse = calc["inverse"]
+    assert (inverse["method"], inverse["max_tokens"], inverse["concurrency"]) == (DEFAULT_METHOD, length, concurrency)
+    assert close(inverse["tps"], book["tps"])

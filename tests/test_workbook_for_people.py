@@ -21,6 +21,7 @@ from scm_xl.workbook.registry import SHEETS
 from support import books
 from support.engines import ERROR_STRINGS
 from support.paths import ARTICLE
+from support.printing import to_pdf
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,11 +111,7 @@ def test_the_article_prints_in_at_most_20_pages_with_no_error_strings(article: t
     if not shutil.which("pdftotext"):
         pytest.skip("pdftotext (poppler-utils) not installed")
     path, _ = article
-    profile = (tmp_path / "profile").as_uri()
-    subprocess.run(["soffice", f"-env:UserInstallation={profile}", "--headless", "--norestore",
-                    "--convert-to", "pdf", "--outdir", str(tmp_path), str(path)],
-                   check=True, capture_output=True, timeout=180)
-    pdf = tmp_path / "article.pdf"
+    pdf = to_pdf(path, tmp_path)
     info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
     pages = int(next(line.split()[-1] for line in info.splitlines() if line.startswith("Pages:")))
     assert pages <= 20

@@ -31,6 +31,7 @@ from scm_xl.workbook.registry import build_workbook
 from scm_xl.workbook.styles import row_height, wrapped_lines
 from support.engines import ERROR_STRINGS
 from support.paths import ARTICLE
+from support.printing import to_pdf
 
 pytestmark = pytest.mark.libreoffice
 
@@ -62,11 +63,7 @@ class Printout:
 
 
 def _render(xlsx: Path, out: Path) -> Printout:
-    profile = (out / "profile").as_uri()
-    subprocess.run(["soffice", f"-env:UserInstallation={profile}", "--headless", "--norestore",
-                    "--convert-to", "pdf", "--outdir", str(out), str(xlsx)],
-                   check=True, capture_output=True, timeout=180)
-    pdf = out / (xlsx.stem + ".pdf")
+    pdf = to_pdf(xlsx, out)
     text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
                           check=True).stdout
     pages = text.split("\f")

@@ -14,6 +14,7 @@
 * `support.goodput`: per-request records counted by hand (`HAND`) and the files they are written to.
 * `support.books`: one sheet of a workbook read without parsing the others (`sheet`, `sheets`),
   and the layout its meta sheet gives (`layout`).
+* `support.printing`: a workbook printed to PDF by LibreOffice as a person's prints it.
 * `support.browser`, `support.slo`, `support.cli`, `support.text`: headless Chromium, the SLO tests'
   fixed-delay collection, the CLI runner, reading printed tables.
 

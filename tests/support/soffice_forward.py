@@ -9,7 +9,8 @@ does), points $SCM_XL_SOFFICE here, and scm-xl's LibreOffice engine runs this pr
 runs soffice: `soffice -env:UserInstallation=... --headless --norestore --convert-to xlsx
 --outdir DIR FILE`. This program, run by the system Python that has LibreOffice's bridge (uno),
 has the running LibreOffice load FILE hidden, recalculate it and store it as DIR/<stem>.xlsx,
-as soffice would, and prints what soffice prints. Anything else, or no LibreOffice on the pipe
+as soffice would, and prints what soffice prints. `--convert-to pdf` (the printouts,
+tests/support/printing.py) is done the same way, the file loaded as a fresh profile loads it. Anything else, or no LibreOffice on the pipe
 (not started, or gone; one still starting is waited for), runs the real soffice with the same
 arguments.
 
@@ -26,7 +27,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-FILTERS = {"xlsx": "Calc MS Excel 2007 XML"}
+FILTERS = {"xlsx": "Calc MS Excel 2007 XML", "pdf": "calc_pdf_Export"}
+# How the running LibreOffice loads an xlsx for each target: "xlsx" (the engine's conversion)
+# recalculated on load, as the server's profile says (OOXMLRecalcMode 0, the engine's); "pdf" (a
+# printout, `support.printing`) as a person's LibreOffice opens it, its default profile
+# (OOXMLRecalcMode 1, "never recalculate": the values the file holds are what prints).
+RECALC_MODE = {"xlsx": 0, "pdf": 1}
+RECALC_SETTING = ("/org.openoffice.Office.Calc/Formula/Load", "OOXMLRecalcMode")
 PIPE_VARIABLE = "SCM_XL_TEST_SOFFICE_PIPE"
 PID_VARIABLE = "SCM_XL_TEST_SOFFICE_PID"  # its process: while alive and not answering, it is starting
 REAL_VARIABLE = "SCM_XL_TEST_SOFFICE_REAL"
@@ -109,6 +116,20 @@ def _alive(pid: str | None) -> bool:
         return False
 
 
+def _recalc_mode(ctx: Any, mode: int) -> int:
+    """Set the running LibreOffice's OOXMLRecalcMode (read as each xlsx loads); the mode it had.
+    One pytest worker's LibreOffice does one conversion or edit at a time."""
+    provider = ctx.ServiceManager.createInstanceWithContext("com.sun.star.configuration.ConfigurationProvider", ctx)
+    node, name = RECALC_SETTING
+    access = provider.createInstanceWithArguments("com.sun.star.configuration.ConfigurationUpdateAccess",
+                                                  (prop("nodepath", node),))
+    before = int(access.getPropertyValue(name))
+    if before != mode:
+        access.setPropertyValue(name, mode)
+        access.commitChanges()
+    return before
+
+
 def _convert(target: str, source: Path, outdir: Path) -> bool:
     """Whether the running LibreOffice converted `source`; False when there is none."""
     ctx = running()
@@ -116,12 +137,16 @@ def _convert(target: str, source: Path, outdir: Path) -> bool:
         return False
     out = outdir / f"{source.stem}.{target}"
     outdir.mkdir(parents=True, exist_ok=True)
-    doc = desktop(ctx).loadComponentFromURL(source.resolve().as_uri(), "_blank", 0,
-                                            (prop("Hidden", True), prop("ReadOnly", True)))
+    before = _recalc_mode(ctx, RECALC_MODE[target])
+    try:
+        doc = desktop(ctx).loadComponentFromURL(source.resolve().as_uri(), "_blank", 0,
+                                                (prop("Hidden", True), prop("ReadOnly", True)))
+    finally:
+        _recalc_mode(ctx, before)
     if doc is None:  # soffice's own way with a file it cannot load: exit 0, nothing written
         print("Error: source file could not be loaded", file=sys.stderr)
         return True
-    try:  # recalculated as it loaded (the server's profile: OOXMLRecalcMode 0, the engine's)
+    try:
         doc.storeToURL(out.resolve().as_uri(), (prop("FilterName", FILTERS[target]),))
     finally:
         doc.close(True)
