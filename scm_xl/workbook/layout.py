@@ -24,7 +24,9 @@ shape is where it splits.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 from openpyxl.utils import get_column_letter
@@ -659,14 +661,10 @@ class Layout:
 
     # ---- defined names ------------------------------------------------
     def defined_names(self) -> dict[str, NamedCell]:
-        return {name: NamedCell(KEYED_BLOCK_SHEETS[block], self.keyed_cell(block, key, role))
-                for name, block, key, role in DEFINED_NAMES}
+        return dict(_named_cells(self))
 
     def name_ref(self, name: str) -> str:
-        cell = self.defined_names()[name]
-        col = "".join(ch for ch in cell.address if ch.isalpha())
-        row = "".join(ch for ch in cell.address if ch.isdigit())
-        return f"{self.qtitle(cell.sheet)}!${col}${row}"
+        return _name_refs(self)[name]
 
     # ---- meta -----------------------------------------------------------
     def meta(self) -> dict[str, object]:
@@ -695,6 +693,23 @@ def fitted_layout(lang: Lang, n_rows: int, n_concurrency: int, n_lengths: int, n
         p_slots=max(DEFAULT_PROMPT_SLOTS, n_prompts),
     )
 
+
+# A layout's defined names and their absolute references, worked out once per layout (a frozen
+# dataclass, so hashable): the sheets' writers ask for them about 1,400 times a workbook.
+@functools.lru_cache(maxsize=32)
+def _named_cells(layout: Layout) -> Mapping[str, NamedCell]:
+    return MappingProxyType({name: NamedCell(KEYED_BLOCK_SHEETS[block], layout.keyed_cell(block, key, role))
+                             for name, block, key, role in DEFINED_NAMES})
+
+
+@functools.lru_cache(maxsize=32)
+def _name_refs(layout: Layout) -> Mapping[str, str]:
+    refs = {}
+    for name, cell in _named_cells(layout).items():
+        col = "".join(ch for ch in cell.address if ch.isalpha())
+        row = "".join(ch for ch in cell.address if ch.isdigit())
+        refs[name] = f"{layout.qtitle(cell.sheet)}!${col}${row}"
+    return MappingProxyType(refs)
 
 __all__ = [
     # the sheets' own facts
