@@ -116,14 +116,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 # --- the workers' share of the machine -----------------------------------------------------------
 #
 # These modules spend most of their time waiting on real time, not computing: the simulator's
-# steps, a server's delayed replies, `scm-xl demo`'s collections (about 170 s of the suite's wall
-# time, 60 CPU-seconds; the demos each module reads are started as the module starts and run
-# beside its other tests: tests/support/cli.py's Started). A module that collects for a second
-# and computes for twenty (test_workbook_slo) computes with the others. Their measurements want a core free when they wake (a latency, a knee, an
-# SLO's good requests), so they run one after another on one worker (one work unit for xdist's
-# loadfile scheduler), while the other workers (pyproject's `-n 3`: two more) take every other
-# module, a file at a time: never more than two modules computing at once on a two-core machine,
-# and the waiting done beside them instead of between them.
+# steps, a server's delayed replies, `scm-xl demo`'s collections (about 165 s of the suite's wall
+# time, 65 CPU-seconds; the demos a module reads start as the module starts and run beside its
+# other tests: tests/support/cli.py's Started). A module that collects for a second and then
+# computes for twenty (test_workbook_slo) computes with the others. Their measurements want a core
+# free when they wake (a latency, a knee, an SLO's good requests), so they run one after another
+# on one worker (one work unit for xdist's loadfile scheduler), while the other workers
+# (pyproject's `-n 3`: two more) take every other module, a file at a time: never more than two
+# modules computing at once on a two-core machine, and the waiting done beside them instead of
+# between them.
 WAITING_MODULES = frozenset({
     "test_collect_checks", "test_collect_hostile", "test_collector", "test_compare", "test_compare_slo",
     "test_compare_zh", "test_demo", "test_goodput", "test_latency_model", "test_latency_sheet",

@@ -10,9 +10,9 @@ runs soffice: `soffice -env:UserInstallation=... --headless --norestore --conver
 --outdir DIR FILE`. This program, run by the system Python that has LibreOffice's bridge (uno),
 has the running LibreOffice load FILE hidden, recalculate it and store it as DIR/<stem>.xlsx,
 as soffice would, and prints what soffice prints. `--convert-to pdf` (the printouts,
-tests/support/printing.py) is done the same way, the file loaded as a fresh profile loads it. Anything else, or no LibreOffice on the pipe
-(not started, or gone; one still starting is waited for), runs the real soffice with the same
-arguments.
+tests/support/printing.py) is done the same way, the file loaded as a fresh profile loads it.
+Anything else, or no LibreOffice on the pipe (not started, or gone; one still starting is
+waited for), runs the real soffice with the same arguments.
 
 Real LibreOffice computes every value either way; what the engine's own start costs (a private
 profile, the guard that ends soffice's process group) is tested with the real soffice
