@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from scm_xl.engines import ironcalc_worker
 from scm_xl.engines.base import Engine, Pending, Recalculated, engine_failed
-from scm_xl.xlsx.values import CellGrid, FormulaCells, SheetView, TypedCell, cell_position
+from scm_xl.xlsx.values import CellGrid, FormulaCells, SheetView, TypedCell, cell_count
 from scm_xl.errors import EngineError
 from scm_xl.outputs import scratch_file
 
@@ -131,15 +131,7 @@ def _cells_in(path: Path, cells: FormulaCells | None) -> int:
 
 
 def _counted(cells: FormulaCells) -> int:
-    return sum(_count(ref) for refs in cells.values() for ref in refs)
-
-
-def _count(ref: str) -> int:
-    if ":" not in ref:
-        return 1
-    first, last = ref.split(":")
-    (top, left), (bottom, right) = cell_position(first), cell_position(last)
-    return (bottom - top + 1) * (right - left + 1)
+    return sum(cell_count(ref) for refs in cells.values() for ref in refs)
 
 
 class _Worker:

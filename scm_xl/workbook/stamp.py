@@ -40,7 +40,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.xlsx.fills import FilledColumn, with_fills, with_rows
 from scm_xl.xlsx.package import SheetRewrite, column_name, copy_package, sheet_parts
-from scm_xl.xlsx.values import FormulaText, TypedCell, cell_position
+from scm_xl.xlsx.values import FormulaText, TypedCell, cell_count
 from scm_xl.workbook.styles import fonts_in_schema_order
 
 SENTINEL_ROW = 1048000  # a row number no sheet reaches
@@ -237,12 +237,7 @@ class BuiltWorkbook:
         address for each: an engine decides from it how to evaluate the workbook)."""
         count = sum(fill.last - fill.first + 1 for columns in self.fills.columns().values() for fill in columns)
         for ws in self.wb.worksheets:
-            for _, array in _formulas_held(ws):
-                if array is None:
-                    count += 1
-                    continue
-                (top, left), (bottom, right) = (cell_position(end) for end in array.split(":"))
-                count += (bottom - top + 1) * (right - left + 1)
+            count += sum(1 if array is None else cell_count(array) for _, array in _formulas_held(ws))
         return count
 
     def typed_since(self) -> TypedSince:

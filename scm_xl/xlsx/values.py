@@ -70,6 +70,15 @@ def cell_position(ref: str) -> tuple[int, int]:
     return int(digits), column
 
 
+def cell_count(ref: str) -> int:
+    """How many cells a reference spans: 1 for "A1", the rectangle's for "C2:D12"."""
+    if ":" not in ref:
+        return 1
+    first, last = ref.split(":")
+    (top, left), (bottom, right) = cell_position(first), cell_position(last)
+    return (bottom - top + 1) * (right - left + 1)
+
+
 class _Absent:
     """No value here (None is a value: an empty cell or empty text)."""
 
@@ -273,4 +282,4 @@ def identical(one: Mapping[tuple[int, int], CellValue], other: Mapping[tuple[int
 
 
 __all__ = ["ABSENT", "CellError", "CellGrid", "CellKey", "CellValue", "Column", "FormulaCells", "SheetView",
-           "cell_position", "identical"]
+           "cell_count", "cell_position", "identical"]
