@@ -704,12 +704,10 @@ def _named_cells(layout: Layout) -> Mapping[str, NamedCell]:
 
 @functools.lru_cache(maxsize=32)
 def _name_refs(layout: Layout) -> Mapping[str, str]:
-    refs = {}
-    for name, cell in _named_cells(layout).items():
-        col = "".join(ch for ch in cell.address if ch.isalpha())
-        row = "".join(ch for ch in cell.address if ch.isdigit())
-        refs[name] = f"{layout.qtitle(cell.sheet)}!${col}${row}"
-    return MappingProxyType(refs)
+    return MappingProxyType({name: f"{layout.qtitle(KEYED_BLOCK_SHEETS[block])}!"
+                                   f"{layout.keyed_cell(block, key, role, absolute=True)}"
+                             for name, block, key, role in DEFINED_NAMES})
+
 
 __all__ = [
     # the sheets' own facts
