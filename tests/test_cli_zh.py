@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from scm_xl.cli import main
 from scm_xl.report_texts import REASON_NAMES_ZH, WORDS
 from scm_xl.terminal import WIDTH, display_width, wrapped
+from support import books
 from support.cli import CLI
 from support.paths import ARTICLE
 from support.text import cell_starts
@@ -348,14 +349,10 @@ def test_fill_and_verify_in_chinese_have_no_english_sentence(sweep: dict[str, An
 
 
 def test_verify_names_the_cells_that_disagree_in_chinese(sweep: dict[str, Any], tmp_path: Path) -> None:
-    import openpyxl
-
     broken = tmp_path / "broken.xlsx"
-    book = openpyxl.load_workbook(sweep["workbook"])
-    sheet = book["系数标定"]
-    cell = next(c for row in sheet.iter_rows() for c in row if isinstance(c.value, str) and c.value.startswith("="))
-    cell.value = 12345
-    book.save(broken)
+    sheet = books.sheet(sweep["workbook"], "系数标定", formulas=True)
+    cell = next(c for c in sheet.values() if isinstance(c.value, str) and c.value.startswith("="))
+    books.retyped(sweep["workbook"], broken, "系数标定", {cell.coordinate: 12345})
     code, zh = _run("verify", broken, "--lang", "zh")
     code_en, en = _run("verify", broken, "--lang", "en")
     assert code == code_en == 1, zh

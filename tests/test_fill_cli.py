@@ -18,6 +18,7 @@ from scm_xl.results import read_results
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.registry import read_layout
 from scm_xl.workbook.layout import Layout
+from support import books
 from support.paths import ARTICLE
 
 HEADER = ("exp_id,model,concurrency,requests_per_slot,total_requests,max_tokens,"
@@ -329,12 +330,9 @@ def test_fill_into_a_users_workbook_keeps_their_sheets(tmp_path: Path) -> None:
 def test_verify_a_hand_broken_workbook_exits_1_naming_the_cell(article_fill: tuple[Result, Path, dict],
                                                                tmp_path: Path) -> None:
     path = tmp_path / "broken.xlsx"
-    shutil.copy(article_fill[1], path)
-    wb = openpyxl.load_workbook(path)
-    lo = read_layout(wb, path)
+    lo = books.layout(article_fill[1])
     cell = lo.defined_names()["Verdict"]
-    wb[lo.title(cell.sheet)][cell.address] = '="excellent"'
-    wb.save(path)
+    books.retyped(article_fill[1], path, lo.title(cell.sheet), {cell.address: books.Formula('="excellent"')})
 
     report = tmp_path / "verify.json"
     result = run("verify", path, "--json", report)

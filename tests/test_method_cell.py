@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import openpyxl
 import pytest
 from click.testing import CliRunner
 
@@ -14,6 +13,7 @@ from scm_xl.cli import main
 from scm_xl.workbook.fill import verify
 from scm_xl.workbook import summary_sheet
 from scm_xl.workbook.layout import Layout
+from support import books
 from support.engines import ENGINES, computed
 
 
@@ -25,13 +25,11 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     out = tmp / "r.xlsx"
     result = CliRunner().invoke(main, ["fill", str(csv_path), "-o", str(out), "--lang", "en", "--method", "lsq"])
     assert result.exit_code == 0, result.output
-    wb = openpyxl.load_workbook(out)
     lo = Layout(lang="en")
-    summary = wb[lo.title("summary")]  # the inputs are typed on the Summary
-    summary[summary_sheet.INPUTS["forward.concurrency"]] = 4
-    summary[summary_sheet.INPUTS["forward.max_tokens"]] = 100
-    summary[summary_sheet.INPUTS["forward.model"]] = "model-b"
-    wb.save(out)
+    books.retyped(out, out, lo.title("summary"), {  # the inputs are typed on the Summary
+        summary_sheet.INPUTS["forward.concurrency"]: 4,
+        summary_sheet.INPUTS["forward.max_tokens"]: 100,
+        summary_sheet.INPUTS["forward.model"]: "model-b"})
     return csv_path, out
 
 

@@ -210,11 +210,9 @@ def fill_rows(path: Path) -> int:
 @pytest.mark.parametrize("rows", ["abc", -5, 10**7, 2.5, True])
 def test_tampered_metadata_is_refused_with_exit_2(filled: Path, tmp_path: Path, rows: object) -> None:
     path = tmp_path / "tampered.xlsx"
-    wb = openpyxl.load_workbook(filled)
-    meta = wb["_scm_meta"]
+    meta = books.sheet(filled, "_scm_meta")
     row = next(r for r in range(1, meta.max_row + 1) if meta.cell(r, 1).value == "rows")
-    meta.cell(row, 2).value = rows
-    wb.save(path)
+    books.retyped(filled, path, "_scm_meta", {f"B{row}": rows})
     result = CliRunner().invoke(main, ["verify", str(path)])
     assert result.exit_code == 2, result.output
     assert "_scm_meta sheet's rows" in result.output

@@ -2,7 +2,8 @@
 unlocked cells with data validation, which the derivation and calibration sheets read. Every
 formula cell is locked and the formula sheets protected without a password, so LibreOffice
 itself refuses typing over a formula; the raw-data sheet stays open to every edit. `verify`
-names the input cell when a formula was typed over anyway (openpyxl ignores protection)."""
+names the input cell when a formula was typed over anyway (a program that writes the file, as
+`books.retyped` does here, ignores protection)."""
 
 from __future__ import annotations
 
@@ -57,12 +58,6 @@ def _values(path: Path) -> dict[str, books.Sheet]:
     return books.sheets(path, SUMMARY)
 
 
-def _copy(path: Path, tmp_path: Path, name: str = "copy.xlsx") -> Path:
-    out = tmp_path / name
-    shutil.copy(path, out)
-    return out
-
-
 # --- (a) typing into the Summary in LibreOffice -----------------------------------------------
 
 @pytest.mark.libreoffice
@@ -108,11 +103,10 @@ def test_a_target_typed_on_the_summary_in_libreoffice_moves_the_answer(filled: P
 
 
 def test_a_target_typed_on_the_summary_is_the_workbooks_question(filled: Path, tmp_path: Path) -> None:
-    """The same edit through openpyxl, recalculated by IronCalc: the answer follows the Summary."""
-    path = _copy(filled, tmp_path)
-    wb = openpyxl.load_workbook(path)
-    wb[SUMMARY][TARGET] = 130
-    wb.save(path)
+    """The same edit written into the file (`books.retyped`), recalculated by IronCalc: the answer
+    follows the Summary."""
+    path = tmp_path / "copy.xlsx"
+    books.retyped(filled, path, SUMMARY, {TARGET: 130})
     report = verify(path, engine="ironcalc")
     assert report.verification.ok, render_verification(report.verification)
     shown = {(sheet, cell): value for (sheet, cell), value in report.verification.values.items() if sheet == SUMMARY}
@@ -124,11 +118,9 @@ def test_a_target_typed_on_the_summary_is_the_workbooks_question(filled: Path, t
 
 
 def test_the_method_typed_on_the_summary_drives_the_calibration_sheet(filled: Path, tmp_path: Path) -> None:
-    path = _copy(filled, tmp_path)
-    wb = openpyxl.load_workbook(path)
-    assert wb[SUMMARY][summary_sheet.INPUTS["method"]].value == METHODS[0]  # a new workbook's default
-    wb[SUMMARY][summary_sheet.INPUTS["method"]] = "lsq"
-    wb.save(path)
+    path = tmp_path / "copy.xlsx"
+    assert books.sheet(filled, SUMMARY)[summary_sheet.INPUTS["method"]].value == METHODS[0]  # a new workbook's default
+    books.retyped(filled, path, SUMMARY, {summary_sheet.INPUTS["method"]: "lsq"})
     report = verify(path, engine="ironcalc")
     assert report.verification.ok, render_verification(report.verification)
     assert report.analysis.settings.method == "lsq"
@@ -214,10 +206,8 @@ def test_the_inputs_have_data_validation(filled: Path) -> None:
 ])
 def test_verify_names_the_input_cell_when_a_formula_was_typed_over(filled: Path, tmp_path: Path, sheet: str,
                                                                    cell: str, input_key: str) -> None:
-    path = _copy(filled, tmp_path)
-    wb = openpyxl.load_workbook(path)
-    wb[sheet][cell] = 150 if input_key != "method" else "lsq"
-    wb.save(path)
+    path = tmp_path / "copy.xlsx"
+    books.retyped(filled, path, sheet, {cell: 150 if input_key != "method" else "lsq"})
     report = verify(path, engine="ironcalc")
     assert not report.verification.ok
     typed = [m for m in report.verification.typed_over if (m.sheet, m.cell) == (sheet, cell)]
@@ -233,11 +223,9 @@ def test_verify_names_the_input_cell_when_a_formula_was_typed_over(filled: Path,
 # --- the layout version ---------------------------------------------------------------------------
 
 def test_a_workbook_of_the_old_layout_is_refused_clearly(filled: Path, tmp_path: Path) -> None:
-    path = _copy(filled, tmp_path)
-    wb = openpyxl.load_workbook(path)
-    meta = wb[META_SHEET]
+    path = tmp_path / "copy.xlsx"
+    meta = books.sheet(filled, META_SHEET)
     row = next(r for r in range(1, meta.max_row + 1) if meta.cell(row=r, column=1).value == "layout_version")
-    meta.cell(row=row, column=2).value = LAYOUT_VERSION - 1
-    wb.save(path)
+    books.retyped(filled, path, META_SHEET, {f"B{row}": LAYOUT_VERSION - 1})
     with pytest.raises(InputError, match=f"layout version {LAYOUT_VERSION - 1} is not {LAYOUT_VERSION}"):
         read_layout(load(path), path)

@@ -133,15 +133,17 @@ def test_generated_data_sets_exercise_what_they_are_for(filled: Filled) -> None:
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_key_cells_are_defined_names_holding_formulas(dataset: str, filled: Filled) -> None:
     path = filled(dataset, "ironcalc").path
-    wb = openpyxl.load_workbook(path)
-    layout = read_layout(wb, path)
+    names = books.outline(path).defined_names
+    layout = books.layout(path)
+    sheets = books.sheets(path, *{sheet_and_cell(layout, name)[0] for name in layout.defined_names()},
+                          formulas=True)
     for name in KEY_NAMES:
-        assert name in wb.defined_names, name
-        assert wb.defined_names[name].attr_text == layout.name_ref(name)
+        assert name in names, name
+        assert names[name] == layout.name_ref(name)
     for name in layout.defined_names():
-        assert name in wb.defined_names, name
+        assert name in names, name
         sheet, address = sheet_and_cell(layout, name)
-        value = wb[sheet][address].value
+        value = sheets[sheet][address].value
         assert is_formula(value), f"{name} ({sheet}!{address}) holds {value!r}, not a formula"
         if name in INPUT_NAMES:
             assert summary_sheet.input_ref(layout, INPUT_NAMES[name]) in value, name
@@ -309,11 +311,12 @@ def test_committed_template_is_what_build_template_builds(tmp_path: Path) -> Non
 
 
 def test_template_english_sheet_names(tmp_path: Path) -> None:
-    wb = openpyxl.load_workbook(build(tmp_path, "--lang", "en"))
-    assert wb.sheetnames[:5] == ["Summary", "RawData", "Calibration", "Consistency", "Derivation"]
-    assert wb[META_SHEET].sheet_state == "hidden"
-    assert wb.defined_names["BaseTPS"].attr_text == Layout(lang="en").name_ref("BaseTPS")
-    assert wb["RawData"]["A1"].value == "exp_id"
+    path = build(tmp_path, "--lang", "en")
+    outline = books.outline(path)
+    assert outline.sheetnames[:5] == ["Summary", "RawData", "Calibration", "Consistency", "Derivation"]
+    assert outline.sheet_states[META_SHEET] == "hidden"
+    assert outline.defined_names["BaseTPS"] == Layout(lang="en").name_ref("BaseTPS")
+    assert books.sheet(path, "RawData", formulas=True)["A1"].value == "exp_id"
 
 
 def test_template_default_follows_a_chinese_locale(tmp_path: Path) -> None:
@@ -321,17 +324,17 @@ def test_template_default_follows_a_chinese_locale(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["build", "template", "-o", str(out)],
                                 env={"LC_ALL": "", "LC_MESSAGES": "", "LANG": "zh_CN.UTF-8"})
     assert result.exit_code == 0, result.output
-    wb = openpyxl.load_workbook(out)
-    assert wb.sheetnames[:5] == ["总览", "原始数据", "系数标定", "自洽检验", "双向推导"]
-    assert wb[META_SHEET].sheet_state == "hidden"
+    outline = books.outline(out)
+    assert outline.sheetnames[:5] == ["总览", "原始数据", "系数标定", "自洽检验", "双向推导"]
+    assert outline.sheet_states[META_SHEET] == "hidden"
 
 
 @pytest.mark.parametrize("rows", [25, 300])
 def test_template_rows_resizes_every_column_formula(rows: int, tmp_path: Path) -> None:
     path = build(tmp_path, "--rows", str(rows), "--lang", "en")
-    wb = openpyxl.load_workbook(path)
-    lo = read_layout(wb, path)
+    lo = books.layout(path)
     assert lo.rows == rows
+    wb = books.sheets(path, lo.title("calc"), "Consistency", formulas=True)
     calc = wb[lo.title("calc")]
     for key in RAW_FORMULA_KEYS:
         col = lo.raw_col(key)

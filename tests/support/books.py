@@ -10,8 +10,11 @@ is read: `ws["B7"].value`, `ws.cell(row, column).value`, `ws.max_row`, `ws.max_c
 `layout(path)` is the layout scm-xl reads from the workbook's meta sheet, without the rest;
 `outline(path)` its sheets (in order, with their states) and defined names, without any sheet.
 
-Anything else of a workbook (styles, charts, protection, defined names, merged cells, a
-workbook to change and save) still comes from `openpyxl.load_workbook`.
+`retyped(source, target, title, {"B5": 130})` types a few values or formulas over cells a
+workbook already has, every other byte of it kept: a person's edit of a few cells, without
+openpyxl's load and save of the whole workbook.
+Anything else of a workbook (styles, charts, protection, merged cells, a workbook to change in
+any other way and save) still comes from `openpyxl.load_workbook`.
 """
 
 from __future__ import annotations
@@ -114,3 +117,60 @@ def layout(path: str | Path):  # type: ignore[no-untyped-def]
         return read_layout(wb, path)
     finally:
         wb.close()
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A formula for `retyped` to type into a cell, as a person types it: "=1+1"."""
+
+    text: str
+
+
+def retyped(source: str | Path, target: str | Path, title: str, values: Mapping[str, Any]) -> None:
+    """`source` copied to `target` with cells of sheet `title` holding other values
+    (`{"B3": 10**7, "B4": "abc", "C9": Formula('="x"')}`: a number, a text, a boolean or a
+    formula, as a person types it over what was there, a formula too), every other byte of the
+    package as it was (the other formula cells keep their cached values): for a test that types a
+    few cells, where `openpyxl.load_workbook` and `save` rewrite the whole workbook (a second or so
+    of CPU). Each cell must already be in the sheet; it keeps its style. A cell that holds the
+    master of a shared formula is refused (the cells that share it would lose their formula)."""
+    import re
+    import zipfile
+    from xml.sax.saxutils import escape
+
+    from scm_xl.xlsx import package
+
+    with zipfile.ZipFile(source) as book:
+        part = package.sheet_parts(book)[title]
+
+    def cell(ref: str, style: bytes, value: Any) -> bytes:
+        head = f'<c r="{ref}"'.encode() + style
+        if isinstance(value, Formula):
+            assert value.text.startswith("="), value
+            return head + f"><f>{escape(value.text[1:])}</f></c>".encode()
+        if isinstance(value, bool):
+            return head + f' t="b"><v>{int(value)}</v></c>'.encode()
+        if isinstance(value, (int, float)):
+            return head + f' t="n"><v>{value!r}</v></c>'.encode()
+        return head + f' t="inlineStr"><is><t>{escape(str(value))}</t></is></c>'.encode()
+
+    found: set[str] = set()
+
+    def replaced(match: re.Match[bytes]) -> bytes:
+        ref = match.group(1).decode()
+        if ref not in values:
+            return match.group(0)
+        shared_master = re.search(rb'<f\b[^>]*t="shared"[^>]*\sref=', match.group(0))
+        assert not shared_master, f"{title}!{ref} holds a shared formula"
+        found.add(ref)
+        style = re.search(rb'\ss="[0-9]+"', match.group(2))
+        return cell(ref, style.group(0) if style else b"", values[ref])
+
+    pattern = re.compile(rb'<c r="([A-Z]+[0-9]+)"([^>]*?)(?:/>|>(?:[^<]*(?:<(?!/c>)[^<]*)*)</c>)')
+
+    def rewrite(name: str) -> package.SheetRewrite | None:
+        return (lambda blocks: (pattern.sub(replaced, block) for block in blocks)) if name == part else None
+
+    package.copy_package(source, target, rewrite, compression=None)
+    missing = set(values) - found
+    assert not missing, f"{title} holds no cell at {sorted(missing)}"
