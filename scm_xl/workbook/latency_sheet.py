@@ -29,7 +29,10 @@ coefficients, fitted columns and forecast stay blank.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -133,6 +136,15 @@ ROW_HEADERS = {"exp_id": "exp_id", "used": "used", "n": "n", "prompt": "P", "out
                "queue": "W (wait, service times)", "share": "queue share", "ttft_ratio": "P95/TTFT", "latency_ratio": "P95/latency"}
 
 
+
+@functools.lru_cache(maxsize=32)
+def _coef_rows(ll: LatencyLayout) -> Mapping[str, int]:
+    """The coefficient rows by name, worked out once per layout (every formula that reads a
+    coefficient asks), read-only."""
+    names = ll.itl_names() + list(TTFT_TERMS)
+    return MappingProxyType({name: COEF_HEADER + 1 + i for i, name in enumerate(names)})
+
+
 @dataclass(frozen=True)
 class LatencyLayout:
     """Where things are: the ITL block has one step row per knot slot (the layout's concurrency
@@ -152,9 +164,8 @@ class LatencyLayout:
         return [f"step{k + 1}" for k in range(self.knot_slots)] + ["d", "e"]
 
     @property
-    def coef_rows(self) -> dict[str, int]:
-        names = self.itl_names() + list(TTFT_TERMS)
-        return {name: COEF_HEADER + 1 + i for i, name in enumerate(names)}
+    def coef_rows(self) -> Mapping[str, int]:
+        return _coef_rows(self)
 
     def block(self, block: str) -> tuple[int, int]:
         """(first row, size) of the ITL or TTFT block."""

@@ -57,6 +57,7 @@ mirrored from their definitions, and M is numpy's inverse of A.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -187,6 +188,14 @@ TEXTS: dict[str, dict[str, str]] = {
 }
 
 
+
+@functools.lru_cache(maxsize=32)
+def _parameter_kinds(lsq: LsqLayout) -> tuple[str, ...]:
+    """Each parameter's block, by its index (the blocks lie one after another from 0): worked out
+    once per layout, as `kind_of` is asked for every cell of the sheet's p x p matrices."""
+    return tuple(kind for kind, (_, size) in lsq.blocks.items() for _ in range(size))
+
+
 @dataclass(frozen=True)
 class LsqLayout:
     """Where things are on the sheet, from the workbook layout's sizes."""
@@ -212,7 +221,10 @@ class LsqLayout:
 
     def kind_of(self, j: int) -> str:
         """The block of parameter j (0-based)."""
-        return next(kind for kind, (first, size) in self.blocks.items() if first <= j < first + size)
+        kinds = _parameter_kinds(self)
+        if not 0 <= j < len(kinds):
+            raise IndexError(f"parameter {j} of {len(kinds)}")
+        return kinds[j]
 
     coef_header = SUMMARY_FIRST + len(SUMMARY_KEYS) + 2
 
