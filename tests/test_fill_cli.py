@@ -58,7 +58,7 @@ def row_block(lines: list[str], exp_id: str) -> str:
     return " ".join(block)
 
 
-def raw_row_of(ws: Worksheet, layout: Layout, exp_id: str) -> int:
+def raw_row_of(ws: Worksheet | books.Sheet, layout: Layout, exp_id: str) -> int:
     col = layout.entry_col("exp_id")
     return next(r for r in range(layout.raw_first, layout.raw_last + 1) if ws[f"{col}{r}"].value == exp_id)
 
@@ -275,7 +275,7 @@ def new_results(tmp_path: Path) -> Path:
 
 def test_fill_into_a_users_workbook_keeps_hand_set_cells_and_overrides(tmp_path: Path) -> None:
     mine, lo, hand_set = users_workbook(tmp_path, with_sheet=False)
-    e03_before = raw_row_of(openpyxl.load_workbook(mine)[lo.title("raw")], lo, "E03")
+    e03_before = raw_row_of(books.sheet(mine, lo.title("raw"), formulas=True), lo, "E03")
     original = mine.read_bytes()
     report = tmp_path / "report.json"
     # Updating it in place replaces the user's file: refused, untouched, unless --force.
@@ -287,7 +287,7 @@ def test_fill_into_a_users_workbook_keeps_hand_set_cells_and_overrides(tmp_path:
     assert "verified:" in result.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.xlsx", "new.csv", "report.json"]  # no backups
 
-    wb = openpyxl.load_workbook(mine)
+    wb = books.sheets(mine, *{title for title, _ in hand_set}, lo.title("raw"), formulas=True)
     for (title, address), value in hand_set.items():
         assert wb[title][address].value == value, (title, address)
     raw = wb[lo.title("raw")]
@@ -313,14 +313,14 @@ def test_fill_into_a_users_workbook_keeps_their_sheets(tmp_path: Path) -> None:
     assert_ok(result)
     assert "verified:" in result.stdout
 
-    wb = openpyxl.load_workbook(mine)
+    sheet = books.worksheet(mine, USER_SHEET)
     ours = [lo.title(k) for k in ("summary", "raw", "calibration", "consistency", "derivation")]
-    assert wb.sheetnames[:5] == ours
-    sheet = wb[USER_SHEET]
+    assert sheet.parent.sheetnames[:5] == ours
     user_formula = USER_FORMULA.format(raw=lo.title("raw"))
     assert [sheet[a].value for a in ("A1", "B1", "C1")] == ["我的笔记", 42, user_formula]
     assert sheet["B1"].font.b and sheet["B1"].font.color.rgb == "00FF0000"
     assert sheet["B1"].number_format == "0.000"
+    wb = books.sheets(mine, *{title for title, _ in hand_set}, formulas=True)
     for (title, address), value in hand_set.items():
         assert wb[title][address].value == value, (title, address)
 

@@ -10,7 +10,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import openpyxl
 import pytest
 from openpyxl import Workbook
 
@@ -20,6 +19,7 @@ from scm_xl.workbook.fill import WorkbookReport, fill, verify
 from scm_xl.workbook.io import INPUT_ROWS, load, read_inputs
 from scm_xl.workbook.registry import BY_KEY, SHEETS, load_inputs, read_layout
 from scm_xl.xlsx.package import formula_cells_dropped
+from support import books
 from support.rows import make_row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,19 +54,18 @@ def loaded(filled: Path) -> tuple[Workbook, Workbook]:
 def edited(filled: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The filled workbook after a person typed: a formula into the Summary's target, a knee on
     the latency sheet, and a raw row past INPUT_ROWS cleared of its display formulas."""
-    wb = openpyxl.load_workbook(filled)
-    layout = read_layout(wb, filled)
-    summary = wb[layout.title("summary")]
+    layout = books.layout(filled)
+    summary = books.worksheet(filled, layout.title("summary"))
     target = next(cell for row in summary.iter_rows() for cell in row
                   if cell.fill is not None and str(cell.fill.fgColor.rgb).endswith("FFF2CC"))
-    target.value = "=50+50"
-    wb[latency_sheet.SHEET_TITLES["en"]]["B5"] = 8
-    raw = wb[layout.title("raw")]
-    for cell in raw[INPUT_ROWS + 20]:
-        if isinstance(cell.value, str) and cell.value.startswith("="):
-            cell.value = None
+    raw = books.sheet(filled, layout.title("raw"), formulas=True)
+    cleared = {cell.coordinate: None for cell in raw.values()
+               if cell.row == INPUT_ROWS + 20 and isinstance(cell.value, str) and cell.value.startswith("=")}
+    assert cleared
     out = tmp_path_factory.mktemp("edited") / "edited.xlsx"
-    wb.save(out)
+    books.retyped(filled, out, layout.title("summary"), {target.coordinate: books.Formula("=50+50")})
+    books.retyped(out, out, latency_sheet.SHEET_TITLES["en"], {"B5": 8})
+    books.retyped(out, out, layout.title("raw"), cleared)
     return out
 
 
@@ -152,7 +151,7 @@ def test_fill_computes_from_the_numbers_its_file_holds(tmp_path: Path) -> None:
     write_results(csv, rows)
     report = fill(csv, output=tmp_path / "filled.xlsx", lang="en")
     assert report.verification.ok
-    raw = openpyxl.load_workbook(report.path)[report.layout.title("raw")]
+    raw = books.sheet(report.path, report.layout.title("raw"), formulas=True)
     saved = {raw[f"{report.layout.entry_col('exp_id')}{n}"].value: raw[f"{report.layout.entry_col('total_time_s')}{n}"].value
              for n in range(report.layout.raw_first, report.layout.raw_first + len(rows))}
     given = {row.exp_id: row.total_time_s for row in rows}

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import openpyxl
 import pytest
 from data.gen import experiment, full_factorial
 
@@ -70,7 +69,7 @@ def consistency_points(path: Path) -> dict[str, set[tuple[float, float]]]:
 
 def series_refs(path: Path) -> list[list[str]]:
     """Each chart's series' y references, as the saved file has them."""
-    ws = openpyxl.load_workbook(path)[SUMMARY]
+    ws = books.worksheet(path, SUMMARY)
     return [[series.yVal.numRef.f.replace("'", "") for series in chart.series] for chart in ws._charts]
 
 
@@ -154,7 +153,7 @@ def test_the_template_has_the_fit_chart_and_it_fills_as_rows_are_typed(edited: d
 
 
 def test_no_smoothing_a_legend_beside_the_plot_and_units_on_every_axis(edited: dict[str, Path]) -> None:
-    ws = openpyxl.load_workbook(edited["filled"])[SUMMARY]
+    ws = books.worksheet(edited["filled"], SUMMARY)
     assert len(ws._charts) == 2  # TPS, measured vs predicted (these rows measured no latency)
     for chart in ws._charts:
         assert chart.legend.position == "r"
@@ -175,7 +174,7 @@ def test_a_row_inserted_by_hand_is_marked_and_the_header_says_what_to_do(edited:
     header's comment says what to do."""
     from scm_xl.workbook.raw_sheet import INSERTED_ROW_FILL, INSERTED_ROW_HINT
 
-    ws = openpyxl.load_workbook(edited["inserted"])[RAW]
+    ws = books.worksheet(edited["inserted"], RAW)
     tps = LAYOUT.entry_col("show_tps")
     rules = [(str(rng.sqref), rule) for rng in ws.conditional_formatting for rule in rng.rules]
     (sqref, rule), = [(s, r) for s, r in rules if "ISFORMULA" in (r.formula or [""])[0]]

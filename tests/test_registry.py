@@ -14,6 +14,7 @@ import pytest
 
 from scm_xl.workbook import registry
 from scm_xl.workbook.sheet import Checking, SheetSpec
+from support import books
 from support.paths import ARTICLE
 
 WORKBOOK = Path(registry.__file__).parent
@@ -274,7 +275,5 @@ def test_a_factor_table_is_one_entry_in_the_calibration_sheets_module(tmp_path: 
     title = layout.title("calibration")
     doubled = [got.get((title, f"{layout.table_col(twice, 'double')}{first + i}")) for i in range(3)]
     assert doubled == [2.0, 4.0, 8.0]  # the article's concurrency levels 1, 2, 4
-    import openpyxl
-
-    printed = openpyxl.load_workbook(tmp_path / "twice.xlsx")[title].print_area
+    printed = books.worksheet(tmp_path / "twice.xlsx", title).print_area
     assert printed.endswith(f"$E${first + layout.c_slots - 1}"), printed  # it prints with the others

@@ -180,7 +180,7 @@ def _validation(ws: openpyxl.worksheet.worksheet.Worksheet, address: str) -> obj
 
 
 def test_the_inputs_have_data_validation(filled: Path) -> None:
-    summary = openpyxl.load_workbook(filled)[SUMMARY]
+    summary = books.worksheet(filled, SUMMARY)
     for block in ("forward", "inverse"):
         model = _validation(summary, summary_sheet.INPUTS[f"{block}.model"])
         assert model.type == "list" and model.formula1 == LAYOUT.seen_models_range("name")  # the data's models

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import openpyxl
 import pytest
 from click.testing import CliRunner
 
@@ -226,7 +225,7 @@ def test_a_target_beyond_one_deployment_takes_the_fewest_replicas(tmp_path: Path
 def test_the_inputs_stay_typeable_on_a_protected_sheet(tmp_path: Path) -> None:
     results = _write(tmp_path)
     _fill_cli(results, tmp_path / "p.xlsx", "ironcalc", "--rpm", "300")
-    ws = openpyxl.load_workbook(tmp_path / "p.xlsx")["Summary"]
+    ws = books.worksheet(tmp_path / "p.xlsx", "Summary")
     for key in slo_sheet.CAPACITY_INPUTS:
         assert ws[slo_sheet.capacity_input(key)].protection.locked is False, key
     for key in slo_sheet.CAPACITY_OUTPUTS:

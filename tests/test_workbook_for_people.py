@@ -8,7 +8,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import openpyxl
 import pandas as pd
 import pytest
 
@@ -61,10 +60,10 @@ def test_formulas_are_kept_beside_the_values(article: tuple[Path, Layout]) -> No
 
 def test_the_workbook_opens_on_the_summary_with_the_verdict(article: tuple[Path, Layout]) -> None:
     path, layout = article
-    wb = openpyxl.load_workbook(path, data_only=True)
+    summary = books.worksheet(path, layout.title("summary"), data_only=True)
+    wb = summary.parent
     assert wb.active.title == layout.title("summary")
     assert wb.sheetnames[0] == layout.title("summary")
-    summary = wb[layout.title("summary")]
     assert summary[f"B{summary_sheet.ROWS['verdict']}"].value == "insufficient"
     assert summary[f"B{summary_sheet.ROWS['mape']}"].value == "n/a"
     # the verdict is coloured by value
@@ -74,8 +73,7 @@ def test_the_workbook_opens_on_the_summary_with_the_verdict(article: tuple[Path,
 
 def test_charts_have_no_phantom_series_and_no_error_cells(article: tuple[Path, Layout]) -> None:
     path, layout = article
-    wb = openpyxl.load_workbook(path)
-    charts = wb[layout.title("summary")]._charts
+    charts = books.worksheet(path, layout.title("summary"))._charts
     assert len(charts) >= 2
     data = books.sheet(path, layout.title("chart_data"))
     for cell in data.values():  # the one error is #N/A: a point that is not there, which charts skip
@@ -89,19 +87,20 @@ def test_charts_have_no_phantom_series_and_no_error_cells(article: tuple[Path, L
 
 def test_workings_are_hidden_and_at_the_end(article: tuple[Path, Layout]) -> None:
     path, layout = article
-    wb = openpyxl.load_workbook(path)
+    outline = books.outline(path)
+    sheets = books.sheets(path, layout.title("readme"), layout.title("raw"), formulas=True)
     working = [spec.title(layout.lang) for spec in SHEETS if spec.working]
     for title in working:
-        assert wb[title].sheet_state == "hidden"
-    visible = [ws.title for ws in wb.worksheets if ws.sheet_state == "visible"]
-    assert all(wb.sheetnames.index(t) > wb.sheetnames.index(visible[-1]) for t in working)
-    readme = "\n".join(str(c.value) for c in wb[layout.title("readme")]["A"] if c.value)
+        assert outline.sheet_states[title] == "hidden"
+    visible = [title for title in outline.sheetnames if outline.sheet_states[title] == "visible"]
+    assert all(outline.sheetnames.index(t) > outline.sheetnames.index(visible[-1]) for t in working)
+    readme = "\n".join(str(c.value) for c in sheets[layout.title("readme")].values() if c.column == 1 and c.value)
     for title in visible:
         assert title in readme, f"the README does not explain {title}"
     # the raw-data sheet holds inputs and three display columns: no column of helper zeros
-    raw = wb[layout.title("raw")]
-    formula_columns = {cell.column_letter for row in raw.iter_rows(min_row=2, max_row=3) for cell in row
-                       if isinstance(cell.value, str) and cell.value.startswith("=")}
+    raw = sheets[layout.title("raw")]
+    formula_columns = {cell.coordinate.rstrip("0123456789") for cell in raw.values() if 2 <= cell.row <= 3
+                       and isinstance(cell.value, str) and cell.value.startswith("=")}
     assert formula_columns == {layout.entry_col(k) for k in ("show_tps", "show_role", "show_status")}
 
 

@@ -4,11 +4,9 @@ derivation sheet takes a P95-latency limit, agreeing with `scm-xl solve --max-la
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
-import openpyxl
 import pytest
 from click.testing import CliRunner
 from data.gen import full_factorial
@@ -63,15 +61,12 @@ def test_the_inverse_with_a_latency_limit_matches_solve(csv: Path, filled: Path,
                                                        tmp_path: Path) -> None:
     target = 60.0
     out = tmp_path / "latency.xlsx"
-    shutil.copy(filled, out)
-    wb = openpyxl.load_workbook(out)
-    summary = wb[LAYOUT.title("summary")]  # the inputs are typed on the Summary
     inv = LAYOUT.inverse_rows
-    summary[summary_sheet.INPUTS["inverse.target_tps"]] = target
-    summary[summary_sheet.INPUTS["inverse.max_tokens"]] = 50
-    summary[summary_sheet.INPUTS["inverse.model"]] = "model-a"
-    summary[summary_sheet.INPUTS["inverse.max_latency"]] = limit
-    wb.save(out)
+    books.retyped(filled, out, LAYOUT.title("summary"), {  # the inputs are typed on the Summary
+        summary_sheet.INPUTS["inverse.target_tps"]: target,
+        summary_sheet.INPUTS["inverse.max_tokens"]: 50,
+        summary_sheet.INPUTS["inverse.model"]: "model-a",
+        summary_sheet.INPUTS["inverse.max_latency"]: limit})
     report = verify(out, engine="ironcalc")
     assert report.verification.ok
     values = computed(report)  # IronCalc's values of every formula cell, from verify's recalculation
@@ -86,12 +81,11 @@ def test_the_inverse_with_a_latency_limit_matches_solve(csv: Path, filled: Path,
 
 
 def test_the_raw_data_sheet_carries_the_percentiles(filled: Path) -> None:
-    wb = openpyxl.load_workbook(filled)
-    raw = wb[LAYOUT.title("raw")]
+    raw = books.sheet(filled, LAYOUT.title("raw"), formulas=True)
     assert raw[f"{LAYOUT.entry_col('latency_p95_s')}1"].value == "latency_p95_s"
     assert isinstance(raw[f"{LAYOUT.entry_col('latency_p95_s')}2"].value, float)
     assert isinstance(raw[f"{LAYOUT.entry_col('ttft_p95_s')}2"].value, float)
-    summary = wb[LAYOUT.title("summary")]
+    summary = books.worksheet(filled, LAYOUT.title("summary"))
     assert len(summary._charts) == 4  # TPS, measured vs predicted, P95 latency, P95 TTFT
 
 
@@ -202,9 +196,7 @@ def test_a_typed_knee_that_leaves_too_few_ttft_rows_verifies(tmp_path: Path) -> 
     filled = tmp_path / "knee.xlsx"
     assert fill(csv, output=filled, engine="ironcalc", lang="en").verification.ok
     ll, _ = _latency_sheet(filled)
-    wb = openpyxl.load_workbook(filled)
-    wb[ll.title][f"B{SETTING_ROWS['knee']}"] = 2
-    wb.save(filled)
+    books.retyped(filled, filled, ll.title, {f"B{SETTING_ROWS['knee']}": 2})
     out = tmp_path / "typed.xlsx"
     report = fill(None, workbook=filled, output=out, engine="ironcalc")
     assert report.verification.ok, [str(m) for m in report.verification.mismatches[:5]]

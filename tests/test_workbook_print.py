@@ -29,6 +29,7 @@ from scm_xl.workbook.layout import (
 )
 from scm_xl.workbook.registry import build_workbook
 from scm_xl.workbook.styles import row_height, wrapped_lines
+from support import books
 from support.engines import ERROR_STRINGS
 from support.paths import ARTICLE
 from support.printing import to_pdf
@@ -237,9 +238,8 @@ def test_each_table_fits_the_page_width(printout: Printout) -> None:
 
 
 def test_first_principles_prints_si_prefixes_as_roofline_does(printout: Printout) -> None:
-    wb = openpyxl.load_workbook(printout.xlsx, data_only=True)
-    ws = wb[[ws.title for ws in wb.worksheets if ws[f"A{first_principles.TITLE_ROW}"].value
-             == first_principles.TEXTS[printout.lang]["title"]][0]]
+    ws = books.sheet(printout.xlsx, books.layout(printout.xlsx).title("first_principles"))
+    assert ws[f"A{first_principles.TITLE_ROW}"].value == first_principles.TEXTS[printout.lang]["title"]
     page = printout.page_with(first_principles.TEXTS[printout.lang]["title"])
     for key, unit in (("flops_per_token", "FLOP"), ("weight_bytes", "B"), ("bandwidth", "B/s"),
                       ("peak_flops", "FLOP/s")):
@@ -279,8 +279,7 @@ def test_the_slo_sheet_prints_readable_and_whole(printout: Printout) -> None:
     are sized by), every word of every visible column's header whole on them (TEXTS' h_ keys),
     no helper column printed, and the tables' last experiment printed while no row below it is."""
     pages = _slo_pages(printout)
-    wb = openpyxl.load_workbook(printout.xlsx)
-    ws = wb[slo_sheet.SHEET_TITLES[printout.lang]]
+    ws = books.worksheet(printout.xlsx, slo_sheet.SHEET_TITLES[printout.lang])
     t = slo_sheet.TEXTS[printout.lang]
     if printout.xlsx.stem == "article":  # no per-request CSV: no tables
         assert len(pages) <= 2

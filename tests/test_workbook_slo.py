@@ -13,7 +13,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import openpyxl
 import pytest
 from openpyxl.utils import get_column_letter
 from click.testing import CliRunner
@@ -282,7 +281,7 @@ def test_the_tables_read_right_on_screen_and_on_paper(tmp_path: Path, lang: Lang
     hidden = set(slo_sheet.hidden_columns())
     setups = []
     for path in (filled, again):
-        ws = openpyxl.load_workbook(path)[slo_sheet.SHEET_TITLES[lang]]
+        ws = books.worksheet(path, slo_sheet.SHEET_TITLES[lang])
         for cols in (slo_sheet.EXP_COLS, slo_sheet.CELL_COLS):
             for key, col in cols.items():
                 cell, dim = ws[f"{col}{slo_sheet.HEADER_ROW}"], ws.column_dimensions[col]
@@ -311,7 +310,7 @@ def test_the_tables_read_right_on_screen_and_on_paper(tmp_path: Path, lang: Lang
             in merged
         setups.append((scale, breaks, area, merged))
     assert setups[0] == setups[1]
-    ws = openpyxl.load_workbook(bare)[slo_sheet.SHEET_TITLES[lang]]
+    ws = books.worksheet(bare, slo_sheet.SHEET_TITLES[lang])
     area = str(ws.print_area).rpartition("!")[2].replace("$", "")
     assert area.startswith("A1:") and area.endswith(f"{slo_sheet.CAP_ANSWER_ROWS['binding']}")
     assert not ws.col_breaks.brk and [b.id for b in ws.row_breaks.brk] == [slo_sheet.ANSWER_ROWS["status"]]

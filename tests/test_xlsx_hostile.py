@@ -20,6 +20,7 @@ from openpyxl.comments import Comment
 from scm_xl.cli import main
 from scm_xl.errors import InputError
 from scm_xl.safety import XlsxLimits, check_xlsx
+from support import books
 from support.paths import ARTICLE
 
 SCM_XL = str(Path(sys.executable).with_name("scm-xl"))
@@ -261,7 +262,7 @@ def test_a_commented_workbook_verifies_with_the_default_engine(article: Path, tm
     out = tmp_path / "refilled.xlsx"
     result = run("fill", ARTICLE, "--workbook", commented, "-o", out)
     assert result.exit_code == 0, result.output
-    assert openpyxl.load_workbook(out)[USER_SHEET]["A1"].comment.text == "checked on Monday"
+    assert books.worksheet(out, USER_SHEET)["A1"].comment.text == "checked on Monday"
 
 
 # --- 11: the typed-over cell leads --------------------------------------------------------

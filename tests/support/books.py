@@ -128,8 +128,9 @@ class Formula:
 
 def retyped(source: str | Path, target: str | Path, title: str, values: Mapping[str, Any]) -> None:
     """`source` copied to `target` with cells of sheet `title` holding other values
-    (`{"B3": 10**7, "B4": "abc", "C9": Formula('="x"')}`: a number, a text, a boolean or a
-    formula, as a person types it over what was there, a formula too), every other byte of the
+    (`{"B3": 10**7, "B4": "abc", "C9": Formula('="x"'), "D2": None}`: a number, a text, a
+    boolean or a formula, as a person types it over what was there, a formula too, or nothing:
+    the cell cleared), every other byte of the
     package as it was (the other formula cells keep their cached values): for a test that types a
     few cells, where `openpyxl.load_workbook` and `save` rewrite the whole workbook (a second or so
     of CPU). Each cell must already be in the sheet; it keeps its style. A cell that holds the
@@ -145,6 +146,8 @@ def retyped(source: str | Path, target: str | Path, title: str, values: Mapping[
 
     def cell(ref: str, style: bytes, value: Any) -> bytes:
         head = f'<c r="{ref}"'.encode() + style
+        if value is None:  # the cell cleared
+            return head + b"/>"
         if isinstance(value, Formula):
             assert value.text.startswith("="), value
             return head + f"><f>{escape(value.text[1:])}</f></c>".encode()
@@ -174,3 +177,28 @@ def retyped(source: str | Path, target: str | Path, title: str, values: Mapping[
     package.copy_package(source, target, rewrite, compression=None)
     missing = set(values) - found
     assert not missing, f"{title} holds no cell at {sorted(missing)}"
+
+
+def worksheet(path: str | Path, title: str, **options: Any) -> Any:
+    """Sheet `title` of the workbook at `path` as `openpyxl.load_workbook(path, **options)[title]`
+    gives it (styles, column widths, page setup, breaks, merged cells, charts, protection,
+    validations), without parsing the cells of any other sheet: openpyxl reads a copy in which
+    the other sheets keep everything but their rows. A filled workbook's other sheets are most of
+    what a full load parses."""
+    import tempfile
+    import zipfile
+
+    from scm_xl.xlsx import package
+
+    with zipfile.ZipFile(path) as book:
+        others = {part for name, part in package.sheet_parts(book).items() if name != title}
+
+    def rewrite(name: str) -> package.SheetRewrite | None:
+        if name not in others:
+            return None
+        return lambda blocks: (package.ROW_ELEMENT.sub(b"", block) for block in blocks)
+
+    with tempfile.TemporaryDirectory(prefix="scm-xl-test-sheet-") as folder:
+        copy = Path(folder) / Path(path).name
+        package.copy_package(path, copy, rewrite)
+        return openpyxl.load_workbook(copy, **options)[title]
