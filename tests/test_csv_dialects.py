@@ -91,10 +91,10 @@ def test_same_file_twice_is_refused() -> None:
 
 
 def _workbook_rows(path: Path) -> list[tuple[str, str, float]]:
-    from scm_xl.workbook.io import load, read_inputs
-    from scm_xl.workbook.registry import read_layout
+    from scm_xl.workbook.io import read_inputs
+    from scm_xl.workbook.registry import load_inputs, read_layout
 
-    wb = load(path)
+    wb = load_inputs(path)  # as verify reads them
     layout = read_layout(wb, path)
     return [(row.exp_id, row.model, row.total_time_s) for _, row in read_inputs(wb, layout, path).rows]
 

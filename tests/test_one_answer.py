@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 from scm_xl.cli import main
 from scm_xl.rules import DEFAULT_METHOD, DEFAULT_TARGET
+from support import books
 from support.browser import browser, open_page  # noqa: F401  (the fixture)
 from support.cli import Started
 from support.paths import ARTICLE
@@ -55,10 +56,10 @@ def cli_json(*args: object) -> dict[str, Any]:
 def workbook_answers(path: Path) -> dict[str, Any]:
     """The workbook's question (its input cells) and its answers as IronCalc recalculates the file."""
     from scm_xl.engines import get_engine
-    from scm_xl.workbook.io import load, read_inputs
-    from scm_xl.workbook.registry import read_layout
+    from scm_xl.workbook.io import read_inputs
+    from scm_xl.workbook.registry import load_inputs, read_layout
 
-    wb = load(path)
+    wb = load_inputs(path)  # as verify reads them
     layout = read_layout(wb, path)
     inputs = read_inputs(wb, layout, path)
     values = get_engine("ironcalc").recalculate(path).values
@@ -156,9 +157,6 @@ def test_the_language_follows_the_locale(monkeypatch: pytest.MonkeyPatch, env: d
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_fill_report_and_template_speak_the_locale(tmp_path: Path, lang: str) -> None:
-    from scm_xl.workbook.io import load
-    from scm_xl.workbook.registry import read_layout
-
     env = {"LC_ALL": "", "LC_MESSAGES": "", "LANG": {"zh": "zh_CN.UTF-8", "en": "en_US.UTF-8"}[lang]}
     book, page, template = tmp_path / "a.xlsx", tmp_path / "a.html", tmp_path / "t.xlsx"
     for args in (("fill", ARTICLE, "-o", book), ("report", ARTICLE, "-o", page),
@@ -166,13 +164,13 @@ def test_fill_report_and_template_speak_the_locale(tmp_path: Path, lang: str) ->
         result = run(*args, env=env)
         assert result.exit_code == 0, result.output
     for path in (book, template):
-        assert read_layout(load(path), path).lang == lang
+        assert books.layout(path).lang == lang
     assert f'<html lang="{ {"zh": "zh-CN", "en": "en"}[lang] }">' in page.read_text(encoding="utf-8")
     # --lang wins over the locale
     other = "en" if lang == "zh" else "zh"
     result = run("fill", ARTICLE, "-o", tmp_path / "b.xlsx", "--lang", other, env=env)
     assert result.exit_code == 0, result.output
-    assert read_layout(load(tmp_path / "b.xlsx"), tmp_path / "b.xlsx").lang == other
+    assert books.layout(tmp_path / "b.xlsx").lang == other
 
 
 # ---------------------------------------------------------------------------
