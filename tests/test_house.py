@@ -7,6 +7,8 @@ import ast
 import functools
 from pathlib import Path
 
+from support.source import parsed
+
 PACKAGE = Path(__file__).resolve().parent.parent / "scm_xl"
 # The reference and the physics: pure, no workbook, no CLI, no I/O of their own.
 PURE = ("model", "lsq", "constrained", "replicates", "roofline", "physics", "rules", "stats")
@@ -37,7 +39,7 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         deps: set[str] = set()
-        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _runtime_imports(parsed(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
                 if not node.module or not node.module.startswith("scm_xl"):
                     continue
@@ -111,7 +113,7 @@ def test_a_long_module_says_why() -> None:
     for path in PACKAGE.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         if text.count("\n") > LONG:
-            docstring = ast.get_docstring(ast.parse(text)) or ""
+            docstring = ast.get_docstring(parsed(text)) or ""
             if "Long because" not in docstring:
                 unexplained.append(f"{path.relative_to(PACKAGE.parent)} ({text.count(chr(10))} lines)")
     assert not unexplained, unexplained
@@ -124,7 +126,7 @@ def imported_test_modules(source: str) -> list[str]:
     """The test modules a test module's source imports (`from test_x import ...`, `import test_x`),
     at any depth (a function-level import counts)."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(source)):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0].startswith("test_"):
             found.append(node.module)
         elif isinstance(node, ast.Import):

@@ -16,6 +16,7 @@ from scm_xl.workbook import registry
 from scm_xl.workbook.sheet import Checking, SheetSpec
 from support import books
 from support.paths import ARTICLE
+from support.source import parsed
 
 WORKBOOK = Path(registry.__file__).parent
 KEYS = {spec.key for spec in registry.SHEETS}
@@ -46,7 +47,7 @@ def test_every_sheet_a_module_declares_is_in_the_registry() -> None:
 def sheet_key_lists(source: str, keys: set[str], at_least: int = 3) -> list[int]:
     """The lines of `source` where a tuple, list or set literal spells `at_least` sheet keys or more."""
     lines = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(source)):
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             spelled = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
             if len(spelled & keys) >= at_least:
@@ -167,7 +168,7 @@ def foreign_addresses(source: str, me: str, owners: set[str]) -> list[tuple[int,
     """(line, text) of each address `source` (module `me`) spells with another owner module's row or
     column constants: an f-string that starts with a column ("B{...}", "$C${...}") and reads a name
     imported from, or an attribute of, one of `owners` other than `me`."""
-    tree = ast.parse(source)
+    tree = parsed(source)
     owner_of: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "scm_xl.workbook":
@@ -216,7 +217,7 @@ def keyed_table_reads(source: str) -> list[tuple[int, str]]:
     """(line, text) where `source` reads a core Layout's keyed-row tables (`layout.settings_rows`,
     `self.lo.forward_rows`, ...) instead of asking `Layout.keyed_cell` / `keyed_rows`."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(source)):
         if isinstance(node, ast.Attribute) and node.attr in KEYED_TABLES:
             owner = node.value
             name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""

@@ -14,12 +14,13 @@ from click.testing import CliRunner
 from scm_xl.cli import main
 from scm_xl.errors import UsageError
 from scm_xl.simulator import SimConfig, running_simulator
+from support.servers import http_client
 
 MESSAGES = [{"role": "user", "content": "Say something."}]
 
 
 def client() -> httpx.Client:
-    return httpx.Client(trust_env=False, timeout=10)
+    return http_client(timeout=10)
 
 
 def stream_events(http: httpx.Client, base_url: str, **body) -> tuple[int, dict, list[str]]:

@@ -18,13 +18,14 @@ from click.testing import CliRunner
 from scm_xl.cli import main
 from scm_xl.errors import UsageError
 from scm_xl.simulator import SimConfig, roofline_timing, running_simulator
+from support.servers import http_client
 
 STEP = 0.01  # seconds per decode step in the timing tests
 TOKENS = 10  # tokens per request: a request holds its slot for TOKENS steps
 
 
 def client() -> httpx.Client:
-    return httpx.Client(trust_env=False, timeout=30)
+    return http_client(timeout=30)
 
 
 def stream(http: httpx.Client, base_url: str, *, prompt: str = "Say something.", max_tokens: int = TOKENS) -> int:
