@@ -4,7 +4,9 @@ The 2-core machines here swing by 10% or more from one run of the suite to the n
 tree gave 241 s and 256 s within the hour), so a change to the suite's time is measured against
 its base in the same hour: each round runs the base commit's tree (a `git worktree`) and then
 this checkout, each as the README runs the suite (pyproject's addopts) with the project's venv,
-from its own folder (`python -m pytest`: the tree's own scm_xl and tests). Wall seconds as pytest
+from its own folder (`python -m pytest`: the tree's own scm_xl and tests; PYTHONPATH names the tree,
+so the processes the suite starts run its scm_xl too, not the venv's editable install, which is
+this checkout's: before, the base's commands ran this checkout's code). Wall seconds as pytest
 says them and the CPU seconds of the whole run (its processes and everything they waited for).
 Writes benchmarks/results/suite_ab.md.
 
@@ -14,6 +16,7 @@ Writes benchmarks/results/suite_ab.md.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import resource
 import statistics
@@ -34,8 +37,11 @@ def run_suite(tree: Path) -> dict[str, object]:
     """The suite in `tree`: pytest's last line, its wall seconds and the CPU seconds of the run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
+    # PYTHONPATH: every process the suite starts (`scm-xl` as a command, the engines' helpers) imports
+    # the tree's own scm_xl, not the one the venv's editable install points at (this checkout's)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=tree,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     said = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "(no output)"
