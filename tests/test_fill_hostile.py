@@ -151,7 +151,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def tampered(template: Path, folder: Path, sizes: dict[str, int]) -> tuple[Path, dict[str, int]]:
     """The template with `sizes` typed on its meta sheet; where each key sits (its row)."""
-    meta = books.sheet(template, "_scm_meta")
+    meta = books.sheet(template, "_scm_meta", formulas=True)
     rows = {meta.cell(r, 1).value: r for r in range(1, meta.max_row + 1)}
     path = folder / "tampered.xlsx"
     books.retyped(template, path, "_scm_meta", {f"B{rows[key]}": value for key, value in sizes.items()})

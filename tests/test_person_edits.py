@@ -210,7 +210,7 @@ def fill_rows(path: Path) -> int:
 @pytest.mark.parametrize("rows", ["abc", -5, 10**7, 2.5, True])
 def test_tampered_metadata_is_refused_with_exit_2(filled: Path, tmp_path: Path, rows: object) -> None:
     path = tmp_path / "tampered.xlsx"
-    meta = books.sheet(filled, "_scm_meta")
+    meta = books.sheet(filled, "_scm_meta", formulas=True)
     row = next(r for r in range(1, meta.max_row + 1) if meta.cell(r, 1).value == "rows")
     books.retyped(filled, path, "_scm_meta", {f"B{row}": rows})
     result = CliRunner().invoke(main, ["verify", str(path)])

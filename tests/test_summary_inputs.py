@@ -119,7 +119,8 @@ def test_a_target_typed_on_the_summary_is_the_workbooks_question(filled: Path, t
 
 def test_the_method_typed_on_the_summary_drives_the_calibration_sheet(filled: Path, tmp_path: Path) -> None:
     path = tmp_path / "copy.xlsx"
-    assert books.sheet(filled, SUMMARY)[summary_sheet.INPUTS["method"]].value == METHODS[0]  # a new workbook's default
+    method = books.sheet(filled, SUMMARY, formulas=True)[summary_sheet.INPUTS["method"]].value
+    assert method == METHODS[0]  # a new workbook's default
     books.retyped(filled, path, SUMMARY, {summary_sheet.INPUTS["method"]: "lsq"})
     report = verify(path, engine="ironcalc")
     assert report.verification.ok, render_verification(report.verification)
@@ -224,7 +225,7 @@ def test_verify_names_the_input_cell_when_a_formula_was_typed_over(filled: Path,
 
 def test_a_workbook_of_the_old_layout_is_refused_clearly(filled: Path, tmp_path: Path) -> None:
     path = tmp_path / "copy.xlsx"
-    meta = books.sheet(filled, META_SHEET)
+    meta = books.sheet(filled, META_SHEET, formulas=True)
     row = next(r for r in range(1, meta.max_row + 1) if meta.cell(row=r, column=1).value == "layout_version")
     books.retyped(filled, path, META_SHEET, {f"B{row}": LAYOUT_VERSION - 1})
     with pytest.raises(InputError, match=f"layout version {LAYOUT_VERSION - 1} is not {LAYOUT_VERSION}"):

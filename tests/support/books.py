@@ -10,11 +10,13 @@ is read: `ws["B7"].value`, `ws.cell(row, column).value`, `ws.max_row`, `ws.max_c
 `layout(path)` is the layout scm-xl reads from the workbook's meta sheet, without the rest;
 `outline(path)` its sheets (in order, with their states) and defined names, without any sheet.
 
+`worksheet(path, title)` is one sheet as `openpyxl.load_workbook` gives it (styles, page setup,
+charts, protection, validations), the other sheets' cells never parsed.
 `retyped(source, target, title, {"B5": 130})` types a few values or formulas over cells a
 workbook already has, every other byte of it kept: a person's edit of a few cells, without
 openpyxl's load and save of the whole workbook.
-Anything else of a workbook (styles, charts, protection, merged cells, a workbook to change in
-any other way and save) still comes from `openpyxl.load_workbook`.
+Anything else of a workbook (a workbook to change in any other way and save, every sheet's
+styles at once) still comes from `openpyxl.load_workbook`.
 """
 
 from __future__ import annotations
@@ -130,11 +132,11 @@ def retyped(source: str | Path, target: str | Path, title: str, values: Mapping[
     """`source` copied to `target` with cells of sheet `title` holding other values
     (`{"B3": 10**7, "B4": "abc", "C9": Formula('="x"'), "D2": None}`: a number, a text, a
     boolean or a formula, as a person types it over what was there, a formula too, or nothing:
-    the cell cleared), every other byte of the
-    package as it was (the other formula cells keep their cached values): for a test that types a
-    few cells, where `openpyxl.load_workbook` and `save` rewrite the whole workbook (a second or so
-    of CPU). Each cell must already be in the sheet; it keeps its style. A cell that holds the
-    master of a shared formula is refused (the cells that share it would lose their formula)."""
+    the cell cleared), every other byte of the package as it was (the other formula cells keep
+    their cached values): for a test that types a few cells, where `openpyxl.load_workbook` and
+    `save` rewrite the whole workbook (a second or so of CPU). Each cell must already be in the
+    sheet; it keeps its style. A cell that holds the master of a shared formula is refused (the
+    cells that share it would lose their formula)."""
     import re
     import zipfile
     from xml.sax.saxutils import escape

@@ -3,7 +3,8 @@
 `raw_server` runs a tiny asyncio server whose handler answers as the test likes (a stream,
 a lie, a reset); the SSE helpers build what it sends, `read_request` reads what it gets,
 `counting` counts it. `collect` and `run_cli` run the collector at it, in the library and
-through `scm-xl collect`. `fakellm` is a third-party OpenAI-compatible server, as a fixture:
+through `scm-xl collect`; `http_client` is a plain httpx client for talking to one. `fakellm` is
+a third-party OpenAI-compatible server, as a fixture:
 import it by name where it is used. Nothing here leaves loopback.
 """
 
@@ -45,6 +46,8 @@ def http_client(timeout: float) -> httpx.Client:
     client otherwise, the system's certificates loaded each time (30 ms of CPU), though these
     speak plain HTTP."""
     return httpx.Client(trust_env=False, timeout=timeout, verify=_tls())
+
+
 NO_KEYS = {"SCM_XL_API_KEY": None, "SILICONFLOW_API_KEY": None, "OPENAI_API_KEY": None}
 
 
