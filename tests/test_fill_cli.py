@@ -218,9 +218,8 @@ def test_text_that_looks_like_a_formula_stays_text(tmp_path: Path) -> None:
     assert "verified:" in result.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["injected.csv", "out.xlsx"]  # no backup kept
 
-    wb = openpyxl.load_workbook(out)
-    lo = read_layout(wb, out)
-    raw = wb[lo.title("raw")]
+    lo = books.layout(out)
+    raw = books.worksheet(out, lo.title("raw"))
     for key, texts in INJECTED.items():
         cells = [raw[f"{lo.entry_col(key)}{lo.raw_first + i}"] for i in range(3)]
         values = [cell.value for cell in cells]

@@ -269,12 +269,11 @@ def test_a_commented_workbook_verifies_with_the_default_engine(article: Path, tm
 
 def test_the_typed_over_cell_leads_the_mismatches_and_the_rest_are_counted(article: Path, tmp_path: Path) -> None:
     broken = tmp_path / "typed.xlsx"
-    shutil.copy(article, broken)
-    wb = openpyxl.load_workbook(broken)
-    calibration = wb.sheetnames[2]  # the calibration sheet: its C13 feeds the summary and the derivation
-    assert isinstance(wb[calibration]["C13"].value, str) and wb[calibration]["C13"].value.startswith("=")
-    wb[calibration]["C13"] = 123.0
-    wb.save(broken)
+    # the calibration sheet: its C13 feeds the summary and the derivation
+    calibration = books.outline(article).sheetnames[2]
+    formula = books.sheet(article, calibration, formulas=True)["C13"].value
+    assert isinstance(formula, str) and formula.startswith("=")
+    books.retyped(article, broken, calibration, {"C13": 123.0})
 
     result = run("verify", broken)
     assert result.exit_code == 1, result.output
