@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, cast
 
 import openpyxl
@@ -186,9 +187,9 @@ def test_wrapped_rows_are_as_tall_as_their_lines(printout: Printout) -> None:
     the default height."""
     layout = printout.layout
     assert layout is not None and printout.rows
-    wb = openpyxl.load_workbook(printout.xlsx, data_only=True)
     tall = 0
-    for ws, first, letters in _wrapped_columns(wb, layout):
+    for ws, first, letters in _wrapped_columns(lambda title: books.worksheet(printout.xlsx, title, data_only=True),
+                                               layout):
         for row in range(first, first + printout.rows):
             assert all(ws[f"{col}{row}"].alignment.wrap_text for col in letters), (ws.title, row)
             lines = max(wrapped_lines(str(ws[f"{col}{row}"].value or ""), ws.column_dimensions[col].width)
@@ -208,17 +209,17 @@ def test_the_templates_rows_keep_the_default_height(tmp_path: Path) -> None:
     layout = Layout(lang="en", rows=30)
     path = tmp_path / "template.xlsx"
     build_workbook(layout).save(path)
-    wb = openpyxl.load_workbook(path)
-    for ws, first, letters in _wrapped_columns(wb, layout):
+    for ws, first, letters in _wrapped_columns(lambda title: books.worksheet(path, title), layout):
         for row in range(first, first + layout.rows):
             assert ws.row_dimensions[row].height is None, (ws.title, row)
             assert all(ws[f"{col}{row}"].alignment.wrap_text for col in letters), (ws.title, row)
 
 
-def _wrapped_columns(wb: openpyxl.Workbook, layout: Layout) -> list[tuple[Any, int, list[str]]]:
-    """(sheet, first data row, the letters of its wrapped text columns) of the two per-row tables."""
-    return [(wb[layout.title("raw")], layout.raw_first, [layout.entry_col("show_status")]),
-            (wb[layout.title("consistency")], layout.cons_first,
+def _wrapped_columns(sheet: Callable[[str], Any], layout: Layout) -> list[tuple[Any, int, list[str]]]:
+    """(sheet, first data row, the letters of its wrapped text columns) of the two per-row tables;
+    `sheet(title)` loads a sheet."""
+    return [(sheet(layout.title("raw")), layout.raw_first, [layout.entry_col("show_status")]),
+            (sheet(layout.title("consistency")), layout.cons_first,
              [layout.cons_col(key) for key in ("note", "physics_text")])]
 
 
