@@ -103,6 +103,12 @@ def _wrap(text: str, width: int, later: int | None = None) -> list[str]:
                 carried = line[len(kept) - 1:]
             lines.append(line[:len(line) - len(carried)].rstrip())
             line = carried
+            while display_width(token) > room():  # it fit the first line, not one after it: cut it
+                if line.strip():
+                    lines.append(line.rstrip())
+                piece = _take(token, room())
+                lines.append(piece)
+                token, line = token[len(piece):], ""
         line += token
     if line.strip():
         lines.append(line.rstrip())

@@ -238,6 +238,13 @@ def test_chinese_lines_wrap_by_display_width_and_never_start_with_punctuation() 
     for width in range(50, 81):  # wherever the line breaks, no quote is left alone at an edge
         quoted_lines = [line.strip() for line in wrapped(quoted, width=width, indent="  ").splitlines()]
         assert all(line[-1] not in "（“" and line[0] not in "）”，" for line in quoted_lines), (width, quoted_lines)
+    # a word as wide as the first line but wider than the indented ones after it (a checkout's path
+    # in a note): cut on the line it moves to, as a word wider than a line is
+    for extra in range(-3, 4):
+        path = "/" + "p" * (WIDTH - 1 + extra)
+        lines = wrapped(f"注意：没有逐请求 CSV {path}（逐请求 SLO 需要它）").splitlines()
+        assert all(display_width(line) <= WIDTH for line in lines), (extra, lines)
+        assert "".join(line.strip() for line in lines).count("p") == WIDTH - 1 + extra
     english = "the answer repeats that measurement and tests nothing " * 4
     import textwrap
 
