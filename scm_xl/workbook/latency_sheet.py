@@ -136,7 +136,6 @@ ROW_HEADERS = {"exp_id": "exp_id", "used": "used", "n": "n", "prompt": "P", "out
                "queue": "W (wait, service times)", "share": "queue share", "ttft_ratio": "P95/TTFT", "latency_ratio": "P95/latency"}
 
 
-
 @functools.lru_cache(maxsize=32)
 def _coef_rows(ll: LatencyLayout) -> Mapping[str, int]:
     """The coefficient rows by name, worked out once per layout (every formula that reads a

@@ -188,7 +188,6 @@ TEXTS: dict[str, dict[str, str]] = {
 }
 
 
-
 @functools.lru_cache(maxsize=32)
 def _parameter_kinds(lsq: LsqLayout) -> tuple[str, ...]:
     """Each parameter's block, by its index (the blocks lie one after another from 0): worked out
