@@ -76,17 +76,24 @@ def _wrap(text: str, width: int, later: int | None = None) -> list[str]:
     def room() -> int:
         return width if not lines or later is None else later
 
-    for token in tokens:
-        if token.isspace():
-            if line:
-                line += token
-            continue
-        while display_width(token) > room():  # wider than a line: cut it
+    def cut(token: str) -> str:
+        """What is left of `token` once each piece wider than the line it would start is cut off
+        onto a line of its own."""
+        nonlocal line
+        while display_width(token) > room():
             if line.strip():
                 lines.append(line.rstrip())
             piece = _take(token, room())
             lines.append(piece)
             token, line = token[len(piece):], ""
+        return token
+
+    for token in tokens:
+        if token.isspace():
+            if line:
+                line += token
+            continue
+        token = cut(token)  # wider than a line: cut it
         if display_width(line + token) > room() and line.strip():
             carried = ""
             if token[0] in _NO_LINE_START and not line[-1].isspace():  # take what it follows along
@@ -103,12 +110,7 @@ def _wrap(text: str, width: int, later: int | None = None) -> list[str]:
                 carried = line[len(kept) - 1:]
             lines.append(line[:len(line) - len(carried)].rstrip())
             line = carried
-            while display_width(token) > room():  # it fit the first line, not one after it: cut it
-                if line.strip():
-                    lines.append(line.rstrip())
-                piece = _take(token, room())
-                lines.append(piece)
-                token, line = token[len(piece):], ""
+            token = cut(token)  # it fit the first line, not the narrower ones after it
         line += token
     if line.strip():
         lines.append(line.rstrip())
