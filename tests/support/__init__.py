@@ -10,10 +10,13 @@
 * `support.reports`: the report pages in both languages; a verification that finds one wrong cell;
   the page's charts and calculator rows.
 * `support.servers`: raw HTTP servers on 127.0.0.1 that speak SSE, the fake LLM fixture, a
-  collection run through the CLI and the request readers the collector tests share.
+  collection run through the CLI, the request readers the collector tests share, and a plain
+  httpx client for them (`http_client`, one SSL context for all).
 * `support.goodput`: per-request records counted by hand (`HAND`) and the files they are written to.
-* `support.books`: one sheet of a workbook read without parsing the others (`sheet`, `sheets`),
-  and the layout its meta sheet gives (`layout`).
+* `support.books`: one sheet of a workbook read without parsing the others (`sheet`, `sheets`;
+  `worksheet` with its styles and setup), the layout its meta sheet gives (`layout`), its sheets
+  and names (`outline`), and a few cells typed into a copy, every other byte kept (`retyped`).
+* `support.source`: a source text parsed once (`parsed`), for the tests that read the code.
 * `support.printing`: a workbook printed to PDF by LibreOffice as a person's prints it.
 * `support.browser`, `support.slo`, `support.cli`, `support.text`: headless Chromium, the SLO tests'
   fixed-delay collection, the CLI runner, reading printed tables.

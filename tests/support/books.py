@@ -162,19 +162,20 @@ def retyped(source: str | Path, target: str | Path, title: str, values: Mapping[
     found: set[str] = set()
 
     def replaced(match: re.Match[bytes]) -> bytes:
-        ref = match.group(1).decode()
+        ref = (match.group(1) + match.group(2)).decode()
         if ref not in values:
             return match.group(0)
         shared_master = re.search(rb'<f\b[^>]*t="shared"[^>]*\sref=', match.group(0))
         assert not shared_master, f"{title}!{ref} holds a shared formula"
         found.add(ref)
-        style = re.search(rb'\ss="[0-9]+"', match.group(2))
+        style = re.search(rb'\ss="[0-9]+"', match.group(3))
         return cell(ref, style.group(0) if style else b"", values[ref])
 
-    pattern = re.compile(rb'<c r="([A-Z]+[0-9]+)"([^>]*?)(?:/>|>(?:[^<]*(?:<(?!/c>)[^<]*)*)</c>)')
-
     def rewrite(name: str) -> package.SheetRewrite | None:
-        return (lambda blocks: (pattern.sub(replaced, block) for block in blocks)) if name == part else None
+        if name != part:
+            return None
+        # the byte layer's own cell pattern (a cell whose r is its first attribute, as every writer puts it)
+        return lambda blocks: (package._CELL_WITH_R.sub(replaced, block) for block in blocks)
 
     package.copy_package(source, target, rewrite, compression=None)
     missing = set(values) - found
