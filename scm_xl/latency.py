@@ -69,7 +69,9 @@ mirrors term by term.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from operator import mul
 from statistics import median
 from typing import Any, Iterable, Sequence
 
@@ -192,8 +194,7 @@ class Terms:
         if len(knots) == 1:
             out[0] = 1.0
             return out
-        upper = next((i for i, knot in enumerate(knots) if knot >= n), len(knots) - 1)
-        upper = min(max(upper, 1), len(knots) - 1)
+        upper = min(max(bisect_left(knots, n), 1), len(knots) - 1)  # the first knot at or above n
         low, high = knots[upper - 1], knots[upper]
         w = (n - low) / (high - low)
         out[upper - 1], out[upper] = 1.0 - w, w
@@ -242,7 +243,7 @@ class LinearFit:
     dof: int
 
     def value(self, features: Sequence[float]) -> float:
-        return float(sum(b * x for b, x in zip(self.beta, features)))
+        return float(sum(map(mul, self.beta, features)))
 
     def coefficients(self) -> dict[str, float]:
         return dict(zip(self.names, self.beta))
@@ -513,7 +514,20 @@ def ttft_scales(rows: Sequence[Observation], knee: float | None, step_max: float
 Fitted = tuple[Terms, LinearFit, LinearFit]
 
 
-def _fit_given_knee(rows: Sequence[Observation], knee: float | None) -> Fitted | None:
+@dataclass(frozen=True)
+class _RowFit:
+    """A fit at one knee, with what it computed of each row on the way: the row's decode step
+    (its fitted ITL at the served batch) and, for a row at or below the knee, its TTFT features
+    (the same at the served batch, which is then the row's own concurrency). `_profile`
+    predicts every row from these instead of computing them again: the same numbers, by the same
+    arithmetic in the same order."""
+
+    fitted: Fitted
+    steps: list[float]  # by row
+    ttft_features: list[list[float] | None]  # by row; None above the knee
+
+
+def _fit_given_knee(rows: Sequence[Observation], knee: float | None) -> _RowFit | None:
     terms = terms_of(rows, knee)
 
     def served(c: int) -> float:
@@ -525,16 +539,18 @@ def _fit_given_knee(rows: Sequence[Observation], knee: float | None) -> Fitted |
         return None
     steps = [itl.value(row) for row in itl_x]
     # TTFT of the served part: fitted on the rows at or below the knee (above it the measured TTFT
-    # is mostly the wait for a slot, which a finite run only approximates).
-    served_rows = [r for r in rows if knee is None or r.concurrency <= knee]
-    ttft_rows = [terms.ttft(r.concurrency, r.prompt, itl.value(terms.itl(r.concurrency, r.prompt, r.output)))
-                 for r in served_rows]
-    ttft_y = [r.ttft for r in served_rows]
+    # is mostly the wait for a slot, which a finite run only approximates). There the served batch
+    # is the row's concurrency, so its step is the one above.
+    ttft_features: list[list[float] | None] = [
+        terms.ttft(r.concurrency, r.prompt, step) if knee is None or r.concurrency <= knee else None
+        for r, step in zip(rows, steps)]
+    ttft_rows = [features for features in ttft_features if features is not None]
+    ttft_y = [r.ttft for r in rows if knee is None or r.concurrency <= knee]
     names = terms.ttft_names()
     if len(ttft_y) < len(names):
         return None
     ttft = _relative_lstsq(names, ttft_rows, ttft_y, ttft_scales(rows, knee, max(steps)))
-    return (terms, itl, ttft) if ttft is not None else None
+    return _RowFit((terms, itl, ttft), steps, ttft_features) if ttft is not None else None
 
 
 def _predict_row(itl: LinearFit, ttft: LinearFit, terms: Terms, knee: float | None,
@@ -542,7 +558,11 @@ def _predict_row(itl: LinearFit, ttft: LinearFit, terms: Terms, knee: float | No
     """(TPS by Little's law before the efficiency factor, latency) for a row."""
     n = min(r.concurrency, knee) if knee is not None else r.concurrency
     step = itl.value(terms.itl(n, r.prompt, r.output))
-    first = ttft.value(terms.ttft(n, r.prompt, step))
+    return _predicted(r, knee, step, ttft.value(terms.ttft(n, r.prompt, step)))
+
+
+def _predicted(r: Observation, knee: float | None, step: float, first: float) -> tuple[float, float] | None:
+    """`_predict_row` from the row's fitted step and TTFT."""
     served = first + (r.output - 1) * step
     if not served > 0:
         return None
@@ -551,18 +571,20 @@ def _predict_row(itl: LinearFit, ttft: LinearFit, terms: Terms, knee: float | No
 
 
 def _profile(rows: Sequence[Observation], knee: float | None) -> tuple[float, Fitted] | None:
-    fitted = _fit_given_knee(rows, knee)
-    if fitted is None:
+    fit = _fit_given_knee(rows, knee)
+    if fit is None:
         return None
-    terms, itl, ttft = fitted
+    terms, itl, ttft = fit.fitted
     error = 0.0
-    for r in rows:
-        predicted = _predict_row(itl, ttft, terms, knee, r)
+    for r, step, features in zip(rows, fit.steps, fit.ttft_features):
+        if features is None:  # above the knee: served at the knee
+            features = terms.ttft(knee, r.prompt, step)  # type: ignore[arg-type]
+        predicted = _predicted(r, knee, step, ttft.value(features))
         if predicted is None:
             return None
         tps, latency = predicted
         error += math.log(r.tps / tps) ** 2
-    return error, fitted
+    return error, fit.fitted
 
 
 def _knee_candidates(levels: Sequence[int]) -> list[float]:

@@ -1,23 +1,27 @@
 """`registry.load_inputs`: `verify`, `predict`, `solve` and `report` read a workbook's inputs from
 a copy without the formula cells the input readers never read, as each sheet's spec declares
-(`SheetSpec.inputs`): none on a sheet they do not read, those below INPUT_ROWS on a sheet they
-read the top of, every one on a sheet read whole. What they read must be what the whole workbook
+(`SheetSpec.inputs`, `SheetSpec.input_rows`): none on a sheet they do not read, those below
+INPUT_ROWS (or the rows its spec gives for the layout) on a sheet they read the top of, every one
+on a sheet read whole. What they read must be what the whole workbook
 gives, a person's edits included, and a sheet declared unread must be one they do not read."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from openpyxl import Workbook
+from openpyxl.worksheet.worksheet import Worksheet
 
 from scm_xl.results import write_results
 from scm_xl.workbook import latency_sheet
 from scm_xl.workbook.fill import WorkbookReport, fill, verify
 from scm_xl.workbook.io import INPUT_ROWS, load, read_inputs
-from scm_xl.workbook.registry import BY_KEY, SHEETS, load_inputs, read_layout
+from scm_xl.workbook.layout import Layout
+from scm_xl.workbook.registry import BY_KEY, SHEETS, input_reads, load_inputs, read_layout
 from scm_xl.xlsx.package import formula_cells_dropped
 from support import books
 from support.rows import make_row
@@ -120,6 +124,45 @@ def test_verify_reads_the_copy_and_still_checks_every_formula_cell(filled_report
     report = verify(filled_report.path)
     assert report.verification.ok and len(report.inputs.rows) == ROWS
     assert report.verification.cells_compared == filled_report.verification.cells_compared
+
+
+@pytest.mark.parametrize("sizes", [{}, {"c_slots": 300}], ids=["default", "300 concurrency slots"])
+def test_every_cell_the_readers_read_lies_in_the_rows_the_specs_declare(sizes: dict[str, int],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The input readers, run on a workbook of empty sheets, touch no row of a sheet below what its
+    spec declares for the layout (`registry.input_reads`): the latency sheet's forward inputs move
+    down with the concurrency slots, past INPUT_ROWS at 300 (a formula typed there was read as
+    blank when every "top" sheet ended at INPUT_ROWS)."""
+    layout = Layout(lang="en", **sizes)
+    touched: dict[str, set[int]] = {}
+
+    def rows_of(found: object) -> Iterator[int]:
+        if isinstance(found, tuple):
+            for one in found:
+                yield from rows_of(one)
+        else:
+            yield found.row  # type: ignore[attr-defined]
+
+    cell, item, iter_rows = Worksheet.cell, Worksheet.__getitem__, Worksheet.iter_rows
+    monkeypatch.setattr(Worksheet, "cell", lambda ws, row, column=None, value=None: (
+        touched.setdefault(ws.title, set()).add(row), cell(ws, row, column, value))[1])
+    monkeypatch.setattr(Worksheet, "__getitem__", lambda ws, key: (
+        found := item(ws, key), touched.setdefault(ws.title, set()).update(rows_of(found)))[0])
+    monkeypatch.setattr(Worksheet, "iter_rows", lambda ws, min_row=None, max_row=None, *args, **kwargs: (
+        touched.setdefault(ws.title, set()).add(max_row or ws.max_row), iter_rows(ws, min_row, max_row, *args, **kwargs))[1])
+    wb = Workbook()
+    wb.remove(wb.active)
+    for spec in SHEETS:
+        wb.create_sheet(spec.title(layout.lang))
+    read_inputs(wb, layout, Path("empty.xlsx"))
+    reads = input_reads(layout)
+    assert touched[latency_sheet.SHEET_TITLES["en"]]
+    for title, rows in touched.items():
+        read = reads[title]
+        bound = {"whole": max(rows), "top": INPUT_ROWS, "none": 0}[read] if isinstance(read, str) else read
+        assert max(rows) <= bound, (title, read)
+    latency = reads[latency_sheet.SHEET_TITLES["en"]]
+    assert isinstance(latency, int) and (latency > INPUT_ROWS) == bool(sizes)
 
 
 def test_formula_cells_below_the_row_go_and_everything_else_stays() -> None:

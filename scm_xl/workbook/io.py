@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -75,18 +76,25 @@ WORKBOOK_SUFFIXES = (".xlsx", ".xlsm", ".xltx", ".xltm")
 # What the input readers (`read_inputs`, `read_meta_layout`) read of a sheet, as each sheet's spec
 # declares it (`sheet.SheetSpec.inputs`): "whole" to its last row (the raw data, the SLO sheets'
 # experiments and per-request records), "top" its cells above INPUT_ROWS (every cell a person
-# types on such a sheet lies there: the Summary's and the latency sheet's reach row 59), "none"
-# not one cell (the per-row workings and the sheets computed from them: formulas only).
+# types on such a sheet lies well above it), or above a row of its own where
+# its spec says where its inputs end for the workbook's layout (`SheetSpec.input_rows`: the
+# latency sheet's forward inputs move down with the concurrency slots, the replicates sheet's
+# one input is its fifth row), "none" not one cell (the per-row workings and the sheets computed
+# from them: formulas only).
 SheetRead = Literal["whole", "top", "none"]
 INPUT_ROWS = 200
+# What `load(inputs=...)` is given: what is read of each sheet (by title; a number: its formula
+# cells down to that row), from the layout the workbook's meta sheet declares (None where it
+# declares none that `read_meta_layout` would take).
+InputReads = Callable[[Layout | None], Mapping[str, SheetRead | int]]
 
 
-def load(path: str | Path, *, data_only: bool = False, inputs: Mapping[str, SheetRead] | None = None) -> Workbook:
-    """The workbook at `path`, as openpyxl reads it. `inputs` (sheet title -> what the input
-    readers read of it; `registry.load_inputs` gives every sheet's): for reading its inputs and
-    nothing else (`verify`, and `predict`, `solve` and `report` of a workbook), openpyxl reads a
-    copy without the formula cells they never read: those of a "none" sheet (or one not named),
-    and those below INPUT_ROWS on a "top" one. openpyxl builds an object a cell: a 10,000-row
+def load(path: str | Path, *, data_only: bool = False, inputs: InputReads | None = None) -> Workbook:
+    """The workbook at `path`, as openpyxl reads it. `inputs` (what the input readers read of each
+    sheet; `registry.load_inputs` gives every sheet's): for reading its inputs and nothing else
+    (`verify`, and `predict`, `solve` and `report` of a workbook), openpyxl reads a copy without
+    the formula cells they never read: those of a "none" sheet (or one not named), and those
+    below the input rows on a "top" one. openpyxl builds an object a cell: a 10,000-row
     workbook's 1.4 million formula cells took 46 s and 900 MB, and a small one's 14,000 formula
     cells are half the time `verify` takes."""
     path = Path(path)
@@ -106,12 +114,14 @@ def load(path: str | Path, *, data_only: bool = False, inputs: Mapping[str, Shee
         raise InputError(f"not a readable .xlsx workbook ({type(exc).__name__})", path=str(path)) from exc
 
 
-def _inputs_only(path: Path, data_only: bool, inputs: Mapping[str, SheetRead]) -> Workbook:
+def _inputs_only(path: Path, data_only: bool, inputs: InputReads) -> Workbook:
     """`load(inputs=...)`: openpyxl reads a copy (in a temporary folder, stored, not compressed)
     without the formula cells the input readers never read."""
     with zipfile.ZipFile(path) as book:
-        below = {part: {"top": INPUT_ROWS, "none": 0}[inputs.get(title, "none")]
-                 for title, part in package.sheet_parts(book).items() if inputs.get(title) != "whole"}
+        parts = package.sheet_parts(book)
+        reads = inputs(_declared_layout(book, parts.get(META_SHEET), path))
+        below = {part: read if isinstance(read, int) else {"top": INPUT_ROWS, "none": 0}[read]
+                 for title, part in parts.items() if (read := reads.get(title, "none")) != "whole"}
 
     def rewrite(name: str) -> package.SheetRewrite | None:
         if name not in below:
@@ -124,17 +134,52 @@ def _inputs_only(path: Path, data_only: bool, inputs: Mapping[str, SheetRead]) -
         return openpyxl.load_workbook(copy, data_only=data_only)
 
 
+def _declared_layout(book: zipfile.ZipFile, part: str | None, path: Path) -> Layout | None:
+    """The layout the meta sheet (its XML `part`) declares, read from the XML (`package.cells`),
+    where `read_meta_layout` would take it; None where it would refuse it (it then says why, once
+    openpyxl has read the copy)."""
+    if part is None:
+        return None
+    table: list[str] | None = None
+
+    def shared() -> list[str]:
+        nonlocal table
+        if table is None:
+            table = package.shared_strings(book)
+        return table
+
+    values: dict[tuple[int, int], object] = {}
+    try:
+        with book.open(part) as stream:
+            for row, column, attrs, content in package.cells(stream):
+                if row > META_MAX_ROWS:
+                    break
+                if column <= 2:
+                    values[row, column] = package.stored_value(attrs, content, shared)
+        last = max((row for row, _ in values), default=0)
+        return _meta_layout([(values.get((row, 1)), values.get((row, 2))) for row in range(1, last + 1)], path)
+    except (InputError, KeyError, ValueError, IndexError, SyntaxError, OSError, EOFError, zipfile.BadZipFile,
+            zlib.error):  # a broken part: the copy and openpyxl's read of it then say so
+        return None
+
+
 def read_meta_layout(wb: Workbook, path: str | Path) -> Layout:
     if META_SHEET not in wb.sheetnames:
         raise InputError(f"not an scm-xl workbook: it has no {META_SHEET} sheet "
                          "(build one with `scm-xl build template`)", path=str(path))
     ws = wb[META_SHEET]
+    return _meta_layout([(ws.cell(row=r, column=1).value, ws.cell(row=r, column=2).value)
+                         for r in range(1, min(ws.max_row, META_MAX_ROWS) + 1)], path)
+
+
+def _meta_layout(rows: list[tuple[Any, Any]], path: str | Path) -> Layout:
+    """The layout the meta sheet's rows (key, value), from its first, declare; refused with the
+    cell to look at where it is not one scm-xl wrote."""
     meta: dict[str, Any] = {}  # checked below
     meta_rows: dict[str, int] = {}  # where each key sits, for messages
-    for r in range(1, min(ws.max_row, META_MAX_ROWS) + 1):
-        key = str(ws.cell(row=r, column=1).value)
-        meta.setdefault(key, ws.cell(row=r, column=2).value)
-        meta_rows.setdefault(key, r)
+    for r, (key, value) in enumerate(rows, start=1):
+        meta.setdefault(str(key), value)
+        meta_rows.setdefault(str(key), r)
     if meta.get("layout_version") != LAYOUT_VERSION:
         raise InputError(f"workbook layout version {meta.get('layout_version')!r} is not {LAYOUT_VERSION}: it was "
                          "built by another scm-xl version; fill your results CSV into a new workbook "

@@ -884,4 +884,11 @@ def _reference(c: Checking) -> None:
                                 sheet_rows=[sheet_row for sheet_row, _ in c.inputs.rows]))
 
 
-SHEET = SheetSpec("latency", SHEET_TITLES, _write, _reference)
+def input_rows(layout: Layout) -> int:
+    """The last row `read_cells` reads: the forward block's last input (it moves down with the
+    layout's concurrency slots)."""
+    forward = LatencyLayout(layout).forward_rows
+    return max(*SETTING_ROWS.values(), *(forward[key] for key in FORWARD_INPUTS))
+
+
+SHEET = SheetSpec("latency", SHEET_TITLES, _write, _reference, input_rows=input_rows)

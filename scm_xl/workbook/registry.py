@@ -163,9 +163,14 @@ def read_layout(wb: Workbook, path: str | Path) -> Layout:
 
 def load_inputs(path: str | Path) -> Workbook:
     """The workbook at `path` for reading its layout and inputs and nothing else (`io.load` of a
-    copy without the formula cells the input readers never read, as each sheet's spec says)."""
-    return io.load(path, inputs={title: spec.inputs for spec in SHEETS for title in spec.titles.values()}
-                   | {META_SHEET: "top"})
+    copy without the formula cells the input readers never read, as each sheet's spec says for
+    the layout the workbook declares)."""
+    return io.load(path, inputs=input_reads)
+
+
+def input_reads(layout: Layout | None) -> dict[str, io.SheetRead | int]:
+    """What the input readers read of each sheet, by title (`io.InputReads`)."""
+    return {title: spec.input_read(layout) for spec in SHEETS for title in spec.titles.values()} | {META_SHEET: "top"}
 
 
 def own_sheet_titles(layout: Layout) -> list[str]:

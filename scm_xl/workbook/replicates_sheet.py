@@ -460,7 +460,8 @@ def _reference(c: Checking) -> None:
                                 sheet_rows=[sheet_row for sheet_row, _ in c.inputs.rows]))
 
 
-SHEET = SheetSpec("replicates", SHEET_TITLES, _write, _reference)
+SHEET = SheetSpec("replicates", SHEET_TITLES, _write, _reference,
+                  input_rows=lambda layout: THRESHOLD_ROW)  # its one input: `read_threshold`
 
 
 __all__ = [

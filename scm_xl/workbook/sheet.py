@@ -72,9 +72,18 @@ class SheetSpec:
     reads: tuple[str, ...] = ()  # the sheets whose reference values `reference` reads
     working: bool = False  # hidden workings at the end of the tabs
     inputs: SheetRead = "top"  # what the input readers read of it (`io.SheetRead`; tests/test_inputs_only.py checks)
+    # "top": the last row the input readers read of it in a layout (None: io.INPUT_ROWS)
+    input_rows: Callable[[Layout], int] | None = None
 
     def title(self, lang: Lang) -> str:
         return self.titles[lang]
+
+    def input_read(self, layout: Layout | None) -> SheetRead | int:
+        """What the input readers read of the sheet in `layout` (None: not known), for
+        `io.load(inputs=...)`: a number for the rows a "top" sheet's inputs end at."""
+        if self.inputs == "top" and self.input_rows is not None and layout is not None:
+            return self.input_rows(layout)
+        return self.inputs
 
 
 class RowTable:
