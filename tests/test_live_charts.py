@@ -15,10 +15,10 @@ from data.gen import experiment, full_factorial
 
 from scm_xl.results import ResultRow, write_results
 from scm_xl.workbook import charts
-from scm_xl.workbook.fill import fill, verify
-from scm_xl.workbook.layout import ENTRY_COLUMNS, Layout
+from scm_xl.workbook.fill import fill
+from scm_xl.workbook.layout import Layout
 from scm_xl.workbook.registry import build_template
-from support import books
+from support import books, engines
 from support.paths import UNO_PYTHON
 
 LANG = "en"
@@ -129,7 +129,7 @@ def test_after_a_delete_and_a_typed_row_the_fit_chart_shows_exactly_the_rows_the
     before, after = fit_points(edited["filled"]), fit_points(edited["edited"])
     assert after == consistency_points(edited["edited"])  # every check and identify row there, nothing else
     assert after != before and sum(map(len, after.values())) > 0
-    assert verify(edited["edited"], engine="libreoffice").verification.ok
+    engines.verified_as_saved(edited["edited"])
     # the series still read the whole fixed-size ranges LibreOffice saved
     assert series_refs(edited["edited"]) == series_refs(edited["filled"])
 
@@ -149,7 +149,7 @@ def test_the_template_has_the_fit_chart_and_it_fills_as_rows_are_typed(edited: d
     typed_in = fit_points(edited["template_typed"])
     assert typed_in == consistency_points(edited["template_typed"])
     assert typed_in["identify"] and typed_in["check"]
-    assert verify(edited["template_typed"], engine="libreoffice").verification.ok
+    engines.verified_as_saved(edited["template_typed"])
 
 
 def test_no_smoothing_a_legend_beside_the_plot_and_units_on_every_axis(edited: dict[str, Path]) -> None:
@@ -187,7 +187,7 @@ def test_a_row_inserted_by_hand_is_marked_and_the_header_says_what_to_do(edited:
     assert marked == [8]
     assert ws[f"A8"].value == "INS1"
     assert ws[f"{tps}{LAYOUT.raw_header_row}"].comment.text.startswith(INSERTED_ROW_HINT[LANG][:40])
-    assert verify(edited["inserted"], engine="libreoffice").verification.ok  # the workings count it
+    engines.verified_as_saved(edited["inserted"])  # the workings count it
 
 
 def test_a_row_inserted_by_hand_shows_its_tps_role_and_reason_on_the_consistency_sheet(

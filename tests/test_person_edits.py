@@ -20,7 +20,7 @@ from scm_xl.results import write_results
 from scm_xl.workbook.fill import fill, verify
 from scm_xl.workbook.layout import ENTRY_COLUMNS, Layout
 from data.gen import experiment, full_factorial
-from support import books
+from support import books, engines
 from support.paths import UNO_PYTHON
 
 ENGINE = "libreoffice"
@@ -110,27 +110,28 @@ pytestmark = pytest.mark.libreoffice
 
 def test_delete_a_row_in_libreoffice(filled: Path, uno_edited: dict[str, Path]) -> None:
     before = _exp_ids(filled)
-    rows = _verified(uno_edited["delete"])
+    rows = _verified(uno_edited["delete"])  # LibreOffice recalculates the saved file again
     assert rows == before[:3] + before[4:]  # sheet row 5 is the 4th experiment
     assert len(rows) == len(before) - 1
+    # what the session saved is what that recalculation computed: the other edits check it so
+    assert [row.exp_id for _, row in engines.verified_as_saved(uno_edited["delete"]).inputs.rows] == rows
 
 
 def test_insert_a_row_in_the_middle_in_libreoffice(filled: Path, uno_edited: dict[str, Path]) -> None:
     before = _exp_ids(filled)
-    rows = _verified(uno_edited["insert"])
-    assert rows == before[:6] + ["NEW1"] + before[6:]
+    report = engines.verified_as_saved(uno_edited["insert"])
+    assert [row.exp_id for _, row in report.inputs.rows] == before[:6] + ["NEW1"] + before[6:]
 
 
 def test_type_a_row_under_the_data_in_libreoffice(filled: Path, uno_edited: dict[str, Path]) -> None:
     before = _exp_ids(filled)
-    rows = _verified(uno_edited["append"])
-    assert rows == before + ["NEW2"]
+    report = engines.verified_as_saved(uno_edited["append"])
+    assert [row.exp_id for _, row in report.inputs.rows] == before + ["NEW2"]
 
 
 def test_sort_rows_in_libreoffice(filled: Path, uno_edited: dict[str, Path]) -> None:
     before = _exp_ids(filled)
-    report = verify(uno_edited["sort"], engine=ENGINE)
-    assert report.verification.ok
+    report = engines.verified_as_saved(uno_edited["sort"])
     rows = [row for _, row in report.inputs.rows]
     assert sorted(r.exp_id for r in rows) == sorted(before)
     assert [r.concurrency for r in rows] == sorted((r.concurrency for r in rows), reverse=True)
@@ -138,8 +139,7 @@ def test_sort_rows_in_libreoffice(filled: Path, uno_edited: dict[str, Path]) -> 
 
 def test_a_number_typed_as_text_shows_why_the_row_is_unused(filled: Path, uno_edited: dict[str, Path]) -> None:
     before = _exp_ids(filled)
-    report = verify(uno_edited["text_number"], engine=ENGINE)
-    assert report.verification.ok
+    report = engines.verified_as_saved(uno_edited["text_number"])
     assert [row.exp_id for _, row in report.inputs.rows] == before[:4] + before[5:]
     assert report.inputs.unusable == [(6, "unusable: concurrency is text, not a number")]
     shown = books.sheet(uno_edited["text_number"], SHEET)
@@ -149,8 +149,7 @@ def test_a_number_typed_as_text_shows_why_the_row_is_unused(filled: Path, uno_ed
 
 def test_verify_json_rows_are_the_experiments_in_the_sheet(uno_edited: dict[str, Path], tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
-    result = CliRunner().invoke(main, ["verify", str(uno_edited["insert"]), "--engine", ENGINE,
-                                       "--json", str(report_path)])
+    result = CliRunner().invoke(main, ["verify", str(uno_edited["insert"]), "--json", str(report_path)])
     assert result.exit_code == 0, result.output
     rows = json.loads(report_path.read_text())["rows"]
     assert [row["exp_id"] for row in rows] == _exp_ids(uno_edited["insert"])
@@ -197,7 +196,7 @@ def test_a_row_beyond_the_formulas_fails_verify_by_name(filled: Path, tmp_path: 
     report = verify(path, engine=ENGINE)
     assert not report.verification.ok
     assert report.verification.uncovered == [f"row {beyond} (FAR)"]
-    result = CliRunner().invoke(main, ["verify", str(path), "--engine", ENGINE])
+    result = CliRunner().invoke(main, ["verify", str(path)])  # the command says so too (its default engine)
     assert result.exit_code == 1
     assert f"row {beyond} (FAR)" in result.output
 

@@ -22,10 +22,10 @@ from scm_xl.cli import main
 from scm_xl.collect.records import REQUEST_COLUMNS
 from scm_xl.results import ResultRow, read_results, write_results
 from scm_xl.workbook import printing, slo_sheet, summary_sheet
-from scm_xl.workbook.fill import fill, verify
+from scm_xl.workbook.fill import fill
 from scm_xl.workbook.layout import Lang
 from scm_xl.workbook.styles import BOLD_WIDTH, row_height, text_width, wrapped_lines
-from support import books
+from support import books, engines
 from support.paths import UNO_PYTHON
 from support.slo import collect_fixed_delays
 
@@ -166,10 +166,8 @@ def test_a_person_changes_the_slo_in_libreoffice(filled_libreoffice: Path, tmp_p
     shown = _summary(after)
     assert shown["status"] == slo_sheet.TEXTS["en"]["none"]
     assert shown["concurrency"] is None and shown["model"] is None
-    for engine in ("libreoffice", "ironcalc"):
-        report = verify(edited, engine=engine)
-        assert report.verification.ok, [str(m) for m in report.verification.mismatches[:10]]
-        assert report.inputs.slo_typed["e2el"] == 0.01  # the reference read the person's SLO
+    report = engines.verified_as_saved(edited)  # LibreOffice's values as saved, and IronCalc's
+    assert report.inputs.slo_typed["e2el"] == 0.01  # the reference read the person's SLO
 
 
 def _request(exp_id: str, status: str, ttft: str, latency: str, tokens: int, *, error_class: str = "",

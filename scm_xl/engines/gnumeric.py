@@ -23,7 +23,7 @@ from xml.etree.ElementTree import ParseError
 
 from scm_xl.engines.base import Engine, FormulaCells, Recalculated, engine_failed, formula_refs
 # One reader of an engine's saved copy: ssconvert's xlsx is read exactly as soffice's is.
-from scm_xl.engines.libreoffice import _read_values
+from scm_xl.engines.libreoffice import saved_values
 from scm_xl.errors import EngineError
 
 NOT_FOUND = "Gnumeric's ssconvert not found: install it, e.g. apt-get install -y gnumeric"
@@ -63,7 +63,7 @@ class GnumericEngine(Engine):
         with tempfile.TemporaryDirectory(prefix="scm-xl-gnumeric-") as folder:
             converted = self._convert(ssconvert, path, Path(folder))
             try:
-                values = _read_values(converted, refs)
+                values = saved_values(converted, refs)
             except (OSError, KeyError, ValueError, zipfile.BadZipFile, ParseError) as exc:
                 raise engine_failed(self.name, path, f"cannot read its recalculated copy: {exc}") from exc
         return Recalculated(self.name, values, time.perf_counter() - start)

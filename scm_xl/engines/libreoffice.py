@@ -66,7 +66,7 @@ class LibreOfficeEngine(Engine):
         soffice = self._soffice_for(path)
         with _Session(soffice, self.timeout) as session:
             # read inside the session: its folder goes away with soffice, on every exit path
-            values = _read_values(session.convert(path, unhide_columns=True), refs)
+            values = saved_values(session.convert(path, unhide_columns=True), refs)
         return Recalculated(self.name, values, time.perf_counter() - start)
 
     def convert(self, path: Path, out_path: Path) -> Path:
@@ -234,8 +234,9 @@ def _sigterm_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _read_values(converted: Path, refs: FormulaCells) -> dict[tuple[str, str], CellValue]:
-    """The values LibreOffice stored in the formula cells (and array ranges) named by `refs`."""
+def saved_values(converted: Path, refs: FormulaCells) -> dict[tuple[str, str], CellValue]:
+    """The values stored in the formula cells (and array ranges) named by `refs`, as the program
+    that saved the file computed them: LibreOffice's in its converted copy (Gnumeric's in its)."""
     values: dict[tuple[str, str], CellValue] = {}
     with zipfile.ZipFile(converted) as book:
         parts = package.sheet_parts(book)

@@ -1,8 +1,10 @@
 """The engines a workbook is recalculated on in the tests, as pytest parameters (LibreOffice's
 marked `libreoffice`: conftest.py skips it, or fails it in CI, where soffice is missing); the
 small workbook every engine is tested on (`write_workbook`) with what it must compute
-(`EXPECTED`); the error values a spreadsheet shows in a cell (`ERROR_STRINGS`); and what
-the engine of a verify computed, read as a recalculation (`computed`)."""
+(`EXPECTED`); the error values a spreadsheet shows in a cell (`ERROR_STRINGS`); what the
+engine of a verify computed, read as a recalculation (`computed`); and a verify's reference
+against the values a person's LibreOffice session computed and saved (`saved_disagreements`,
+`verified_as_saved`)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,39 @@ def computed(report: Any) -> Recalculated:
     values a second recalculation of that file by that engine gives, without running it again."""
     verification = report.verification
     return Recalculated(verification.engine, verification.values, 0.0)  # type: ignore[arg-type]
+
+
+def saved_disagreements(report: Any) -> list[str]:
+    """A `verify`'s reference against the values saved in the workbook it checked, every formula
+    cell compared as verify compares them (`scm_xl.verify.compare`): what disagrees, [] when
+    nothing does. A workbook a person's LibreOffice session saved (tests/uno_edit.py: edited,
+    recalculated with calculateAll, stored) holds LibreOffice's values, the values
+    `verify --engine libreoffice` computes from it again (tests/test_person_edits.py checks that
+    once): checked here without a second LibreOffice recalculation. The verify itself (the
+    default engine: IronCalc) checks the formulas as the session saved them."""
+    from scm_xl.engines.libreoffice import saved_values
+    from scm_xl.verify import compare
+    from scm_xl.workbook.layout import META_SHEET
+    from scm_xl.workbook.registry import expected_cells, own_sheet_titles
+    from scm_xl.xlsx.package import workbook_formula_refs
+
+    values = saved_values(report.path, workbook_formula_refs(report.path))
+    _, expected = expected_cells(report.layout, report.inputs, analysis=report.analysis)
+    found = compare(expected, Recalculated("libreoffice", values, 0.0), set(own_sheet_titles(report.layout)) - {META_SHEET})
+    return [str(m) for m in found.mismatches] + [f"unexpected {cell}" for cell in found.unexpected]
+
+
+def verified_as_saved(path: Path) -> Any:
+    """`verify` of a workbook a person's LibreOffice session saved, passed (the default engine
+    recalculating the formulas as saved), and LibreOffice's values as saved agreeing with its
+    reference (`saved_disagreements`): the report."""
+    from scm_xl.workbook.fill import verify
+
+    report = verify(path)
+    assert report.verification.ok, [str(m) for m in report.verification.mismatches[:10]]
+    assert saved_disagreements(report) == []
+    return report
+
 
 # The workbook every engine is tested on (tests/test_engines.py, tests/test_gnumeric.py).
 RAW = "原始数据"
