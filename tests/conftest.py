@@ -163,10 +163,11 @@ def _yield_to_the_waiting(item: pytest.Item) -> None:
 # workers have nothing left. A module not named keeps its place after these; WAITING_MODULES,
 # one unit, go first of all.
 LONGEST_FIRST = (
-    "test_person_edits", "test_workbook_capacity", "test_workbook", "test_workbook_slo", "test_replicates_sheet",
-    "test_fill_hostile", "test_summary_inputs", "test_live_charts", "test_workbook_latency", "test_lsq_sheet",
-    "test_workbook_print", "test_ooxml_valid", "test_prompt_factor", "test_fill_cli", "test_safety", "test_gnumeric",
-    "test_first_principles", "test_cli_zh", "test_workbook_for_people", "test_registry", "test_shared_formulas",
+    "test_person_edits", "test_workbook_capacity", "test_workbook", "test_workbook_slo", "test_ooxml_valid",
+    "test_lsq_sheet", "test_workbook_latency", "test_fill_hostile", "test_workbook_print", "test_replicates_sheet",
+    "test_prompt_factor", "test_fill_cli", "test_gnumeric", "test_live_charts", "test_report_html", "test_value_grid",
+    "test_inputs_only", "test_safety", "test_engines", "test_cli_zh", "test_summary_inputs", "test_xlsx_hostile",
+    "test_progress_cli", "test_shared_formulas", "test_workbook_for_people", "test_hostile_csv",
 )
 
 
