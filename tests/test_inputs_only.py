@@ -144,12 +144,24 @@ def test_every_cell_the_readers_read_lies_in_the_rows_the_specs_declare(sizes: d
             yield found.row  # type: ignore[attr-defined]
 
     cell, item, iter_rows = Worksheet.cell, Worksheet.__getitem__, Worksheet.iter_rows
-    monkeypatch.setattr(Worksheet, "cell", lambda ws, row, column=None, value=None: (
-        touched.setdefault(ws.title, set()).add(row), cell(ws, row, column, value))[1])
-    monkeypatch.setattr(Worksheet, "__getitem__", lambda ws, key: (
-        found := item(ws, key), touched.setdefault(ws.title, set()).update(rows_of(found)))[0])
-    monkeypatch.setattr(Worksheet, "iter_rows", lambda ws, min_row=None, max_row=None, *args, **kwargs: (
-        touched.setdefault(ws.title, set()).add(max_row or ws.max_row), iter_rows(ws, min_row, max_row, *args, **kwargs))[1])
+
+    def cell_read(ws: Worksheet, row: int, column: int | None = None, value: object = None) -> object:
+        touched.setdefault(ws.title, set()).add(row)
+        return cell(ws, row, column, value)
+
+    def item_read(ws: Worksheet, key: str) -> object:
+        found = item(ws, key)
+        touched.setdefault(ws.title, set()).update(rows_of(found))
+        return found
+
+    def rows_read(ws: Worksheet, min_row: int | None = None, max_row: int | None = None, *args: object,
+                  **kwargs: object) -> object:
+        touched.setdefault(ws.title, set()).add(max_row or ws.max_row)
+        return iter_rows(ws, min_row, max_row, *args, **kwargs)
+
+    monkeypatch.setattr(Worksheet, "cell", cell_read)
+    monkeypatch.setattr(Worksheet, "__getitem__", item_read)
+    monkeypatch.setattr(Worksheet, "iter_rows", rows_read)
     wb = Workbook()
     wb.remove(wb.active)
     for spec in SHEETS:

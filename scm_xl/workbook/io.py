@@ -76,11 +76,10 @@ WORKBOOK_SUFFIXES = (".xlsx", ".xlsm", ".xltx", ".xltm")
 # What the input readers (`read_inputs`, `read_meta_layout`) read of a sheet, as each sheet's spec
 # declares it (`sheet.SheetSpec.inputs`): "whole" to its last row (the raw data, the SLO sheets'
 # experiments and per-request records), "top" its cells above INPUT_ROWS (every cell a person
-# types on such a sheet lies well above it), or above a row of its own where
-# its spec says where its inputs end for the workbook's layout (`SheetSpec.input_rows`: the
-# latency sheet's forward inputs move down with the concurrency slots, the replicates sheet's
-# one input is its fifth row), "none" not one cell (the per-row workings and the sheets computed
-# from them: formulas only).
+# types on such a sheet lies well above it) or above the row its spec gives for the workbook's
+# layout (`SheetSpec.input_rows`: the latency sheet's forward inputs move down with the
+# concurrency slots), "none" not one cell (the per-row workings and the sheets computed from
+# them: formulas only).
 SheetRead = Literal["whole", "top", "none"]
 INPUT_ROWS = 200
 # What `load(inputs=...)` is given: what is read of each sheet (by title; a number: its formula

@@ -55,7 +55,8 @@ def saved_disagreements(report: Any) -> list[str]:
 
     values = saved_values(report.path, workbook_formula_refs(report.path))
     _, expected = expected_cells(report.layout, report.inputs, analysis=report.analysis)
-    found = compare(expected, Recalculated("libreoffice", values, 0.0), set(own_sheet_titles(report.layout)) - {META_SHEET})
+    found = compare(expected, Recalculated("libreoffice", values, 0.0),
+                    set(own_sheet_titles(report.layout)) - {META_SHEET})
     return [str(m) for m in found.mismatches] + [f"unexpected {cell}" for cell in found.unexpected]
 
 
