@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import tempfile
 import zipfile
@@ -139,14 +140,7 @@ def _declared_layout(book: zipfile.ZipFile, part: str | None, path: Path) -> Lay
     openpyxl has read the copy)."""
     if part is None:
         return None
-    table: list[str] | None = None
-
-    def shared() -> list[str]:
-        nonlocal table
-        if table is None:
-            table = package.shared_strings(book)
-        return table
-
+    shared = functools.cache(lambda: package.shared_strings(book))  # read only if a cell needs it
     values: dict[tuple[int, int], object] = {}
     try:
         with book.open(part) as stream:
